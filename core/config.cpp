@@ -1,0 +1,286 @@
+// core/config.cpp: the key table, YAML and override parsing, validation and printing of Config.
+#include "core/config.h"
+
+#include <sched.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <sstream>
+
+#include "core/errors.h"
+
+namespace rn50 {
+namespace {
+
+[[noreturn]] void bad_value(const std::string& key, const std::string& value, const std::string& expected) {
+  throw ConfigError("config key '" + key + "': '" + value + "' is not " + expected);
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t");
+  return s.substr(b, e - b + 1);
+}
+
+int64_t parse_int(const std::string& key, const std::string& raw) {
+  const std::string v = trim(raw);
+  errno = 0;
+  char* end = nullptr;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno == ERANGE) bad_value(key, raw, "an integer");
+  return x;
+}
+
+double parse_double(const std::string& key, const std::string& raw) {
+  const std::string v = trim(raw);
+  errno = 0;
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(x)) bad_value(key, raw, "a number");
+  return x;
+}
+
+bool parse_bool(const std::string& key, const std::string& raw) {
+  std::string v = trim(raw);
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (v == "on" || v == "true" || v == "yes" || v == "1") return true;
+  if (v == "off" || v == "false" || v == "no" || v == "0") return false;
+  bad_value(key, raw, "on or off");
+}
+
+std::string format_double(double x) {
+  std::ostringstream os;
+  os.precision(10);
+  os << x;
+  return os.str();
+}
+
+template <typename T>
+ConfigKey int_key(const char* name, T Config::*member, const char* help) {
+  return {name, help,
+          [=](Config& c, const std::string& v) {
+            const int64_t x = parse_int(name, v);
+            if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max()) bad_value(name, v, "in range");
+            c.*member = static_cast<T>(x);
+          },
+          [=](const Config& c) { return std::to_string(c.*member); }};
+}
+
+ConfigKey double_key(const char* name, double Config::*member, const char* help) {
+  return {name, help, [=](Config& c, const std::string& v) { c.*member = parse_double(name, v); },
+          [=](const Config& c) { return format_double(c.*member); }};
+}
+
+ConfigKey bool_key(const char* name, bool Config::*member, const char* help) {
+  return {name, help, [=](Config& c, const std::string& v) { c.*member = parse_bool(name, v); },
+          [=](const Config& c) { return std::string(c.*member ? "on" : "off"); }};
+}
+
+ConfigKey string_key(const char* name, std::string Config::*member, const char* help) {
+  return {name, help, [=](Config& c, const std::string& v) { c.*member = trim(v); },
+          [=](const Config& c) { return c.*member; }};
+}
+
+// A string restricted to a fixed set of values.
+ConfigKey choice_key(const char* name, std::string Config::*member, std::vector<std::string> choices,
+                     const std::string& help) {
+  std::string joined;
+  for (const auto& ch : choices) joined += (joined.empty() ? "" : "|") + ch;
+  return {name, help + " (" + joined + ")",
+          [=](Config& c, const std::string& v) {
+            const std::string t = trim(v);
+            if (std::find(choices.begin(), choices.end(), t) == choices.end()) bad_value(name, v, "one of " + joined);
+            c.*member = t;
+          },
+          [=](const Config& c) { return c.*member; }};
+}
+
+ConfigKey int_list_key(const char* name, std::vector<int> Config::*member, const char* help) {
+  return {name, help,
+          [=](Config& c, const std::string& v) {
+            std::vector<int> out;
+            std::string item;
+            std::istringstream is(v);
+            while (std::getline(is, item, ',')) {
+              if (trim(item).empty()) continue;
+              out.push_back(static_cast<int>(parse_int(name, item)));
+            }
+            c.*member = out;
+          },
+          [=](const Config& c) {
+            std::string s;
+            for (int x : c.*member) s += (s.empty() ? "" : ",") + std::to_string(x);
+            return s;
+          }};
+}
+
+std::vector<ConfigKey> make_keys() {
+  using C = Config;
+  return {
+      string_key("model", &C::model, "model name: resnet18|resnet34|resnet50|resnet101|resnet152"),
+      bool_key("zero_init_residual", &C::zero_init_residual, "zero-init the last BatchNorm of each residual block"),
+      choice_key("data", &C::data, {"folder", "synthetic"},
+                 "folder: JPEGs under data_root; synthetic: random batches made on the device (compute only)"),
+      string_key("data_root", &C::data_root, "dataset folder holding train/<class>/*.JPEG and val/<class>/*.JPEG"),
+      int_key("image_size", &C::image_size, "training and validation crop size in pixels"),
+      int_key("val_resize", &C::val_resize, "validation: shorter side resized to this before the centre crop"),
+      int_key("batch_size", &C::batch_size, "images per step per process"),
+      int_key("workers", &C::workers, "decode threads; 0 decodes on the training thread; -1: the usable cores"),
+      int_key("prefetch", &C::prefetch, "batches decoded ahead of the training step"),
+      bool_key("pin_memory", &C::pin_memory, "decode into page-locked host memory and copy asynchronously (GPU)"),
+      bool_key("strict_data", &C::strict_data, "stop at the first unreadable image instead of skipping it"),
+      int_key("synthetic_images", &C::synthetic_images, "images per epoch when data is synthetic"),
+      int_key("epochs", &C::epochs, "epochs to train"),
+      int_key("max_steps", &C::max_steps, "stop each epoch after this many steps (0: the whole epoch)"),
+      double_key("lr", &C::lr, "peak learning rate for a global batch of 256, scaled linearly with the batch"),
+      double_key("warmup_epochs", &C::warmup_epochs, "epochs of linear learning-rate warm-up"),
+      choice_key("lr_schedule", &C::lr_schedule, {"cosine", "step"}, "decay after warm-up"),
+      int_list_key("lr_milestones", &C::lr_milestones, "step schedule: epochs at which the rate is multiplied by lr_gamma"),
+      double_key("lr_gamma", &C::lr_gamma, "step schedule: factor at each milestone"),
+      double_key("momentum", &C::momentum, "SGD momentum"),
+      double_key("weight_decay", &C::weight_decay, "L2 weight decay"),
+      bool_key("decay_bn_and_bias", &C::decay_bn_and_bias, "apply weight decay to BatchNorm parameters and biases too"),
+      double_key("label_smoothing", &C::label_smoothing, "label smoothing of the cross-entropy loss"),
+      string_key("device", &C::device, "auto|cpu|cuda|cuda:N"),
+      int_key("seed", &C::seed, "seed of initialisation, shuffling and augmentation"),
+      string_key("out_dir", &C::out_dir, "folder for the log, metrics, resolved config and checkpoints"),
+      string_key("resume", &C::resume, "checkpoint to continue training from"),
+      int_key("log_every", &C::log_every, "steps between step records in the log and metrics"),
+      bool_key("validate", &C::validate, "evaluate on the validation split after every epoch"),
+      choice_key("tf32", &C::tf32, {"default", "on", "off"},
+                 "TF32 math: default keeps LibTorch's defaults (TF32 in cuDNN convolutions, not in matrix "
+                 "products); off is true FP32 everywhere; on allows TF32 everywhere"),
+      choice_key("precision", &C::precision, {"fp32", "bf16", "fp16"},
+                 "autocast precision of forward and backward (fp16 adds a loss scaler)"),
+      bool_key("channels_last", &C::channels_last, "NHWC memory layout for images, weights and activations"),
+      bool_key("cudnn_benchmark", &C::cudnn_benchmark, "let cuDNN time its algorithms and keep the fastest"),
+      bool_key("cuda_graph", &C::cuda_graph, "capture the whole training step in a CUDA graph and replay it"),
+  };
+}
+
+void apply_yaml_node(Config& config, const YAML::Node& root, const std::string& origin) {
+  if (!root || root.IsNull()) return;
+  if (!root.IsMap()) throw ConfigError(origin + ": expected a mapping of key: value");
+  for (const auto& item : root) {
+    const std::string key = item.first.as<std::string>();
+    const auto& keys = config_keys();
+    const auto it = std::find_if(keys.begin(), keys.end(), [&](const ConfigKey& k) { return k.name == key; });
+    if (it == keys.end()) throw ConfigError(origin + ": unknown config key '" + key + "'");
+    std::string value;
+    if (item.second.IsSequence()) {
+      for (const auto& v : item.second) value += (value.empty() ? "" : ",") + v.as<std::string>();
+    } else if (item.second.IsScalar()) {
+      value = item.second.as<std::string>();
+    } else if (item.second.IsNull()) {
+      value = "";
+    } else {
+      throw ConfigError(origin + ": config key '" + key + "' must be a value or a list");
+    }
+    it->parse(config, value);
+  }
+}
+
+}  // namespace
+
+const std::vector<ConfigKey>& config_keys() {
+  static const std::vector<ConfigKey> keys = make_keys();
+  return keys;
+}
+
+void apply_yaml_text(Config& config, const std::string& text, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(origin + ": not valid YAML: " + e.what());
+  }
+  apply_yaml_node(config, root, origin);
+}
+
+void apply_yaml_file(Config& config, const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw ConfigError("cannot read config file: " + path);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(path + ": not valid YAML: " + e.what());
+  }
+  apply_yaml_node(config, root, path);
+}
+
+void apply_overrides(Config& config, const std::map<std::string, std::string>& values) {
+  const auto& keys = config_keys();
+  for (const auto& [name, value] : values) {
+    const auto it = std::find_if(keys.begin(), keys.end(), [&](const ConfigKey& k) { return k.name == name; });
+    if (it == keys.end()) throw ConfigError("unknown config key '" + name + "'");
+    it->parse(config, value);
+  }
+}
+
+int usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return 1;
+}
+
+void validate(Config& c) {
+  auto require = [](bool ok, const std::string& key, const std::string& what) {
+    if (!ok) throw ConfigError("config key '" + key + "': " + what);
+  };
+  require(c.image_size >= 16 && c.image_size <= 1024, "image_size", "must be between 16 and 1024");
+  require(c.val_resize >= c.image_size, "val_resize", "must be at least image_size");
+  require(c.batch_size >= 1, "batch_size", "must be at least 1");
+  require(c.workers >= -1, "workers", "must be -1 (auto), 0 or more");
+  require(c.prefetch >= 1, "prefetch", "must be at least 1");
+  require(c.synthetic_images >= c.batch_size || c.data != "synthetic", "synthetic_images",
+          "must be at least batch_size");
+  require(c.epochs >= 1, "epochs", "must be at least 1");
+  require(c.max_steps >= 0, "max_steps", "must be 0 (whole epoch) or more");
+  require(c.lr > 0, "lr", "must be positive");
+  require(c.warmup_epochs >= 0, "warmup_epochs", "must not be negative");
+  require(c.lr_gamma > 0 && c.lr_gamma <= 1, "lr_gamma", "must be in (0, 1]");
+  require(std::is_sorted(c.lr_milestones.begin(), c.lr_milestones.end()), "lr_milestones", "must be increasing");
+  require(c.momentum >= 0 && c.momentum < 1, "momentum", "must be in [0, 1)");
+  require(c.weight_decay >= 0, "weight_decay", "must not be negative");
+  require(c.label_smoothing >= 0 && c.label_smoothing < 1, "label_smoothing", "must be in [0, 1)");
+  require(c.log_every >= 1, "log_every", "must be at least 1");
+  require(!c.out_dir.empty(), "out_dir", "must not be empty");
+  require(c.data == "synthetic" || !c.data_root.empty(), "data_root", "is required when data is folder");
+
+  const bool cpu = c.device == "cpu";
+  const bool cuda = c.device == "cuda" || c.device.rfind("cuda:", 0) == 0;
+  require(cpu || cuda || c.device == "auto", "device", "'" + c.device + "' is not auto, cpu, cuda or cuda:N");
+  if (c.device.rfind("cuda:", 0) == 0) {
+    const std::string index = c.device.substr(5);
+    require(!index.empty() && index.find_first_not_of("0123456789") == std::string::npos, "device",
+            "'" + c.device + "' needs a GPU index, like cuda:0");
+  }
+  require(!(cpu && c.precision == "fp16"), "precision", "fp16 needs a CUDA device (use bf16 or fp32 on cpu)");
+
+  if (c.workers == -1) c.workers = usable_cores();
+}
+
+std::string to_yaml(const Config& config) {
+  std::string out;
+  for (const auto& key : config_keys()) {
+    const std::string value = key.print(config);
+    out += key.name + ": ";
+    out += value.empty() ? "\"\"" : (key.name == "lr_milestones" ? "[" + value + "]" : value);
+    out += "\n";
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> to_rows(const Config& config) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  for (const auto& key : config_keys()) rows.emplace_back(key.name, key.print(config));
+  return rows;
+}
+
+}  // namespace rn50

@@ -1,0 +1,86 @@
+// core/config.h: the run configuration: one struct, read from YAML and the command line, validated once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace rn50 {
+
+struct Config {
+  // model
+  std::string model = "resnet50";
+  bool zero_init_residual = true;
+
+  // data
+  std::string data = "folder";  // folder | synthetic
+  std::string data_root;        // ROOT holding train/ and val/
+  int image_size = 224;
+  int val_resize = 256;
+  int batch_size = 256;  // per process
+  int workers = -1;      // decode threads; -1: the cores this process may use
+  int prefetch = 4;      // batches decoded ahead
+  bool pin_memory = true;
+  bool strict_data = false;
+  int64_t synthetic_images = 25600;  // images per epoch in synthetic mode
+
+  // optimisation
+  int epochs = 90;
+  int64_t max_steps = 0;  // per epoch; 0 = the whole epoch
+  double lr = 0.1;        // for a global batch of 256; scaled linearly with the global batch
+  double warmup_epochs = 5.0;
+  std::string lr_schedule = "cosine";  // cosine | step
+  std::vector<int> lr_milestones = {30, 60, 80};
+  double lr_gamma = 0.1;
+  double momentum = 0.9;
+  double weight_decay = 1e-4;
+  bool decay_bn_and_bias = false;  // weight decay on BatchNorm parameters and biases too
+  double label_smoothing = 0.1;
+
+  // run
+  std::string device = "auto";  // auto | cpu | cuda | cuda:N
+  int64_t seed = 0;
+  std::string out_dir = "runs/rn50";
+  std::string resume;  // checkpoint to continue from
+  int log_every = 50;  // steps between step records
+  bool validate = true;
+
+  // speed switches (GPU)
+  std::string tf32 = "default";      // default | on | off
+  std::string precision = "fp32";    // fp32 | bf16 | fp16
+  bool channels_last = false;
+  bool cudnn_benchmark = false;
+  bool cuda_graph = false;
+};
+
+// One configuration key: its name, help text and how to read and print it. The YAML reader, the
+// command line and the resolved-config dump all go through this one table.
+struct ConfigKey {
+  std::string name;
+  std::string help;
+  std::function<void(Config&, const std::string&)> parse;  // throws ConfigError naming the key
+  std::function<std::string(const Config&)> print;
+};
+const std::vector<ConfigKey>& config_keys();
+
+// Applies a YAML file's keys over `config`. Unknown keys and bad values throw ConfigError naming them.
+void apply_yaml_file(Config& config, const std::string& path);
+void apply_yaml_text(Config& config, const std::string& text, const std::string& origin);
+
+// Applies key=value overrides (names as in the table).
+void apply_overrides(Config& config, const std::map<std::string, std::string>& values);
+
+// Checks ranges and combinations; throws ConfigError naming the key. Resolves automatic values
+// (workers = -1) that do not need a device.
+void validate(Config& config);
+
+// The resolved configuration as YAML (every key, in table order), and as rows for the start-up table.
+std::string to_yaml(const Config& config);
+std::vector<std::pair<std::string, std::string>> to_rows(const Config& config);
+
+// The number of CPU cores this process may run on (its affinity mask), at least 1.
+int usable_cores();
+
+}  // namespace rn50

@@ -1,0 +1,24 @@
+// core/errors.h: the exception types that become one-line user-facing errors.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace rn50 {
+
+// Bad configuration: unknown key, bad value, conflicting options. The message names the key.
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Bad dataset layout: missing root, empty split, empty class folder. Detected before training starts.
+struct DataError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// One image that cannot be used (unreadable, not a JPEG, truncated, corrupt).
+struct DecodeError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace rn50

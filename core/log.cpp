@@ -1,0 +1,31 @@
+// core/log.cpp: spdlog sinks for the console and the run's log file.
+#include "core/log.h"
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace rn50 {
+
+void init_logging(const std::string& file, int rank) {
+  std::vector<spdlog::sink_ptr> sinks;
+  sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  if (!file.empty() && rank == 0) sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(file, true));
+  auto logger = std::make_shared<spdlog::logger>("rn50", sinks.begin(), sinks.end());
+  logger->set_pattern(rank == 0 ? "[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v"
+                                : "[%Y-%m-%d %H:%M:%S.%e] [rank " + std::to_string(rank) + "] [%^%l%$] %v");
+  logger->set_level(rank == 0 ? spdlog::level::info : spdlog::level::warn);
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+}
+
+void log_table(const std::string& title, const std::vector<std::pair<std::string, std::string>>& rows) {
+  size_t width = 0;
+  for (const auto& row : rows) width = std::max(width, row.first.size());
+  spdlog::info("{}", title);
+  for (const auto& [key, value] : rows) spdlog::info("  {:<{}}  {}", key, width, value);
+}
+
+}  // namespace rn50

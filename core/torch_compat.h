@@ -1,0 +1,24 @@
+// core/torch_compat.h: the few calls that differ between LibTorch 1.13 (Debian) and 2.x (pip); include from .cpp only.
+#pragma once
+
+#include <ATen/autocast_mode.h>
+#include <torch/version.h>
+
+namespace rn50::compat {
+
+// Turns CUDA autocast on or off for the calling thread, at the given lower precision.
+inline void set_cuda_autocast(bool enabled, at::ScalarType dtype) {
+#if TORCH_VERSION_MAJOR >= 2
+  at::autocast::set_autocast_enabled(at::kCUDA, enabled);
+  at::autocast::set_autocast_dtype(at::kCUDA, dtype);
+#else
+  at::autocast::set_enabled(enabled);
+  at::autocast::set_autocast_gpu_dtype(dtype);
+#endif
+}
+
+// C++ never clears autocast's cache of low-precision weight copies by itself (Python does when the
+// context exits); stale copies would survive the optimizer update.
+inline void clear_autocast_cache() { at::autocast::clear_cache(); }
+
+}  // namespace rn50::compat

@@ -1,0 +1,99 @@
+// data/loader.h: the batch loader: decode threads fill reusable host buffers, batches come out in order.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "data/dataset.h"
+
+namespace rn50::data {
+
+// Host memory for batches: pageable here; the CUDA build adds a pinned allocator (cudaHostAlloc).
+class HostAllocator {
+ public:
+  virtual ~HostAllocator() = default;
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* ptr) noexcept = 0;
+  virtual bool pinned() const = 0;
+};
+std::unique_ptr<HostAllocator> make_pageable_allocator();
+
+// One batch in host memory: images as uint8 [size][image_size][image_size][3], labels as int64.
+struct HostBatch {
+  uint8_t* images = nullptr;
+  int64_t* labels = nullptr;
+  int64_t size = 0;   // images in this batch (the last validation batch may be short)
+  int64_t index = 0;  // batch number within the epoch
+  int slot = 0;       // buffer slot in the pool
+};
+
+// `slots` buffers of one batch each, allocated once and reused every epoch.
+class BatchPool {
+ public:
+  BatchPool(int slots, int batch_size, int image_size, std::shared_ptr<HostAllocator> allocator);
+  ~BatchPool();
+  BatchPool(const BatchPool&) = delete;
+  BatchPool& operator=(const BatchPool&) = delete;
+  int slots() const { return static_cast<int>(images_.size()); }
+  int batch_size() const { return batch_size_; }
+  int image_size() const { return image_size_; }
+  bool pinned() const { return allocator_->pinned(); }
+  uint8_t* images(int slot) const { return images_[slot]; }
+  int64_t* labels(int slot) const { return labels_[slot]; }
+
+ private:
+  int batch_size_;
+  int image_size_;
+  std::shared_ptr<HostAllocator> allocator_;
+  std::vector<uint8_t*> images_;
+  std::vector<int64_t*> labels_;
+};
+
+struct LoaderOptions {
+  int batch_size = 256;
+  int workers = 0;      // decode threads; 0 decodes on the calling thread inside next()
+  bool drop_last = true;
+  bool strict = false;  // a bad sample is fatal instead of being replaced
+  int max_replacements = 32;  // consecutive bad samples before giving up, even when not strict
+};
+
+// Called once for every bad sample (its description and the reason), from whichever thread met it.
+using BadSampleHandler = std::function<void(const std::string& what, const std::string& reason)>;
+
+// Loads one epoch. Batch b goes to pool slot b % slots; workers fill at most `slots` batches ahead of
+// the consumer. A bad sample is reported, counted and replaced by the next sample in the order, unless
+// strict, in which case next() throws rn50::DecodeError naming the file.
+class BatchLoader {
+ public:
+  BatchLoader(const ImageDataset& dataset, std::vector<size_t> order, uint64_t epoch, const LoaderOptions& options,
+              BatchPool& pool, BadSampleHandler on_bad_sample);
+  ~BatchLoader();
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  int64_t num_batches() const { return num_batches_; }
+  // The next batch in order, or nullopt after the last. Blocks until it is ready; rethrows a worker's error.
+  std::optional<HostBatch> next();
+  // Hands a batch's buffer back, once its contents are no longer needed (after the device copy finished).
+  void release(const HostBatch& batch);
+  int64_t bad_samples() const { return bad_samples_.load(); }
+
+ private:
+  // (implementation-defined members)
+  struct State;
+  std::unique_ptr<State> state_;
+  int64_t num_batches_ = 0;
+  std::atomic<int64_t> bad_samples_{0};
+};
+
+}  // namespace rn50::data

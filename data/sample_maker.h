@@ -1,0 +1,24 @@
+// data/sample_maker.h: `rn50 make-sample`: a small ImageNet-format JPEG dataset whose classes differ visibly.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace rn50::data {
+
+struct SampleSpec {
+  std::string out_dir;
+  int classes = 10;
+  int per_class = 64;      // training images per class
+  int val_per_class = 16;  // validation images per class
+  int size = 64;           // image side in pixels (images are size x size*4/3, landscape, like ImageNet)
+  int quality = 90;
+  uint64_t seed = 1;
+};
+
+// Writes OUT/train/<class>/*.JPEG and OUT/val/<class>/*.JPEG. Class c has its own shape, colour and
+// texture; position, size, rotation, background and noise vary per image, so the task is learnable but
+// not trivial. Returns the number of files written.
+int64_t make_sample_dataset(const SampleSpec& spec);
+
+}  // namespace rn50::data

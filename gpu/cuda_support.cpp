@@ -1,0 +1,52 @@
+// gpu/cuda_support.cpp: pinned host memory, allocator statistics and device description (CUDA build only).
+#include "gpu/cuda_support.h"
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <cuda_runtime.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <fmt/format.h>
+
+#include "gpu/cuda_check.h"
+
+namespace rn50::gpu {
+namespace {
+
+class PinnedAllocator final : public data::HostAllocator {
+ public:
+  void* allocate(size_t bytes) override {
+    void* ptr = nullptr;
+    RN50_CUDA_CHECK(cudaHostAlloc(&ptr, bytes, cudaHostAllocDefault));
+    return ptr;
+  }
+  void deallocate(void* ptr) noexcept override { cudaFreeHost(ptr); }
+  bool pinned() const override { return true; }
+};
+
+}  // namespace
+
+bool built_with_cuda() { return true; }
+
+std::shared_ptr<data::HostAllocator> make_pinned_allocator() { return std::make_shared<PinnedAllocator>(); }
+
+std::optional<double> peak_memory_gib(int device) {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+  const auto& peak = stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+  return static_cast<double>(peak) / (1024.0 * 1024.0 * 1024.0);
+}
+
+void reset_peak_memory(int device) { c10::cuda::CUDACachingAllocator::resetPeakStats(device); }
+
+std::string describe_device(int device) {
+  cudaDeviceProp prop{};
+  RN50_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  int driver = 0, runtime = 0;
+  RN50_CUDA_CHECK(cudaDriverGetVersion(&driver));
+  RN50_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  return fmt::format("{} (sm_{}{}, {} SMs, {:.0f} GiB), driver CUDA {}.{}, runtime {}.{}, cuDNN {}", prop.name,
+                     prop.major, prop.minor, prop.multiProcessorCount,
+                     static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), driver / 1000,
+                     (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10, at::detail::getCUDAHooks().versionCuDNN());
+}
+
+}  // namespace rn50::gpu

@@ -1,0 +1,25 @@
+// gpu/cuda_support.h: what the trainer needs from CUDA, behind plain types; the CPU-only build stubs it.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "data/loader.h"
+
+namespace rn50::gpu {
+
+// True when this binary was built against a CUDA LibTorch.
+bool built_with_cuda();
+
+// Page-locked host memory (cudaHostAlloc), for asynchronous host-to-device copies.
+std::shared_ptr<data::HostAllocator> make_pinned_allocator();
+
+// Peak bytes the caching allocator held on `device` since the last reset, in GiB.
+std::optional<double> peak_memory_gib(int device);
+void reset_peak_memory(int device);
+
+// One line describing the GPU: name, compute capability, memory, and LibTorch's CUDA/cuDNN versions.
+std::string describe_device(int device);
+
+}  // namespace rn50::gpu

@@ -1,0 +1,30 @@
+// models/model.h: the image-classifier interface and the registry that builds a model by name.
+#pragma once
+
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace rn50::models {
+
+// Any model rn50 trains: NCHW (or channels-last) float images in, logits out.
+class Classifier : public torch::nn::Module {
+ public:
+  virtual at::Tensor forward(const at::Tensor& images) = 0;
+};
+
+struct ModelOptions {
+  int64_t num_classes = 1000;
+  bool zero_init_residual = true;  // last BatchNorm of each residual block starts at zero
+};
+
+// Builds a registered model. Throws rn50::ConfigError naming the model when it is unknown.
+std::shared_ptr<Classifier> create(const std::string& name, const ModelOptions& options);
+
+// The registered names, in registry order.
+std::vector<std::string> names();
+
+}  // namespace rn50::models

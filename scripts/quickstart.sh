@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# From a fresh Debian machine: install, build, make the sample dataset and train on it (configs/smoke.yaml).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/install-deps.sh"
+"$root/scripts/build.sh" "$root/build"
+cd "$root"
+[[ -d sample/train ]] || ./build/rn50 make-sample --out sample --classes 10 --per-class 64 --val-per-class 16 --size 72
+./build/rn50 train --config configs/smoke.yaml "$@"

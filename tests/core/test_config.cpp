@@ -1,0 +1,82 @@
+// tests/core/test_config.cpp: YAML and override parsing, validation errors naming the key, YAML round trip.
+#include <gtest/gtest.h>
+
+#include "core/config.h"
+#include "core/errors.h"
+
+namespace rn50 {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Config, YamlOverridesDefaults) {
+  Config c;
+  apply_yaml_text(c, "batch_size: 32\nchannels_last: on\nlr_milestones: [3, 6]\nlr: 0.2\nmodel: resnet18\n", "t");
+  EXPECT_EQ(c.batch_size, 32);
+  EXPECT_TRUE(c.channels_last);
+  EXPECT_EQ(c.lr_milestones, (std::vector<int>{3, 6}));
+  EXPECT_DOUBLE_EQ(c.lr, 0.2);
+  EXPECT_EQ(c.model, "resnet18");
+}
+
+TEST(Config, UnknownKeyIsNamed) {
+  Config c;
+  EXPECT_NE(error_of([&] { apply_yaml_text(c, "batchsize: 3\n", "f.yaml"); }).find("'batchsize'"), std::string::npos);
+  EXPECT_NE(error_of([&] { apply_overrides(c, {{"nope", "1"}}); }).find("'nope'"), std::string::npos);
+}
+
+TEST(Config, BadValuesAreNamed) {
+  Config c;
+  EXPECT_NE(error_of([&] { apply_overrides(c, {{"batch_size", "x12"}}); }).find("batch_size"), std::string::npos);
+  EXPECT_NE(error_of([&] { apply_overrides(c, {{"precision", "fp64"}}); }).find("fp32|bf16|fp16"), std::string::npos);
+  EXPECT_NE(error_of([&] { apply_overrides(c, {{"pin_memory", "maybe"}}); }).find("pin_memory"), std::string::npos);
+  EXPECT_NE(error_of([&] { apply_overrides(c, {{"lr", "nan"}}); }).find("'lr'"), std::string::npos);
+  EXPECT_NE(error_of([&] { apply_yaml_text(c, "a: [b\n", "broken.yaml"); }).find("broken.yaml"), std::string::npos);
+}
+
+TEST(Config, ValidationNamesTheKey) {
+  auto invalid = [](const std::map<std::string, std::string>& v) {
+    Config c;
+    c.data_root = "/data";
+    apply_overrides(c, v);
+    return error_of([&] { validate(c); });
+  };
+  EXPECT_EQ(invalid({}), "");
+  EXPECT_NE(invalid({{"batch_size", "0"}}).find("batch_size"), std::string::npos);
+  EXPECT_NE(invalid({{"val_resize", "100"}}).find("val_resize"), std::string::npos);
+  EXPECT_NE(invalid({{"device", "gpu0"}}).find("device"), std::string::npos);
+  EXPECT_NE(invalid({{"device", "cuda:x"}}).find("device"), std::string::npos);
+  EXPECT_NE(invalid({{"device", "cpu"}, {"precision", "fp16"}}).find("precision"), std::string::npos);
+  EXPECT_NE(invalid({{"lr_milestones", "5,2"}}).find("lr_milestones"), std::string::npos);
+  EXPECT_NE(invalid({{"data_root", ""}}).find("data_root"), std::string::npos);
+  EXPECT_EQ(invalid({{"data_root", ""}, {"data", "synthetic"}}), "");
+}
+
+TEST(Config, AutoWorkersResolveToUsableCores) {
+  Config c;
+  c.data_root = "/data";
+  validate(c);
+  EXPECT_EQ(c.workers, usable_cores());
+  EXPECT_GE(c.workers, 1);
+}
+
+TEST(Config, YamlDumpReadsBackIdentically) {
+  Config c;
+  apply_overrides(c, {{"batch_size", "48"}, {"lr", "0.0375"}, {"tf32", "off"}, {"lr_milestones", "1,2,3"},
+                      {"data_root", "/tmp/x y"}, {"resume", ""}});
+  Config back;
+  apply_yaml_text(back, to_yaml(c), "dump");
+  EXPECT_EQ(to_yaml(back), to_yaml(c));
+  EXPECT_EQ(back.data_root, "/tmp/x y");
+  EXPECT_EQ(back.lr_milestones, (std::vector<int>{1, 2, 3}));
+}
+
+}  // namespace
+}  // namespace rn50

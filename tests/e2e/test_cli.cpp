@@ -1,0 +1,178 @@
+// tests/e2e/test_cli.cpp: the rn50 binary as a user runs it: make-sample, train, resume, and bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Result rn50(const std::string& args) {
+  const std::string command = std::string(RN50_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return r;
+  std::array<char, 4096> buffer{};
+  while (fgets(buffer.data(), buffer.size(), pipe)) r.output += buffer.data();
+  const int status = ::pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::vector<nlohmann::json> records(const fs::path& metrics, const std::string& type) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(metrics);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j["type"] == type) out.push_back(j);
+  }
+  return out;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("rn50_e2e_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  void make_sample(const std::string& args) {
+    const Result r = rn50("make-sample --out " + path("data") + " " + args);
+    ASSERT_EQ(r.code, 0) << r.output;
+  }
+  fs::path dir_;
+};
+
+// A small, fast training configuration on the generated sample.
+std::string small_run(const std::string& data, const std::string& out) {
+  return "train --data-root " + data + " --out-dir " + out +
+         " --device cpu --image-size 32 --val-resize 36 --batch-size 16 --workers 2 --warmup-epochs 0"
+         " --label-smoothing 0 --lr-schedule step --lr 0.4";
+}
+
+TEST_F(Cli, TrainingOnTheSampleLowersTheLossAndWritesEverything) {
+  make_sample("--classes 4 --per-class 16 --val-per-class 4 --size 40");
+  const Result r = rn50(small_run(path("data"), path("run")) + " --epochs 4 --log-every 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto epochs = records(path("run") + "/metrics.jsonl", "epoch");
+  ASSERT_EQ(epochs.size(), 4u);
+  EXPECT_LT(epochs.back()["train_loss"].get<double>(), epochs.front()["train_loss"].get<double>());
+  for (const auto& key : {"wall_s", "images_per_s", "data_wait_s", "compute_s", "train_loss", "val_loss", "top1", "top5",
+                          "lr", "peak_host_rss_gib", "bad_samples"}) {
+    EXPECT_TRUE(epochs.back().contains(key)) << key;
+  }
+  EXPECT_TRUE(epochs.back()["peak_gpu_mem_gib"].is_null());  // unavailable on the CPU, never 0
+  EXPECT_EQ(epochs.back()["bad_samples"], 0);
+  EXPECT_EQ(epochs.back()["steps"], 4);
+  EXPECT_EQ(records(path("run") + "/metrics.jsonl", "step").size(), 8u);
+  EXPECT_TRUE(fs::exists(path("run") + "/checkpoint.pt"));
+  EXPECT_TRUE(fs::exists(path("run") + "/config.yaml"));
+  EXPECT_TRUE(fs::exists(path("run") + "/train.log"));
+}
+
+TEST_F(Cli, ResumedRunTakesTheSameNextStepAsAnUninterruptedOne) {
+  make_sample("--classes 3 --per-class 11 --val-per-class 2 --size 32");
+  const std::string common = small_run(path("data"), "") + " --log-every 1 --validate=off --seed 7";
+  const Result whole = rn50(common + path("whole") + " --epochs 2");
+  ASSERT_EQ(whole.code, 0) << whole.output;
+  const Result first = rn50(common + path("split") + " --epochs 1");
+  ASSERT_EQ(first.code, 0) << first.output;
+  const Result second =
+      rn50(common + path("split") + " --epochs 2 --resume " + path("split") + "/checkpoint.pt");
+  ASSERT_EQ(second.code, 0) << second.output;
+  const auto a = records(path("whole") + "/metrics.jsonl", "step");
+  const auto b = records(path("split") + "/metrics.jsonl", "step");
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(a[i]["step"], b[i]["step"]);
+    EXPECT_NEAR(a[i]["loss"].get<double>(), b[i]["loss"].get<double>(), 1e-5) << "step " << a[i]["step"];
+  }
+}
+
+TEST_F(Cli, BadImagesAreCountedAndSkipped) {
+  make_sample("--classes 3 --per-class 10 --val-per-class 2 --size 32");
+  const fs::path cls = *fs::directory_iterator(path("data") + "/train");
+  std::ofstream(cls / "empty.JPEG");
+  std::ofstream(cls / "text.JPEG") << "this is not an image";
+  {
+    std::ifstream good(fs::directory_iterator(cls)->path(), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(good)), std::istreambuf_iterator<char>());
+    std::ofstream(cls / "truncated.JPEG", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  }
+  // 33 files, batch 11: every position is used once, so each bad file is met exactly once.
+  const std::string args = small_run(path("data"), path("run")) + " --batch-size 11 --epochs 1 --validate=off";
+  const Result r = rn50(args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(records(path("run") + "/metrics.jsonl", "epoch").at(0)["bad_samples"], 3);
+  EXPECT_NE(r.output.find("truncated.JPEG"), std::string::npos) << r.output;
+
+  const Result strict = rn50(args + " --strict-data");
+  EXPECT_NE(strict.code, 0);
+  EXPECT_TRUE(strict.output.find("empty.JPEG") != std::string::npos ||
+              strict.output.find("text.JPEG") != std::string::npos ||
+              strict.output.find("truncated.JPEG") != std::string::npos)
+      << strict.output;
+}
+
+TEST_F(Cli, DatasetProblemsStopBeforeTrainingWithOneLine) {
+  Result r = rn50("train --device cpu --data-root " + path("nowhere") + " --out-dir " + path("run"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find(path("nowhere")), std::string::npos) << r.output;
+
+  make_sample("--classes 2 --per-class 2 --val-per-class 1 --size 32");
+  fs::create_directories(path("data") + "/train/zz_empty");
+  r = rn50("train --device cpu --batch-size 2 --data-root " + path("data") + " --out-dir " + path("run"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("zz_empty"), std::string::npos) << r.output;
+
+  fs::remove_all(path("data") + "/val");
+  fs::remove_all(path("data") + "/train/zz_empty");
+  r = rn50("train --device cpu --batch-size 2 --data-root " + path("data") + " --out-dir " + path("run"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("/val"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, ConfigurationErrorsNameTheKey) {
+  std::ofstream(path("bad.yaml")) << "batch_size: 8\nbatchsize: 9\n";
+  Result r = rn50("train --config " + path("bad.yaml"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("batchsize"), std::string::npos) << r.output;
+  r = rn50("train --data-root /x --precision fp64");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("precision"), std::string::npos) << r.output;
+  r = rn50("train --data-root /x --no-such-option 3");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("no-such-option"), std::string::npos) << r.output;
+  r = rn50("train --data-root /x --device cuda:0 --out-dir " + path("run"));
+  EXPECT_NE(r.code, 0);  // this machine has no GPU (the GPU machine runs its own checks)
+}
+
+TEST_F(Cli, HelpListsEveryConfigKey) {
+  const Result r = rn50("train --help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* option : {"--batch-size", "--tf32", "--cuda-graph", "--strict-data", "--resume", "--lr-schedule",
+                             "--label-smoothing", "--channels-last", "--precision", "--workers"}) {
+    EXPECT_NE(r.output.find(option), std::string::npos) << option;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,103 @@
+// tests/trainer/test_checkpoint.cpp: checkpoint round trip, atomic replacement, and clear errors on bad files.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/errors.h"
+#include "models/model.h"
+#include "trainer/checkpoint.h"
+#include "trainer/sgd.h"
+
+namespace rn50::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Checkpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("rn50_ckpt_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+void train_a_step(models::Classifier& model, Sgd& sgd) {
+  sgd.set_lr(0.1);
+  sgd.zero_grad();
+  torch::nn::functional::cross_entropy(model.forward(torch::randn({4, 3, 32, 32})), torch::randint(3, {4})).backward();
+  sgd.step();
+}
+
+TEST_F(Checkpoint, RoundTripRestoresWeightsBuffersMomentumAndMeta) {
+  torch::manual_seed(5);
+  auto model = models::create("resnet18", {3, true});
+  Sgd sgd(*model, 0.9, 1e-4, false);
+  train_a_step(*model, sgd);
+  const std::string path = (dir_ / "checkpoint.pt").string();
+  save_checkpoint(path, *model, sgd, {"resnet18", 4, 123, 9, {"a", "b", "c"}});
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+
+  torch::manual_seed(99);
+  auto other = models::create("resnet18", {3, true});
+  Sgd other_sgd(*other, 0.9, 1e-4, false);
+  const CheckpointMeta meta = load_checkpoint(path, *other, other_sgd);
+  EXPECT_EQ(meta.model, "resnet18");
+  EXPECT_EQ(meta.epoch, 4);
+  EXPECT_EQ(meta.step, 123);
+  EXPECT_EQ(meta.seed, 9);
+  EXPECT_EQ(meta.classes, (std::vector<std::string>{"a", "b", "c"}));
+  const auto a = model->named_parameters();
+  const auto b = other->named_parameters();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i].value(), b[i].value())) << a[i].key();
+  const auto ab = model->named_buffers();
+  const auto bb = other->named_buffers();
+  for (size_t i = 0; i < ab.size(); ++i) EXPECT_TRUE(torch::equal(ab[i].value(), bb[i].value())) << ab[i].key();
+  for (size_t i = 0; i < sgd.momentum_buffers().size(); ++i) {
+    EXPECT_TRUE(torch::equal(sgd.momentum_buffers()[i].second, other_sgd.momentum_buffers()[i].second));
+  }
+  EXPECT_EQ(read_checkpoint_meta(path).step, 123);
+}
+
+TEST_F(Checkpoint, SavingReplacesThePreviousFileWhole) {
+  auto model = models::create("resnet18", {3, true});
+  Sgd sgd(*model, 0.9, 0, false);
+  const std::string path = (dir_ / "c.pt").string();
+  save_checkpoint(path, *model, sgd, {"resnet18", 1, 10, 0, {"a", "b", "c"}});
+  save_checkpoint(path, *model, sgd, {"resnet18", 2, 20, 0, {"a", "b", "c"}});
+  EXPECT_EQ(read_checkpoint_meta(path).epoch, 2);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+}
+
+TEST_F(Checkpoint, BadFilesAreClearErrors) {
+  auto model = models::create("resnet18", {3, true});
+  Sgd sgd(*model, 0.9, 0, false);
+  EXPECT_THROW(load_checkpoint((dir_ / "missing.pt").string(), *model, sgd), ConfigError);
+  const std::string junk = (dir_ / "junk.pt").string();
+  std::ofstream(junk) << "not a checkpoint";
+  EXPECT_THROW(load_checkpoint(junk, *model, sgd), ConfigError);
+
+  // A checkpoint of another architecture: the error names the first mis-shaped or missing tensor.
+  const std::string r34 = (dir_ / "r34.pt").string();
+  auto big = models::create("resnet34", {3, true});
+  Sgd big_sgd(*big, 0.9, 0, false);
+  save_checkpoint(r34, *big, big_sgd, {"resnet34", 1, 1, 0, {"a", "b", "c"}});
+  auto with_more_classes = models::create("resnet18", {5, true});
+  Sgd sgd5(*with_more_classes, 0.9, 0, false);
+  const std::string r18 = (dir_ / "r18.pt").string();
+  save_checkpoint(r18, *model, sgd, {"resnet18", 1, 1, 0, {"a", "b", "c"}});
+  try {
+    load_checkpoint(r18, *with_more_classes, sgd5);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("fc.weight"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(load_checkpoint(r34, *model, sgd), ConfigError);
+}
+
+}  // namespace
+}  // namespace rn50::trainer

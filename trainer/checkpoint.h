@@ -1,0 +1,34 @@
+// trainer/checkpoint.h: checkpoints (model, optimizer state, progress, class list), written atomically.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace torch::nn {
+class Module;
+}
+
+namespace rn50::trainer {
+
+class Sgd;
+
+struct CheckpointMeta {
+  std::string model;
+  int64_t epoch = 0;  // epochs completed
+  int64_t step = 0;   // optimizer steps completed
+  int64_t seed = 0;
+  std::vector<std::string> classes;
+};
+
+// Writes PATH.tmp, then renames it over PATH, so a crash leaves the previous checkpoint intact.
+void save_checkpoint(const std::string& path, torch::nn::Module& model, const Sgd& sgd, const CheckpointMeta& meta);
+
+// Reads only the metadata.
+CheckpointMeta read_checkpoint_meta(const std::string& path);
+
+// Loads weights, buffers and momentum into the existing model and optimizer (on their device).
+// Throws rn50::ConfigError naming the path and the tensor when something is missing or mis-shaped.
+CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model, Sgd& sgd);
+
+}  // namespace rn50::trainer

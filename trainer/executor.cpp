@@ -1,0 +1,52 @@
+// trainer/executor.cpp: forward, loss and backward of one batch; evaluation of one batch.
+#include "trainer/executor.h"
+
+#include <torch/nn/functional/loss.h>
+#include <torch/utils.h>
+
+#include "core/config.h"
+#include "core/torch_compat.h"
+#include "models/model.h"
+
+namespace rn50::trainer {
+
+Executor::Executor(models::Classifier& model, const Config& config)
+    : model_(model),
+      autocast_(config.precision != "fp32"),
+      autocast_dtype_(config.precision == "fp16" ? at::kHalf : at::kBFloat16),
+      label_smoothing_(config.label_smoothing) {}
+
+at::Tensor Executor::forward(const at::Tensor& images) {
+  if (!autocast_) return model_.forward(images);
+  compat::set_cuda_autocast(true, autocast_dtype_);
+  at::Tensor logits = model_.forward(images);
+  compat::set_cuda_autocast(false, autocast_dtype_);
+  compat::clear_autocast_cache();
+  return logits.to(at::kFloat);
+}
+
+at::Tensor Executor::forward_backward(const at::Tensor& images, const at::Tensor& labels) {
+  namespace F = torch::nn::functional;
+  model_.train();
+  const at::Tensor logits = forward(images);
+  at::Tensor loss = F::cross_entropy(logits, labels, F::CrossEntropyFuncOptions().label_smoothing(label_smoothing_));
+  loss.backward();
+  return loss.detach();
+}
+
+EvalSums Executor::evaluate(const at::Tensor& images, const at::Tensor& labels) {
+  namespace F = torch::nn::functional;
+  torch::NoGradGuard no_grad;
+  model_.eval();
+  const at::Tensor logits = forward(images);
+  EvalSums sums;
+  sums.loss = F::cross_entropy(logits, labels, F::CrossEntropyFuncOptions().reduction(torch::kSum));
+  const int64_t k = std::min<int64_t>(5, logits.size(1));
+  const at::Tensor top = std::get<1>(logits.topk(k, 1));  // [N, k] class indices, best first
+  const at::Tensor hits = top.eq(labels.unsqueeze(1));
+  sums.top1 = hits.narrow(1, 0, 1).sum().to(at::kFloat);
+  sums.top5 = hits.sum().to(at::kFloat);
+  return sums;
+}
+
+}  // namespace rn50::trainer

@@ -1,0 +1,147 @@
+// trainer/main.cpp: the rn50 command: subcommand dispatch and the one place errors become exit codes.
+#include <cxxopts.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/errors.h"
+#include "core/log.h"
+#include "data/sample_maker.h"
+#include "trainer/trainer.h"
+
+namespace {
+
+std::string dashed(std::string name) {
+  std::replace(name.begin(), name.end(), '_', '-');
+  return name;
+}
+
+// `rn50 train`: every config key is also an option (--batch-size for batch_size).
+int train_command(int argc, char** argv) {
+  cxxopts::Options options("rn50 train", "Train a ResNet on an ImageNet-format folder (or synthetic data).");
+  options.add_options()("config", "YAML file of config keys, applied before the options below",
+                        cxxopts::value<std::string>())("h,help", "print this help");
+  const rn50::Config defaults;
+  for (const auto& key : rn50::config_keys()) {
+    const std::string value = key.print(defaults);
+    auto added = options.add_options("config keys (YAML name with _ for -)");
+    const bool is_switch = value == "on" || value == "off";
+    std::string help = key.help + " [default: " + (value.empty() ? "none" : value) + "]";
+    if (is_switch) {
+      added(dashed(key.name), help, cxxopts::value<std::string>()->implicit_value("on"));
+    } else {
+      added(dashed(key.name), help, cxxopts::value<std::string>());
+    }
+  }
+  const auto parsed = options.parse(argc, argv);
+  if (parsed.count("help")) {
+    std::printf("%s\n", options.help({"", "config keys (YAML name with _ for -)"}).c_str());
+    std::printf(
+        "On/off keys: --key alone means on; write --key=off (with '=') to turn one off.\n"
+        "tf32: LibTorch's default already runs cuDNN convolutions in TF32, so 'default' and 'off' are different\n"
+        "baselines; 'off' is true FP32.\n");
+    return 0;
+  }
+  if (!parsed.unmatched().empty()) {
+    throw rn50::ConfigError("unexpected argument '" + parsed.unmatched().front() +
+                            "' (on/off options take their value with '=', as in --pin-memory=off)");
+  }
+  rn50::Config config;
+  if (parsed.count("config")) rn50::apply_yaml_file(config, parsed["config"].as<std::string>());
+  std::map<std::string, std::string> overrides;
+  for (const auto& key : rn50::config_keys()) {
+    if (parsed.count(dashed(key.name))) overrides[key.name] = parsed[dashed(key.name)].as<std::string>();
+  }
+  rn50::apply_overrides(config, overrides);
+  rn50::validate(config);
+  std::filesystem::create_directories(config.out_dir);
+  rn50::init_logging(config.out_dir + "/train.log", 0);
+  rn50::trainer::train(config);
+  return 0;
+}
+
+int make_sample_command(int argc, char** argv) {
+  cxxopts::Options options("rn50 make-sample", "Write a small ImageNet-format JPEG dataset with learnable classes.");
+  rn50::data::SampleSpec spec;
+  options.add_options()("out", "output folder", cxxopts::value<std::string>())(
+      "classes", "number of classes", cxxopts::value<int>()->default_value(std::to_string(spec.classes)))(
+      "per-class", "training images per class", cxxopts::value<int>()->default_value(std::to_string(spec.per_class)))(
+      "val-per-class", "validation images per class",
+      cxxopts::value<int>()->default_value(std::to_string(spec.val_per_class)))(
+      "size", "image height in pixels (width is 4/3 of it)",
+      cxxopts::value<int>()->default_value(std::to_string(spec.size)))(
+      "seed", "random seed", cxxopts::value<uint64_t>()->default_value(std::to_string(spec.seed)))("h,help", "print this help");
+  const auto parsed = options.parse(argc, argv);
+  if (parsed.count("help")) {
+    std::printf("%s\n", options.help().c_str());
+    return 0;
+  }
+  if (!parsed.count("out")) throw rn50::ConfigError("make-sample needs --out DIR");
+  spec.out_dir = parsed["out"].as<std::string>();
+  spec.classes = parsed["classes"].as<int>();
+  spec.per_class = parsed["per-class"].as<int>();
+  spec.val_per_class = parsed["val-per-class"].as<int>();
+  spec.size = parsed["size"].as<int>();
+  spec.seed = parsed["seed"].as<uint64_t>();
+  rn50::init_logging("", 0);
+  const int64_t files = rn50::data::make_sample_dataset(spec);
+  spdlog::info("wrote {} images of {} classes to {}", files, spec.classes, spec.out_dir);
+  return 0;
+}
+
+struct Command {
+  const char* name;
+  const char* summary;
+  std::function<int(int, char**)> run;
+};
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = {
+      {"train", "train a model (rn50 train --help)", train_command},
+      {"make-sample", "write a small learnable JPEG dataset (rn50 make-sample --help)", make_sample_command},
+  };
+  return table;
+}
+
+void usage() {
+  std::printf("rn50: ResNet training on ImageNet-format data, with each GPU speed-up as a switch.\n\nusage: rn50 COMMAND [options]\n\n");
+  for (const auto& c : commands()) std::printf("  %-12s %s\n", c.name, c.summary);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") {
+    usage();
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string name = argv[1];
+  for (const auto& command : commands()) {
+    if (name != command.name) continue;
+    try {
+      return command.run(argc - 1, argv + 1);
+    } catch (const rn50::ConfigError& e) {
+      std::fprintf(stderr, "rn50 %s: configuration error: %s\n", name.c_str(), e.what());
+    } catch (const rn50::DataError& e) {
+      std::fprintf(stderr, "rn50 %s: data error: %s\n", name.c_str(), e.what());
+    } catch (const rn50::DecodeError& e) {
+      std::fprintf(stderr, "rn50 %s: bad image: %s\n", name.c_str(), e.what());
+    } catch (const cxxopts::exceptions::exception& e) {
+      std::fprintf(stderr, "rn50 %s: %s\n", name.c_str(), e.what());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rn50 %s: error: %s\n", name.c_str(), e.what());
+      return 1;
+    }
+    return 2;
+  }
+  std::fprintf(stderr, "rn50: unknown command '%s'\n", name.c_str());
+  usage();
+  return 2;
+}

@@ -1,0 +1,319 @@
+// trainer/trainer.cpp: the epoch loop: load, step, log, validate, checkpoint.
+#include "trainer/trainer.h"
+
+#include <ATen/Context.h>
+#include <ATen/ATen.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <torch/cuda.h>
+#include <torch/utils.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+
+#include "core/config.h"
+#include "core/errors.h"
+#include "core/log.h"
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "gpu/cuda_support.h"
+#include "models/model.h"
+#include "trainer/checkpoint.h"
+#include "trainer/executor.h"
+#include "trainer/input.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/metrics.h"
+#include "trainer/sgd.h"
+
+namespace rn50::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double peak_host_rss_gib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0);  // ru_maxrss is in KiB
+}
+
+c10::Device resolve_device(const std::string& name) {
+  const bool cuda_available = torch::cuda::is_available();
+  if (name == "auto") return cuda_available ? c10::Device("cuda:0") : c10::Device(c10::kCPU);
+  if (name == "cpu") return c10::Device(c10::kCPU);
+  if (!cuda_available) {
+    throw ConfigError("config key 'device': " + name + " requested, but no CUDA device is available" +
+                      (gpu::built_with_cuda() ? "" : " (this rn50 was built without CUDA)"));
+  }
+  c10::Device device(name == "cuda" ? "cuda:0" : name);
+  if (device.index() >= static_cast<int>(torch::cuda::device_count())) {
+    throw ConfigError("config key 'device': " + name + " requested, but only " +
+                      std::to_string(torch::cuda::device_count()) + " CUDA device(s) are visible");
+  }
+  return device;
+}
+
+// The math switches are process-wide in LibTorch; set them once, before the first kernel.
+void apply_math_switches(const Config& config) {
+  auto& ctx = at::globalContext();
+  if (config.tf32 != "default") {
+    const bool tf32 = config.tf32 == "on";
+    ctx.setAllowTF32CuBLAS(tf32);
+    ctx.setAllowTF32CuDNN(tf32);
+  }
+  ctx.setBenchmarkCuDNN(config.cudnn_benchmark);
+}
+
+void to_channels_last(torch::nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : model.parameters()) {
+    if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+  }
+}
+
+class Run {
+ public:
+  explicit Run(const Config& config) : config_(config), device_(resolve_device(config.device)) {
+    std::filesystem::create_directories(config_.out_dir);
+    apply_math_switches(config_);
+    open_data();
+    build_model();
+    metrics_ = std::make_unique<MetricsLog>(config_.out_dir + "/metrics.jsonl");
+    std::ofstream(config_.out_dir + "/config.yaml") << to_yaml(config_);
+    if (!config_.resume.empty()) resume();
+    log_start();
+  }
+
+  void run() {
+    for (int64_t epoch = start_epoch_; epoch < config_.epochs; ++epoch) {
+      EpochRecord record = train_epoch(epoch);
+      if (config_.validate && val_set_) validate(record);
+      save(epoch + 1);
+      metrics_->write(record);
+      log_epoch(record);
+    }
+  }
+
+ private:
+  void open_data() {
+    if (config_.data == "synthetic") {
+      num_classes_ = 1000;
+      for (int64_t c = 0; c < num_classes_; ++c) classes_.push_back("synthetic_" + std::to_string(c));
+      steps_per_epoch_ = config_.synthetic_images / config_.batch_size;
+    } else {
+      data::SampleTransform train_tf;
+      train_tf.train = true;
+      train_tf.image_size = config_.image_size;
+      train_tf.seed = static_cast<uint64_t>(config_.seed);
+      data::SampleTransform val_tf = train_tf;
+      val_tf.train = false;
+      val_tf.resize_size = config_.val_resize;
+      train_set_ = std::make_unique<data::JpegFolderDataset>(
+          data::scan_image_folder(config_.data_root + "/train"), train_tf);
+      if (config_.validate) {
+        val_set_ = std::make_unique<data::JpegFolderDataset>(data::scan_image_folder(config_.data_root + "/val"), val_tf);
+        if (val_set_->classes() != train_set_->classes()) {
+          throw DataError("the class folders of " + config_.data_root + "/val differ from those of train");
+        }
+      }
+      classes_ = train_set_->classes();
+      num_classes_ = static_cast<int64_t>(classes_.size());
+      if (static_cast<int64_t>(train_set_->size()) < config_.batch_size) {
+        throw DataError(config_.data_root + "/train has " + std::to_string(train_set_->size()) +
+                        " images, fewer than one batch (batch_size " + std::to_string(config_.batch_size) + ")");
+      }
+      steps_per_epoch_ = static_cast<int64_t>(train_set_->size()) / config_.batch_size;
+      const bool pinned = config_.pin_memory && device_.is_cuda();
+      std::shared_ptr<data::HostAllocator> host =
+          pinned ? gpu::make_pinned_allocator() : std::shared_ptr<data::HostAllocator>(data::make_pageable_allocator());
+      const int slots = config_.prefetch + 1;
+      train_pool_ = std::make_unique<data::BatchPool>(slots, config_.batch_size, config_.image_size, host);
+      if (val_set_) val_pool_ = std::make_unique<data::BatchPool>(slots, config_.batch_size, config_.image_size, host);
+    }
+    if (config_.max_steps > 0) steps_per_epoch_ = std::min(steps_per_epoch_, config_.max_steps);
+  }
+
+  void build_model() {
+    torch::manual_seed(static_cast<uint64_t>(config_.seed));
+    models::ModelOptions options;
+    options.num_classes = num_classes_;
+    options.zero_init_residual = config_.zero_init_residual;
+    model_ = models::create(config_.model, options);
+    model_->to(device_);
+    if (config_.channels_last) to_channels_last(*model_);
+    sgd_ = std::make_unique<Sgd>(*model_, config_.momentum, config_.weight_decay, config_.decay_bn_and_bias);
+    executor_ = std::make_unique<Executor>(*model_, config_);
+    uploader_ = std::make_unique<InputUploader>(device_, config_.channels_last);
+    if (config_.data == "synthetic") {
+      synthetic_ = std::make_unique<SyntheticBatches>(device_, config_.batch_size, config_.image_size, num_classes_,
+                                                      config_.channels_last, config_.seed);
+    }
+    schedule_.peak_lr = scaled_lr(config_.lr, config_.batch_size);
+    schedule_.steps_per_epoch = steps_per_epoch_;
+    schedule_.warmup_epochs = config_.warmup_epochs;
+    schedule_.epochs = config_.epochs;
+    schedule_.kind = config_.lr_schedule;
+    schedule_.milestones = config_.lr_milestones;
+    schedule_.gamma = config_.lr_gamma;
+  }
+
+  void resume() {
+    const CheckpointMeta meta = load_checkpoint(config_.resume, *model_, *sgd_);
+    if (meta.model != config_.model) {
+      throw ConfigError("config key 'resume': " + config_.resume + " holds a " + meta.model + ", not a " + config_.model);
+    }
+    if (meta.classes != classes_) {
+      throw ConfigError("config key 'resume': the classes of " + config_.resume + " differ from the dataset's");
+    }
+    if (meta.seed != config_.seed) {
+      throw ConfigError("config key 'seed': " + std::to_string(config_.seed) + " differs from the checkpoint's " +
+                        std::to_string(meta.seed) + "; a resumed run keeps its seed");
+    }
+    start_epoch_ = meta.epoch;
+    step_ = meta.step;
+    spdlog::info("resumed from {} after epoch {} (step {})", config_.resume, meta.epoch, meta.step);
+  }
+
+  void log_start() {
+    std::vector<std::pair<std::string, std::string>> rows = to_rows(config_);
+    rows.emplace_back("(device)", device_.is_cuda() ? gpu::describe_device(device_.index()) : "cpu");
+    rows.emplace_back("(classes)", std::to_string(num_classes_));
+    rows.emplace_back("(train images)", train_set_ ? std::to_string(train_set_->size()) : "synthetic");
+    rows.emplace_back("(steps per epoch)", std::to_string(steps_per_epoch_));
+    rows.emplace_back("(peak lr)", std::to_string(schedule_.peak_lr));
+    log_table("rn50 train", rows);
+  }
+
+  data::LoaderOptions loader_options(bool train) const {
+    data::LoaderOptions options;
+    options.batch_size = config_.batch_size;
+    options.workers = config_.workers;
+    options.drop_last = train;
+    options.strict = config_.strict_data;
+    return options;
+  }
+
+  static void report_bad_sample(const std::string& what, const std::string& reason) {
+    spdlog::warn("bad sample skipped: {}: {}", what, reason);
+  }
+
+  EpochRecord train_epoch(int64_t epoch) {
+    if (device_.is_cuda()) gpu::reset_peak_memory(device_.index());
+    std::unique_ptr<data::BatchLoader> loader;
+    if (train_set_) {
+      loader = std::make_unique<data::BatchLoader>(
+          *train_set_, data::epoch_order(train_set_->size(), config_.seed, epoch, /*shuffle=*/true), epoch,
+          loader_options(true), *train_pool_, report_bad_sample);
+    }
+    EpochRecord record;
+    record.epoch = epoch + 1;
+    at::Tensor loss_sum = at::zeros({}, at::TensorOptions(device_).dtype(at::kFloat));
+    at::Tensor interval_loss = at::zeros_like(loss_sum);
+    const auto t0 = Clock::now();
+    auto interval_start = t0;
+    for (int64_t s = 0; s < steps_per_epoch_; ++s) {
+      const auto wait_start = Clock::now();
+      at::Tensor images, labels;
+      if (loader) {
+        const std::optional<data::HostBatch> batch = loader->next();
+        record.data_wait_s += seconds_since(wait_start);
+        std::tie(images, labels) = uploader_->upload(*batch, config_.image_size);
+        loader->release(*batch);
+      } else {
+        std::tie(images, labels) = synthetic_->next();
+      }
+      const double lr = schedule_.at(step_);
+      sgd_->set_lr(lr);
+      sgd_->zero_grad();
+      const at::Tensor loss = executor_->forward_backward(images, labels);
+      sgd_->step();
+      loss_sum.add_(loss);
+      interval_loss.add_(loss);
+      ++step_;
+      record.lr = lr;
+      if (step_ % config_.log_every == 0) {
+        const double mean_loss = interval_loss.item<double>() / config_.log_every;  // the only sync: every log_every steps
+        const double rate = config_.log_every * config_.batch_size / seconds_since(interval_start);
+        metrics_->write(StepRecord{epoch + 1, step_, mean_loss, lr, rate});
+        spdlog::info("epoch {} step {} loss {:.4f} lr {:.5f} {:.0f} img/s", epoch + 1, step_, mean_loss, lr, rate);
+        interval_loss.zero_();
+        interval_start = Clock::now();
+      }
+    }
+    record.train_loss = loss_sum.item<double>() / static_cast<double>(steps_per_epoch_);
+    record.wall_s = seconds_since(t0);
+    record.steps = steps_per_epoch_;
+    record.images = steps_per_epoch_ * config_.batch_size;
+    record.images_per_s = static_cast<double>(record.images) / record.wall_s;
+    record.compute_s = record.wall_s - record.data_wait_s;
+    record.bad_samples = loader ? loader->bad_samples() : 0;
+    record.peak_gpu_mem_gib = device_.is_cuda() ? gpu::peak_memory_gib(device_.index()) : std::nullopt;
+    record.peak_host_rss_gib = peak_host_rss_gib();
+    return record;
+  }
+
+  void validate(EpochRecord& record) {
+    data::BatchLoader loader(*val_set_, data::epoch_order(val_set_->size(), config_.seed, 0, /*shuffle=*/false), 0,
+                             loader_options(false), *val_pool_, report_bad_sample);
+    at::Tensor loss = at::zeros({}, at::TensorOptions(device_).dtype(at::kFloat));
+    at::Tensor top1 = at::zeros_like(loss), top5 = at::zeros_like(loss);
+    int64_t images = 0;
+    while (const std::optional<data::HostBatch> batch = loader.next()) {
+      const auto [x, y] = uploader_->upload(*batch, config_.image_size);
+      loader.release(*batch);
+      const EvalSums sums = executor_->evaluate(x, y);
+      loss.add_(sums.loss);
+      top1.add_(sums.top1);
+      top5.add_(sums.top5);
+      images += batch->size;
+    }
+    record.val_loss = loss.item<double>() / images;
+    record.top1 = top1.item<double>() / images;
+    record.top5 = top5.item<double>() / images;
+    record.bad_samples += loader.bad_samples();
+  }
+
+  void save(int64_t epochs_done) {
+    CheckpointMeta meta{config_.model, epochs_done, step_, config_.seed, classes_};
+    save_checkpoint(config_.out_dir + "/checkpoint.pt", *model_, *sgd_, meta);
+  }
+
+  void log_epoch(const EpochRecord& r) {
+    auto pct = [](const std::optional<double>& x) { return x ? fmt::format("{:.2f}%", 100.0 * *x) : std::string("-"); };
+    spdlog::info(
+        "epoch {}/{}: {:.1f} s, {:.0f} img/s (data wait {:.1f} s), train loss {:.4f}, val loss {}, top-1 {}, top-5 {}, "
+        "bad samples {}",
+        r.epoch, config_.epochs, r.wall_s, r.images_per_s, r.data_wait_s, r.train_loss,
+        r.val_loss ? fmt::format("{:.4f}", *r.val_loss) : "-", pct(r.top1), pct(r.top5), r.bad_samples);
+  }
+
+  const Config& config_;
+  c10::Device device_;
+  std::unique_ptr<data::JpegFolderDataset> train_set_, val_set_;
+  std::unique_ptr<data::BatchPool> train_pool_, val_pool_;
+  std::vector<std::string> classes_;
+  int64_t num_classes_ = 0;
+  int64_t steps_per_epoch_ = 0;
+  std::shared_ptr<models::Classifier> model_;
+  std::unique_ptr<Sgd> sgd_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<InputUploader> uploader_;
+  std::unique_ptr<SyntheticBatches> synthetic_;
+  std::unique_ptr<MetricsLog> metrics_;
+  LrSchedule schedule_;
+  int64_t start_epoch_ = 0;
+  int64_t step_ = 0;
+};
+
+}  // namespace
+
+void train(const Config& config) {
+  Run run(config);
+  run.run();
+}
+
+}  // namespace rn50::trainer
