@@ -61,28 +61,30 @@ class Cli : public ::testing::Test {
   fs::path dir_;
 };
 
-// A small, fast training configuration on the generated sample.
+// A small, fast training configuration on the generated sample: ResNet-50 at 48 px, constant rate.
 std::string small_run(const std::string& data, const std::string& out) {
   return "train --data-root " + data + " --out-dir " + out +
-         " --device cpu --image-size 32 --val-resize 36 --batch-size 16 --workers 2 --warmup-epochs 0"
-         " --label-smoothing 0 --lr-schedule step --lr 0.4";
+         " --device cpu --image-size 48 --val-resize 48 --batch-size 16 --workers 2 --warmup-epochs 0"
+         " --label-smoothing 0 --lr-schedule step --lr 0.1";
 }
 
 TEST_F(Cli, TrainingOnTheSampleLowersTheLossAndWritesEverything) {
-  make_sample("--classes 4 --per-class 16 --val-per-class 4 --size 40");
-  const Result r = rn50(small_run(path("data"), path("run")) + " --epochs 4 --log-every 2");
+  make_sample("--classes 4 --per-class 32 --val-per-class 4 --size 48");
+  const Result r = rn50(small_run(path("data"), path("run")) + " --epochs 5 --log-every 2");
   ASSERT_EQ(r.code, 0) << r.output;
   const auto epochs = records(path("run") + "/metrics.jsonl", "epoch");
-  ASSERT_EQ(epochs.size(), 4u);
-  EXPECT_LT(epochs.back()["train_loss"].get<double>(), epochs.front()["train_loss"].get<double>());
+  ASSERT_EQ(epochs.size(), 5u);
+  // Seen on this machine: 1.22 -> 0.33 train loss, 94% top-1 (chance is 25%).
+  EXPECT_LT(epochs.back()["train_loss"].get<double>(), 0.8 * epochs.front()["train_loss"].get<double>());
+  EXPECT_GT(epochs.back()["top1"].get<double>(), 0.5);
   for (const auto& key : {"wall_s", "images_per_s", "data_wait_s", "compute_s", "train_loss", "val_loss", "top1", "top5",
                           "lr", "peak_host_rss_gib", "bad_samples"}) {
     EXPECT_TRUE(epochs.back().contains(key)) << key;
   }
   EXPECT_TRUE(epochs.back()["peak_gpu_mem_gib"].is_null());  // unavailable on the CPU, never 0
   EXPECT_EQ(epochs.back()["bad_samples"], 0);
-  EXPECT_EQ(epochs.back()["steps"], 4);
-  EXPECT_EQ(records(path("run") + "/metrics.jsonl", "step").size(), 8u);
+  EXPECT_EQ(epochs.back()["steps"], 8);
+  EXPECT_EQ(records(path("run") + "/metrics.jsonl", "step").size(), 20u);
   EXPECT_TRUE(fs::exists(path("run") + "/checkpoint.pt"));
   EXPECT_TRUE(fs::exists(path("run") + "/config.yaml"));
   EXPECT_TRUE(fs::exists(path("run") + "/train.log"));
@@ -90,13 +92,13 @@ TEST_F(Cli, TrainingOnTheSampleLowersTheLossAndWritesEverything) {
 
 TEST_F(Cli, ResumedRunTakesTheSameNextStepAsAnUninterruptedOne) {
   make_sample("--classes 3 --per-class 11 --val-per-class 2 --size 32");
-  const std::string common = small_run(path("data"), "") + " --log-every 1 --validate=off --seed 7";
-  const Result whole = rn50(common + path("whole") + " --epochs 2");
+  const std::string options = " --log-every 1 --validate=off --seed 7 --image-size 32";
+  const Result whole = rn50(small_run(path("data"), path("whole")) + options + " --epochs 2");
   ASSERT_EQ(whole.code, 0) << whole.output;
-  const Result first = rn50(common + path("split") + " --epochs 1");
+  const Result first = rn50(small_run(path("data"), path("split")) + options + " --epochs 1");
   ASSERT_EQ(first.code, 0) << first.output;
-  const Result second =
-      rn50(common + path("split") + " --epochs 2 --resume " + path("split") + "/checkpoint.pt");
+  const Result second = rn50(small_run(path("data"), path("split")) + options + " --epochs 2 --resume " +
+                             path("split") + "/checkpoint.pt");
   ASSERT_EQ(second.code, 0) << second.output;
   const auto a = records(path("whole") + "/metrics.jsonl", "step");
   const auto b = records(path("split") + "/metrics.jsonl", "step");

@@ -83,8 +83,12 @@ TEST(ResNet50, HasTorchvisionParameterCount) {
 TEST(ResNet50, StrideSitsInThe3x3Convolution) {  // v1.5, not v1
   auto model = create("resnet50", ModelOptions{});
   for (const auto& item : model->named_modules()) {
-    if (item.key() == "layer2.0.conv1") EXPECT_EQ(item.value()->as<torch::nn::Conv2d>()->options.stride()->at(0), 1);
-    if (item.key() == "layer2.0.conv2") EXPECT_EQ(item.value()->as<torch::nn::Conv2d>()->options.stride()->at(0), 2);
+    if (item.key() == "layer2.0.conv1") {
+      EXPECT_EQ(item.value()->as<torch::nn::Conv2d>()->options.stride()->at(0), 1);
+    }
+    if (item.key() == "layer2.0.conv2") {
+      EXPECT_EQ(item.value()->as<torch::nn::Conv2d>()->options.stride()->at(0), 2);
+    }
   }
 }
 
@@ -117,8 +121,12 @@ TEST(ResNet50, InitialisationFollowsTorchvision) {
   for (const auto& item : model->named_parameters()) {
     const auto& name = item.key();
     const auto& p = item.value();
-    if (name == "layer1.0.bn3.weight" || name == "layer4.2.bn3.weight") EXPECT_EQ(p.abs().sum().item<double>(), 0) << name;
-    if (name == "layer1.0.bn2.weight" || name == "bn1.weight") EXPECT_EQ(p.min().item<double>(), 1.0) << name;
+    if (name == "layer1.0.bn3.weight" || name == "layer4.2.bn3.weight") {
+      EXPECT_EQ(p.abs().sum().item<double>(), 0) << name;
+    }
+    if (name == "layer1.0.bn2.weight" || name == "bn1.weight") {
+      EXPECT_EQ(p.min().item<double>(), 1.0) << name;
+    }
     if (name == "layer3.1.conv2.weight") {
       // Kaiming normal, fan_out mode: std = sqrt(2 / (out_channels * k * k)).
       const double expected = std::sqrt(2.0 / (256 * 9));
@@ -128,7 +136,9 @@ TEST(ResNet50, InitialisationFollowsTorchvision) {
   }
   auto plain = create("resnet50", ModelOptions{1000, false});
   for (const auto& item : plain->named_parameters()) {
-    if (item.key() == "layer1.0.bn3.weight") EXPECT_EQ(item.value().min().item<double>(), 1.0);
+    if (item.key() == "layer1.0.bn3.weight") {
+      EXPECT_EQ(item.value().min().item<double>(), 1.0);
+    }
   }
 }
 

@@ -1,0 +1,104 @@
+// data/dataset.cpp: JpegFolderDataset (read, crop, decode one sample) and epoch_order (the portable shuffle).
+#include "data/dataset.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include <sys/stat.h>
+
+#include "core/errors.h"
+#include "data/random_draws.h"
+
+namespace rn50::data {
+namespace {
+
+struct FileCloser {
+  void operator()(std::FILE* file) const { std::fclose(file); }
+};
+
+// The current errno as text (thread-safe, unlike strerror).
+std::string errno_text() { return std::error_code(errno, std::generic_category()).message(); }
+
+std::string cannot_read(const std::string& path, const std::string& reason) {
+  return "cannot read " + path + ": " + reason;
+}
+
+// Reads a whole file into `bytes`, reusing its capacity.
+void read_file(const std::string& path, std::vector<uint8_t>& bytes) {
+  errno = 0;
+  std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
+  if (!file) throw DecodeError(cannot_read(path, errno_text()));
+  struct stat status {};
+  if (fstat(fileno(file.get()), &status) != 0) throw DecodeError(cannot_read(path, errno_text()));
+  if (!S_ISREG(status.st_mode)) throw DecodeError(cannot_read(path, "not a regular file"));
+  bytes.resize(static_cast<size_t>(status.st_size));
+  errno = 0;
+  const size_t got = bytes.empty() ? 0 : std::fread(bytes.data(), 1, bytes.size(), file.get());
+  if (got != bytes.size()) {
+    const bool failed = std::ferror(file.get()) != 0;
+    throw DecodeError(cannot_read(path, failed ? errno_text() : "the file shrank while being read"));
+  }
+}
+
+}  // namespace
+
+JpegFolderDataset::JpegFolderDataset(ImageFolder folder, SampleTransform transform)
+    : folder_(std::move(folder)), transform_(transform) {
+  if (folder_.labels.size() != folder_.files.size())
+    throw DataError("image folder has " + std::to_string(folder_.files.size()) + " files but " +
+                    std::to_string(folder_.labels.size()) + " labels");
+  if (transform_.image_size <= 0)
+    throw ConfigError("image size must be positive (got " + std::to_string(transform_.image_size) + ")");
+  if (!transform_.train && transform_.resize_size < transform_.image_size)
+    throw ConfigError("validation resize size " + std::to_string(transform_.resize_size) +
+                      " is smaller than the image size " + std::to_string(transform_.image_size));
+}
+
+void JpegFolderDataset::load(size_t index, uint64_t epoch, uint8_t* out, WorkerScratch& scratch) const {
+  const std::string& path = folder_.files.at(index);
+  read_file(path, scratch.file);
+  try {
+    const JpegInfo info = read_jpeg_header(scratch.file.data(), scratch.file.size());
+    CropRect rect;
+    bool flip = false;
+    if (transform_.train) {
+      std::mt19937_64 rng = sample_rng(transform_.seed, epoch, index);
+      rect = random_resized_crop(info.width, info.height, transform_.crop, rng);
+      flip = transform_.random_flip && detail::uniform_unit(rng) < 0.5;  // drawn after the crop, as torchvision
+    } else {
+      rect = center_crop_after_resize(info.width, info.height, transform_.resize_size, transform_.image_size);
+    }
+    decode_crop_resize(scratch.file.data(), scratch.file.size(), rect, transform_.image_size, transform_.image_size,
+                       flip, out, scratch.decode);
+  } catch (const DecodeError& e) {
+    throw DecodeError(path + ": " + e.what());
+  }
+}
+
+std::vector<size_t> epoch_order(size_t n, uint64_t seed, uint64_t epoch, bool shuffle, int rank, int world) {
+  if (world < 1) throw ConfigError("world size must be at least 1 (got " + std::to_string(world) + ")");
+  if (rank < 0 || rank >= world)
+    throw ConfigError("rank " + std::to_string(rank) + " is outside the world of " + std::to_string(world));
+  std::vector<size_t> permutation(n);
+  std::iota(permutation.begin(), permutation.end(), size_t{0});
+  if (shuffle && n > 1) {
+    // Fisher-Yates with our own bounded draw: the same permutation with every standard library.
+    std::mt19937_64 rng(detail::mix_seed({0x6f72646572ULL /* "order" */, seed, epoch}));
+    for (size_t i = n - 1; i > 0; --i) {
+      const size_t j = static_cast<size_t>(detail::uniform_below(rng, static_cast<uint64_t>(i) + 1));
+      std::swap(permutation[i], permutation[j]);
+    }
+  }
+  const size_t per_rank = n / static_cast<size_t>(world);
+  std::vector<size_t> mine;
+  mine.reserve(per_rank);
+  for (size_t k = 0; k < per_rank; ++k) mine.push_back(permutation[static_cast<size_t>(rank) + k * world]);
+  return mine;
+}
+
+}  // namespace rn50::data

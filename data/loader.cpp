@@ -1,0 +1,385 @@
+// data/loader.cpp: the pageable host allocator, BatchPool, and BatchLoader, whose decode threads share the
+// oldest unfinished batches in small chunks and hand batches out strictly in order.
+#include "data/loader.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "core/errors.h"
+
+namespace rn50::data {
+namespace {
+
+// Page alignment: suits SIMD loads and lets a later cudaHostRegister pin whole pages.
+constexpr size_t kHostAlignment = 4096;
+
+class PageableAllocator final : public HostAllocator {
+ public:
+  void* allocate(size_t bytes) override {
+    return ::operator new(std::max<size_t>(bytes, 1), std::align_val_t(kHostAlignment));
+  }
+  void deallocate(void* ptr) noexcept override {
+    if (ptr != nullptr) ::operator delete(ptr, std::align_val_t(kHostAlignment));
+  }
+  bool pinned() const override { return false; }
+};
+
+}  // namespace
+
+std::unique_ptr<HostAllocator> make_pageable_allocator() { return std::make_unique<PageableAllocator>(); }
+
+BatchPool::BatchPool(int slots, int batch_size, int image_size, std::shared_ptr<HostAllocator> allocator)
+    : batch_size_(batch_size), image_size_(image_size), allocator_(std::move(allocator)) {
+  if (slots < 1) throw ConfigError("batch pool needs at least 1 slot (got " + std::to_string(slots) + ")");
+  if (batch_size < 1) throw ConfigError("batch size must be at least 1 (got " + std::to_string(batch_size) + ")");
+  if (image_size < 1) throw ConfigError("image size must be at least 1 (got " + std::to_string(image_size) + ")");
+  if (!allocator_) throw std::invalid_argument("BatchPool: no allocator");
+  const size_t image_bytes = static_cast<size_t>(batch_size) * image_size * image_size * 3;
+  const size_t label_bytes = static_cast<size_t>(batch_size) * sizeof(int64_t);
+  try {
+    for (int s = 0; s < slots; ++s) {
+      images_.push_back(nullptr);
+      labels_.push_back(nullptr);
+      images_.back() = static_cast<uint8_t*>(allocator_->allocate(image_bytes));
+      labels_.back() = static_cast<int64_t*>(allocator_->allocate(label_bytes));
+    }
+  } catch (...) {
+    // The destructor does not run for a half-built pool.
+    for (uint8_t* p : images_) allocator_->deallocate(p);
+    for (int64_t* p : labels_) allocator_->deallocate(p);
+    throw;
+  }
+}
+
+BatchPool::~BatchPool() {
+  for (uint8_t* p : images_) allocator_->deallocate(p);
+  for (int64_t* p : labels_) allocator_->deallocate(p);
+}
+
+struct BatchLoader::State {
+  State(const ImageDataset& dataset_in, std::vector<size_t> order_in, uint64_t epoch_in,
+        const LoaderOptions& options_in, BatchPool& pool_in, BadSampleHandler handler_in,
+        std::atomic<int64_t>& bad_count_in)
+      : dataset(dataset_in),
+        order(std::move(order_in)),
+        epoch(epoch_in),
+        options(options_in),
+        pool(pool_in),
+        on_bad_sample(std::move(handler_in)),
+        bad_count(bad_count_in) {}
+
+  // --- fixed for the epoch ---
+  const ImageDataset& dataset;
+  const std::vector<size_t> order;
+  const uint64_t epoch;
+  const LoaderOptions options;
+  BatchPool& pool;
+  const BadSampleHandler on_bad_sample;
+  std::atomic<int64_t>& bad_count;
+  int64_t batch_size = 0;
+  int slots = 0;
+  int64_t num_batches = 0;
+  int64_t chunk = 0;  // samples per work unit
+  int64_t units_per_batch = 0;
+  int64_t total_units = 0;
+  size_t image_bytes = 0;  // one image
+
+  // --- work distribution ---
+  std::atomic<int64_t> next_unit{0};  // units are claimed in order, so the oldest batches finish first
+  std::atomic<bool> stop{false};
+
+  // --- guarded by mutex ---
+  std::mutex mutex;
+  std::condition_variable slot_freed;                             // workers wait here for their batch's slot
+  std::condition_variable batch_done;                             // the consumer waits here for the next batch
+  std::vector<int64_t> slot_batch;                                // per slot: the batch that may be written there now
+  std::vector<int64_t> slot_units_done;                           // per slot: finished units of that batch
+  int64_t next_batch = 0;                                         // the batch next() hands out next
+  int64_t failed_position = std::numeric_limits<int64_t>::max();  // earliest order position that failed
+  std::exception_ptr error;                                       // why it failed
+  int active_workers = 0;
+
+  // --- bad samples ---
+  std::mutex bad_mutex;                               // also serialises calls of on_bad_sample
+  std::unordered_map<size_t, std::string> known_bad;  // dataset index -> reason, this epoch
+
+  std::vector<std::thread> threads;
+  WorkerScratch consumer_scratch;  // workers == 0 decodes with this
+
+  int64_t batch_length(int64_t b) const {
+    return std::min<int64_t>(batch_size, static_cast<int64_t>(order.size()) - b * batch_size);
+  }
+
+  int64_t failed_batch() const { return failed_position / batch_size; }  // callers hold `mutex`
+
+  int64_t unit_batch(int64_t unit) const { return unit / units_per_batch; }
+  int64_t unit_first_position(int64_t unit) const {
+    return unit_batch(unit) * batch_size + (unit % units_per_batch) * chunk;
+  }
+
+  // Keeps the error of the earliest position, so that the error next() throws does not depend on timing.
+  void record_error(int64_t position, std::exception_ptr e) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (position < failed_position) {
+        failed_position = position;
+        error = std::move(e);
+      }
+    }
+    batch_done.notify_all();
+    slot_freed.notify_all();
+  }
+
+  // The message for a bad sample: the reason, with the sample's description unless the reason has it already.
+  std::string name_sample(size_t index, const std::string& reason) const {
+    const std::string what = dataset.describe(index);
+    return reason.find(what) != std::string::npos ? reason : what + ": " + reason;
+  }
+
+  // The reason sample `index` failed earlier in this epoch, if it did.
+  bool known_bad_reason(size_t index, std::string& reason) {
+    std::lock_guard<std::mutex> lock(bad_mutex);
+    auto it = known_bad.find(index);
+    if (it == known_bad.end()) return false;
+    reason = it->second;
+    return true;
+  }
+
+  // Counts and reports each bad sample once per epoch, however many positions try it.
+  void report_bad(size_t index, const std::string& reason) {
+    std::lock_guard<std::mutex> lock(bad_mutex);
+    if (!known_bad.emplace(index, reason).second) return;
+    bad_count.fetch_add(1);
+    if (on_bad_sample) on_bad_sample(dataset.describe(index), reason);
+  }
+
+  // Fills one image and label for order position `position`, replacing a bad sample by the next positions.
+  void load_position(int64_t position, uint8_t* image, int64_t* label, WorkerScratch& scratch) {
+    const size_t n = order.size();
+    int64_t failures = 0;
+    for (size_t k = 0;; ++k) {
+      const size_t index = order[(static_cast<size_t>(position) + k) % n];
+      std::string reason;
+      if (!known_bad_reason(index, reason)) {
+        try {
+          dataset.load(index, epoch, image, scratch);
+          *label = dataset.label(index);
+          return;
+        } catch (const DecodeError& e) {
+          reason = e.what();
+        }
+        report_bad(index, reason);
+      }
+      if (options.strict) throw DecodeError("bad sample (strict mode): " + name_sample(index, reason));
+      ++failures;
+      if (failures > options.max_replacements || static_cast<size_t>(failures) >= n)
+        throw DecodeError("too many consecutive bad samples (" + std::to_string(failures) + ") from order position " +
+                          std::to_string(position) + ", starting with " +
+                          dataset.describe(order[static_cast<size_t>(position) % n]) +
+                          "; last: " + name_sample(index, reason));
+    }
+  }
+
+  // Decodes the samples of work unit `unit` into its batch's slot. Returns false when a sample failed (the
+  // error is recorded) or when stopping.
+  bool fill_unit(int64_t unit, WorkerScratch& scratch) {
+    const int64_t b = unit_batch(unit);
+    const int slot = static_cast<int>(b % slots);
+    const int64_t begin = (unit % units_per_batch) * chunk;
+    const int64_t end = std::min(begin + chunk, batch_length(b));
+    uint8_t* images = pool.images(slot);
+    int64_t* labels = pool.labels(slot);
+    for (int64_t i = begin; i < end; ++i) {
+      if (stop.load(std::memory_order_relaxed)) return false;
+      const int64_t position = b * batch_size + i;
+      try {
+        load_position(position, images + static_cast<size_t>(i) * image_bytes, labels + i, scratch);
+      } catch (...) {
+        record_error(position, std::current_exception());
+        return false;
+      }
+    }
+    return true;
+  }
+
+  void worker_loop() {
+    WorkerScratch scratch;
+    for (;;) {
+      const int64_t unit = next_unit.fetch_add(1);
+      if (unit >= total_units) return;
+      const int64_t b = unit_batch(unit);
+      const int64_t first_position = unit_first_position(unit);
+      const int slot = static_cast<int>(b % slots);
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        // Units are claimed in order, so every earlier unit is already in some worker's hands; units past a
+        // failure are not needed any more.
+        slot_freed.wait(lock, [&] { return stop.load() || first_position > failed_position || slot_batch[slot] == b; });
+        if (stop.load() || first_position > failed_position) return;
+      }
+      if (!fill_unit(unit, scratch)) return;
+      bool complete = false;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        complete = ++slot_units_done[slot] == units_per_batch;
+      }
+      if (complete) batch_done.notify_all();
+    }
+  }
+
+  void worker_main() {
+    try {
+      worker_loop();
+    } catch (...) {
+      record_error(0, std::current_exception());  // not a sample's error (e.g. out of memory): fail at once
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      --active_workers;
+    }
+    batch_done.notify_all();
+  }
+
+  void shutdown() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stop.store(true);
+    }
+    slot_freed.notify_all();
+    batch_done.notify_all();
+    for (std::thread& t : threads) {
+      if (t.joinable()) t.join();
+    }
+    threads.clear();
+  }
+};
+
+BatchLoader::BatchLoader(const ImageDataset& dataset, std::vector<size_t> order, uint64_t epoch,
+                         const LoaderOptions& options, BatchPool& pool, BadSampleHandler on_bad_sample) {
+  if (options.batch_size < 1 || options.batch_size > pool.batch_size())
+    throw ConfigError("loader batch size " + std::to_string(options.batch_size) + " must be in 1.." +
+                      std::to_string(pool.batch_size()) + " (the pool's batch size)");
+  if (options.workers < 0)
+    throw ConfigError("loader workers must be >= 0 (got " + std::to_string(options.workers) + ")");
+  if (options.max_replacements < 0)
+    throw ConfigError("max_replacements must be >= 0 (got " + std::to_string(options.max_replacements) + ")");
+  const size_t dataset_size = dataset.size();
+  for (size_t index : order) {
+    if (index >= dataset_size)
+      throw std::out_of_range("epoch order holds sample " + std::to_string(index) + " but the dataset has " +
+                              std::to_string(dataset_size));
+  }
+
+  state_ =
+      std::make_unique<State>(dataset, std::move(order), epoch, options, pool, std::move(on_bad_sample), bad_samples_);
+  State& s = *state_;
+  const int64_t n = static_cast<int64_t>(s.order.size());
+  s.batch_size = options.batch_size;
+  s.slots = pool.slots();
+  s.num_batches = options.drop_last ? n / s.batch_size : (n + s.batch_size - 1) / s.batch_size;
+  // A few samples per unit: small enough that all workers share one batch, large enough to keep the counter cool.
+  s.chunk = options.workers > 0 ? std::clamp<int64_t>(s.batch_size / (4 * options.workers), 1, 8) : s.batch_size;
+  s.units_per_batch = (s.batch_size + s.chunk - 1) / s.chunk;
+  s.total_units = s.num_batches * s.units_per_batch;
+  s.image_bytes = static_cast<size_t>(pool.image_size()) * pool.image_size() * 3;
+  s.slot_batch.resize(static_cast<size_t>(s.slots));
+  for (int slot = 0; slot < s.slots; ++slot) s.slot_batch[static_cast<size_t>(slot)] = slot;
+  s.slot_units_done.assign(static_cast<size_t>(s.slots), 0);
+  num_batches_ = s.num_batches;
+
+  const int64_t thread_count = std::min<int64_t>(options.workers, s.total_units);
+  try {
+    for (int64_t t = 0; t < thread_count; ++t) {
+      {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        ++s.active_workers;
+      }
+      s.threads.emplace_back([&s] { s.worker_main(); });
+    }
+  } catch (...) {
+    {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      s.active_workers = static_cast<int>(s.threads.size());
+    }
+    s.shutdown();  // the destructor does not run when the constructor throws
+    throw;
+  }
+}
+
+BatchLoader::~BatchLoader() {
+  if (state_) state_->shutdown();
+}
+
+std::optional<HostBatch> BatchLoader::next() {
+  State& s = *state_;
+  int64_t b = 0;
+  int slot = 0;
+  {
+    std::unique_lock<std::mutex> lock(s.mutex);  // release() may run on another thread
+    b = s.next_batch;
+    if (b >= s.num_batches) return std::nullopt;
+    slot = static_cast<int>(b % s.slots);
+    const bool threaded = !s.threads.empty();
+    auto throw_if_failed = [&] {
+      if (s.failed_batch() > b) return;
+      // Let the workers finish the positions before the failure: one of them may fail earlier still, and the
+      // error must not depend on timing.
+      if (threaded) s.batch_done.wait(lock, [&] { return s.active_workers == 0; });
+      std::rethrow_exception(s.error);
+    };
+    throw_if_failed();
+    if (s.slot_batch[static_cast<size_t>(slot)] != b)
+      throw std::logic_error("BatchLoader::next: batch " + std::to_string(b - s.slots) +
+                             " must be released before batch " + std::to_string(b) + " (all " +
+                             std::to_string(s.slots) + " slots are held)");
+    if (threaded) {
+      s.batch_done.wait(lock, [&] {
+        return s.slot_units_done[static_cast<size_t>(slot)] == s.units_per_batch || s.failed_batch() <= b;
+      });
+      throw_if_failed();
+      s.next_batch = b + 1;
+    }
+  }
+  if (s.threads.empty()) {
+    // No workers: decode the whole batch here, outside the lock.
+    for (int64_t u = 0; u < s.units_per_batch; ++u) {
+      if (!s.fill_unit(b * s.units_per_batch + u, s.consumer_scratch)) {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        std::rethrow_exception(s.error);
+      }
+    }
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.next_batch = b + 1;
+  }
+  HostBatch batch;
+  batch.images = s.pool.images(slot);
+  batch.labels = s.pool.labels(slot);
+  batch.size = s.batch_length(b);
+  batch.index = b;
+  batch.slot = slot;
+  return batch;
+}
+
+void BatchLoader::release(const HostBatch& batch) {
+  State& s = *state_;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    const bool valid = batch.slot >= 0 && batch.slot < s.slots && batch.index >= 0 && batch.index < s.next_batch &&
+                       batch.index % s.slots == batch.slot &&
+                       s.slot_batch[static_cast<size_t>(batch.slot)] == batch.index;
+    if (!valid)
+      throw std::logic_error("BatchLoader::release: batch " + std::to_string(batch.index) +
+                             " is not held (never handed out or already released)");
+    s.slot_batch[static_cast<size_t>(batch.slot)] = batch.index + s.slots;
+    s.slot_units_done[static_cast<size_t>(batch.slot)] = 0;
+  }
+  s.slot_freed.notify_all();
+}
+
+}  // namespace rn50::data

@@ -1,0 +1,366 @@
+// tests/data/test_loader.cpp: tests of BatchPool and BatchLoader: order, worker-count independence, drop_last,
+// bad-sample replacement, strict mode, error propagation and prompt shutdown.
+#include "data/loader.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <future>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/errors.h"
+#include "data/sample_maker.h"
+#include "test_support.h"
+
+namespace rn50::data {
+namespace {
+
+constexpr int kImage = 4;  // fake images are tiny: 4 x 4 x 3
+constexpr size_t kImageBytes = kImage * kImage * 3;
+
+// Samples are byte patterns of (index, epoch); chosen indices fail like corrupt files or like a broken disk.
+class FakeDataset final : public ImageDataset {
+ public:
+  explicit FakeDataset(size_t n) : n_(n) {}
+  std::set<size_t> bad;     // DecodeError
+  std::set<size_t> broken;  // std::runtime_error: not a bad sample, a real failure
+  std::chrono::microseconds delay{0};
+
+  size_t size() const override { return n_; }
+  int64_t label(size_t index) const override { return static_cast<int64_t>(index % 7); }
+  std::string describe(size_t index) const override { return "fake/" + std::to_string(index); }
+  void load(size_t index, uint64_t epoch, uint8_t* out, WorkerScratch&) const override {
+    if (delay.count() > 0) std::this_thread::sleep_for(delay);
+    if (bad.count(index) != 0) throw DecodeError("simulated corrupt data");
+    if (broken.count(index) != 0) throw std::runtime_error("simulated disk failure");
+    for (size_t k = 0; k < kImageBytes; ++k) out[k] = pixel(index, epoch, k);
+  }
+  static uint8_t pixel(size_t index, uint64_t epoch, size_t k) {
+    return static_cast<uint8_t>(index * 131 + epoch * 7 + k);
+  }
+
+ private:
+  size_t n_;
+};
+
+std::vector<size_t> identity(size_t n) {
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  return order;
+}
+
+LoaderOptions options(int batch_size, int workers, bool drop_last = false) {
+  LoaderOptions o;
+  o.batch_size = batch_size;
+  o.workers = workers;
+  o.drop_last = drop_last;
+  return o;
+}
+
+// Everything one epoch delivered, batch after batch.
+struct Epoch {
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> labels;
+  std::vector<uint8_t> images;
+};
+
+Epoch drain(BatchLoader& loader, size_t image_bytes) {
+  Epoch epoch;
+  int64_t expected_index = 0;
+  while (std::optional<HostBatch> batch = loader.next()) {
+    EXPECT_EQ(batch->index, expected_index++);
+    epoch.sizes.push_back(batch->size);
+    epoch.labels.insert(epoch.labels.end(), batch->labels, batch->labels + batch->size);
+    epoch.images.insert(epoch.images.end(), batch->images, batch->images + batch->size * image_bytes);
+    loader.release(*batch);
+  }
+  EXPECT_EQ(expected_index, loader.num_batches());
+  return epoch;
+}
+
+// Runs `fn` on another thread; if it has not finished after `seconds`, the test binary aborts rather than hang.
+template <class Fn>
+void within_seconds(double seconds, Fn fn) {
+  std::promise<void> done;
+  std::future<void> finished = done.get_future();
+  std::thread runner([&] {
+    try {
+      fn();
+      done.set_value();
+    } catch (...) {
+      done.set_exception(std::current_exception());
+    }
+  });
+  if (finished.wait_for(std::chrono::duration<double>(seconds)) != std::future_status::ready) {
+    std::fprintf(stderr, "timed out after %.1f s: the loader did not shut down\n", seconds);
+    std::abort();
+  }
+  runner.join();
+  finished.get();
+}
+
+std::shared_ptr<HostAllocator> pageable() { return make_pageable_allocator(); }
+
+TEST(BatchPool, AllocatesAlignedSeparateSlots) {
+  BatchPool pool(3, 5, 8, pageable());
+  EXPECT_EQ(pool.slots(), 3);
+  EXPECT_EQ(pool.batch_size(), 5);
+  EXPECT_EQ(pool.image_size(), 8);
+  EXPECT_FALSE(pool.pinned());
+  std::set<void*> seen;
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(pool.images(s)) % 64, 0u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(pool.labels(s)) % 64, 0u);
+    seen.insert(pool.images(s));
+    seen.insert(pool.labels(s));
+    std::fill(pool.images(s), pool.images(s) + 5 * 8 * 8 * 3, static_cast<uint8_t>(s));  // writable, full size
+  }
+  EXPECT_EQ(seen.size(), 6u);
+  EXPECT_THROW(BatchPool(0, 5, 8, pageable()), ConfigError);
+}
+
+TEST(BatchLoader, DeliversEveryPositionOnceInOrderWithAnyWorkerCount) {
+  const size_t n = 103;
+  FakeDataset dataset(n);
+  const std::vector<size_t> order = epoch_order(n, 1, 2, true);
+  std::vector<Epoch> results;
+  for (int workers : {0, 1, 3}) {
+    SCOPED_TRACE("workers " + std::to_string(workers));
+    BatchPool pool(3, 8, kImage, pageable());
+    BatchLoader loader(dataset, order, 2, options(8, workers), pool, nullptr);
+    EXPECT_EQ(loader.num_batches(), 13);
+    const Epoch epoch = drain(loader, kImageBytes);
+    ASSERT_EQ(epoch.labels.size(), n);
+    EXPECT_EQ(epoch.sizes.back(), 7);  // 103 = 12 * 8 + 7
+    for (size_t p = 0; p < n; ++p) {
+      EXPECT_EQ(epoch.labels[p], dataset.label(order[p]));
+      for (size_t k = 0; k < kImageBytes; ++k)
+        ASSERT_EQ(epoch.images[p * kImageBytes + k], FakeDataset::pixel(order[p], 2, k)) << "position " << p;
+    }
+    EXPECT_FALSE(loader.next().has_value());  // stays finished
+    EXPECT_EQ(loader.bad_samples(), 0);
+    results.push_back(epoch);
+  }
+  EXPECT_EQ(results[0].images, results[1].images);
+  EXPECT_EQ(results[0].images, results[2].images);
+}
+
+TEST(BatchLoader, DropLastDropsOnlyThePartialBatch) {
+  FakeDataset dataset(103);
+  for (int workers : {0, 2}) {
+    BatchPool pool(2, 8, kImage, pageable());
+    BatchLoader loader(dataset, identity(103), 0, options(8, workers, /*drop_last=*/true), pool, nullptr);
+    EXPECT_EQ(loader.num_batches(), 12);
+    const Epoch epoch = drain(loader, kImageBytes);
+    EXPECT_EQ(epoch.sizes, std::vector<int64_t>(12, 8));
+  }
+  FakeDataset exact(96);
+  BatchPool pool(2, 8, kImage, pageable());
+  BatchLoader keep(exact, identity(96), 0, options(8, 1, /*drop_last=*/false), pool, nullptr);
+  EXPECT_EQ(keep.num_batches(), 12);
+  EXPECT_EQ(drain(keep, kImageBytes).sizes, std::vector<int64_t>(12, 8));
+  BatchLoader empty(exact, {}, 0, options(8, 2), pool, nullptr);
+  EXPECT_EQ(empty.num_batches(), 0);
+  EXPECT_FALSE(empty.next().has_value());
+}
+
+TEST(BatchLoader, BadSamplesAreReportedCountedAndReplacedByTheNextPositions) {
+  const size_t n = 60;
+  FakeDataset dataset(n);
+  dataset.bad = {5, 17, 18, 40};
+  for (int workers : {0, 3}) {
+    SCOPED_TRACE("workers " + std::to_string(workers));
+    std::mutex mutex;
+    std::multiset<std::string> reported;
+    BatchPool pool(2, 6, kImage, pageable());
+    BatchLoader loader(dataset, identity(n), 0, options(6, workers), pool,
+                       [&](const std::string& what, const std::string& reason) {
+                         std::lock_guard<std::mutex> lock(mutex);
+                         reported.insert(what);
+                         EXPECT_EQ(reason, "simulated corrupt data");
+                       });
+    const Epoch epoch = drain(loader, kImageBytes);
+    EXPECT_EQ(loader.bad_samples(), 4);
+    EXPECT_EQ(reported, (std::multiset<std::string>{"fake/5", "fake/17", "fake/18", "fake/40"}));
+    ASSERT_EQ(epoch.labels.size(), n);
+    // Position p holds the first good sample at p, p + 1, ...
+    const std::vector<std::pair<size_t, size_t>> replaced = {{5, 6}, {17, 19}, {18, 19}, {40, 41}, {4, 4}};
+    for (const auto& [position, sample] : replaced) {
+      EXPECT_EQ(epoch.labels[position], dataset.label(sample));
+      EXPECT_EQ(epoch.images[position * kImageBytes + 1], FakeDataset::pixel(sample, 0, 1));
+    }
+  }
+  // The search wraps around the end of the order.
+  FakeDataset tail(12);
+  tail.bad = {11};
+  BatchPool pool(1, 4, kImage, pageable());
+  BatchLoader loader(tail, identity(12), 0, options(4, 0), pool, nullptr);
+  const Epoch epoch = drain(loader, kImageBytes);
+  EXPECT_EQ(epoch.images[11 * kImageBytes], FakeDataset::pixel(0, 0, 0));
+}
+
+TEST(BatchLoader, StrictModeFailsAtTheBadSampleNamingIt) {
+  FakeDataset dataset(40);
+  dataset.bad = {9};
+  for (int workers : {0, 2}) {
+    SCOPED_TRACE("workers " + std::to_string(workers));
+    LoaderOptions o = options(4, workers);
+    o.strict = true;
+    BatchPool pool(2, 4, kImage, pageable());
+    int handled = 0;
+    BatchLoader loader(dataset, identity(40), 0, o, pool, [&](const std::string&, const std::string&) { ++handled; });
+    int delivered = 0;
+    std::string message;
+    try {
+      while (std::optional<HostBatch> batch = loader.next()) {
+        ++delivered;
+        loader.release(*batch);
+      }
+    } catch (const DecodeError& e) {
+      message = e.what();
+    }
+    EXPECT_EQ(delivered, 2);  // batches 0 and 1 are fine; position 9 is in batch 2
+    EXPECT_NE(message.find("fake/9"), std::string::npos) << message;
+    EXPECT_NE(message.find("simulated corrupt data"), std::string::npos) << message;
+    EXPECT_EQ(handled, 1);
+    EXPECT_THROW(loader.next(), DecodeError);  // and it stays failed
+  }
+}
+
+TEST(BatchLoader, GivesUpAfterTooManyConsecutiveBadSamples) {
+  FakeDataset dataset(100);
+  for (size_t i = 30; i < 50; ++i) dataset.bad.insert(i);
+  for (int workers : {0, 3}) {
+    LoaderOptions o = options(10, workers);
+    o.max_replacements = 5;
+    BatchPool pool(2, 10, kImage, pageable());
+    BatchLoader loader(dataset, identity(100), 0, o, pool, nullptr);
+    std::string message;
+    try {
+      drain(loader, kImageBytes);
+    } catch (const DecodeError& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message.find("too many consecutive bad samples"), std::string::npos) << message;
+    EXPECT_NE(message.find("fake/30"), std::string::npos) << message;
+  }
+  // When every sample is bad, the search stops after one lap instead of spinning.
+  FakeDataset hopeless(5);
+  hopeless.bad = {0, 1, 2, 3, 4};
+  BatchPool pool(1, 5, kImage, pageable());
+  BatchLoader loader(hopeless, identity(5), 0, options(5, 0), pool, nullptr);
+  EXPECT_THROW(loader.next(), DecodeError);
+  EXPECT_EQ(loader.bad_samples(), 5);
+}
+
+TEST(BatchLoader, RethrowsAWorkersOtherErrors) {
+  FakeDataset dataset(50);
+  dataset.broken = {23};
+  for (int workers : {0, 3}) {
+    BatchPool pool(2, 5, kImage, pageable());
+    BatchLoader loader(dataset, identity(50), 0, options(5, workers), pool, nullptr);
+    int delivered = 0;
+    try {
+      while (std::optional<HostBatch> batch = loader.next()) {
+        ++delivered;
+        loader.release(*batch);
+      }
+      ADD_FAILURE() << "no error";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "simulated disk failure");
+    }
+    EXPECT_EQ(delivered, 4);
+    EXPECT_EQ(loader.bad_samples(), 0);
+  }
+}
+
+TEST(BatchLoader, HoldingEverySlotThenAskingForMoreIsAnError) {
+  FakeDataset dataset(40);
+  for (int workers : {0, 2}) {
+    BatchPool pool(2, 4, kImage, pageable());
+    BatchLoader loader(dataset, identity(40), 0, options(4, workers), pool, nullptr);
+    const HostBatch first = *loader.next();
+    const HostBatch second = *loader.next();
+    EXPECT_NE(first.slot, second.slot);
+    EXPECT_THROW(loader.next(), std::logic_error);  // instead of waiting forever
+    loader.release(first);
+    EXPECT_THROW(loader.release(first), std::logic_error);  // released twice
+    const HostBatch third = *loader.next();
+    EXPECT_EQ(third.index, 2);
+    EXPECT_EQ(third.slot, first.slot);
+    EXPECT_EQ(third.images[0], FakeDataset::pixel(8, 0, 0));
+  }
+}
+
+TEST(BatchLoader, StopsPromptlyWhenDestroyedMidEpoch) {
+  FakeDataset dataset(5000);
+  dataset.delay = std::chrono::microseconds(500);
+  const std::vector<size_t> order = identity(5000);
+  within_seconds(10, [&] {
+    BatchPool pool(2, 16, kImage, pageable());
+    {  // never asked for a batch
+      BatchLoader loader(dataset, order, 0, options(16, 3), pool, nullptr);
+    }
+    {  // holds a batch (workers wait on a slot) while destroyed
+      BatchLoader loader(dataset, order, 0, options(16, 3), pool, nullptr);
+      const std::optional<HostBatch> held = loader.next();
+      ASSERT_TRUE(held.has_value());
+    }
+    {  // consumed a few batches, workers busy decoding ahead
+      BatchLoader loader(dataset, order, 0, options(16, 3), pool, nullptr);
+      for (int i = 0; i < 3; ++i) loader.release(*loader.next());
+    }
+  });
+}
+
+TEST(BatchLoader, RealJpegFolderGivesTheSameBytesWithAnyWorkerCount) {
+  test::TempDir tmp;
+  SampleSpec spec;
+  spec.out_dir = tmp.str();
+  spec.classes = 3;
+  spec.per_class = 6;
+  spec.val_per_class = 0;
+  spec.size = 32;
+  make_sample_dataset(spec);
+  SampleTransform transform;
+  transform.image_size = 24;
+  transform.seed = 5;
+  const JpegFolderDataset dataset(scan_image_folder((tmp.path() / "train").string()), transform);
+
+  // Two of the files go bad: replaced and reported by path.
+  const std::string truncated = dataset.describe(4), emptied = dataset.describe(11);
+  const std::vector<uint8_t> bytes = test::read_bytes(truncated);
+  test::write_bytes(truncated, std::vector<uint8_t>(bytes.begin(), bytes.begin() + bytes.size() / 2));
+  test::write_bytes(emptied, {});
+
+  const std::vector<size_t> order = epoch_order(dataset.size(), 5, 1, true);
+  std::vector<Epoch> results;
+  for (int workers : {0, 3}) {
+    std::mutex mutex;
+    std::set<std::string> reported;
+    BatchPool pool(2, 4, 24, pageable());
+    BatchLoader loader(dataset, order, 1, options(4, workers), pool, [&](const std::string& what, const std::string&) {
+      std::lock_guard<std::mutex> lock(mutex);
+      reported.insert(what);
+    });
+    results.push_back(drain(loader, 24 * 24 * 3));
+    EXPECT_EQ(loader.bad_samples(), 2);
+    EXPECT_EQ(reported, (std::set<std::string>{truncated, emptied}));
+  }
+  ASSERT_EQ(results[0].labels.size(), 18u);
+  EXPECT_EQ(results[0].images, results[1].images);
+  EXPECT_EQ(results[0].labels, results[1].labels);
+}
+
+}  // namespace
+}  // namespace rn50::data
