@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdarg>
 
 namespace rn50 {
 
@@ -19,6 +20,23 @@ void init_logging(const std::string& file, int rank) {
   logger->set_level(rank == 0 ? spdlog::level::info : spdlog::level::warn);
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
+}
+
+void log_info(const std::string& message) { spdlog::info("{}", message); }
+void log_warn(const std::string& message) { spdlog::warn("{}", message); }
+void log_error(const std::string& message) { spdlog::error("{}", message); }
+
+std::string strprintf(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list copy;
+  va_copy(copy, args);
+  const int size = std::vsnprintf(nullptr, 0, format, copy);
+  va_end(copy);
+  std::string out(size > 0 ? static_cast<size_t>(size) : 0, '\0');
+  if (size > 0) std::vsnprintf(out.data(), out.size() + 1, format, args);
+  va_end(args);
+  return out;
 }
 
 void log_table(const std::string& title, const std::vector<std::pair<std::string, std::string>>& rows) {

@@ -1,5 +1,8 @@
-// core/log.h: logging set-up (spdlog): only the primary process logs at info level, to console and file.
+// core/log.h: logging (spdlog behind functions): only the primary process logs at info level, to console and file.
 #pragma once
+
+// spdlog stays out of this header: pip LibTorch ships its own fmt, which would shadow the one spdlog
+// was built with in every file that also includes LibTorch.
 
 #include <string>
 #include <utility>
@@ -10,6 +13,13 @@ namespace rn50 {
 // Console logging for every process; with a non-empty `file`, the primary process also writes there.
 // Other ranks log warnings and errors only, prefixed with their rank.
 void init_logging(const std::string& file, int rank);
+
+void log_info(const std::string& message);
+void log_warn(const std::string& message);
+void log_error(const std::string& message);
+
+// printf-style formatting into a std::string (the compiler checks the arguments).
+std::string strprintf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
 // Logs rows as an aligned two-column table under a title.
 void log_table(const std::string& title, const std::vector<std::pair<std::string, std::string>>& rows);

@@ -5,8 +5,8 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime.h>
 #include <ATen/detail/CUDAHooksInterface.h>
-#include <fmt/format.h>
 
+#include "core/log.h"
 #include "gpu/cuda_check.h"
 
 namespace rn50::gpu {
@@ -43,10 +43,11 @@ std::string describe_device(int device) {
   int driver = 0, runtime = 0;
   RN50_CUDA_CHECK(cudaDriverGetVersion(&driver));
   RN50_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
-  return fmt::format("{} (sm_{}{}, {} SMs, {:.0f} GiB), driver CUDA {}.{}, runtime {}.{}, cuDNN {}", prop.name,
+  return strprintf("%s (sm_%d%d, %d SMs, %.0f GiB), driver CUDA %d.%d, runtime %d.%d, cuDNN %ld", prop.name,
                      prop.major, prop.minor, prop.multiProcessorCount,
                      static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), driver / 1000,
-                     (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10, at::detail::getCUDAHooks().versionCuDNN());
+                     (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10,
+                   static_cast<long>(at::detail::getCUDAHooks().versionCuDNN()));
 }
 
 }  // namespace rn50::gpu

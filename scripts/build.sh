@@ -6,7 +6,7 @@
 #   RN50_CMAKE_ARGS="..."        extra CMake arguments (e.g. -DRN50_CUDA_ARCHS=90)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build}
+build=$(realpath -m "${1:-$root/build}")
 mode=${RN50_TORCH:-auto}
 args=(-G Ninja -DCMAKE_BUILD_TYPE=Release)
 if [[ "$mode" == auto ]]; then

@@ -1,6 +1,5 @@
 // trainer/main.cpp: the rn50 command: subcommand dispatch and the one place errors become exit codes.
 #include <cxxopts.hpp>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -92,7 +91,8 @@ int make_sample_command(int argc, char** argv) {
   spec.seed = parsed["seed"].as<uint64_t>();
   rn50::init_logging("", 0);
   const int64_t files = rn50::data::make_sample_dataset(spec);
-  spdlog::info("wrote {} images of {} classes to {}", files, spec.classes, spec.out_dir);
+  rn50::log_info(rn50::strprintf("wrote %lld images of %d classes to %s", static_cast<long long>(files), spec.classes,
+                                 spec.out_dir.c_str()));
   return 0;
 }
 

@@ -3,7 +3,6 @@
 
 #include <ATen/Context.h>
 #include <ATen/ATen.h>
-#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <torch/cuda.h>
 #include <torch/utils.h>
@@ -175,7 +174,8 @@ class Run {
     }
     start_epoch_ = meta.epoch;
     step_ = meta.step;
-    spdlog::info("resumed from {} after epoch {} (step {})", config_.resume, meta.epoch, meta.step);
+    log_info(strprintf("resumed from %s after epoch %lld (step %lld)", config_.resume.c_str(),
+                       static_cast<long long>(meta.epoch), static_cast<long long>(meta.step)));
   }
 
   void log_start() {
@@ -198,7 +198,7 @@ class Run {
   }
 
   static void report_bad_sample(const std::string& what, const std::string& reason) {
-    spdlog::warn("bad sample skipped: {}: {}", what, reason);
+    log_warn("bad sample skipped: " + what + ": " + reason);
   }
 
   EpochRecord train_epoch(int64_t epoch) {
@@ -239,7 +239,8 @@ class Run {
         const double mean_loss = interval_loss.item<double>() / config_.log_every;  // the only sync: every log_every steps
         const double rate = config_.log_every * config_.batch_size / seconds_since(interval_start);
         metrics_->write(StepRecord{epoch + 1, step_, mean_loss, lr, rate});
-        spdlog::info("epoch {} step {} loss {:.4f} lr {:.5f} {:.0f} img/s", epoch + 1, step_, mean_loss, lr, rate);
+        log_info(strprintf("epoch %lld step %lld loss %.4f lr %.5f %.0f img/s", static_cast<long long>(epoch + 1),
+                           static_cast<long long>(step_), mean_loss, lr, rate));
         interval_loss.zero_();
         interval_start = Clock::now();
       }
@@ -283,12 +284,13 @@ class Run {
   }
 
   void log_epoch(const EpochRecord& r) {
-    auto pct = [](const std::optional<double>& x) { return x ? fmt::format("{:.2f}%", 100.0 * *x) : std::string("-"); };
-    spdlog::info(
-        "epoch {}/{}: {:.1f} s, {:.0f} img/s (data wait {:.1f} s), train loss {:.4f}, val loss {}, top-1 {}, top-5 {}, "
-        "bad samples {}",
-        r.epoch, config_.epochs, r.wall_s, r.images_per_s, r.data_wait_s, r.train_loss,
-        r.val_loss ? fmt::format("{:.4f}", *r.val_loss) : "-", pct(r.top1), pct(r.top5), r.bad_samples);
+    auto pct = [](const std::optional<double>& x) { return x ? strprintf("%.2f%%", 100.0 * *x) : std::string("-"); };
+    log_info(strprintf(
+        "epoch %lld/%d: %.1f s, %.0f img/s (data wait %.1f s), train loss %.4f, val loss %s, top-1 %s, top-5 %s, "
+        "bad samples %lld",
+        static_cast<long long>(r.epoch), config_.epochs, r.wall_s, r.images_per_s, r.data_wait_s, r.train_loss,
+        r.val_loss ? strprintf("%.4f", *r.val_loss).c_str() : "-", pct(r.top1).c_str(), pct(r.top5).c_str(),
+        static_cast<long long>(r.bad_samples)));
   }
 
   const Config& config_;
