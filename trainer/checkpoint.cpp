@@ -1,134 +1,142 @@
-// trainer/checkpoint.cpp: checkpoints as one pickled dictionary (torch.load reads it too), written atomically.
+// trainer/checkpoint.cpp: checkpoints as safetensors files (weights under torchvision's names, momentum
+// under "momentum.<name>", progress and classes in the metadata), written atomically.
 #include "trainer/checkpoint.h"
 
-#include <ATen/core/Dict.h>
-#include <ATen/core/ivalue.h>
-#include <fcntl.h>
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
-#include <torch/serialize.h>
 #include <torch/utils.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <iterator>
 
 #include "core/errors.h"
+#include "core/safetensors.h"
 #include "trainer/sgd.h"
 
 namespace rn50::trainer {
 namespace {
 
-using Dict = c10::impl::GenericDict;
+namespace st = rn50::safetensors;
 
-Dict make_dict() { return Dict(c10::StringType::get(), c10::AnyType::get()); }
+constexpr const char* kFormat = "rn50-checkpoint-2";
+constexpr const char* kMomentumPrefix = "momentum.";
 
-void write_file_atomically(const std::string& path, const std::vector<char>& bytes) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot write checkpoint " + tmp + ": " + std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      throw std::runtime_error("cannot write checkpoint " + tmp + ": " + std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
-  }
-  // The data must be on disk before the rename makes it the checkpoint.
-  if (::fsync(fd) != 0 || ::close(fd) != 0) throw std::runtime_error("cannot flush checkpoint " + tmp);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
+st::DType to_dtype(at::ScalarType type) {
+  switch (type) {
+    case at::kDouble: return st::DType::F64;
+    case at::kFloat: return st::DType::F32;
+    case at::kHalf: return st::DType::F16;
+    case at::kBFloat16: return st::DType::BF16;
+    case at::kLong: return st::DType::I64;
+    case at::kInt: return st::DType::I32;
+    case at::kByte: return st::DType::U8;
+    default: throw std::invalid_argument(std::string("checkpoint: unsupported dtype ") + c10::toString(type));
   }
 }
 
-Dict read_dict(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError("cannot read checkpoint: " + path);
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  c10::IValue root;
-  try {
-    root = torch::pickle_load(bytes);
-  } catch (const std::exception& e) {
-    throw ConfigError("not an rn50 checkpoint (unreadable): " + path);
+at::ScalarType to_scalar_type(st::DType dtype) {
+  switch (dtype) {
+    case st::DType::F64: return at::kDouble;
+    case st::DType::F32: return at::kFloat;
+    case st::DType::F16: return at::kHalf;
+    case st::DType::BF16: return at::kBFloat16;
+    case st::DType::I64: return at::kLong;
+    case st::DType::I32: return at::kInt;
+    case st::DType::I16: return at::kShort;
+    case st::DType::I8: return at::kChar;
+    case st::DType::U8: return at::kByte;
+    case st::DType::BOOL: return at::kBool;
   }
-  if (!root.isGenericDict()) throw ConfigError("not an rn50 checkpoint: " + path);
-  return root.toGenericDict();
+  return at::kFloat;
 }
 
-c10::IValue get(const Dict& dict, const std::string& key, const std::string& path) {
-  if (!dict.contains(key)) throw ConfigError("checkpoint " + path + " has no '" + key + "'");
-  return dict.at(key);
-}
-
-CheckpointMeta meta_of(const Dict& dict, const std::string& path) {
+CheckpointMeta meta_of(const st::File& file, const std::string& path) {
+  auto get = [&](const std::string& key) {
+    const auto it = file.metadata.find(key);
+    if (it == file.metadata.end()) throw ConfigError("checkpoint " + path + " has no '" + key + "' in its metadata");
+    return it->second;
+  };
+  if (get("format") != kFormat) throw ConfigError("not an rn50 checkpoint (format " + get("format") + "): " + path);
   CheckpointMeta meta;
-  meta.model = get(dict, "model", path).toStringRef();
-  meta.epoch = get(dict, "epoch", path).toInt();
-  meta.step = get(dict, "step", path).toInt();
-  meta.seed = get(dict, "seed", path).toInt();
-  for (const auto& name : get(dict, "classes", path).toListRef()) meta.classes.push_back(name.toStringRef());
+  try {
+    meta.model = get("model");
+    meta.epoch = std::stoll(get("epoch"));
+    meta.step = std::stoll(get("step"));
+    meta.seed = std::stoll(get("seed"));
+    meta.classes = nlohmann::json::parse(get("classes")).get<std::vector<std::string>>();
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ConfigError("checkpoint " + path + " has malformed metadata: " + e.what());
+  }
   return meta;
 }
 
-// Copies `source` into `target` after checking the shape; names the tensor when they differ.
-void copy_checked(at::Tensor target, const c10::IValue& source, const std::string& name, const std::string& path) {
-  if (!source.isTensor()) throw ConfigError("checkpoint " + path + ": '" + name + "' is not a tensor");
-  const at::Tensor& t = source.toTensor();
-  if (t.sizes() != target.sizes()) {
-    throw ConfigError("checkpoint " + path + ": '" + name + "' has shape " + c10::str(t.sizes()) + ", the model " +
-                      c10::str(target.sizes()));
+st::File read(const std::string& path) {
+  try {
+    return st::read_file(path);
+  } catch (const st::FormatError& e) {
+    throw ConfigError(std::string("cannot load checkpoint: ") + e.what());
   }
-  target.copy_(t);
+}
+
+// Copies the stored tensor into `target` after checking dtype and shape; names the tensor when they differ.
+void copy_checked(at::Tensor target, const st::File& file, const std::string& key, const std::string& path) {
+  const st::TensorView* view = file.find(key);
+  if (!view) throw ConfigError("checkpoint " + path + " has no tensor '" + key + "'");
+  if (c10::IntArrayRef(view->shape) != target.sizes() || to_scalar_type(view->dtype) != target.scalar_type()) {
+    throw ConfigError("checkpoint " + path + ": '" + key + "' is " + st::dtype_name(view->dtype) + " " +
+                      c10::str(c10::IntArrayRef(view->shape)) + ", the model's " + c10::toString(target.scalar_type()) +
+                      " " + c10::str(target.sizes()));
+  }
+  const at::Tensor stored = at::from_blob(const_cast<uint8_t*>(view->data), view->shape, target.scalar_type());
+  target.copy_(stored);
 }
 
 }  // namespace
 
 void save_checkpoint(const std::string& path, torch::nn::Module& model, const Sgd& sgd, const CheckpointMeta& meta) {
-  Dict weights = make_dict(), momentum = make_dict(), root = make_dict();
-  for (const auto& p : model.named_parameters()) weights.insert(p.key(), p.value().detach().cpu());
-  for (const auto& b : model.named_buffers()) weights.insert(b.key(), b.value().detach().cpu());
-  for (const auto& [name, buffer] : sgd.momentum_buffers()) momentum.insert(name, buffer.detach().cpu());
-  c10::List<std::string> classes;
-  for (const auto& c : meta.classes) classes.push_back(c);
-  root.insert("format", std::string("rn50-checkpoint-1"));
-  root.insert("model", meta.model);
-  root.insert("epoch", meta.epoch);
-  root.insert("step", meta.step);
-  root.insert("seed", meta.seed);
-  root.insert("classes", classes);
-  root.insert("state_dict", weights);
-  root.insert("momentum", momentum);
-  write_file_atomically(path, torch::pickle_save(root));
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (const auto& p : model.named_parameters()) tensors.emplace_back(p.key(), p.value());
+  for (const auto& b : model.named_buffers()) tensors.emplace_back(b.key(), b.value());
+  for (const auto& [name, buffer] : sgd.momentum_buffers()) tensors.emplace_back(kMomentumPrefix + name, buffer);
+  std::vector<at::Tensor> host;  // keeps the CPU copies alive while the views point at them
+  std::vector<st::TensorView> views;
+  for (const auto& [name, tensor] : tensors) {
+    host.push_back(tensor.detach().to(at::kCPU).contiguous());
+    const at::Tensor& t = host.back();
+    views.push_back({name, to_dtype(t.scalar_type()), t.sizes().vec(), static_cast<const uint8_t*>(t.data_ptr()),
+                     static_cast<size_t>(t.nbytes())});
+  }
+  const std::map<std::string, std::string> metadata = {{"format", kFormat},
+                                                       {"model", meta.model},
+                                                       {"epoch", std::to_string(meta.epoch)},
+                                                       {"step", std::to_string(meta.step)},
+                                                       {"seed", std::to_string(meta.seed)},
+                                                       {"classes", nlohmann::json(meta.classes).dump()}};
+  st::write_file_atomically(path, st::serialize(views, metadata));
 }
 
-CheckpointMeta read_checkpoint_meta(const std::string& path) { return meta_of(read_dict(path), path); }
+CheckpointMeta read_checkpoint_meta(const std::string& path) { return meta_of(read(path), path); }
 
 CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model, Sgd& sgd) {
-  const Dict root = read_dict(path);
-  const CheckpointMeta meta = meta_of(root, path);
-  const auto weights = get(root, "state_dict", path).toGenericDict();
-  const auto momentum = get(root, "momentum", path).toGenericDict();
+  const st::File file = read(path);
+  const CheckpointMeta meta = meta_of(file, path);
   torch::NoGradGuard no_grad;
   size_t expected = 0;
   for (const auto& p : model.named_parameters()) {
-    copy_checked(p.value(), get(weights, p.key(), path), p.key(), path);
+    copy_checked(p.value(), file, p.key(), path);
     ++expected;
   }
   for (const auto& b : model.named_buffers()) {
-    copy_checked(b.value(), get(weights, b.key(), path), b.key(), path);
+    copy_checked(b.value(), file, b.key(), path);
     ++expected;
   }
-  if (weights.size() != expected) {
-    throw ConfigError("checkpoint " + path + " holds " + std::to_string(weights.size()) + " tensors, the model " +
-                      std::to_string(expected));
-  }
   for (const auto& [name, buffer] : sgd.momentum_buffers()) {
-    copy_checked(buffer, get(momentum, name, path), "momentum of " + name, path);
+    copy_checked(buffer, file, kMomentumPrefix + name, path);
+    ++expected;
+  }
+  if (file.tensors.size() != expected) {
+    throw ConfigError("checkpoint " + path + " holds " + std::to_string(file.tensors.size()) + " tensors, the model " +
+                      "and optimizer " + std::to_string(expected));
   }
   return meta;
 }

@@ -280,7 +280,7 @@ class Run {
 
   void save(int64_t epochs_done) {
     CheckpointMeta meta{config_.model, epochs_done, step_, config_.seed, classes_};
-    save_checkpoint(config_.out_dir + "/checkpoint.pt", *model_, *sgd_, meta);
+    save_checkpoint(config_.out_dir + "/checkpoint.safetensors", *model_, *sgd_, meta);
   }
 
   void log_epoch(const EpochRecord& r) {

@@ -85,7 +85,7 @@ TEST_F(Cli, TrainingOnTheSampleLowersTheLossAndWritesEverything) {
   EXPECT_EQ(epochs.back()["bad_samples"], 0);
   EXPECT_EQ(epochs.back()["steps"], 8);
   EXPECT_EQ(records(path("run") + "/metrics.jsonl", "step").size(), 20u);
-  EXPECT_TRUE(fs::exists(path("run") + "/checkpoint.pt"));
+  EXPECT_TRUE(fs::exists(path("run") + "/checkpoint.safetensors"));
   EXPECT_TRUE(fs::exists(path("run") + "/config.yaml"));
   EXPECT_TRUE(fs::exists(path("run") + "/train.log"));
 }
@@ -98,7 +98,7 @@ TEST_F(Cli, ResumedRunTakesTheSameNextStepAsAnUninterruptedOne) {
   const Result first = rn50(small_run(path("data"), path("split")) + options + " --epochs 1");
   ASSERT_EQ(first.code, 0) << first.output;
   const Result second = rn50(small_run(path("data"), path("split")) + options + " --epochs 2 --resume " +
-                             path("split") + "/checkpoint.pt");
+                             path("split") + "/checkpoint.safetensors");
   ASSERT_EQ(second.code, 0) << second.output;
   const auto a = records(path("whole") + "/metrics.jsonl", "step");
   const auto b = records(path("split") + "/metrics.jsonl", "step");

@@ -38,7 +38,7 @@ TEST_F(Checkpoint, RoundTripRestoresWeightsBuffersMomentumAndMeta) {
   auto model = models::create("resnet18", {3, true});
   Sgd sgd(*model, 0.9, 1e-4, false);
   train_a_step(*model, sgd);
-  const std::string path = (dir_ / "checkpoint.pt").string();
+  const std::string path = (dir_ / "checkpoint.safetensors").string();
   save_checkpoint(path, *model, sgd, {"resnet18", 4, 123, 9, {"a", "b", "c"}});
   EXPECT_FALSE(fs::exists(path + ".tmp"));
 

@@ -1,0 +1,51 @@
+// core/safetensors.h: reading and writing the safetensors format, with every malformed-file case rejected.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace rn50::safetensors {
+
+// A malformed or unreadable file; the message names the file and the defect.
+struct FormatError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class DType { F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL };
+size_t element_size(DType dtype);
+const char* dtype_name(DType dtype);
+
+struct TensorView {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;  // little-endian, row-major
+  size_t bytes = 0;
+};
+
+struct File {
+  std::map<std::string, std::string> metadata;
+  std::vector<TensorView> tensors;  // sorted by name; views into `storage`
+  std::vector<uint8_t> storage;
+  const TensorView* find(const std::string& name) const;
+};
+
+// The format (https://github.com/huggingface/safetensors): an 8-byte little-endian header length N, N
+// bytes of JSON {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {string: string}},
+// padded with spaces to a multiple of 8, then the data; offsets are relative to the data's start.
+std::vector<uint8_t> serialize(const std::vector<TensorView>& tensors, const std::map<std::string, std::string>& metadata);
+
+// Rejects: a file shorter than 8 bytes, a header length past the end of the file, a header that is not
+// a JSON object, unknown dtypes, bad shapes, offsets outside the data, a size that disagrees with the
+// shape, overlapping ranges and bytes that no tensor covers. `origin` names the source in errors.
+File parse(std::vector<uint8_t> bytes, const std::string& origin);
+File read_file(const std::string& path);
+
+// Writes PATH.tmp, flushes it to disk and renames it over PATH.
+void write_file_atomically(const std::string& path, const std::vector<uint8_t>& bytes);
+
+}  // namespace rn50::safetensors

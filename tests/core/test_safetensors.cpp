@@ -1,0 +1,128 @@
+// tests/core/test_safetensors.cpp: the safetensors writer and reader: round trip, and one test per defect.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "core/safetensors.h"
+
+namespace rn50::safetensors {
+namespace {
+
+std::vector<uint8_t> with_header(const std::string& json, size_t data_bytes) {
+  std::vector<uint8_t> out(8 + json.size() + data_bytes, 0);
+  const uint64_t n = json.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(n >> (8 * i));
+  std::memcpy(out.data() + 8, json.data(), json.size());
+  return out;
+}
+
+std::string error_of(std::vector<uint8_t> bytes) {
+  try {
+    parse(std::move(bytes), "test.safetensors");
+  } catch (const FormatError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Safetensors, RoundTripKeepsNamesDtypesShapesBytesAndMetadata) {
+  std::mt19937 rng(3);
+  std::vector<std::vector<uint8_t>> payloads;
+  std::vector<TensorView> views;
+  const std::vector<std::pair<DType, std::vector<int64_t>>> specs = {
+      {DType::F32, {3, 4}}, {DType::I64, {}}, {DType::BF16, {5}}, {DType::U8, {2, 0, 3}}, {DType::F64, {2, 2, 2}}};
+  for (size_t i = 0; i < specs.size(); ++i) {
+    size_t numel = 1;
+    for (int64_t d : specs[i].second) numel *= static_cast<size_t>(d);
+    payloads.emplace_back(numel * element_size(specs[i].first));
+    for (auto& b : payloads.back()) b = static_cast<uint8_t>(rng());
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    views.push_back({"t" + std::to_string(specs.size() - i), specs[i].first, specs[i].second, payloads[i].data(),
+                     payloads[i].size()});
+  }
+  const std::vector<uint8_t> bytes = serialize(views, {{"classes", "[\"a\"]"}, {"epoch", "3"}});
+  EXPECT_EQ(bytes[0] % 8, 0);  // the header is padded so that the data starts 8-byte aligned
+  const File file = parse(bytes, "memory");
+  EXPECT_EQ(file.metadata.at("epoch"), "3");
+  EXPECT_EQ(file.metadata.at("classes"), "[\"a\"]");
+  ASSERT_EQ(file.tensors.size(), views.size());
+  for (const auto& v : views) {
+    const TensorView* t = file.find(v.name);
+    ASSERT_NE(t, nullptr) << v.name;
+    EXPECT_EQ(t->dtype, v.dtype);
+    EXPECT_EQ(t->shape, v.shape);
+    ASSERT_EQ(t->bytes, v.bytes);
+    EXPECT_EQ(std::memcmp(t->data, v.data, v.bytes), 0) << v.name;
+  }
+  EXPECT_EQ(file.find("missing"), nullptr);
+}
+
+TEST(Safetensors, WritesAtomically) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("rn50_st_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const float x[2] = {1.5f, -2.0f};
+  write_file_atomically((dir / "a.safetensors").string(), serialize({{"x", DType::F32, {2}, reinterpret_cast<const uint8_t*>(x), 8}}, {}));
+  EXPECT_FALSE(fs::exists(dir / "a.safetensors.tmp"));
+  const File f = read_file((dir / "a.safetensors").string());
+  EXPECT_EQ(std::memcmp(f.find("x")->data, x, 8), 0);
+  fs::remove_all(dir);
+}
+
+TEST(Safetensors, RejectsATooShortFile) { EXPECT_NE(error_of({1, 2, 3}).find("shorter"), std::string::npos); }
+
+TEST(Safetensors, RejectsAHeaderLengthPastTheEnd) {
+  auto bytes = with_header("{}", 0);
+  bytes[0] = 200;
+  EXPECT_NE(error_of(bytes).find("past the end"), std::string::npos);
+  bytes[0] = 0;
+  bytes[7] = 0x80;  // 2^63
+  EXPECT_NE(error_of(bytes).find("exceeds"), std::string::npos);
+}
+
+TEST(Safetensors, RejectsAHeaderThatIsNotAJsonObject) {
+  EXPECT_NE(error_of(with_header("{\"a\": ", 0)).find("not JSON"), std::string::npos);
+  EXPECT_NE(error_of(with_header("[1, 2]  ", 0)).find("not a JSON object"), std::string::npos);
+}
+
+TEST(Safetensors, RejectsOffsetsOutsideTheData) {
+  const std::string json = R"({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})";
+  EXPECT_NE(error_of(with_header(json, 8)).find("outside"), std::string::npos);
+  const std::string reversed = R"({"w": {"dtype": "F32", "shape": [0], "data_offsets": [8, 0]}})";
+  EXPECT_NE(error_of(with_header(reversed, 8)).find("outside"), std::string::npos);
+}
+
+TEST(Safetensors, RejectsOverlappingRanges) {
+  const std::string json = R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                               "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})";
+  EXPECT_NE(error_of(with_header(json, 12)).find("overlap"), std::string::npos);
+}
+
+TEST(Safetensors, RejectsBytesNoTensorCovers) {
+  const std::string json = R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})";
+  EXPECT_NE(error_of(with_header(json, 12)).find("belong to no tensor"), std::string::npos);
+}
+
+TEST(Safetensors, RejectsUnknownDtypes) {
+  const std::string json = R"({"a": {"dtype": "F128", "shape": [1], "data_offsets": [0, 16]}})";
+  EXPECT_NE(error_of(with_header(json, 16)).find("unknown dtype"), std::string::npos);
+}
+
+TEST(Safetensors, RejectsASizeThatDisagreesWithTheShape) {
+  const std::string json = R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})";
+  EXPECT_NE(error_of(with_header(json, 8)).find("need"), std::string::npos);
+  const std::string negative = R"({"a": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})";
+  EXPECT_NE(error_of(with_header(negative, 8)).find("bad dimension"), std::string::npos);
+}
+
+TEST(Safetensors, RejectsMalformedEntries) {
+  EXPECT_NE(error_of(with_header(R"({"a": {"dtype": "F32"}})", 0)).find("lacks"), std::string::npos);
+  EXPECT_NE(error_of(with_header(R"({"__metadata__": {"k": 1}})", 0)).find("not a string"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rn50::safetensors
