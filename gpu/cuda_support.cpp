@@ -31,6 +31,12 @@ std::shared_ptr<data::HostAllocator> make_pinned_allocator() { return std::make_
 
 std::optional<double> peak_memory_gib(int device) {
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
+  const auto& peak = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
+  return static_cast<double>(peak) / (1024.0 * 1024.0 * 1024.0);
+}
+
+std::optional<double> peak_reserved_gib(int device) {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
   const auto& peak = stats.reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;
   return static_cast<double>(peak) / (1024.0 * 1024.0 * 1024.0);
 }

@@ -15,8 +15,10 @@ bool built_with_cuda();
 // Page-locked host memory (cudaHostAlloc), for asynchronous host-to-device copies.
 std::shared_ptr<data::HostAllocator> make_pinned_allocator();
 
-// Peak bytes the caching allocator held on `device` since the last reset, in GiB.
+// Peak memory since the last reset, in GiB: allocated by tensors (torch.cuda.max_memory_allocated) and
+// reserved by the caching allocator (what nvidia-smi sees, less the CUDA context).
 std::optional<double> peak_memory_gib(int device);
+std::optional<double> peak_reserved_gib(int device);
 void reset_peak_memory(int device);
 
 // One line describing the GPU: name, compute capability, memory, and LibTorch's CUDA/cuDNN versions.

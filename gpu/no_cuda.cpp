@@ -1,6 +1,10 @@
 // gpu/no_cuda.cpp: the CPU-only build's stand-ins for gpu/cuda_support.h.
 #include "core/errors.h"
 #include "gpu/cuda_support.h"
+#include "gpu/device_ops.h"
+
+#include <stdexcept>
+#include <string>
 
 namespace rn50::gpu {
 
@@ -11,7 +15,48 @@ std::shared_ptr<data::HostAllocator> make_pinned_allocator() {
 }
 
 std::optional<double> peak_memory_gib(int) { return std::nullopt; }
+std::optional<double> peak_reserved_gib(int) { return std::nullopt; }
 void reset_peak_memory(int) {}
 std::string describe_device(int) { return "no CUDA in this build"; }
+
+}  // namespace rn50::gpu
+
+// ---- gpu/device_ops.h: never reached in a CPU build (the trainer uses them only on CUDA devices) ----
+
+namespace rn50::gpu {
+namespace {
+[[noreturn]] void no_cuda(const char* what) {
+  throw std::logic_error(std::string(what) + ": this rn50 was built without CUDA");
+}
+}  // namespace
+
+void use_side_stream(int) { no_cuda("use_side_stream"); }
+void normalize_into(const at::Tensor&, at::Tensor&, const float[3], const float[3]) { no_cuda("normalize_into"); }
+
+struct FusedSgd::Table {};
+FusedSgd::FusedSgd(std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<double>, double) {
+  no_cuda("FusedSgd");
+}
+FusedSgd::~FusedSgd() = default;
+void FusedSgd::step(const at::Tensor&, const at::Tensor*) { no_cuda("FusedSgd"); }
+
+struct CudaGraph::Impl {};
+CudaGraph::CudaGraph() = default;
+CudaGraph::~CudaGraph() = default;
+void CudaGraph::capture(const std::function<void()>&) { throw std::runtime_error("this rn50 was built without CUDA"); }
+void CudaGraph::replay() { no_cuda("CudaGraph"); }
+
+struct AsyncUploader::Impl {};
+AsyncUploader::AsyncUploader(int, int, int, int) { no_cuda("AsyncUploader"); }
+AsyncUploader::~AsyncUploader() = default;
+std::pair<at::Tensor, at::Tensor> AsyncUploader::upload(const data::HostBatch&,
+                                                        const std::function<void(const data::HostBatch&)>&) {
+  no_cuda("AsyncUploader");
+}
+void AsyncUploader::drain() {}
+double AsyncUploader::take_copy_seconds() { return 0; }
+
+std::unique_ptr<trainer::StepTimer> make_cuda_step_timer() { no_cuda("make_cuda_step_timer"); }
+std::string describe_kernels(int) { return "no CUDA in this build"; }
 
 }  // namespace rn50::gpu

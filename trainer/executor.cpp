@@ -7,6 +7,7 @@
 #include "core/config.h"
 #include "core/torch_compat.h"
 #include "models/model.h"
+#include "trainer/loss_scaler.h"
 
 namespace rn50::trainer {
 
@@ -25,12 +26,16 @@ at::Tensor Executor::forward(const at::Tensor& images) {
   return logits.to(at::kFloat);
 }
 
-at::Tensor Executor::forward_backward(const at::Tensor& images, const at::Tensor& labels) {
+at::Tensor Executor::forward_backward(const at::Tensor& images, const at::Tensor& labels, const LossScaler* scaler) {
   namespace F = torch::nn::functional;
   model_.train();
   const at::Tensor logits = forward(images);
   at::Tensor loss = F::cross_entropy(logits, labels, F::CrossEntropyFuncOptions().label_smoothing(label_smoothing_));
-  loss.backward();
+  if (scaler) {
+    scaler->scale(loss).backward();
+  } else {
+    loss.backward();
+  }
   return loss.detach();
 }
 

@@ -19,13 +19,16 @@ struct EvalSums {
   at::Tensor top5;  // correct in the first five
 };
 
+class LossScaler;
+
 class Executor {
  public:
   Executor(models::Classifier& model, const Config& config);
 
-  // Forward under the configured precision, cross-entropy with label smoothing, backward.
-  // Returns the loss as a detached 0-dim float tensor on the device (no host sync).
-  at::Tensor forward_backward(const at::Tensor& images, const at::Tensor& labels);
+  // Forward under the configured precision, cross-entropy with label smoothing, backward (of the
+  // scaled loss when a scaler is given). Returns the unscaled loss as a detached 0-dim float tensor on
+  // the device (no host sync).
+  at::Tensor forward_backward(const at::Tensor& images, const at::Tensor& labels, const LossScaler* scaler = nullptr);
 
   // Forward in inference mode; plain cross-entropy (no smoothing) for the validation loss.
   EvalSums evaluate(const at::Tensor& images, const at::Tensor& labels);

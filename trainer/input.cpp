@@ -4,41 +4,52 @@
 #include <ATen/ATen.h>
 
 #include "data/transforms.h"
+#include "gpu/device_ops.h"
 
 namespace rn50::trainer {
 
 InputUploader::InputUploader(c10::Device device, bool channels_last) : device_(device), channels_last_(channels_last) {
-  std::vector<float> scale(3), shift(3);
   for (int c = 0; c < 3; ++c) {
-    scale[c] = 1.0f / (255.0f * data::kImageNetStd[c]);
-    shift[c] = data::kImageNetMean[c] / data::kImageNetStd[c];
+    scale_host_[c] = 1.0f / (255.0f * data::kImageNetStd[c]);
+    shift_host_[c] = data::kImageNetMean[c] / data::kImageNetStd[c];
   }
-  scale_ = at::tensor(scale).to(device);
-  shift_ = at::tensor(shift).to(device);
+  scale_ = at::tensor(std::vector<float>(scale_host_, scale_host_ + 3)).to(device);
+  shift_ = at::tensor(std::vector<float>(shift_host_, shift_host_ + 3)).to(device);
 }
 
-at::Tensor InputUploader::normalize(const at::Tensor& images_nhwc_u8) const {
-  // (x / 255 - mean) / std, computed in NHWC where the channel is the last, broadcast dimension.
-  at::Tensor x = images_nhwc_u8.to(at::kFloat).mul_(scale_).sub_(shift_);
-  x = x.permute({0, 3, 1, 2});  // NCHW view with channels-last strides
-  return channels_last_ ? x : x.contiguous();
+void InputUploader::normalize_into(const at::Tensor& images_nhwc_u8, at::Tensor& out) const {
+  if (device_.is_cuda()) {
+    gpu::normalize_into(images_nhwc_u8, out, scale_host_, shift_host_);
+    return;
+  }
+  // (x / 255 - mean) / std, computed in NHWC where the channel is the last, broadcast dimension; the
+  // permute gives the NCHW view, and copy_ writes it in out's layout.
+  out.copy_(images_nhwc_u8.to(at::kFloat).mul_(scale_).sub_(shift_).permute({0, 3, 1, 2}));
+}
+
+at::Tensor InputUploader::normalize(const at::Tensor& images_nhwc_u8, at::ScalarType dtype) const {
+  at::Tensor out = at::empty({images_nhwc_u8.size(0), 3, images_nhwc_u8.size(1), images_nhwc_u8.size(2)},
+                             images_nhwc_u8.options().dtype(dtype),
+                             channels_last_ ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
+  normalize_into(images_nhwc_u8, out);
+  return out;
 }
 
 std::pair<at::Tensor, at::Tensor> InputUploader::upload(const data::HostBatch& batch, int image_size) {
   const at::Tensor images = at::from_blob(batch.images, {batch.size, image_size, image_size, 3}, at::kByte);
   const at::Tensor labels = at::from_blob(batch.labels, {batch.size}, at::kLong);
   // copy=true: on the CPU device .to() would alias the pool's buffer, which a worker refills after release.
-  return {normalize(images.to(device_, /*non_blocking=*/false, /*copy=*/true)),
+  return {images.to(device_, /*non_blocking=*/false, /*copy=*/true),
           labels.to(device_, /*non_blocking=*/false, /*copy=*/true)};
 }
 
 SyntheticBatches::SyntheticBatches(c10::Device device, int batch_size, int image_size, int64_t num_classes,
-                                   bool channels_last, int64_t seed) {
+                                   at::ScalarType dtype, bool channels_last, int64_t seed) {
   at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed));
   for (int i = 0; i < 4; ++i) {
     at::Tensor images = at::randn({batch_size, 3, image_size, image_size}, gen, at::TensorOptions(at::kFloat));
     at::Tensor labels = at::randint(num_classes, {batch_size}, gen, at::TensorOptions(at::kLong));
-    images = images.to(device);
+    images = images.to(device, dtype);
     if (channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
     batches_.emplace_back(images, labels.to(device));
   }

@@ -16,15 +16,19 @@ namespace rn50::trainer {
 class InputUploader {
  public:
   InputUploader(c10::Device device, bool channels_last);
-  // Returns (images [N,3,H,W] float, labels [N] int64) on the device. The host buffer may be reused as
-  // soon as this returns.
+  // Blocking copy: returns (images uint8 NHWC, labels int64) on the device. The host buffer may be
+  // reused as soon as this returns.
   std::pair<at::Tensor, at::Tensor> upload(const data::HostBatch& batch, int image_size);
-  // Normalises uint8 NHWC images that are already on the device.
-  at::Tensor normalize(const at::Tensor& images_nhwc_u8) const;
+  // Normalises uint8 NHWC images that are already on the device into `out` ([N,3,H,W], its own dtype
+  // and layout): one kernel on CUDA, ATen ops elsewhere.
+  void normalize_into(const at::Tensor& images_nhwc_u8, at::Tensor& out) const;
+  // A fresh normalised float tensor, in the configured layout.
+  at::Tensor normalize(const at::Tensor& images_nhwc_u8, at::ScalarType dtype) const;
 
  private:
   c10::Device device_;
   bool channels_last_;
+  float scale_host_[3], shift_host_[3];
   at::Tensor scale_;  // 1 / (255 * std), per channel
   at::Tensor shift_;  // mean / std, per channel
 };
@@ -32,8 +36,8 @@ class InputUploader {
 // A few fixed random batches on the device, cycled: data loading costs nothing, so the step rate is compute alone.
 class SyntheticBatches {
  public:
-  SyntheticBatches(c10::Device device, int batch_size, int image_size, int64_t num_classes, bool channels_last,
-                   int64_t seed);
+  SyntheticBatches(c10::Device device, int batch_size, int image_size, int64_t num_classes, at::ScalarType dtype,
+                   bool channels_last, int64_t seed);
   std::pair<at::Tensor, at::Tensor> next();
 
  private:

@@ -3,6 +3,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,18 +12,28 @@ namespace torch::nn {
 class Module;
 }
 
+namespace rn50::gpu {
+class FusedSgd;
+}
+
 namespace rn50::trainer {
 
 class Sgd {
  public:
   // Parameters of `model`; BatchNorm parameters and biases (1-D tensors) get no weight decay unless
   // `decay_bn_and_bias`.
-  Sgd(torch::nn::Module& model, double momentum, double weight_decay, bool decay_bn_and_bias);
+  // On a CUDA device the update is one fused kernel over all parameters unless `fused` is false; the
+  // ATen sequence is the reference it is tested against.
+  Sgd(torch::nn::Module& model, double momentum, double weight_decay, bool decay_bn_and_bias, bool fused = true);
+  ~Sgd();
 
   // Writes the rate into the device tensor the update reads (an asynchronous fill, no host sync).
   void set_lr(double lr);
   // buf = momentum * buf + grad + wd * p;  p -= lr * buf  (PyTorch's SGD with dampening 0).
-  void step();
+  // With `found_inf` (fp16 loss scaling), the whole update is skipped when it is non-zero, without a sync.
+  void step(const at::Tensor* found_inf = nullptr);
+  // The gradients, in parameter order (for unscaling).
+  std::vector<at::Tensor> grads() const;
   // Zeroes gradients in place, keeping their memory (a captured graph reads fixed addresses).
   void zero_grad();
 
@@ -39,6 +50,7 @@ class Sgd {
   std::vector<std::pair<std::string, at::Tensor>> buffers_;
   double momentum_;
   at::Tensor neg_lr_;  // 0-dim, on the parameters' device
+  std::unique_ptr<gpu::FusedSgd> fused_;
 };
 
 }  // namespace rn50::trainer

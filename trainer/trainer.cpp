@@ -19,6 +19,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "gpu/cuda_support.h"
+#include "gpu/device_ops.h"
 #include "models/model.h"
 #include "trainer/checkpoint.h"
 #include "trainer/executor.h"
@@ -26,6 +27,8 @@
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics.h"
 #include "trainer/sgd.h"
+#include "trainer/step_timer.h"
+#include "trainer/train_step.h"
 
 namespace rn50::trainer {
 namespace {
@@ -79,6 +82,8 @@ class Run {
   explicit Run(const Config& config) : config_(config), device_(resolve_device(config.device)) {
     std::filesystem::create_directories(config_.out_dir);
     apply_math_switches(config_);
+    // All device work, warm-up included, runs on one non-default stream: CUDA graph capture needs it.
+    if (device_.is_cuda()) gpu::use_side_stream(device_.index());
     open_data();
     build_model();
     metrics_ = std::make_unique<MetricsLog>(config_.out_dir + "/metrics.jsonl");
@@ -129,9 +134,14 @@ class Run {
       const bool pinned = config_.pin_memory && device_.is_cuda();
       std::shared_ptr<data::HostAllocator> host =
           pinned ? gpu::make_pinned_allocator() : std::shared_ptr<data::HostAllocator>(data::make_pageable_allocator());
-      const int slots = config_.prefetch + 1;
+      // The loader fills `prefetch` batches ahead; the uploader holds up to kCopySlots more while they copy.
+      const int slots = config_.prefetch + (pinned ? kCopySlots : 1);
       train_pool_ = std::make_unique<data::BatchPool>(slots, config_.batch_size, config_.image_size, host);
       if (val_set_) val_pool_ = std::make_unique<data::BatchPool>(slots, config_.batch_size, config_.image_size, host);
+      if (pinned) {
+        async_upload_ = std::make_unique<gpu::AsyncUploader>(device_.index(), config_.batch_size, config_.image_size,
+                                                             kCopySlots);
+      }
     }
     if (config_.max_steps > 0) steps_per_epoch_ = std::min(steps_per_epoch_, config_.max_steps);
   }
@@ -146,10 +156,12 @@ class Run {
     if (config_.channels_last) to_channels_last(*model_);
     sgd_ = std::make_unique<Sgd>(*model_, config_.momentum, config_.weight_decay, config_.decay_bn_and_bias);
     executor_ = std::make_unique<Executor>(*model_, config_);
+    timer_ = device_.is_cuda() ? gpu::make_cuda_step_timer() : std::make_unique<HostStepTimer>();
+    step_ = std::make_unique<TrainStep>(*model_, *sgd_, config_, device_, config_.batch_size, config_.image_size, *timer_);
     uploader_ = std::make_unique<InputUploader>(device_, config_.channels_last);
     if (config_.data == "synthetic") {
       synthetic_ = std::make_unique<SyntheticBatches>(device_, config_.batch_size, config_.image_size, num_classes_,
-                                                      config_.channels_last, config_.seed);
+                                                      step_->images().scalar_type(), config_.channels_last, config_.seed);
     }
     schedule_.peak_lr = scaled_lr(config_.lr, config_.batch_size);
     schedule_.steps_per_epoch = steps_per_epoch_;
@@ -173,7 +185,7 @@ class Run {
                         std::to_string(meta.seed) + "; a resumed run keeps its seed");
     }
     start_epoch_ = meta.epoch;
-    step_ = meta.step;
+    global_step_ = meta.step;
     log_info(strprintf("resumed from %s after epoch %lld (step %lld)", config_.resume.c_str(),
                        static_cast<long long>(meta.epoch), static_cast<long long>(meta.step)));
   }
@@ -181,6 +193,9 @@ class Run {
   void log_start() {
     std::vector<std::pair<std::string, std::string>> rows = to_rows(config_);
     rows.emplace_back("(device)", device_.is_cuda() ? gpu::describe_device(device_.index()) : "cpu");
+    if (device_.is_cuda()) rows.emplace_back("(kernels)", gpu::describe_kernels(device_.index()));
+    rows.emplace_back("(input copy)", async_upload_ ? "pinned, asynchronous on a copy stream" : "blocking copy");
+    if (config_.cuda_graph) rows.emplace_back("(cuda graph)", step_->graph_status());
     rows.emplace_back("(classes)", std::to_string(num_classes_));
     rows.emplace_back("(train images)", train_set_ ? std::to_string(train_set_->size()) : "synthetic");
     rows.emplace_back("(steps per epoch)", std::to_string(steps_per_epoch_));
@@ -201,6 +216,21 @@ class Run {
     log_warn("bad sample skipped: " + what + ": " + reason);
   }
 
+  // Host batch -> normalised device images and labels in `images` / `labels` (which may be the step's
+  // static inputs). The host buffer goes back to the loader once its copy is complete.
+  void load_input(const data::HostBatch& batch, data::BatchLoader& loader, at::Tensor& images, at::Tensor& labels) {
+    if (async_upload_) {
+      const auto [u8, y] = async_upload_->upload(batch, [&loader](const data::HostBatch& b) { loader.release(b); });
+      uploader_->normalize_into(u8, images);
+      labels.copy_(y);
+      return;
+    }
+    const auto [u8, y] = uploader_->upload(batch, config_.image_size);
+    loader.release(batch);
+    uploader_->normalize_into(u8, images);
+    labels.copy_(y);
+  }
+
   EpochRecord train_epoch(int64_t epoch) {
     if (device_.is_cuda()) gpu::reset_peak_memory(device_.index());
     std::unique_ptr<data::BatchLoader> loader;
@@ -213,38 +243,40 @@ class Run {
     record.epoch = epoch + 1;
     at::Tensor loss_sum = at::zeros({}, at::TensorOptions(device_).dtype(at::kFloat));
     at::Tensor interval_loss = at::zeros_like(loss_sum);
+    timer_->take_totals();
+    if (async_upload_) async_upload_->take_copy_seconds();
     const auto t0 = Clock::now();
     auto interval_start = t0;
     for (int64_t s = 0; s < steps_per_epoch_; ++s) {
-      const auto wait_start = Clock::now();
-      at::Tensor images, labels;
+      timer_->begin_step();
       if (loader) {
+        const auto wait_start = Clock::now();
         const std::optional<data::HostBatch> batch = loader->next();
         record.data_wait_s += seconds_since(wait_start);
-        std::tie(images, labels) = uploader_->upload(*batch, config_.image_size);
-        loader->release(*batch);
+        load_input(*batch, *loader, step_->images(), step_->labels());
       } else {
-        std::tie(images, labels) = synthetic_->next();
+        const auto& [images, labels] = synthetic_->next();
+        step_->images().copy_(images);
+        step_->labels().copy_(labels);
       }
-      const double lr = schedule_.at(step_);
-      sgd_->set_lr(lr);
-      sgd_->zero_grad();
-      const at::Tensor loss = executor_->forward_backward(images, labels);
-      sgd_->step();
+      timer_->mark(Phase::kInput);
+      const double lr = schedule_.at(global_step_);
+      const at::Tensor& loss = step_->run(lr);
       loss_sum.add_(loss);
       interval_loss.add_(loss);
-      ++step_;
+      ++global_step_;
       record.lr = lr;
-      if (step_ % config_.log_every == 0) {
+      if (global_step_ % config_.log_every == 0) {
         const double mean_loss = interval_loss.item<double>() / config_.log_every;  // the only sync: every log_every steps
         const double rate = config_.log_every * config_.batch_size / seconds_since(interval_start);
-        metrics_->write(StepRecord{epoch + 1, step_, mean_loss, lr, rate});
+        metrics_->write(StepRecord{epoch + 1, global_step_, mean_loss, lr, rate});
         log_info(strprintf("epoch %lld step %lld loss %.4f lr %.5f %.0f img/s", static_cast<long long>(epoch + 1),
-                           static_cast<long long>(step_), mean_loss, lr, rate));
+                           static_cast<long long>(global_step_), mean_loss, lr, rate));
         interval_loss.zero_();
         interval_start = Clock::now();
       }
     }
+    if (async_upload_) async_upload_->drain();
     record.train_loss = loss_sum.item<double>() / static_cast<double>(steps_per_epoch_);
     record.wall_s = seconds_since(t0);
     record.steps = steps_per_epoch_;
@@ -254,6 +286,17 @@ class Run {
     record.bad_samples = loader ? loader->bad_samples() : 0;
     record.peak_gpu_mem_gib = device_.is_cuda() ? gpu::peak_memory_gib(device_.index()) : std::nullopt;
     record.peak_host_rss_gib = peak_host_rss_gib();
+    const auto phases = timer_->take_totals();
+    for (int p = 0; p < kNumPhases; ++p) {
+      // No communication on one process: unavailable, not 0.
+      const bool measured = static_cast<Phase>(p) != Phase::kCommunication;
+      record.extra.emplace_back(kPhaseNames[p], measured ? std::optional<double>(phases[p]) : std::nullopt);
+    }
+    record.extra.emplace_back("h2d_copy_s", async_upload_ ? std::optional<double>(async_upload_->take_copy_seconds())
+                                                          : std::nullopt);
+    record.extra.emplace_back("cuda_graph", step_->graphed() ? 1.0 : 0.0);
+    record.extra.emplace_back("peak_gpu_reserved_gib",
+                              device_.is_cuda() ? gpu::peak_reserved_gib(device_.index()) : std::nullopt);
     return record;
   }
 
@@ -264,14 +307,18 @@ class Run {
     at::Tensor top1 = at::zeros_like(loss), top5 = at::zeros_like(loss);
     int64_t images = 0;
     while (const std::optional<data::HostBatch> batch = loader.next()) {
-      const auto [x, y] = uploader_->upload(*batch, config_.image_size);
-      loader.release(*batch);
+      at::Tensor x = at::empty({batch->size, 3, config_.image_size, config_.image_size},
+                               at::TensorOptions(device_).dtype(step_->images().scalar_type()),
+                               config_.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
+      at::Tensor y = at::empty({batch->size}, at::TensorOptions(device_).dtype(at::kLong));
+      load_input(*batch, loader, x, y);
       const EvalSums sums = executor_->evaluate(x, y);
       loss.add_(sums.loss);
       top1.add_(sums.top1);
       top5.add_(sums.top5);
       images += batch->size;
     }
+    if (async_upload_) async_upload_->drain();
     record.val_loss = loss.item<double>() / images;
     record.top1 = top1.item<double>() / images;
     record.top5 = top5.item<double>() / images;
@@ -279,7 +326,7 @@ class Run {
   }
 
   void save(int64_t epochs_done) {
-    CheckpointMeta meta{config_.model, epochs_done, step_, config_.seed, classes_};
+    CheckpointMeta meta{config_.model, epochs_done, global_step_, config_.seed, classes_};
     save_checkpoint(config_.out_dir + "/checkpoint.safetensors", *model_, *sgd_, meta);
   }
 
@@ -303,12 +350,16 @@ class Run {
   std::shared_ptr<models::Classifier> model_;
   std::unique_ptr<Sgd> sgd_;
   std::unique_ptr<Executor> executor_;
+  static constexpr int kCopySlots = 2;
+  std::unique_ptr<StepTimer> timer_;
+  std::unique_ptr<TrainStep> step_;
   std::unique_ptr<InputUploader> uploader_;
+  std::unique_ptr<gpu::AsyncUploader> async_upload_;
   std::unique_ptr<SyntheticBatches> synthetic_;
   std::unique_ptr<MetricsLog> metrics_;
   LrSchedule schedule_;
   int64_t start_epoch_ = 0;
-  int64_t step_ = 0;
+  int64_t global_step_ = 0;
 };
 
 }  // namespace

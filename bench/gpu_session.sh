@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# bench/gpu_session.sh: one GPU-machine session: build against pip LibTorch, run every test (the GPU
+# tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
+# steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
+#   STAGES="build test smoke synthetic"  (default: all)
+set -uo pipefail
+OUT=${OUT:-/tmp/rn50-out}
+STAGES=${STAGES:-build test smoke synthetic}
+mkdir -p "$OUT"
+export RN50_OPENCV_DEBS=${RN50_OPENCV_DEBS:-.debs} RN50_TORCH=pip
+build=$PWD/build-gpu
+export LD_LIBRARY_PATH=$build/opencv/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+{ date -u; nvidia-smi; nproc; } > "$OUT/machine.txt" 2>&1
+if has build; then
+  if ! scripts/build.sh "$build" > "$OUT/build.log" 2>&1; then grep -E "error|Error" "$OUT/build.log" | head -30; tail -5 "$OUT/build.log"; exit 1; fi
+  grep "rn50:" "$OUT/build.log"
+fi
+if has test; then
+  (cd "$build" && ctest -j6 --output-on-failure --timeout 900 > "$OUT/ctest.log" 2>&1)
+  grep -E "tests passed|tests failed|\*\*\*|Failed  " "$OUT/ctest.log" | head -20
+fi
+if has smoke; then
+  "$build/rn50" make-sample --out /tmp/sample --classes 10 --per-class 64 --val-per-class 16 --size 72 > /dev/null 2>&1
+  "$build/rn50" train --config configs/smoke.yaml --data-root /tmp/sample --device cuda:0 --epochs 2 \
+    --out-dir /tmp/runs/smoke > "$OUT/smoke.log" 2>&1
+  echo "smoke exit $?"; grep -E "epoch [0-9]+/|cuda_graph|kernels" "$OUT/smoke.log"
+  cp /tmp/runs/smoke/metrics.jsonl "$OUT/smoke_metrics.jsonl"
+fi
+summary() {  # the second (measured) epoch of a run
+  python3 - "$1" <<'PY'
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if '"epoch"' in l and '"type":"epoch"' in l][-1]
+f = lambda k: "-" if r.get(k) is None else f"{r[k]:.2f}"
+print(f"{r['images_per_s']:8.0f} img/s  alloc {f('peak_gpu_mem_gib')} GiB  reserved {f('peak_gpu_reserved_gib')} GiB"
+      f"  fwd+bwd {f('forward_backward_s')} s  opt {f('optimizer_s')} s  input {f('input_s')} s  graph {r.get('cuda_graph')}")
+PY
+}
+synthetic() {  # name, batch, steps, extra args: two epochs; the second is the measurement
+  local name=$1 batch=$2 steps=$3
+  "$build/rn50" train --data synthetic --device cuda:0 --batch-size "$batch" --synthetic-images $((batch * steps)) \
+    --epochs 2 --warmup-epochs 0 --log-every 100000 --validate=off --out-dir "/tmp/runs/$name" "${@:4}" > "$OUT/$name.log" 2>&1 \
+    || { echo "$name failed"; tail -3 "$OUT/$name.log"; return; }
+  cp "/tmp/runs/$name/metrics.jsonl" "$OUT/$name.jsonl"
+  printf "%-34s %s\n" "$name" "$(summary /tmp/runs/$name/metrics.jsonl)"
+}
+if has synthetic; then
+  echo "--- synthetic ResNet-50 on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1): second epoch ---"
+  synthetic b256_fp32_tf32_off 256 40 --tf32=off
+  synthetic b256_fp32_defaults 256 60
+  synthetic b256_bf16_cl 256 100 --precision bf16 --channels-last
+  synthetic b256_fp16_cl 256 100 --precision fp16 --channels-last
+  synthetic b256_fp16_cl_bench 256 100 --precision fp16 --channels-last --cudnn-benchmark
+  synthetic b256_fp16_cl_bench_graph 256 100 --precision fp16 --channels-last --cudnn-benchmark --cuda-graph
+  synthetic b64_fp16_cl 64 200 --precision fp16 --channels-last
+  synthetic b64_fp16_cl_graph 64 200 --precision fp16 --channels-last --cuda-graph
+  synthetic b64_fp16_cl_bench_graph 64 200 --precision fp16 --channels-last --cudnn-benchmark --cuda-graph
+fi

@@ -1,0 +1,309 @@
+// gpu/device_ops.cpp: side stream, normalisation, fused SGD, CUDA graphs, async upload and event timing (CUDA build).
+#include "gpu/device_ops.h"
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <deque>
+#include <stdexcept>
+
+#include "gpu/cuda_check.h"
+#include "gpu/kernels.h"
+
+namespace rn50::gpu {
+namespace {
+
+// An owned CUDA event (timing enabled).
+struct Event {
+  Event() { RN50_CUDA_CHECK(cudaEventCreate(&event)); }
+  ~Event() { cudaEventDestroy(event); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t event = nullptr;
+};
+
+double elapsed_seconds(cudaEvent_t start, cudaEvent_t end) {
+  float ms = 0;
+  RN50_CUDA_CHECK(cudaEventElapsedTime(&ms, start, end));
+  return ms / 1000.0;
+}
+
+}  // namespace
+
+void use_side_stream(int device) {
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
+  c10::cuda::setCurrentCUDAStream(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, static_cast<c10::DeviceIndex>(device)));
+}
+
+void normalize_into(const at::Tensor& images, at::Tensor& out, const float scale[3], const float shift[3]) {
+  TORCH_CHECK(images.is_cuda() && images.scalar_type() == at::kByte && images.dim() == 4 && images.size(3) == 3 &&
+                  images.is_contiguous(),
+              "normalize_into: expected contiguous uint8 NHWC images on the GPU");
+  TORCH_CHECK(out.is_cuda() && out.dim() == 4 && out.size(0) == images.size(0) && out.size(1) == 3 &&
+                  out.size(2) == images.size(1) && out.size(3) == images.size(2),
+              "normalize_into: output must be [N, 3, H, W] matching the images");
+  const bool channels_last = !out.is_contiguous() && out.is_contiguous(at::MemoryFormat::ChannelsLast);
+  TORCH_CHECK(channels_last || out.is_contiguous(), "normalize_into: output must be NCHW or channels-last contiguous");
+  kernels::OutType type = kernels::OutType::F32;
+  if (out.scalar_type() == at::kHalf) type = kernels::OutType::F16;
+  else if (out.scalar_type() == at::kBFloat16) type = kernels::OutType::BF16;
+  else TORCH_CHECK(out.scalar_type() == at::kFloat, "normalize_into: output must be float, half or bfloat16");
+  kernels::normalize_images(images.data_ptr<uint8_t>(), out.data_ptr(), type, images.size(0), images.size(1),
+                            images.size(2), channels_last, scale, shift, at::cuda::getCurrentCUDAStream());
+}
+
+// ---- fused SGD -------------------------------------------------------------------------------------
+
+struct FusedSgd::Table {
+  std::vector<at::Tensor> params, buffers;
+  std::vector<double> weight_decay;
+  double momentum = 0;
+  std::vector<const void*> grad_ptrs;  // the addresses the device table was built with
+  at::Tensor slices, chunk_tensor, chunk_begin;
+  int64_t num_chunks = 0;
+  static constexpr int64_t kChunk = 16384;
+
+  void build() {
+    std::vector<kernels::SgdSlice> host;
+    std::vector<int32_t> tensor_of_chunk;
+    std::vector<int64_t> begin_of_chunk;
+    grad_ptrs.clear();
+    for (size_t i = 0; i < params.size(); ++i) {
+      const at::Tensor& g = params[i].grad();
+      // The update is elementwise: any dense layout works, as long as all three share it.
+      TORCH_CHECK(g.defined() && g.scalar_type() == at::kFloat && params[i].is_non_overlapping_and_dense() &&
+                      g.strides() == params[i].strides() && buffers[i].strides() == params[i].strides(),
+                  "fused SGD needs dense float parameters, gradients and momentum of one layout");
+      grad_ptrs.push_back(g.data_ptr());
+      host.push_back({params[i].data_ptr<float>(), g.data_ptr<float>(), buffers[i].data_ptr<float>(), params[i].numel(),
+                      static_cast<float>(weight_decay[i])});
+      for (int64_t b = 0; b < params[i].numel(); b += kChunk) {
+        tensor_of_chunk.push_back(static_cast<int32_t>(i));
+        begin_of_chunk.push_back(b);
+      }
+    }
+    const auto device = params.front().device();
+    const auto bytes = static_cast<int64_t>(host.size() * sizeof(kernels::SgdSlice));
+    slices = at::from_blob(host.data(), {bytes}, at::kByte).to(device);
+    chunk_tensor = at::from_blob(tensor_of_chunk.data(), {static_cast<int64_t>(tensor_of_chunk.size())}, at::kInt).to(device);
+    chunk_begin = at::from_blob(begin_of_chunk.data(), {static_cast<int64_t>(begin_of_chunk.size())}, at::kLong).to(device);
+    num_chunks = static_cast<int64_t>(tensor_of_chunk.size());
+  }
+
+  bool stale() const {
+    if (grad_ptrs.size() != params.size()) return true;
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (params[i].grad().data_ptr() != grad_ptrs[i]) return true;
+    }
+    return false;
+  }
+};
+
+FusedSgd::FusedSgd(std::vector<at::Tensor> params, std::vector<at::Tensor> buffers, std::vector<double> weight_decay,
+                   double momentum)
+    : table_(std::make_unique<Table>()) {
+  table_->params = std::move(params);
+  table_->buffers = std::move(buffers);
+  table_->weight_decay = std::move(weight_decay);
+  table_->momentum = momentum;
+}
+
+FusedSgd::~FusedSgd() = default;
+
+void FusedSgd::step(const at::Tensor& neg_lr, const at::Tensor* found_inf) {
+  if (table_->stale()) table_->build();  // host-side pointer comparison only; no device sync
+  kernels::fused_sgd(reinterpret_cast<const kernels::SgdSlice*>(table_->slices.data_ptr()),
+                     table_->chunk_tensor.data_ptr<int32_t>(), table_->chunk_begin.data_ptr<int64_t>(),
+                     table_->num_chunks, Table::kChunk, static_cast<float>(table_->momentum), neg_lr.data_ptr<float>(),
+                     found_inf ? found_inf->data_ptr<float>() : nullptr, at::cuda::getCurrentCUDAStream());
+}
+
+// ---- CUDA graphs -------------------------------------------------------------------------------------
+
+struct CudaGraph::Impl {
+  std::unique_ptr<at::cuda::CUDAGraph> graph;
+};
+
+CudaGraph::CudaGraph() : impl_(std::make_unique<Impl>()) {}
+CudaGraph::~CudaGraph() = default;
+
+void CudaGraph::capture(const std::function<void()>& body) {
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  if (stream == at::cuda::getDefaultCUDAStream()) throw std::runtime_error("capture needs a non-default stream");
+  auto graph = std::make_unique<at::cuda::CUDAGraph>();
+  try {
+    graph->capture_begin();
+    body();
+    graph->capture_end();
+  } catch (const std::exception& e) {
+    // Leave capture mode so that eager work can go on, and drop the half-made graph. The graph object
+    // is leaked on purpose: destroying one whose capture failed is not safe in every LibTorch version.
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cudaStreamIsCapturing(stream.stream(), &status);
+    if (status != cudaStreamCaptureStatusNone) {
+      cudaGraph_t partial = nullptr;
+      cudaStreamEndCapture(stream.stream(), &partial);
+      if (partial) cudaGraphDestroy(partial);
+    }
+    cudaGetLastError();
+    graph.release();
+    std::string what = e.what();
+    throw std::runtime_error(what.substr(0, what.find('\n')));
+  }
+  impl_->graph = std::move(graph);
+}
+
+void CudaGraph::replay() {
+  if (!impl_->graph) throw std::logic_error("CudaGraph::replay before a successful capture");
+  impl_->graph->replay();
+}
+
+// ---- asynchronous upload -------------------------------------------------------------------------------
+
+struct AsyncUploader::Impl {
+  struct Slot {
+    at::Tensor images, labels;  // device buffers, allocated once
+    Event free;                 // compute stream is done reading this slot
+    Event copy_start, copied;   // on the copy stream
+    std::optional<data::HostBatch> in_flight;  // host batch whose copy is (or was) running
+    bool free_recorded = false;
+  };
+  c10::cuda::CUDAStream copy_stream;
+  std::vector<std::unique_ptr<Slot>> slots;
+  int next = 0;
+  int last = -1;
+  double copy_seconds = 0;
+  std::function<void(const data::HostBatch&)> release;
+
+  explicit Impl(int device) : copy_stream(c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device))) {}
+
+  void retire(Slot& slot, bool wait) {
+    if (!slot.in_flight) return;
+    if (wait) {
+      RN50_CUDA_CHECK(cudaEventSynchronize(slot.copied.event));
+    } else if (cudaEventQuery(slot.copied.event) != cudaSuccess) {
+      cudaGetLastError();  // cudaErrorNotReady is not an error here
+      return;
+    }
+    copy_seconds += elapsed_seconds(slot.copy_start.event, slot.copied.event);
+    release(*slot.in_flight);
+    slot.in_flight.reset();
+  }
+};
+
+AsyncUploader::AsyncUploader(int device, int batch_size, int image_size, int slots)
+    : impl_(std::make_unique<Impl>(device)) {
+  const auto options = at::TensorOptions(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
+  for (int i = 0; i < slots; ++i) {
+    auto slot = std::make_unique<Impl::Slot>();
+    slot->images = at::empty({batch_size, image_size, image_size, 3}, options.dtype(at::kByte));
+    slot->labels = at::empty({batch_size}, options.dtype(at::kLong));
+    impl_->slots.push_back(std::move(slot));
+  }
+}
+
+AsyncUploader::~AsyncUploader() {
+  // Copies still running would write into buffers that are about to be freed.
+  impl_->copy_stream.synchronize();
+}
+
+std::pair<at::Tensor, at::Tensor> AsyncUploader::upload(const data::HostBatch& batch,
+                                                        const std::function<void(const data::HostBatch&)>& release) {
+  auto& s = *impl_;
+  s.release = release;
+  const cudaStream_t compute = at::cuda::getCurrentCUDAStream().stream();
+  // The previous slot's readers were enqueued on the compute stream after the last upload returned.
+  if (s.last >= 0) {
+    RN50_CUDA_CHECK(cudaEventRecord(s.slots[s.last]->free.event, compute));
+    s.slots[s.last]->free_recorded = true;
+  }
+  for (auto& slot : s.slots) s.retire(*slot, /*wait=*/false);
+  auto& slot = *s.slots[s.next];
+  s.retire(slot, /*wait=*/true);
+  const cudaStream_t copy = s.copy_stream.stream();
+  if (slot.free_recorded) RN50_CUDA_CHECK(cudaStreamWaitEvent(copy, slot.free.event, 0));
+  const auto n = batch.size;
+  const size_t image_bytes = static_cast<size_t>(slot.images[0].numel()) * static_cast<size_t>(n);
+  RN50_CUDA_CHECK(cudaEventRecord(slot.copy_start.event, copy));
+  RN50_CUDA_CHECK(cudaMemcpyAsync(slot.images.data_ptr(), batch.images, image_bytes, cudaMemcpyHostToDevice, copy));
+  RN50_CUDA_CHECK(cudaMemcpyAsync(slot.labels.data_ptr(), batch.labels, sizeof(int64_t) * static_cast<size_t>(n),
+                                  cudaMemcpyHostToDevice, copy));
+  RN50_CUDA_CHECK(cudaEventRecord(slot.copied.event, copy));
+  RN50_CUDA_CHECK(cudaStreamWaitEvent(compute, slot.copied.event, 0));
+  slot.in_flight = batch;
+  s.last = s.next;
+  s.next = (s.next + 1) % static_cast<int>(s.slots.size());
+  return {slot.images.narrow(0, 0, n), slot.labels.narrow(0, 0, n)};
+}
+
+void AsyncUploader::drain() {
+  for (auto& slot : impl_->slots) impl_->retire(*slot, /*wait=*/true);
+}
+
+double AsyncUploader::take_copy_seconds() {
+  const double s = impl_->copy_seconds;
+  impl_->copy_seconds = 0;
+  return s;
+}
+
+// ---- event timer ---------------------------------------------------------------------------------------
+
+namespace {
+
+class CudaStepTimer final : public trainer::StepTimer {
+ public:
+  void begin_step() override { start_ = record(); }
+  void mark(trainer::Phase phase) override {
+    const size_t end = record();
+    pending_.push_back({static_cast<int>(phase), start_, end});
+    start_ = end;
+  }
+  std::array<double, trainer::kNumPhases> take_totals() override {
+    while (!pending_.empty()) settle_oldest();
+    auto out = totals_;
+    totals_ = {};
+    return out;
+  }
+
+ private:
+  struct Interval {
+    int phase;
+    size_t start, end;
+  };
+  // Events live in a ring; an interval is read (its events long complete) before its slot is reused.
+  size_t record() {
+    if (events_.size() < kRing) events_.push_back(std::make_unique<Event>());
+    const size_t index = cursor_++ % kRing;
+    if (cursor_ > kRing) {
+      while (!pending_.empty() && uses(pending_.front(), index)) settle_oldest();
+    }
+    RN50_CUDA_CHECK(cudaEventRecord(events_[index]->event, at::cuda::getCurrentCUDAStream().stream()));
+    return index;
+  }
+  static bool uses(const Interval& i, size_t index) { return i.start == index || i.end == index; }
+  void settle_oldest() {
+    const Interval i = pending_.front();
+    pending_.pop_front();
+    RN50_CUDA_CHECK(cudaEventSynchronize(events_[i.end]->event));
+    totals_[i.phase] += elapsed_seconds(events_[i.start]->event, events_[i.end]->event);
+  }
+  static constexpr size_t kRing = 1024;
+  std::vector<std::unique_ptr<Event>> events_;
+  size_t cursor_ = 0;
+  size_t start_ = 0;
+  std::deque<Interval> pending_;
+  std::array<double, trainer::kNumPhases> totals_{};
+};
+
+}  // namespace
+
+std::unique_ptr<trainer::StepTimer> make_cuda_step_timer() { return std::make_unique<CudaStepTimer>(); }
+
+std::string describe_kernels(int device) {
+  return kernels::describe_build(device) + "; LibTorch's kernels built for [" + RN50_TORCH_ARCHS + "]";
+}
+
+}  // namespace rn50::gpu

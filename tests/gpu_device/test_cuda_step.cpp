@@ -1,0 +1,168 @@
+// tests/gpu_device/test_cuda_step.cpp (GPU machine only): fast paths against their references, on fresh random inputs.
+#include <ATen/Context.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstring>
+#include <vector>
+
+#include "core/config.h"
+#include "gpu/device_ops.h"
+#include "models/model.h"
+#include "trainer/sgd.h"
+#include "trainer/step_timer.h"
+#include "trainer/train_step.h"
+
+namespace rn50 {
+namespace {
+
+double rel_err(const at::Tensor& a, const at::Tensor& b) {
+  return (a.to(at::kDouble) - b.to(at::kDouble)).norm().item<double>() / (b.to(at::kDouble).norm().item<double>() + 1e-30);
+}
+
+class Cuda : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+    gpu::use_side_stream(0);
+    at::globalContext().setAllowTF32CuBLAS(false);
+    at::globalContext().setAllowTF32CuDNN(false);
+  }
+};
+
+struct Params : torch::nn::Module {
+  Params() {
+    a = register_parameter("a", torch::randn({64, 32, 3, 3}));
+    b = register_parameter("b", torch::randn({1000}));
+    c = register_parameter("c", torch::randn({7}));
+  }
+  torch::Tensor a, b, c;
+};
+
+// Tolerance: both compute in fp32 with a different association of three terms: 1e-6 relative.
+TEST_F(Cuda, FusedSgdMatchesTheAtenUpdateAndSkipsOnOverflow) {
+  torch::manual_seed(21);
+  auto fused_model = std::make_shared<Params>();
+  auto ref_model = std::make_shared<Params>();
+  fused_model->to(torch::kCUDA);
+  ref_model->to(torch::kCUDA);
+  {
+    torch::NoGradGuard g;
+    fused_model->a.set_data(fused_model->a.contiguous(at::MemoryFormat::ChannelsLast));
+    for (size_t i = 0; i < 3; ++i) ref_model->parameters()[i].copy_(fused_model->parameters()[i]);
+  }
+  trainer::Sgd fused(*fused_model, 0.9, 1e-3, false, /*fused=*/true);
+  trainer::Sgd ref(*ref_model, 0.9, 1e-3, false, /*fused=*/false);
+  const at::Tensor no_overflow = torch::zeros({}, torch::kCUDA), overflow = torch::ones({}, torch::kCUDA);
+  for (int step = 0; step < 6; ++step) {
+    for (size_t i = 0; i < 3; ++i) {
+      const auto g = torch::randn_like(ref_model->parameters()[i]);
+      fused_model->parameters()[i].mutable_grad() = g.clone().contiguous(fused_model->parameters()[i].suggest_memory_format());
+      ref_model->parameters()[i].mutable_grad() = g.clone();
+    }
+    const double lr = 0.05 * (step + 1);
+    fused.set_lr(lr);
+    ref.set_lr(lr);
+    const at::Tensor& flag = step == 3 ? overflow : no_overflow;
+    fused.step(&flag);
+    ref.step(&flag);
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_LT(rel_err(fused_model->parameters()[i], ref_model->parameters()[i]), 1e-6) << i;
+    EXPECT_LT(rel_err(fused.momentum_buffers()[i].second, ref.momentum_buffers()[i].second), 1e-6) << i;
+  }
+}
+
+// Tolerance: fp32 output exact to 1e-6 relative; fp16 and bf16 within their rounding (1e-3, 8e-3).
+TEST_F(Cuda, NormalizeKernelMatchesAtenInEveryLayoutAndDtype) {
+  const auto u8 = torch::randint(0, 256, {5, 17, 23, 3}, torch::TensorOptions(torch::kCUDA).dtype(torch::kByte));
+  const float scale[3] = {1 / (255 * 0.229f), 1 / (255 * 0.224f), 1 / (255 * 0.225f)};
+  const float shift[3] = {0.485f / 0.229f, 0.456f / 0.224f, 0.406f / 0.225f};
+  const auto ref = (u8.to(torch::kFloat) * torch::tensor({scale[0], scale[1], scale[2]}, torch::kCUDA) -
+                    torch::tensor({shift[0], shift[1], shift[2]}, torch::kCUDA))
+                       .permute({0, 3, 1, 2});
+  for (auto dtype : {torch::kFloat, torch::kHalf, torch::kBFloat16}) {
+    for (bool channels_last : {false, true}) {
+      auto out = torch::full({5, 3, 17, 23}, std::nan(""), torch::TensorOptions(torch::kCUDA).dtype(dtype));
+      if (channels_last) out = out.contiguous(at::MemoryFormat::ChannelsLast);
+      gpu::normalize_into(u8, out, scale, shift);
+      const double tol = dtype == torch::kFloat ? 1e-6 : (dtype == torch::kHalf ? 1e-3 : 8e-3);
+      EXPECT_FALSE(out.isnan().any().item<bool>());
+      EXPECT_LT(rel_err(out, ref), tol) << dtype << " channels_last " << channels_last;
+    }
+  }
+}
+
+TEST_F(Cuda, AsyncUploadDeliversTheHostBytesAndReleasesEachBatch) {
+  const int batch = 4, size = 8;
+  gpu::AsyncUploader uploader(0, batch, size, 2);
+  std::vector<std::vector<uint8_t>> images(5, std::vector<uint8_t>(batch * size * size * 3));
+  std::vector<std::vector<int64_t>> labels(5, std::vector<int64_t>(batch));
+  int released = 0;
+  for (int b = 0; b < 5; ++b) {
+    for (auto& x : images[b]) x = static_cast<uint8_t>(std::rand());
+    for (auto& x : labels[b]) x = std::rand() % 1000;
+    data::HostBatch hb{images[b].data(), labels[b].data(), batch, b, 0};
+    const auto [x, y] = uploader.upload(hb, [&](const data::HostBatch&) { ++released; });
+    const auto xh = x.cpu();
+    const auto yh = y.cpu();
+    EXPECT_EQ(std::memcmp(xh.data_ptr(), images[b].data(), images[b].size()), 0) << b;
+    EXPECT_EQ(std::memcmp(yh.data_ptr(), labels[b].data(), labels[b].size() * 8), 0) << b;
+  }
+  uploader.drain();
+  EXPECT_EQ(released, 5);
+  EXPECT_GT(uploader.take_copy_seconds(), 0.0);
+}
+
+// N steps replayed from a CUDA graph end with the weights of N eager steps (fresh random batches).
+// Tolerance: fp32 (TF32 off) 1e-4 relative after 8 steps; fp16 with loss scaling 2e-3.
+void graph_matches_eager(const std::string& precision, double tolerance) {
+  torch::manual_seed(5);
+  Config config;
+  config.precision = precision;
+  config.channels_last = true;
+  auto eager_model = models::create("resnet18", {10, false});
+  auto graph_model = models::create("resnet18", {10, false});
+  {
+    torch::NoGradGuard g;
+    for (size_t i = 0; i < eager_model->parameters().size(); ++i) graph_model->parameters()[i].copy_(eager_model->parameters()[i]);
+  }
+  std::vector<std::shared_ptr<models::Classifier>> models = {eager_model, graph_model};
+  for (auto& m : models) {
+    m->to(torch::kCUDA);
+    torch::NoGradGuard g;
+    for (auto& p : m->parameters()) {
+      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+    }
+  }
+  trainer::Sgd eager_sgd(*eager_model, 0.9, 1e-4, false), graph_sgd(*graph_model, 0.9, 1e-4, false);
+  auto timer = gpu::make_cuda_step_timer();
+  Config eager_config = config, graph_config = config;
+  graph_config.cuda_graph = true;
+  trainer::TrainStep eager(*eager_model, eager_sgd, eager_config, torch::kCUDA, 8, 64, *timer);
+  trainer::TrainStep graphed(*graph_model, graph_sgd, graph_config, torch::kCUDA, 8, 64, *timer);
+  for (int step = 0; step < 8; ++step) {
+    const auto x = torch::randn({8, 3, 64, 64}, torch::kCUDA);
+    const auto y = torch::randint(10, {8}, torch::TensorOptions(torch::kCUDA).dtype(torch::kLong));
+    for (auto* s : {&eager, &graphed}) {
+      s->images().copy_(x);
+      s->labels().copy_(y);
+      timer->begin_step();
+      const auto loss = s->run(0.01 * (step + 1)).item<double>();
+      EXPECT_TRUE(std::isfinite(loss));
+    }
+  }
+  EXPECT_TRUE(graphed.graphed()) << graphed.graph_status();
+  EXPECT_FALSE(eager.graphed());
+  for (size_t i = 0; i < eager_model->parameters().size(); ++i) {
+    EXPECT_LT(rel_err(graph_model->parameters()[i], eager_model->parameters()[i]), tolerance)
+        << eager_model->named_parameters()[i].key();
+  }
+  timer->take_totals();
+}
+
+TEST_F(Cuda, GraphReplayMatchesEagerStepsFp32) { graph_matches_eager("fp32", 1e-4); }
+TEST_F(Cuda, GraphReplayMatchesEagerStepsFp16WithLossScaling) { graph_matches_eager("fp16", 2e-3); }
+
+}  // namespace
+}  // namespace rn50
