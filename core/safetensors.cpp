@@ -177,6 +177,16 @@ File read_file(const std::string& path) {
   return parse(std::move(bytes), path);
 }
 
+std::string encode_string_list(const std::vector<std::string>& items) { return nlohmann::json(items).dump(); }
+
+std::vector<std::string> decode_string_list(const std::string& json) {
+  try {
+    return nlohmann::json::parse(json).get<std::vector<std::string>>();
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(std::string("not a JSON list of strings: ") + e.what());
+  }
+}
+
 void write_file_atomically(const std::string& path, const std::vector<uint8_t>& bytes) {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

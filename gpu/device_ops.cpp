@@ -73,10 +73,12 @@ struct FusedSgd::Table {
     grad_ptrs.clear();
     for (size_t i = 0; i < params.size(); ++i) {
       const at::Tensor& g = params[i].grad();
-      // The update is elementwise: any dense layout works, as long as all three share it.
-      TORCH_CHECK(g.defined() && g.scalar_type() == at::kFloat && params[i].is_non_overlapping_and_dense() &&
-                      g.strides() == params[i].strides() && buffers[i].strides() == params[i].strides(),
-                  "fused SGD needs dense float parameters, gradients and momentum of one layout");
+      // The update is elementwise: any dense layout works, as long as all three share its memory order.
+      // (Strides alone can differ where a dimension has size 1, as in a 1x1 convolution's weight.)
+      const auto format = params[i].suggest_memory_format();
+      TORCH_CHECK(g.defined() && g.scalar_type() == at::kFloat && params[i].is_contiguous(format) &&
+                      g.is_contiguous(format) && buffers[i].is_contiguous(format),
+                  "fused SGD needs dense float parameters, gradients and momentum in one memory order");
       grad_ptrs.push_back(g.data_ptr());
       host.push_back({params[i].data_ptr<float>(), g.data_ptr<float>(), buffers[i].data_ptr<float>(), params[i].numel(),
                       static_cast<float>(weight_decay[i])});

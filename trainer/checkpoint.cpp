@@ -3,7 +3,6 @@
 #include "trainer/checkpoint.h"
 
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 #include <torch/nn/module.h>
 #include <torch/utils.h>
 
@@ -61,7 +60,7 @@ CheckpointMeta meta_of(const st::File& file, const std::string& path) {
     meta.epoch = std::stoll(get("epoch"));
     meta.step = std::stoll(get("step"));
     meta.seed = std::stoll(get("seed"));
-    meta.classes = nlohmann::json::parse(get("classes")).get<std::vector<std::string>>();
+    meta.classes = st::decode_string_list(get("classes"));
   } catch (const ConfigError&) {
     throw;
   } catch (const std::exception& e) {
@@ -111,7 +110,7 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, const Sg
                                                        {"epoch", std::to_string(meta.epoch)},
                                                        {"step", std::to_string(meta.step)},
                                                        {"seed", std::to_string(meta.seed)},
-                                                       {"classes", nlohmann::json(meta.classes).dump()}};
+                                                       {"classes", st::encode_string_list(meta.classes)}};
   st::write_file_atomically(path, st::serialize(views, metadata));
 }
 
