@@ -4,9 +4,11 @@
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
 #   STAGES="build test smoke synthetic"  (default: all)
 set -uo pipefail
-OUT=${OUT:-/tmp/rn50-out}
+FINAL_OUT=${OUT:-/tmp/rn50-out}
+OUT=/tmp/rn50-logs  # everything here is packed into $FINAL_OUT/logs.tar.gz at the end
 STAGES=${STAGES:-build test smoke synthetic}
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$FINAL_OUT"
+trap 'tar -czf "$FINAL_OUT/logs.tar.gz" -C "$OUT" . 2>/dev/null' EXIT
 export RN50_OPENCV_DEBS=${RN50_OPENCV_DEBS:-.debs} RN50_TORCH=pip
 build=$PWD/build-gpu
 export LD_LIBRARY_PATH=$build/opencv/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}

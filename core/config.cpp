@@ -261,7 +261,7 @@ void validate(Config& c) {
     require(!index.empty() && index.find_first_not_of("0123456789") == std::string::npos, "device",
             "'" + c.device + "' needs a GPU index, like cuda:0");
   }
-  require(!(cpu && c.precision == "fp16"), "precision", "fp16 needs a CUDA device (use bf16 or fp32 on cpu)");
+  require(!(cpu && c.precision != "fp32"), "precision", c.precision + " (autocast) needs a CUDA device; use fp32 on cpu");
 
   if (c.workers == -1) c.workers = usable_cores();
 }

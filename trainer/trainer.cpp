@@ -80,6 +80,9 @@ void to_channels_last(torch::nn::Module& model) {
 class Run {
  public:
   explicit Run(const Config& config) : config_(config), device_(resolve_device(config.device)) {
+    if (!device_.is_cuda() && config_.precision != "fp32") {
+      throw ConfigError("config key 'precision': " + config_.precision + " (autocast) needs a CUDA device; this run is on the CPU");
+    }
     std::filesystem::create_directories(config_.out_dir);
     apply_math_switches(config_);
     // All device work, warm-up included, runs on one non-default stream: CUDA graph capture needs it.

@@ -54,6 +54,7 @@ TEST(Config, ValidationNamesTheKey) {
   EXPECT_NE(invalid({{"device", "gpu0"}}).find("device"), std::string::npos);
   EXPECT_NE(invalid({{"device", "cuda:x"}}).find("device"), std::string::npos);
   EXPECT_NE(invalid({{"device", "cpu"}, {"precision", "fp16"}}).find("precision"), std::string::npos);
+  EXPECT_NE(invalid({{"device", "cpu"}, {"precision", "bf16"}}).find("precision"), std::string::npos);
   EXPECT_NE(invalid({{"lr_milestones", "5,2"}}).find("lr_milestones"), std::string::npos);
   EXPECT_NE(invalid({{"data_root", ""}}).find("data_root"), std::string::npos);
   EXPECT_EQ(invalid({{"data_root", ""}, {"data", "synthetic"}}), "");
