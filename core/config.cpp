@@ -160,6 +160,9 @@ std::vector<ConfigKey> make_keys() {
       bool_key("channels_last", &C::channels_last, "NHWC memory layout for images, weights and activations"),
       bool_key("cudnn_benchmark", &C::cudnn_benchmark, "let cuDNN time its algorithms and keep the fastest"),
       bool_key("cuda_graph", &C::cuda_graph, "capture the whole training step in a CUDA graph and replay it"),
+      string_key("mig", &C::mig,
+                 "MIG pinning: 'list' prints the GPU's MIG instances; a MIG UUID or instance index pins the run to "
+                 "it (CUDA_VISIBLE_DEVICES=MIG-...) before CUDA starts"),
   };
 }
 
@@ -262,6 +265,8 @@ void validate(Config& c) {
             "'" + c.device + "' needs a GPU index, like cuda:0");
   }
   require(!(cpu && c.precision != "fp32"), "precision", c.precision + " (autocast) needs a CUDA device; use fp32 on cpu");
+
+  require(c.mig.empty() || c.mig == "list" || cuda || c.device == "auto", "mig", "needs a CUDA device");
 
   if (c.workers == -1) c.workers = usable_cores();
 }

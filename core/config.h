@@ -53,6 +53,7 @@ struct Config {
   bool channels_last = false;
   bool cudnn_benchmark = false;
   bool cuda_graph = false;
+  std::string mig;  // list | MIG-<uuid> | instance index; empty: no MIG pinning
 };
 
 // One configuration key: its name, help text and how to read and print it. The YAML reader, the

@@ -8,6 +8,7 @@
 
 #include "core/log.h"
 #include "gpu/cuda_check.h"
+#include "gpu/utilisation.h"
 
 namespace rn50::gpu {
 namespace {
@@ -42,6 +43,12 @@ std::optional<double> peak_reserved_gib(int device) {
 }
 
 void reset_peak_memory(int device) { c10::cuda::CUDACachingAllocator::resetPeakStats(device); }
+
+std::string device_uuid(int device) {
+  cudaDeviceProp prop{};
+  RN50_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return format_cuda_uuid(prop.uuid.bytes);
+}
 
 std::string describe_device(int device) {
   cudaDeviceProp prop{};

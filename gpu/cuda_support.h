@@ -21,6 +21,9 @@ std::optional<double> peak_memory_gib(int device);
 std::optional<double> peak_reserved_gib(int device);
 void reset_peak_memory(int device);
 
+// The device's UUID in NVML's form ("GPU-..."), to find it in NVML, which ignores CUDA_VISIBLE_DEVICES.
+std::string device_uuid(int device);
+
 // One line describing the GPU: name, compute capability, memory, and LibTorch's CUDA/cuDNN versions.
 std::string describe_device(int device);
 

@@ -18,6 +18,7 @@ std::optional<double> peak_memory_gib(int) { return std::nullopt; }
 std::optional<double> peak_reserved_gib(int) { return std::nullopt; }
 void reset_peak_memory(int) {}
 std::string describe_device(int) { return "no CUDA in this build"; }
+std::string device_uuid(int) { return ""; }
 
 }  // namespace rn50::gpu
 

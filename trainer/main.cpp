@@ -13,6 +13,8 @@
 #include "core/errors.h"
 #include "core/log.h"
 #include "data/sample_maker.h"
+#include "gpu/mig.h"
+#include "gpu/nvml.h"
 #include "trainer/trainer.h"
 
 namespace {
@@ -20,6 +22,26 @@ namespace {
 std::string dashed(std::string name) {
   std::replace(name.begin(), name.end(), '_', '-');
   return name;
+}
+
+std::unique_ptr<rn50::gpu::NvmlApi> open_nvml_or_throw() {
+  std::string why_not;
+  auto nvml = rn50::gpu::open_nvml(&why_not);
+  if (!nvml) throw rn50::ConfigError("config key 'mig': NVML is unavailable: " + why_not);
+  return nvml;
+}
+
+int gpu_index(const std::string& device) {
+  return device.rfind("cuda:", 0) == 0 ? std::stoi(device.substr(5)) : 0;
+}
+
+// Must run before anything touches CUDA: CUDA_VISIBLE_DEVICES is read once, when CUDA starts.
+void pin_to_mig(rn50::Config& config) {
+  rn50::gpu::check_mig_compatible(/*world_size=*/1);
+  const std::string uuid = rn50::gpu::select_mig(*open_nvml_or_throw(), gpu_index(config.device), config.mig);
+  rn50::gpu::apply_mig_choice(uuid);
+  config.device = "cuda:0";  // the instance is the only device the process sees
+  std::fprintf(stderr, "rn50: pinned to MIG instance %s (CUDA_VISIBLE_DEVICES=%s)\n", uuid.c_str(), uuid.c_str());
 }
 
 // `rn50 train`: every config key is also an option (--batch-size for batch_size).
@@ -59,7 +81,12 @@ int train_command(int argc, char** argv) {
     if (parsed.count(dashed(key.name))) overrides[key.name] = parsed[dashed(key.name)].as<std::string>();
   }
   rn50::apply_overrides(config, overrides);
+  if (config.mig == "list") {
+    std::printf("%s\n", rn50::gpu::describe_mig(*open_nvml_or_throw(), gpu_index(config.device)).c_str());
+    return 0;
+  }
   rn50::validate(config);
+  if (!config.mig.empty()) pin_to_mig(config);
   std::filesystem::create_directories(config.out_dir);
   rn50::init_logging(config.out_dir + "/train.log", 0);
   rn50::trainer::train(config);

@@ -20,6 +20,8 @@
 #include "data/loader.h"
 #include "gpu/cuda_support.h"
 #include "gpu/device_ops.h"
+#include "gpu/nvml.h"
+#include "gpu/utilisation.h"
 #include "models/model.h"
 #include "trainer/checkpoint.h"
 #include "trainer/executor.h"
@@ -92,6 +94,7 @@ class Run {
     metrics_ = std::make_unique<MetricsLog>(config_.out_dir + "/metrics.jsonl");
     std::ofstream(config_.out_dir + "/config.yaml") << to_yaml(config_);
     if (!config_.resume.empty()) resume();
+    if (device_.is_cuda()) start_sampler();
     log_start();
   }
 
@@ -193,12 +196,30 @@ class Run {
                        static_cast<long long>(meta.epoch), static_cast<long long>(meta.step)));
   }
 
+  // NVML utilisation, sampled every 100 ms on its own thread; unavailable (null) where NVML is missing.
+  void start_sampler() {
+    std::string why_not;
+    std::shared_ptr<gpu::NvmlApi> nvml(gpu::open_nvml(&why_not));
+    if (!nvml) {
+      sampler_status_ = "unavailable: " + why_not;
+      return;
+    }
+    try {
+      sampler_ = std::make_unique<gpu::UtilisationSampler>(nvml, gpu::device_uuid(device_.index()));
+      sampler_->start();
+      sampler_status_ = std::string("NVML every 100 ms") + (sampler_->gpm_supported() ? ", with GPM metrics" : "");
+    } catch (const std::exception& e) {
+      sampler_status_ = std::string("unavailable: ") + e.what();
+    }
+  }
+
   void log_start() {
     std::vector<std::pair<std::string, std::string>> rows = to_rows(config_);
     rows.emplace_back("(device)", device_.is_cuda() ? gpu::describe_device(device_.index()) : "cpu");
     if (device_.is_cuda()) rows.emplace_back("(kernels)", gpu::describe_kernels(device_.index()));
     rows.emplace_back("(input copy)", async_upload_ ? "pinned, asynchronous on a copy stream" : "blocking copy");
     if (config_.cuda_graph) rows.emplace_back("(cuda graph)", step_->graph_status());
+    rows.emplace_back("(utilisation)", sampler_status_.empty() ? "unavailable on the CPU" : sampler_status_);
     rows.emplace_back("(classes)", std::to_string(num_classes_));
     rows.emplace_back("(train images)", train_set_ ? std::to_string(train_set_->size()) : "synthetic");
     rows.emplace_back("(steps per epoch)", std::to_string(steps_per_epoch_));
@@ -248,6 +269,7 @@ class Run {
     at::Tensor interval_loss = at::zeros_like(loss_sum);
     timer_->take_totals();
     if (async_upload_) async_upload_->take_copy_seconds();
+    if (sampler_) sampler_->take_epoch_summary();  // drop what was sampled outside training
     const auto t0 = Clock::now();
     auto interval_start = t0;
     for (int64_t s = 0; s < steps_per_epoch_; ++s) {
@@ -298,6 +320,9 @@ class Run {
     record.extra.emplace_back("h2d_copy_s", async_upload_ ? std::optional<double>(async_upload_->take_copy_seconds())
                                                           : std::nullopt);
     record.extra.emplace_back("cuda_graph", step_->graphed() ? 1.0 : 0.0);
+    for (auto& item : sampler_ ? sampler_->take_epoch_summary() : gpu::UtilisationSampler::unavailable_summary()) {
+      record.extra.push_back(std::move(item));
+    }
     record.extra.emplace_back("peak_gpu_reserved_gib",
                               device_.is_cuda() ? gpu::peak_reserved_gib(device_.index()) : std::nullopt);
     return record;
@@ -360,6 +385,8 @@ class Run {
   std::unique_ptr<gpu::AsyncUploader> async_upload_;
   std::unique_ptr<SyntheticBatches> synthetic_;
   std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<gpu::UtilisationSampler> sampler_;
+  std::string sampler_status_;
   LrSchedule schedule_;
   int64_t start_epoch_ = 0;
   int64_t global_step_ = 0;

@@ -166,13 +166,25 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   EXPECT_NE(r.output.find("no-such-option"), std::string::npos) << r.output;
   r = rn50("train --data-root /x --device cuda:0 --out-dir " + path("run"));
   EXPECT_NE(r.code, 0);  // this machine has no GPU (the GPU machine runs its own checks)
+  r = rn50("train --data-root /x --device cpu --precision bf16");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("precision"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, MigWithoutNvmlIsAClearError) {
+  Result r = rn50("train --mig list");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("'mig'"), std::string::npos) << r.output;
+  r = rn50("train --data synthetic --device cpu --mig 0");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("'mig'"), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, HelpListsEveryConfigKey) {
   const Result r = rn50("train --help");
   EXPECT_EQ(r.code, 0);
   for (const char* option : {"--batch-size", "--tf32", "--cuda-graph", "--strict-data", "--resume", "--lr-schedule",
-                             "--label-smoothing", "--channels-last", "--precision", "--workers"}) {
+                             "--label-smoothing", "--channels-last", "--precision", "--workers", "--mig"}) {
     EXPECT_NE(r.output.find(option), std::string::npos) << option;
   }
 }
