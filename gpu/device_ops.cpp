@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -303,6 +304,8 @@ class CudaStepTimer final : public trainer::StepTimer {
 }  // namespace
 
 std::unique_ptr<trainer::StepTimer> make_cuda_step_timer() { return std::make_unique<CudaStepTimer>(); }
+
+void release_cached_memory() { c10::cuda::CUDACachingAllocator::emptyCache(); }
 
 std::string describe_kernels(int device) {
   return kernels::describe_build(device) + "; LibTorch's kernels built for [" + RN50_TORCH_ARCHS + "]";

@@ -73,6 +73,9 @@ class AsyncUploader {
 // StepTimer on CUDA events of the current stream.
 std::unique_ptr<trainer::StepTimer> make_cuda_step_timer();
 
+// Returns the caching allocator's unused blocks to the device (after graph capture, warm-up's activations).
+void release_cached_memory();
+
 // rn50's own kernels: how they were built and whether the device runs native code or driver-compiled PTX.
 std::string describe_kernels(int device);
 

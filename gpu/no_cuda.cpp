@@ -59,5 +59,6 @@ double AsyncUploader::take_copy_seconds() { return 0; }
 
 std::unique_ptr<trainer::StepTimer> make_cuda_step_timer() { no_cuda("make_cuda_step_timer"); }
 std::string describe_kernels(int) { return "no CUDA in this build"; }
+void release_cached_memory() {}
 
 }  // namespace rn50::gpu

@@ -2,11 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <random>
 
 #include "core/safetensors.h"
+#include "tests/support/temp_dir.h"
 
 namespace rn50::safetensors {
 namespace {
@@ -62,15 +61,13 @@ TEST(Safetensors, RoundTripKeepsNamesDtypesShapesBytesAndMetadata) {
 }
 
 TEST(Safetensors, WritesAtomically) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("rn50_st_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  rn50::testing::TempDir dir;
   const float x[2] = {1.5f, -2.0f};
-  write_file_atomically((dir / "a.safetensors").string(), serialize({{"x", DType::F32, {2}, reinterpret_cast<const uint8_t*>(x), 8}}, {}));
-  EXPECT_FALSE(fs::exists(dir / "a.safetensors.tmp"));
-  const File f = read_file((dir / "a.safetensors").string());
+  write_file_atomically(dir.file("a.safetensors"),
+                        serialize({{"x", DType::F32, {2}, reinterpret_cast<const uint8_t*>(x), 8}}, {}));
+  EXPECT_FALSE(rn50::testing::file_exists(dir.file("a.safetensors.tmp")));
+  const File f = read_file(dir.file("a.safetensors"));
   EXPECT_EQ(std::memcmp(f.find("x")->data, x, 8), 0);
-  fs::remove_all(dir);
 }
 
 TEST(Safetensors, RejectsATooShortFile) { EXPECT_NE(error_of({1, 2, 3}).find("shorter"), std::string::npos); }

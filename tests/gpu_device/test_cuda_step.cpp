@@ -141,6 +141,8 @@ void graph_matches_eager(const std::string& precision, double tolerance) {
   graph_config.cuda_graph = true;
   trainer::TrainStep eager(*eager_model, eager_sgd, eager_config, torch::kCUDA, 8, 64, *timer);
   trainer::TrainStep graphed(*graph_model, graph_sgd, graph_config, torch::kCUDA, 8, 64, *timer);
+  std::vector<at::Tensor> initial;
+  for (const auto& p : eager_model->parameters()) initial.push_back(p.detach().clone());
   for (int step = 0; step < 8; ++step) {
     const auto x = torch::randn({8, 3, 64, 64}, torch::kCUDA);
     const auto y = torch::randint(10, {8}, torch::TensorOptions(torch::kCUDA).dtype(torch::kLong));
@@ -153,6 +155,8 @@ void graph_matches_eager(const std::string& precision, double tolerance) {
     }
   }
   EXPECT_TRUE(graphed.graphed()) << graphed.graph_status();
+  // The comparison means something only if the steps changed the weights (fp16 could skip them all).
+  EXPECT_GT(rel_err(eager_model->parameters()[0], initial[0]), 1e-3);
   EXPECT_FALSE(eager.graphed());
   for (size_t i = 0; i < eager_model->parameters().size(); ++i) {
     EXPECT_LT(rel_err(graph_model->parameters()[i], eager_model->parameters()[i]), tolerance)
@@ -161,7 +165,26 @@ void graph_matches_eager(const std::string& precision, double tolerance) {
   timer->take_totals();
 }
 
-TEST_F(Cuda, GraphReplayMatchesEagerStepsFp32) { graph_matches_eager("fp32", 1e-4); }
+TEST_F(Cuda, GraphReplayMatchesEagerStepsBf16) { graph_matches_eager("bf16", 2e-3); }
+
+// fp32 replays diverged from eager steps on the H200 (relative error up to 0.5): the step stays eager
+// and says why, until the cause is found.
+TEST_F(Cuda, Fp32StepsStayEagerWithAReason) {
+  Config config;
+  config.cuda_graph = true;
+  auto model = models::create("resnet18", {10, false});
+  model->to(torch::kCUDA);
+  trainer::Sgd sgd(*model, 0.9, 0, false);
+  auto timer = gpu::make_cuda_step_timer();
+  trainer::TrainStep step(*model, sgd, config, torch::kCUDA, 4, 32, *timer);
+  for (int i = 0; i < 5; ++i) {
+    timer->begin_step();
+    step.run(0.01);
+  }
+  EXPECT_FALSE(step.graphed());
+  EXPECT_NE(step.graph_status().find("fp32"), std::string::npos) << step.graph_status();
+  timer->take_totals();
+}
 TEST_F(Cuda, GraphReplayMatchesEagerStepsFp16WithLossScaling) { graph_matches_eager("fp16", 2e-3); }
 
 }  // namespace

@@ -2,28 +2,33 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <filesystem>
+#include <dirent.h>
+
 #include <fstream>
 
 #include "core/errors.h"
 #include "models/model.h"
+#include "tests/support/temp_dir.h"
 #include "trainer/checkpoint.h"
 #include "trainer/sgd.h"
 
 namespace rn50::trainer {
 namespace {
 
-namespace fs = std::filesystem;
+using rn50::testing::file_exists;
+
+int count_files(const std::string& dir) {
+  int n = 0;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (const dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
 
 class Checkpoint : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("rn50_ckpt_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  rn50::testing::TempDir dir_;
 };
 
 void train_a_step(models::Classifier& model, Sgd& sgd) {
@@ -38,9 +43,9 @@ TEST_F(Checkpoint, RoundTripRestoresWeightsBuffersMomentumAndMeta) {
   auto model = models::create("resnet18", {3, true});
   Sgd sgd(*model, 0.9, 1e-4, false);
   train_a_step(*model, sgd);
-  const std::string path = (dir_ / "checkpoint.safetensors").string();
+  const std::string path = dir_.file("checkpoint.safetensors");
   save_checkpoint(path, *model, sgd, {"resnet18", 4, 123, 9, {"a", "b", "c"}});
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_FALSE(file_exists(path + ".tmp"));
 
   torch::manual_seed(99);
   auto other = models::create("resnet18", {3, true});
@@ -66,29 +71,29 @@ TEST_F(Checkpoint, RoundTripRestoresWeightsBuffersMomentumAndMeta) {
 TEST_F(Checkpoint, SavingReplacesThePreviousFileWhole) {
   auto model = models::create("resnet18", {3, true});
   Sgd sgd(*model, 0.9, 0, false);
-  const std::string path = (dir_ / "c.pt").string();
+  const std::string path = dir_.file("c.safetensors");
   save_checkpoint(path, *model, sgd, {"resnet18", 1, 10, 0, {"a", "b", "c"}});
   save_checkpoint(path, *model, sgd, {"resnet18", 2, 20, 0, {"a", "b", "c"}});
   EXPECT_EQ(read_checkpoint_meta(path).epoch, 2);
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+  EXPECT_EQ(count_files(dir_.path()), 1);
 }
 
 TEST_F(Checkpoint, BadFilesAreClearErrors) {
   auto model = models::create("resnet18", {3, true});
   Sgd sgd(*model, 0.9, 0, false);
-  EXPECT_THROW(load_checkpoint((dir_ / "missing.pt").string(), *model, sgd), ConfigError);
-  const std::string junk = (dir_ / "junk.pt").string();
+  EXPECT_THROW(load_checkpoint(dir_.file("missing.safetensors"), *model, sgd), ConfigError);
+  const std::string junk = dir_.file("junk.safetensors");
   std::ofstream(junk) << "not a checkpoint";
   EXPECT_THROW(load_checkpoint(junk, *model, sgd), ConfigError);
 
   // A checkpoint of another architecture: the error names the first mis-shaped or missing tensor.
-  const std::string r34 = (dir_ / "r34.pt").string();
+  const std::string r34 = dir_.file("r34.safetensors");
   auto big = models::create("resnet34", {3, true});
   Sgd big_sgd(*big, 0.9, 0, false);
   save_checkpoint(r34, *big, big_sgd, {"resnet34", 1, 1, 0, {"a", "b", "c"}});
   auto with_more_classes = models::create("resnet18", {5, true});
   Sgd sgd5(*with_more_classes, 0.9, 0, false);
-  const std::string r18 = (dir_ / "r18.pt").string();
+  const std::string r18 = dir_.file("r18.safetensors");
   save_checkpoint(r18, *model, sgd, {"resnet18", 1, 1, 0, {"a", "b", "c"}});
   try {
     load_checkpoint(r18, *with_more_classes, sgd5);
