@@ -150,6 +150,9 @@ std::vector<ConfigKey> make_keys() {
       int_key("seed", &C::seed, "seed of initialisation, shuffling and augmentation"),
       string_key("out_dir", &C::out_dir, "folder for the log, metrics, resolved config and checkpoints"),
       string_key("resume", &C::resume, "checkpoint to continue training from"),
+      string_key("init_from", &C::init_from,
+                 "safetensors weights in torchvision's layout to start from (all of them, or all but the "
+                 "classifier when the class count differs: fine-tuning)"),
       int_key("log_every", &C::log_every, "steps between step records in the log and metrics"),
       bool_key("validate", &C::validate, "evaluate on the validation split after every epoch"),
       choice_key("tf32", &C::tf32, {"default", "on", "off"},
@@ -255,6 +258,8 @@ void validate(Config& c) {
   require(c.log_every >= 1, "log_every", "must be at least 1");
   require(!c.out_dir.empty(), "out_dir", "must not be empty");
   require(c.data == "synthetic" || !c.data_root.empty(), "data_root", "is required when data is folder");
+  require(c.resume.empty() || c.init_from.empty(), "init_from",
+          "conflicts with resume (a resumed run continues from its checkpoint's weights)");
 
   const bool cpu = c.device == "cpu";
   const bool cuda = c.device == "cuda" || c.device.rfind("cuda:", 0) == 0;

@@ -43,7 +43,8 @@ struct Config {
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
   int64_t seed = 0;
   std::string out_dir = "runs/rn50";
-  std::string resume;  // checkpoint to continue from
+  std::string resume;     // checkpoint to continue from
+  std::string init_from;  // weights (torchvision layout) to start from
   int log_every = 50;  // steps between step records
   bool validate = true;
 

@@ -14,6 +14,9 @@ namespace rn50::models {
 class Classifier : public torch::nn::Module {
  public:
   virtual at::Tensor forward(const at::Tensor& images) = 0;
+  // The name of the final classification layer ("fc" in torchvision's ResNets): fine-tuning from
+  // weights with another class count starts everything but this layer from them.
+  virtual std::string classifier_name() const = 0;
 };
 
 struct ModelOptions {

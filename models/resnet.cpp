@@ -94,6 +94,8 @@ class ResNet final : public Classifier {
     return fc_->forward(x);
   }
 
+  std::string classifier_name() const override { return "fc"; }
+
  private:
   // torchvision's initialisation: Kaiming normal (fan_out) convolutions, BatchNorm at (1, 0), the
   // classifier with nn.Linear's default; optionally the residual branch's last BatchNorm at 0.

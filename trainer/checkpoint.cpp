@@ -6,6 +6,8 @@
 #include <torch/nn/module.h>
 #include <torch/utils.h>
 
+#include <algorithm>
+
 #include "core/errors.h"
 #include "core/safetensors.h"
 #include "trainer/sgd.h"
@@ -138,6 +140,66 @@ CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model
                       "and optimizer " + std::to_string(expected));
   }
   return meta;
+}
+
+std::string load_weights(const std::string& path, torch::nn::Module& model, const std::string& classifier_name) {
+  const st::File file = read(path);
+  std::vector<std::pair<std::string, at::Tensor>> targets;
+  for (const auto& p : model.named_parameters()) targets.emplace_back(p.key(), p.value());
+  for (const auto& b : model.named_buffers()) targets.emplace_back(b.key(), b.value());
+
+  auto in_classifier = [&](const std::string& name) { return name.rfind(classifier_name + ".", 0) == 0; };
+  std::vector<std::string> missing, misshaped, extra;
+  bool classifier_differs = false;
+  for (const auto& [name, target] : targets) {
+    const st::TensorView* view = file.find(name);
+    if (!view) {
+      missing.push_back(name);
+    } else if (c10::IntArrayRef(view->shape) != target.sizes() ||
+               to_scalar_type(view->dtype) != target.scalar_type()) {
+      if (in_classifier(name)) {
+        classifier_differs = true;  // another class count: the classifier keeps its initialisation
+      } else {
+        misshaped.push_back(name);
+      }
+    }
+  }
+  for (const auto& t : file.tensors) {
+    const bool known = std::any_of(targets.begin(), targets.end(), [&](const auto& x) { return x.first == t.name; });
+    if (!known && t.name.rfind(kMomentumPrefix, 0) != 0) extra.push_back(t.name);
+  }
+  auto join = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (size_t i = 0; i < names.size() && i < 8; ++i) out += (i ? ", " : "") + names[i];
+    if (names.size() > 8) out += ", ... (" + std::to_string(names.size()) + " in all)";
+    return out;
+  };
+  if (!missing.empty()) throw ConfigError("config key 'init_from': " + path + " lacks " + join(missing));
+  if (!misshaped.empty()) throw ConfigError("config key 'init_from': " + path + " has mis-shaped " + join(misshaped));
+  if (!extra.empty()) throw ConfigError("config key 'init_from': " + path + " has tensors the model lacks: " + join(extra));
+
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, target] : targets) {
+    if (classifier_differs && in_classifier(name)) continue;
+    copy_checked(target, file, name, path);
+  }
+  return classifier_differs ? "loaded all but the classifier '" + classifier_name + "' (its shape differs: fine-tuning)"
+                            : "loaded all " + std::to_string(targets.size()) + " tensors";
+}
+
+void export_weights(const std::string& checkpoint_path, const std::string& out_path) {
+  const st::File file = read(checkpoint_path);
+  const CheckpointMeta meta = meta_of(file, checkpoint_path);
+  std::vector<st::TensorView> views;
+  for (const auto& t : file.tensors) {
+    if (t.name.rfind(kMomentumPrefix, 0) != 0) views.push_back(t);
+  }
+  const std::map<std::string, std::string> metadata = {{"format", "pt"},
+                                                       {"model", meta.model},
+                                                       {"classes", st::encode_string_list(meta.classes)},
+                                                       {"epochs", std::to_string(meta.epoch)},
+                                                       {"producer", "rn50 export"}};
+  st::write_file_atomically(out_path, st::serialize(views, metadata));
 }
 
 }  // namespace rn50::trainer

@@ -31,4 +31,15 @@ CheckpointMeta read_checkpoint_meta(const std::string& path);
 // Throws rn50::ConfigError naming the path and the tensor when something is missing or mis-shaped.
 CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model, Sgd& sgd);
 
+// Starts `model` from a weights file in torchvision's layout (an `rn50 export` file, a converted torchvision
+// state dict, or an rn50 checkpoint). Every parameter and buffer must be there with its shape, except
+// that when the classifier's shapes differ (another class count) the classifier keeps its fresh
+// initialisation: the start of fine-tuning. Extra tensors other than an rn50 checkpoint's momentum are
+// an error. Errors name the tensors. Returns what was done, for the log.
+std::string load_weights(const std::string& path, torch::nn::Module& model, const std::string& classifier_name);
+
+// Writes the model tensors of a checkpoint (no optimizer state) with the class list and model name in
+// the metadata: what `rn50 export` produces, loadable by torchvision in one line.
+void export_weights(const std::string& checkpoint_path, const std::string& out_path);
+
 }  // namespace rn50::trainer

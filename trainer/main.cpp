@@ -15,6 +15,8 @@
 #include "data/sample_maker.h"
 #include "gpu/mig.h"
 #include "gpu/nvml.h"
+#include "trainer/checkpoint.h"
+#include "trainer/infer.h"
 #include "trainer/trainer.h"
 
 namespace {
@@ -123,6 +125,49 @@ int make_sample_command(int argc, char** argv) {
   return 0;
 }
 
+int export_command(int argc, char** argv) {
+  cxxopts::Options options("rn50 export", "Write a checkpoint's weights as safetensors in torchvision's layout.");
+  options.add_options()("checkpoint", "rn50 checkpoint (checkpoint.safetensors)", cxxopts::value<std::string>())(
+      "out", "output .safetensors file", cxxopts::value<std::string>())("h,help", "print this help");
+  const auto parsed = options.parse(argc, argv);
+  if (parsed.count("help")) {
+    std::printf("%s\nIn Python: model = torchvision.models.resnet50(num_classes=N);\n"
+                "model.load_state_dict(safetensors.torch.load_file(OUT))\n", options.help().c_str());
+    return 0;
+  }
+  if (!parsed.count("checkpoint") || !parsed.count("out")) throw rn50::ConfigError("export needs --checkpoint and --out");
+  rn50::init_logging("", 0);
+  rn50::trainer::export_weights(parsed["checkpoint"].as<std::string>(), parsed["out"].as<std::string>());
+  rn50::log_info("wrote " + parsed["out"].as<std::string>());
+  return 0;
+}
+
+int infer_command(int argc, char** argv) {
+  cxxopts::Options options("rn50 infer", "Logits of a stored batch from a weights file (evaluation mode, true FP32).");
+  rn50::trainer::InferOptions infer;
+  options.add_options()("weights", "safetensors weights in torchvision's layout", cxxopts::value<std::string>())(
+      "model", "model name (default: the weights' metadata, else resnet50)", cxxopts::value<std::string>())(
+      "images", "safetensors file with an F32 tensor 'images' [N,3,H,W]", cxxopts::value<std::string>())(
+      "out", "safetensors file for the F32 tensor 'logits'", cxxopts::value<std::string>())(
+      "device", "cpu or cuda:N", cxxopts::value<std::string>()->default_value("cpu"))("h,help", "print this help");
+  const auto parsed = options.parse(argc, argv);
+  if (parsed.count("help")) {
+    std::printf("%s\n", options.help().c_str());
+    return 0;
+  }
+  if (!parsed.count("weights") || !parsed.count("images") || !parsed.count("out")) {
+    throw rn50::ConfigError("infer needs --weights, --images and --out");
+  }
+  infer.weights = parsed["weights"].as<std::string>();
+  infer.images = parsed["images"].as<std::string>();
+  infer.out = parsed["out"].as<std::string>();
+  infer.device = parsed["device"].as<std::string>();
+  if (parsed.count("model")) infer.model = parsed["model"].as<std::string>();
+  rn50::init_logging("", 0);
+  rn50::trainer::infer(infer);
+  return 0;
+}
+
 struct Command {
   const char* name;
   const char* summary;
@@ -133,6 +178,8 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"train", "train a model (rn50 train --help)", train_command},
       {"make-sample", "write a small learnable JPEG dataset (rn50 make-sample --help)", make_sample_command},
+      {"export", "write a checkpoint's weights for torchvision (rn50 export --help)", export_command},
+      {"infer", "logits of a stored batch from a weights file (rn50 infer --help)", infer_command},
   };
   return table;
 }

@@ -94,6 +94,9 @@ class Run {
     metrics_ = std::make_unique<MetricsLog>(config_.out_dir + "/metrics.jsonl");
     std::ofstream(config_.out_dir + "/config.yaml") << to_yaml(config_);
     if (!config_.resume.empty()) resume();
+    if (!config_.init_from.empty()) {
+      log_info("init_from " + config_.init_from + ": " + load_weights(config_.init_from, *model_, model_->classifier_name()));
+    }
     if (device_.is_cuda()) start_sampler();
     log_start();
   }

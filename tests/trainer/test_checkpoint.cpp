@@ -4,9 +4,12 @@
 
 #include <dirent.h>
 
+#include <functional>
+
 #include <fstream>
 
 #include "core/errors.h"
+#include "core/safetensors.h"
 #include "models/model.h"
 #include "tests/support/temp_dir.h"
 #include "trainer/checkpoint.h"
@@ -102,6 +105,74 @@ TEST_F(Checkpoint, BadFilesAreClearErrors) {
     EXPECT_NE(std::string(e.what()).find("fc.weight"), std::string::npos) << e.what();
   }
   EXPECT_THROW(load_checkpoint(r34, *model, sgd), ConfigError);
+}
+
+}  // namespace
+}  // namespace rn50::trainer
+
+namespace rn50::trainer {
+namespace {
+
+std::string config_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST_F(Checkpoint, ExportedWeightsLoadBackIdenticallyWithoutOptimizerState) {
+  torch::manual_seed(8);
+  auto model = models::create("resnet18", {3, true});
+  Sgd sgd(*model, 0.9, 0, false);
+  train_a_step(*model, sgd);
+  save_checkpoint(dir_.file("c.safetensors"), *model, sgd, {"resnet18", 1, 1, 0, {"a", "b", "c"}});
+  export_weights(dir_.file("c.safetensors"), dir_.file("w.safetensors"));
+  const auto file = safetensors::read_file(dir_.file("w.safetensors"));
+  EXPECT_EQ(file.metadata.at("classes"), "[\"a\",\"b\",\"c\"]");
+  EXPECT_EQ(file.tensors.size(), model->named_parameters().size() + model->named_buffers().size());
+  for (const auto& t : file.tensors) EXPECT_NE(t.name.rfind("momentum.", 0), 0u) << t.name;
+
+  torch::manual_seed(9);
+  auto other = models::create("resnet18", {3, true});
+  EXPECT_NE(load_weights(dir_.file("w.safetensors"), *other, "fc").find("all"), std::string::npos);
+  for (size_t i = 0; i < model->parameters().size(); ++i) {
+    EXPECT_TRUE(torch::equal(model->parameters()[i], other->parameters()[i]));
+  }
+  for (size_t i = 0; i < model->buffers().size(); ++i) EXPECT_TRUE(torch::equal(model->buffers()[i], other->buffers()[i]));
+}
+
+TEST_F(Checkpoint, InitFromAnotherClassCountKeepsTheFreshClassifier) {
+  auto source = models::create("resnet18", {10, true});
+  Sgd sgd(*source, 0.9, 0, false);
+  save_checkpoint(dir_.file("c.safetensors"), *source, sgd, {"resnet18", 1, 1, 0, {}});
+  torch::manual_seed(4);
+  auto target = models::create("resnet18", {3, true});
+  const auto fc_before = target->named_parameters()["fc.weight"].clone();
+  EXPECT_NE(load_weights(dir_.file("c.safetensors"), *target, "fc").find("classifier"), std::string::npos);
+  EXPECT_TRUE(torch::equal(target->named_parameters()["fc.weight"], fc_before));
+  EXPECT_TRUE(torch::equal(target->named_parameters()["conv1.weight"], source->named_parameters()["conv1.weight"]));
+}
+
+TEST_F(Checkpoint, InitFromNamesMissingMisshapedAndExtraTensors) {
+  auto r18 = models::create("resnet18", {3, true});
+  auto r34 = models::create("resnet34", {3, true});
+  Sgd sgd18(*r18, 0.9, 0, false), sgd34(*r34, 0.9, 0, false);
+  save_checkpoint(dir_.file("r18.safetensors"), *r18, sgd18, {"resnet18", 1, 1, 0, {}});
+  save_checkpoint(dir_.file("r34.safetensors"), *r34, sgd34, {"resnet34", 1, 1, 0, {}});
+  // resnet34 from resnet18's weights: layer1.2 and more are missing.
+  EXPECT_NE(config_error([&] { load_weights(dir_.file("r18.safetensors"), *r34, "fc"); }).find("lacks layer1.2."),
+            std::string::npos);
+  // resnet18 from resnet34's weights: every tensor is there, but resnet34 has more.
+  EXPECT_NE(config_error([&] { load_weights(dir_.file("r34.safetensors"), *r18, "fc"); }).find("model lacks"),
+            std::string::npos);
+  // A mis-shaped tensor outside the classifier is named.
+  auto wide = models::create("resnet50", {3, true});
+  Sgd sgd50(*wide, 0.9, 0, false);
+  save_checkpoint(dir_.file("r50.safetensors"), *wide, sgd50, {"resnet50", 1, 1, 0, {}});
+  EXPECT_NE(config_error([&] { load_weights(dir_.file("r50.safetensors"), *r18, "fc"); }).find("mis-shaped"),
+            std::string::npos);
 }
 
 }  // namespace
