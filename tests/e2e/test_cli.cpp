@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/safetensors.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -188,6 +190,48 @@ TEST_F(Cli, HelpListsEveryConfigKey) {
                              "--label-smoothing", "--channels-last", "--precision", "--workers", "--mig"}) {
     EXPECT_NE(r.output.find(option), std::string::npos) << option;
   }
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(Cli, ExportInferAndInitFromWorkTogether) {
+  make_sample("--classes 3 --per-class 4 --val-per-class 1 --size 32");
+  const std::string train = "train --data-root " + path("data") +
+                            " --device cpu --image-size 32 --val-resize 32 --batch-size 4 --epochs 1 --validate=off";
+  Result r = rn50(train + " --out-dir " + path("run"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = rn50("export --checkpoint " + path("run") + "/checkpoint.safetensors --out " + path("w.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto weights = rn50::safetensors::read_file(path("w.safetensors"));
+  EXPECT_EQ(weights.metadata.at("classes").find("n0000"), 2u);
+  EXPECT_NE(weights.find("fc.weight"), nullptr);
+  EXPECT_NE(weights.find("layer4.1.bn3.running_var"), nullptr);
+
+  std::vector<float> pixels(2 * 3 * 32 * 32);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<float>((i * 7919) % 255) / 64.0f - 2.0f;
+  rn50::safetensors::write_file_atomically(
+      path("x.safetensors"),
+      rn50::safetensors::serialize({{"images", rn50::safetensors::DType::F32, {2, 3, 32, 32},
+                                     reinterpret_cast<const uint8_t*>(pixels.data()), pixels.size() * 4}},
+                                   {}));
+  r = rn50("infer --weights " + path("w.safetensors") + " --images " + path("x.safetensors") + " --out " +
+           path("y.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto logits = rn50::safetensors::read_file(path("y.safetensors"));
+  ASSERT_NE(logits.find("logits"), nullptr);
+  EXPECT_EQ(logits.find("logits")->shape, (std::vector<int64_t>{2, 3}));
+
+  // Fine-tuning start: 3 classes of weights into a 2-class dataset keeps the fresh classifier.
+  fs::remove_all(*fs::directory_iterator(path("data") + "/train"));
+  fs::remove_all(*fs::directory_iterator(path("data") + "/val"));
+  r = rn50(train + " --out-dir " + path("ft") + " --init-from " + path("w.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("all but the classifier"), std::string::npos) << r.output;
+  r = rn50(train + " --out-dir " + path("ft2") + " --init-from " + path("x.safetensors"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("init_from"), std::string::npos) << r.output;
 }
 
 }  // namespace
