@@ -44,6 +44,27 @@ std::optional<double> peak_reserved_gib(int device) {
 
 void reset_peak_memory(int device) { c10::cuda::CUDACachingAllocator::resetPeakStats(device); }
 
+std::optional<CudaVersions> cuda_versions() {
+  CudaVersions v;
+  RN50_CUDA_CHECK(cudaDriverGetVersion(&v.driver));
+  RN50_CUDA_CHECK(cudaRuntimeGetVersion(&v.runtime));
+  return v;
+}
+
+std::string describe_links() {
+  int count = 0;
+  RN50_CUDA_CHECK(cudaGetDeviceCount(&count));
+  std::string out;
+  for (int a = 0; a < count; ++a) {
+    for (int b = a + 1; b < count; ++b) {
+      int peer = 0;
+      RN50_CUDA_CHECK(cudaDeviceCanAccessPeer(&peer, a, b));
+      out += strprintf("%sGPU%d-GPU%d %s", out.empty() ? "" : ", ", a, b, peer ? "peer access" : "no peer access");
+    }
+  }
+  return out;
+}
+
 std::string device_uuid(int device) {
   cudaDeviceProp prop{};
   RN50_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));

@@ -24,6 +24,16 @@ void reset_peak_memory(int device);
 // The device's UUID in NVML's form ("GPU-..."), to find it in NVML, which ignores CUDA_VISIBLE_DEVICES.
 std::string device_uuid(int device);
 
+// Driver and runtime CUDA versions (e.g. 13000), to check that they fit together.
+struct CudaVersions {
+  int driver = 0;
+  int runtime = 0;
+};
+std::optional<CudaVersions> cuda_versions();
+
+// How the visible GPUs reach each other: "GPU0-GPU1 peer access" lines; empty with one GPU.
+std::string describe_links();
+
 // One line describing the GPU: name, compute capability, memory, and LibTorch's CUDA/cuDNN versions.
 std::string describe_device(int device);
 

@@ -19,6 +19,8 @@ std::optional<double> peak_reserved_gib(int) { return std::nullopt; }
 void reset_peak_memory(int) {}
 std::string describe_device(int) { return "no CUDA in this build"; }
 std::string device_uuid(int) { return ""; }
+std::optional<CudaVersions> cuda_versions() { return std::nullopt; }
+std::string describe_links() { return ""; }
 
 }  // namespace rn50::gpu
 

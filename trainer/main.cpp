@@ -15,7 +15,9 @@
 #include "data/sample_maker.h"
 #include "gpu/mig.h"
 #include "gpu/nvml.h"
+#include "data/decode_bench.h"
 #include "trainer/checkpoint.h"
+#include "trainer/doctor.h"
 #include "trainer/infer.h"
 #include "trainer/trainer.h"
 
@@ -168,6 +170,65 @@ int infer_command(int argc, char** argv) {
   return 0;
 }
 
+int doctor_command(int argc, char** argv) {
+  cxxopts::Options options("rn50 doctor", "Measure this instance and say why training here would be slow.");
+  rn50::trainer::DoctorOptions doctor;
+  options.add_options()("data-root", "also measure reading this dataset folder", cxxopts::value<std::string>())(
+      "device", "auto, cpu or cuda:N", cxxopts::value<std::string>()->default_value("auto"))(
+      "json", "print JSON instead of a table")("quick", "shorter measurements")(
+      "price-per-hour", "instance price (any currency): cost of an ImageNet epoch", cxxopts::value<double>())(
+      "compare", "PRICE_A,RATE_A,PRICE_B,RATE_B: break-even speed-up of instance A over B (rates in img/s, 0 if unknown)",
+      cxxopts::value<std::vector<double>>())("h,help", "print this help");
+  const auto parsed = options.parse(argc, argv);
+  if (parsed.count("help")) {
+    std::printf("%s\n", options.help().c_str());
+    return 0;
+  }
+  if (parsed.count("compare")) {
+    const auto v = parsed["compare"].as<std::vector<double>>();
+    if (v.size() != 4 || v[0] <= 0 || v[2] <= 0 || v[1] < 0 || v[3] < 0) {
+      throw rn50::ConfigError("--compare needs PRICE_A,RATE_A,PRICE_B,RATE_B with positive prices");
+    }
+    std::printf("%s\n", rn50::trainer::compare_instances(v[0], v[1], v[2], v[3]).c_str());
+    return 0;
+  }
+  if (parsed.count("data-root")) doctor.data_root = parsed["data-root"].as<std::string>();
+  doctor.device = parsed["device"].as<std::string>();
+  doctor.json = parsed.count("json") > 0;
+  doctor.quick = parsed.count("quick") > 0;
+  if (parsed.count("price-per-hour")) doctor.price_per_hour = parsed["price-per-hour"].as<double>();
+  rn50::init_logging("", 0);
+  return rn50::trainer::run_doctor(doctor);
+}
+
+int bench_decode_command(int argc, char** argv) {
+  cxxopts::Options options("rn50 bench-decode", "Images/s of JPEG decoding + augmentation on this CPU, per core and on all cores.");
+  options.add_options()("data-root", "decode files from this folder instead of generated 500x375 JPEGs",
+                        cxxopts::value<std::string>())(
+      "files", "number of files", cxxopts::value<int>()->default_value("64"))(
+      "threads", "threads for the all-core figure (default: usable cores)", cxxopts::value<int>())(
+      "seconds", "seconds per measurement", cxxopts::value<double>()->default_value("3"))(
+      "size", "output side", cxxopts::value<int>()->default_value("224"))("h,help", "print this help");
+  const auto parsed = options.parse(argc, argv);
+  if (parsed.count("help")) {
+    std::printf("%s\n", options.help().c_str());
+    return 0;
+  }
+  const int files = parsed["files"].as<int>();
+  const auto jpegs = parsed.count("data-root") ? rn50::data::read_jpegs(parsed["data-root"].as<std::string>(), files)
+                                               : rn50::data::make_benchmark_jpegs(files, 500, 375, 7);
+  if (jpegs.empty()) throw rn50::DataError("no JPEG files to decode");
+  const int threads = parsed.count("threads") ? parsed["threads"].as<int>() : rn50::usable_cores();
+  const auto r = rn50::data::run_decode_bench(jpegs, parsed["size"].as<int>(), threads, parsed["seconds"].as<double>());
+  std::printf("files %d, mean %.0fx%.0f, %.1f KiB; output %dx%d\n", r.files, r.mean_width, r.mean_height, r.mean_kib,
+              r.output_size, r.output_size);
+  std::printf("train (RandomResizedCrop, region + DCT-scaled decode), 1 core: %8.0f img/s\n", r.train_per_core);
+  std::printf("val (resize + centre crop, region + DCT-scaled decode), 1 core: %6.0f img/s\n", r.val_per_core);
+  std::printf("full decode, then crop and resize, 1 core:                  %8.0f img/s\n", r.full_decode_per_core);
+  std::printf("train, %d threads:                                           %8.0f img/s\n", r.threads, r.train_all_threads);
+  return 0;
+}
+
 struct Command {
   const char* name;
   const char* summary;
@@ -180,6 +241,8 @@ const std::vector<Command>& commands() {
       {"make-sample", "write a small learnable JPEG dataset (rn50 make-sample --help)", make_sample_command},
       {"export", "write a checkpoint's weights for torchvision (rn50 export --help)", export_command},
       {"infer", "logits of a stored batch from a weights file (rn50 infer --help)", infer_command},
+      {"doctor", "measure this instance and say why it would train slowly (rn50 doctor --help)", doctor_command},
+      {"bench-decode", "JPEG decode + augmentation rate of this CPU (rn50 bench-decode --help)", bench_decode_command},
   };
   return table;
 }

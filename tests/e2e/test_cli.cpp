@@ -235,3 +235,27 @@ TEST_F(Cli, ExportInferAndInitFromWorkTogether) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(Cli, DoctorRunsWithoutAGpuAndComparesPrices) {
+  make_sample("--classes 2 --per-class 3 --val-per-class 1 --size 32");
+  Result r = rn50("doctor --quick --json --device cpu --data-root " + path("data") + " --price-per-hour 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto json = nlohmann::json::parse(r.output.substr(r.output.find("[\n")));
+  bool has_verdict = false, has_storage = false, has_cost = false;
+  for (const auto& row : json) {
+    has_verdict |= row["section"] == "verdict";
+    has_storage |= row["section"] == "storage";
+    has_cost |= row["section"] == "cost";
+  }
+  EXPECT_TRUE(has_verdict && has_storage && has_cost) << r.output;
+  // The source's comparison: an A100 at 3.2 per hour against a 3090 at 0.44 breaks even at 7.27x.
+  r = rn50("doctor --compare 3.2,0,0.44,0");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.output.find("7.27x"), std::string::npos) << r.output;
+  r = rn50("doctor --compare 3.2,0");
+  EXPECT_EQ(r.code, 2);
+}
+
+}  // namespace
