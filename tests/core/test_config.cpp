@@ -3,18 +3,13 @@
 
 #include "core/config.h"
 #include "core/errors.h"
+#include "tests/support/error_of.h"
 
 namespace rn50 {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+using rn50::testing::config_error_of;
+const auto& error_of = config_error_of;
 
 TEST(Config, YamlOverridesDefaults) {
   Config c;

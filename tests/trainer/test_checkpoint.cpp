@@ -11,6 +11,7 @@
 #include "core/errors.h"
 #include "core/safetensors.h"
 #include "models/model.h"
+#include "tests/support/error_of.h"
 #include "tests/support/temp_dir.h"
 #include "trainer/checkpoint.h"
 #include "trainer/sgd.h"
@@ -113,14 +114,7 @@ TEST_F(Checkpoint, BadFilesAreClearErrors) {
 namespace rn50::trainer {
 namespace {
 
-std::string config_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
+const auto& config_error = rn50::testing::config_error_of;
 
 TEST_F(Checkpoint, ExportedWeightsLoadBackIdenticallyWithoutOptimizerState) {
   torch::manual_seed(8);
