@@ -108,7 +108,9 @@ ConfigKey int_list_key(const char* name, std::vector<int> Config::*member, const
             std::istringstream is(v);
             while (std::getline(is, item, ',')) {
               if (trim(item).empty()) continue;
-              out.push_back(static_cast<int>(parse_int(name, item)));
+              const int64_t x = parse_int(name, item);
+              if (x < 0 || x > std::numeric_limits<int>::max()) bad_value(name, item, "an epoch number");
+              out.push_back(static_cast<int>(x));
             }
             c.*member = out;
           },
@@ -179,7 +181,10 @@ void apply_yaml_node(Config& config, const YAML::Node& root, const std::string& 
     if (it == keys.end()) throw ConfigError(origin + ": unknown config key '" + key + "'");
     std::string value;
     if (item.second.IsSequence()) {
-      for (const auto& v : item.second) value += (value.empty() ? "" : ",") + v.as<std::string>();
+      for (const auto& v : item.second) {
+        if (!v.IsScalar()) throw ConfigError(origin + ": config key '" + key + "' must be a list of values");
+        value += (value.empty() ? "" : ",") + v.as<std::string>();
+      }
     } else if (item.second.IsScalar()) {
       value = item.second.as<std::string>();
     } else if (item.second.IsNull()) {
@@ -251,7 +256,9 @@ void validate(Config& c) {
   require(c.lr > 0, "lr", "must be positive");
   require(c.warmup_epochs >= 0, "warmup_epochs", "must not be negative");
   require(c.lr_gamma > 0 && c.lr_gamma <= 1, "lr_gamma", "must be in (0, 1]");
-  require(std::is_sorted(c.lr_milestones.begin(), c.lr_milestones.end()), "lr_milestones", "must be increasing");
+  require(std::adjacent_find(c.lr_milestones.begin(), c.lr_milestones.end(), std::greater_equal<int>()) ==
+              c.lr_milestones.end(),
+          "lr_milestones", "must be strictly increasing");
   require(c.momentum >= 0 && c.momentum < 1, "momentum", "must be in [0, 1)");
   require(c.weight_decay >= 0, "weight_decay", "must not be negative");
   require(c.label_smoothing >= 0 && c.label_smoothing < 1, "label_smoothing", "must be in [0, 1)");

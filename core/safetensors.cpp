@@ -189,22 +189,35 @@ std::vector<std::string> decode_string_list(const std::string& json) {
 
 void write_file_atomically(const std::string& path, const std::vector<uint8_t>& bytes) {
   const std::string tmp = path + ".tmp";
+  auto fail = [&](const std::string& what, int err) {
+    ::unlink(tmp.c_str());  // never leave a partial file behind
+    throw std::runtime_error(what + " " + tmp + ": " + std::strerror(err));
+  };
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+  if (fd < 0) fail("cannot create", errno);
   size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       const int err = errno;
       ::close(fd);
-      throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(err));
+      fail("cannot write", err);
     }
     done += static_cast<size_t>(n);
   }
   // The data must be on disk before the rename makes it the file.
-  if (::fsync(fd) != 0 || ::close(fd) != 0) throw std::runtime_error("cannot flush " + tmp);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
+  const int synced = ::fsync(fd) == 0 ? 0 : errno;
+  const int closed = ::close(fd) == 0 ? 0 : errno;
+  if (synced || closed) fail("cannot flush", synced ? synced : closed);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename to " + path + ":", errno);
+  // And the rename itself, which lives in the folder.
+  const auto slash = path.find_last_of('/');
+  const std::string folder = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
   }
 }
 

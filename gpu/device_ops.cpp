@@ -62,7 +62,7 @@ struct FusedSgd::Table {
   std::vector<at::Tensor> params, buffers;
   std::vector<double> weight_decay;
   double momentum = 0;
-  std::vector<const void*> grad_ptrs;  // the addresses the device table was built with
+  std::vector<const void*> addresses;  // (param, grad, momentum) of each parameter when the table was built
   at::Tensor slices, chunk_tensor, chunk_begin;
   int64_t num_chunks = 0;
   static constexpr int64_t kChunk = 16384;
@@ -71,16 +71,16 @@ struct FusedSgd::Table {
     std::vector<kernels::SgdSlice> host;
     std::vector<int32_t> tensor_of_chunk;
     std::vector<int64_t> begin_of_chunk;
-    grad_ptrs.clear();
+    addresses = current_addresses();
     for (size_t i = 0; i < params.size(); ++i) {
       const at::Tensor& g = params[i].grad();
+      if (!g.defined()) continue;  // a parameter without a gradient is left alone, as the ATen path does
       // The update is elementwise: any dense layout works, as long as all three share its memory order.
       // (Strides alone can differ where a dimension has size 1, as in a 1x1 convolution's weight.)
       const auto format = params[i].suggest_memory_format();
       TORCH_CHECK(g.defined() && g.scalar_type() == at::kFloat && params[i].is_contiguous(format) &&
                       g.is_contiguous(format) && buffers[i].is_contiguous(format),
                   "fused SGD needs dense float parameters, gradients and momentum in one memory order");
-      grad_ptrs.push_back(g.data_ptr());
       host.push_back({params[i].data_ptr<float>(), g.data_ptr<float>(), buffers[i].data_ptr<float>(), params[i].numel(),
                       static_cast<float>(weight_decay[i])});
       for (int64_t b = 0; b < params[i].numel(); b += kChunk) {
@@ -96,13 +96,19 @@ struct FusedSgd::Table {
     num_chunks = static_cast<int64_t>(tensor_of_chunk.size());
   }
 
-  bool stale() const {
-    if (grad_ptrs.size() != params.size()) return true;
+  std::vector<const void*> current_addresses() const {
+    std::vector<const void*> out;
     for (size_t i = 0; i < params.size(); ++i) {
-      if (params[i].grad().data_ptr() != grad_ptrs[i]) return true;
+      const at::Tensor& g = params[i].grad();
+      out.push_back(params[i].data_ptr());
+      out.push_back(g.defined() ? g.data_ptr() : nullptr);
+      out.push_back(buffers[i].data_ptr());
     }
-    return false;
+    return out;
   }
+
+  // Host-side pointer comparisons only: a parameter moved (set_data, to()) or a gradient (re)created.
+  bool stale() const { return current_addresses() != addresses; }
 };
 
 FusedSgd::FusedSgd(std::vector<at::Tensor> params, std::vector<at::Tensor> buffers, std::vector<double> weight_decay,

@@ -19,6 +19,7 @@ namespace st = rn50::safetensors;
 
 constexpr const char* kFormat = "rn50-checkpoint-2";
 constexpr const char* kMomentumPrefix = "momentum.";
+constexpr const char* kExtraPrefix = "state.";
 
 st::DType to_dtype(at::ScalarType type) {
   switch (type) {
@@ -63,6 +64,8 @@ CheckpointMeta meta_of(const st::File& file, const std::string& path) {
     meta.step = std::stoll(get("step"));
     meta.seed = std::stoll(get("seed"));
     meta.classes = st::decode_string_list(get("classes"));
+    meta.batch_size = std::stoll(get("batch_size"));
+    meta.steps_per_epoch = std::stoll(get("steps_per_epoch"));
   } catch (const ConfigError&) {
     throw;
   } catch (const std::exception& e) {
@@ -94,11 +97,13 @@ void copy_checked(at::Tensor target, const st::File& file, const std::string& ke
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, torch::nn::Module& model, const Sgd& sgd, const CheckpointMeta& meta) {
+void save_checkpoint(const std::string& path, torch::nn::Module& model, const Sgd& sgd, const CheckpointMeta& meta,
+                     const ExtraState& extra) {
   std::vector<std::pair<std::string, at::Tensor>> tensors;
   for (const auto& p : model.named_parameters()) tensors.emplace_back(p.key(), p.value());
   for (const auto& b : model.named_buffers()) tensors.emplace_back(b.key(), b.value());
   for (const auto& [name, buffer] : sgd.momentum_buffers()) tensors.emplace_back(kMomentumPrefix + name, buffer);
+  for (const auto& [name, value] : extra) tensors.emplace_back(kExtraPrefix + name, value);
   std::vector<at::Tensor> host;  // keeps the CPU copies alive while the views point at them
   std::vector<st::TensorView> views;
   for (const auto& [name, tensor] : tensors) {
@@ -112,13 +117,15 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, const Sg
                                                        {"epoch", std::to_string(meta.epoch)},
                                                        {"step", std::to_string(meta.step)},
                                                        {"seed", std::to_string(meta.seed)},
-                                                       {"classes", st::encode_string_list(meta.classes)}};
+                                                       {"classes", st::encode_string_list(meta.classes)},
+                                                       {"batch_size", std::to_string(meta.batch_size)},
+                                                       {"steps_per_epoch", std::to_string(meta.steps_per_epoch)}};
   st::write_file_atomically(path, st::serialize(views, metadata));
 }
 
 CheckpointMeta read_checkpoint_meta(const std::string& path) { return meta_of(read(path), path); }
 
-CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model, Sgd& sgd) {
+CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model, Sgd& sgd, const ExtraState& extra) {
   const st::File file = read(path);
   const CheckpointMeta meta = meta_of(file, path);
   torch::NoGradGuard no_grad;
@@ -135,7 +142,12 @@ CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model
     copy_checked(buffer, file, kMomentumPrefix + name, path);
     ++expected;
   }
-  if (file.tensors.size() != expected) {
+  size_t stored_extra = 0;
+  for (const auto& t : file.tensors) stored_extra += t.name.rfind(kExtraPrefix, 0) == 0;
+  for (const auto& [name, value] : extra) {
+    if (file.find(kExtraPrefix + name)) copy_checked(value, file, kExtraPrefix + name, path);
+  }
+  if (file.tensors.size() - stored_extra != expected) {
     throw ConfigError("checkpoint " + path + " holds " + std::to_string(file.tensors.size()) + " tensors, the model " +
                       "and optimizer " + std::to_string(expected));
   }
@@ -166,7 +178,7 @@ std::string load_weights(const std::string& path, torch::nn::Module& model, cons
   }
   for (const auto& t : file.tensors) {
     const bool known = std::any_of(targets.begin(), targets.end(), [&](const auto& x) { return x.first == t.name; });
-    if (!known && t.name.rfind(kMomentumPrefix, 0) != 0) extra.push_back(t.name);
+    if (!known && t.name.rfind(kMomentumPrefix, 0) != 0 && t.name.rfind(kExtraPrefix, 0) != 0) extra.push_back(t.name);
   }
   auto join = [](const std::vector<std::string>& names) {
     std::string out;
@@ -192,7 +204,7 @@ void export_weights(const std::string& checkpoint_path, const std::string& out_p
   const CheckpointMeta meta = meta_of(file, checkpoint_path);
   std::vector<st::TensorView> views;
   for (const auto& t : file.tensors) {
-    if (t.name.rfind(kMomentumPrefix, 0) != 0) views.push_back(t);
+    if (t.name.rfind(kMomentumPrefix, 0) != 0 && t.name.rfind(kExtraPrefix, 0) != 0) views.push_back(t);
   }
   const std::map<std::string, std::string> metadata = {{"format", "pt"},
                                                        {"model", meta.model},

@@ -1,8 +1,11 @@
 // trainer/checkpoint.h: checkpoints (model, optimizer state, progress, class list), written atomically.
 #pragma once
 
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace torch::nn {
@@ -19,17 +22,24 @@ struct CheckpointMeta {
   int64_t step = 0;   // optimizer steps completed
   int64_t seed = 0;
   std::vector<std::string> classes;
+  int64_t batch_size = 0;       // per process; a resumed run must match it to continue the schedule
+  int64_t steps_per_epoch = 0;
 };
 
+// Named state beyond the model and optimizer (the fp16 loss scaler's scale and growth tracker).
+using ExtraState = std::vector<std::pair<std::string, at::Tensor>>;
+
 // Writes PATH.tmp, then renames it over PATH, so a crash leaves the previous checkpoint intact.
-void save_checkpoint(const std::string& path, torch::nn::Module& model, const Sgd& sgd, const CheckpointMeta& meta);
+void save_checkpoint(const std::string& path, torch::nn::Module& model, const Sgd& sgd, const CheckpointMeta& meta,
+                     const ExtraState& extra = {});
 
 // Reads only the metadata.
 CheckpointMeta read_checkpoint_meta(const std::string& path);
 
 // Loads weights, buffers and momentum into the existing model and optimizer (on their device).
 // Throws rn50::ConfigError naming the path and the tensor when something is missing or mis-shaped.
-CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model, Sgd& sgd);
+// Extra state is restored where the checkpoint has it (a run may switch precision when it resumes).
+CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model, Sgd& sgd, const ExtraState& extra = {});
 
 // Starts `model` from a weights file in torchvision's layout (an `rn50 export` file, a converted torchvision
 // state dict, or an rn50 checkpoint). Every parameter and buffer must be there with its shape, except

@@ -17,12 +17,33 @@ Executor::Executor(models::Classifier& model, const Config& config)
       autocast_dtype_(config.precision == "fp16" ? at::kHalf : at::kBFloat16),
       label_smoothing_(config.label_smoothing) {}
 
+namespace {
+
+// Autocast on for a scope; off again and its cast cache cleared on every exit, exceptions included (a
+// failed graph capture leaves casts that were recorded but never run in the cache).
+class AutocastScope {
+ public:
+  explicit AutocastScope(at::ScalarType dtype) : dtype_(dtype) { compat::set_cuda_autocast(true, dtype_); }
+  ~AutocastScope() {
+    compat::set_cuda_autocast(false, dtype_);
+    compat::clear_autocast_cache();
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  at::ScalarType dtype_;
+};
+
+}  // namespace
+
 at::Tensor Executor::forward(const at::Tensor& images) {
   if (!autocast_) return model_.forward(images);
-  compat::set_cuda_autocast(true, autocast_dtype_);
-  at::Tensor logits = model_.forward(images);
-  compat::set_cuda_autocast(false, autocast_dtype_);
-  compat::clear_autocast_cache();
+  at::Tensor logits;
+  {
+    AutocastScope scope(autocast_dtype_);
+    logits = model_.forward(images);
+  }
   return logits.to(at::kFloat);
 }
 

@@ -20,6 +20,7 @@ class LossScaler {
   void update();
   const at::Tensor& found_inf() const { return found_inf_; }
   const at::Tensor& current_scale() const { return scale_; }
+  const at::Tensor& growth_tracker() const { return growth_tracker_; }
 
  private:
   at::Tensor scale_, inv_scale_, found_inf_, growth_tracker_;

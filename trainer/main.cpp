@@ -15,6 +15,7 @@
 #include "data/sample_maker.h"
 #include "gpu/mig.h"
 #include "gpu/nvml.h"
+#include "models/model.h"
 #include "data/decode_bench.h"
 #include "trainer/checkpoint.h"
 #include "trainer/doctor.h"
@@ -90,6 +91,10 @@ int train_command(int argc, char** argv) {
     return 0;
   }
   rn50::validate(config);
+  const auto models = rn50::models::names();
+  if (std::find(models.begin(), models.end(), config.model) == models.end()) {
+    rn50::models::create(config.model, {});  // throws the ConfigError that lists the known models
+  }
   if (!config.mig.empty()) pin_to_mig(config);
   std::filesystem::create_directories(config.out_dir);
   rn50::init_logging(config.out_dir + "/train.log", 0);

@@ -46,6 +46,11 @@ TrainStep::TrainStep(models::Classifier& model, Sgd& sgd, const Config& config, 
 
 TrainStep::~TrainStep() = default;
 
+std::vector<std::pair<std::string, at::Tensor>> TrainStep::state() const {
+  if (!scaler_) return {};
+  return {{"loss_scale", scaler_->current_scale()}, {"loss_scale_growth_tracker", scaler_->growth_tracker()}};
+}
+
 void TrainStep::forward_backward() {
   sgd_.zero_grad();
   loss_.copy_(executor_->forward_backward(images_, labels_, scaler_.get()));

@@ -7,6 +7,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace rn50 {
 struct Config;
@@ -40,6 +42,8 @@ class TrainStep {
   const at::Tensor& run(double lr);
 
   bool graphed() const { return graph_forward_backward_ != nullptr; }
+  // State a checkpoint must keep for a resumed run to continue identically (the fp16 loss scaler's).
+  std::vector<std::pair<std::string, at::Tensor>> state() const;
   // Why the step is not graphed, when cuda_graph was asked for (empty otherwise).
   const std::string& graph_status() const { return graph_status_; }
 

@@ -182,7 +182,7 @@ class Run {
   }
 
   void resume() {
-    const CheckpointMeta meta = load_checkpoint(config_.resume, *model_, *sgd_);
+    const CheckpointMeta meta = load_checkpoint(config_.resume, *model_, *sgd_, step_->state());
     if (meta.model != config_.model) {
       throw ConfigError("config key 'resume': " + config_.resume + " holds a " + meta.model + ", not a " + config_.model);
     }
@@ -191,7 +191,13 @@ class Run {
     }
     if (meta.seed != config_.seed) {
       throw ConfigError("config key 'seed': " + std::to_string(config_.seed) + " differs from the checkpoint's " +
-                        std::to_string(meta.seed) + "; a resumed run keeps its seed");
+                        std::to_string(meta.seed) + "; a resumed run must use its checkpoint's seed");
+    }
+    if (meta.batch_size != config_.batch_size || meta.steps_per_epoch != steps_per_epoch_) {
+      throw ConfigError(strprintf("config key 'batch_size': the checkpoint was trained with batch %lld and %lld steps per "
+                                  "epoch, this run has %d and %lld; the schedule would not continue",
+                                  static_cast<long long>(meta.batch_size), static_cast<long long>(meta.steps_per_epoch),
+                                  config_.batch_size, static_cast<long long>(steps_per_epoch_)));
     }
     start_epoch_ = meta.epoch;
     global_step_ = meta.step;
@@ -275,6 +281,7 @@ class Run {
     if (sampler_) sampler_->take_epoch_summary();  // drop what was sampled outside training
     const auto t0 = Clock::now();
     auto interval_start = t0;
+    int64_t interval_steps = 0;
     for (int64_t s = 0; s < steps_per_epoch_; ++s) {
       timer_->begin_step();
       if (loader) {
@@ -292,15 +299,19 @@ class Run {
       const at::Tensor& loss = step_->run(lr);
       loss_sum.add_(loss);
       interval_loss.add_(loss);
+      ++interval_steps;
       ++global_step_;
       record.lr = lr;
       if (global_step_ % config_.log_every == 0) {
-        const double mean_loss = interval_loss.item<double>() / config_.log_every;  // the only sync: every log_every steps
-        const double rate = config_.log_every * config_.batch_size / seconds_since(interval_start);
+        // The only sync in the loop, every log_every steps. An interval can be shorter than log_every
+        // at the start of an epoch, since records follow the global step.
+        const double mean_loss = interval_loss.item<double>() / interval_steps;
+        const double rate = static_cast<double>(interval_steps * config_.batch_size) / seconds_since(interval_start);
         metrics_->write(StepRecord{epoch + 1, global_step_, mean_loss, lr, rate});
         log_info(strprintf("epoch %lld step %lld loss %.4f lr %.5f %.0f img/s", static_cast<long long>(epoch + 1),
                            static_cast<long long>(global_step_), mean_loss, lr, rate));
         interval_loss.zero_();
+        interval_steps = 0;
         interval_start = Clock::now();
       }
     }
@@ -357,8 +368,9 @@ class Run {
   }
 
   void save(int64_t epochs_done) {
-    CheckpointMeta meta{config_.model, epochs_done, global_step_, config_.seed, classes_};
-    save_checkpoint(config_.out_dir + "/checkpoint.safetensors", *model_, *sgd_, meta);
+    CheckpointMeta meta{config_.model, epochs_done, global_step_, config_.seed, classes_, config_.batch_size,
+                        steps_per_epoch_};
+    save_checkpoint(config_.out_dir + "/checkpoint.safetensors", *model_, *sgd_, meta, step_->state());
   }
 
   void log_epoch(const EpochRecord& r) {

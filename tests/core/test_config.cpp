@@ -51,6 +51,12 @@ TEST(Config, ValidationNamesTheKey) {
   EXPECT_NE(invalid({{"device", "cpu"}, {"precision", "fp16"}}).find("precision"), std::string::npos);
   EXPECT_NE(invalid({{"device", "cpu"}, {"precision", "bf16"}}).find("precision"), std::string::npos);
   EXPECT_NE(invalid({{"lr_milestones", "5,2"}}).find("lr_milestones"), std::string::npos);
+  EXPECT_NE(invalid({{"lr_milestones", "30,30"}}).find("lr_milestones"), std::string::npos);
+  EXPECT_NE(config_error_of([] {
+              Config c;
+              apply_overrides(c, {{"lr_milestones", "3000000000"}});
+            }).find("lr_milestones"),
+            std::string::npos);
   EXPECT_NE(invalid({{"data_root", ""}}).find("data_root"), std::string::npos);
   EXPECT_EQ(invalid({{"data_root", ""}, {"data", "synthetic"}}), "");
 }

@@ -163,6 +163,13 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   r = rn50("train --data-root /x --precision fp64");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("precision"), std::string::npos) << r.output;
+  r = rn50("train --data-root /nonexistent --model resnet51");  // named before any data is scanned
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("resnet51"), std::string::npos) << r.output;
+  std::ofstream(path("nested.yaml")) << "lr_milestones: [[30], 60]\n";
+  r = rn50("train --config " + path("nested.yaml"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("lr_milestones"), std::string::npos) << r.output;
   r = rn50("train --data-root /x --no-such-option 3");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("no-such-option"), std::string::npos) << r.output;

@@ -171,3 +171,26 @@ TEST_F(Checkpoint, InitFromNamesMissingMisshapedAndExtraTensors) {
 
 }  // namespace
 }  // namespace rn50::trainer
+
+namespace rn50::trainer {
+namespace {
+
+TEST_F(Checkpoint, ExtraStateSuchAsTheLossScaleRoundTripsAndStaysOutOfExports) {
+  auto model = models::create("resnet18", {3, true});
+  Sgd sgd(*model, 0.9, 0, false);
+  const ExtraState saved = {{"loss_scale", torch::full({}, 8192.0)}, {"loss_scale_growth_tracker", torch::full({}, 17, torch::kInt)}};
+  save_checkpoint(dir_.file("c.safetensors"), *model, sgd, {"resnet18", 1, 1, 0, {"a", "b", "c"}, 16, 4}, saved);
+  const ExtraState loaded = {{"loss_scale", torch::zeros({})}, {"loss_scale_growth_tracker", torch::zeros({}, torch::kInt)}};
+  const CheckpointMeta meta = load_checkpoint(dir_.file("c.safetensors"), *model, sgd, loaded);
+  EXPECT_EQ(meta.batch_size, 16);
+  EXPECT_EQ(meta.steps_per_epoch, 4);
+  EXPECT_EQ(loaded[0].second.item<double>(), 8192.0);
+  EXPECT_EQ(loaded[1].second.item<int>(), 17);
+  // A run without that state (fp32) still loads the checkpoint; an export carries weights only.
+  EXPECT_NO_THROW(load_checkpoint(dir_.file("c.safetensors"), *model, sgd));
+  export_weights(dir_.file("c.safetensors"), dir_.file("w.safetensors"));
+  EXPECT_EQ(safetensors::read_file(dir_.file("w.safetensors")).find("state.loss_scale"), nullptr);
+}
+
+}  // namespace
+}  // namespace rn50::trainer
