@@ -2,11 +2,11 @@
 # bench/gpu_session.sh: one GPU-machine session: build against pip LibTorch, run every test (the GPU
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
-#   STAGES="build test mig smoke synthetic jpeg"  (default: all)
+#   STAGES="build test mig smoke synthetic jpeg roundtrip ablation"  (default: all but ablation, which takes ~10 min)
 set -uo pipefail
 FINAL_OUT=${OUT:-/tmp/rn50-out}
 OUT=/tmp/rn50-logs  # everything here is packed into $FINAL_OUT/logs.tar.gz at the end
-STAGES=${STAGES:-build test mig smoke synthetic jpeg}
+STAGES=${STAGES:-build test mig smoke synthetic jpeg roundtrip}
 mkdir -p "$OUT" "$FINAL_OUT"
 pack() { tar -czf "$FINAL_OUT/logs.tar.gz" -C "$OUT" . 2>/dev/null; }  # after every stage: a killed run keeps its logs
 trap pack EXIT
@@ -72,5 +72,13 @@ if has jpeg; then  # the full pipeline on ImageNet-sized JPEGs: decode threads, 
     --log-every 100000 --validate=off --out-dir /tmp/runs/jpeg_optimized > "$OUT/jpeg_optimized.log" 2>&1 || tail -3 "$OUT/jpeg_optimized.log"
   printf "%-34s %s\n" jpeg_optimized "$(summary /tmp/runs/jpeg_optimized/metrics.jsonl)" | tee -a "$OUT/table.txt"
   python3 -c "import json; r=[json.loads(l) for l in open('/tmp/runs/jpeg_optimized/metrics.jsonl') if 'epoch' in l][-1]; print({k: r[k] for k in r if k.startswith(('data_wait','h2d','gpu_util','sm_util','tensor_util','power'))})" | tee -a "$OUT/table.txt"
+  pack
+fi
+if has roundtrip; then  # weights against torchvision, both directions (the GPU machine has torchvision)
+  python3 tests/tools/check_torchvision_roundtrip.py "$build/rn50" /tmp/roundtrip --device cuda:0 2>&1 | tee "$OUT/roundtrip.md"
+  pack
+fi
+if has ablation; then
+  python3 bench/ablation.py --rn50 "$build/rn50" --out "$OUT/ablation" --work /tmp/ablation 2>&1 | tee "$OUT/ablation.txt"
   pack
 fi
