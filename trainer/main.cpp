@@ -11,6 +11,7 @@
 
 #include "core/config.h"
 #include "core/errors.h"
+#include "core/launch_env.h"
 #include "core/log.h"
 #include "data/sample_maker.h"
 #include "gpu/mig.h"
@@ -91,6 +92,14 @@ int train_command(int argc, char** argv) {
     return 0;
   }
   rn50::validate(config);
+  // Until multi-process data parallel exists, N launched processes would each train alone on the same
+  // device: refuse instead of wasting N-1 GPUs.
+  const rn50::LaunchEnv launch = rn50::read_launch_env();
+  if (launch.world_size > 1) {
+    throw rn50::ConfigError("launched as rank " + std::to_string(launch.rank) + " of " + std::to_string(launch.world_size) +
+                            " (" + launch.source + "), but multi-process data parallel is not implemented yet; "
+                            "run one process");
+  }
   const auto models = rn50::models::names();
   if (std::find(models.begin(), models.end(), config.model) == models.end()) {
     rn50::models::create(config.model, {});  // throws the ConfigError that lists the known models

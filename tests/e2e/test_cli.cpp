@@ -21,8 +21,9 @@ struct Result {
   std::string output;  // stdout and stderr together
 };
 
-Result rn50(const std::string& args) {
-  const std::string command = std::string(RN50_BINARY) + " " + args + " 2>&1";
+// Runs the binary with `args`; `env` (VAR=value ...) is set for that process only.
+Result rn50(const std::string& args, const std::string& env = "") {
+  const std::string command = (env.empty() ? "" : "env " + env + " ") + std::string(RN50_BINARY) + " " + args + " 2>&1";
   Result r;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (!pipe) return r;
@@ -175,6 +176,10 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   EXPECT_NE(r.output.find("no-such-option"), std::string::npos) << r.output;
   r = rn50("train --data-root /x --device cuda:0 --out-dir " + path("run"));
   EXPECT_NE(r.code, 0);  // this machine has no GPU (the GPU machine runs its own checks)
+  // Under a launcher with several processes (until data parallel exists): one clear line, exit 2.
+  r = rn50("train --data synthetic --device cpu --out-dir " + path("run"), "RANK=1 WORLD_SIZE=2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("rank 1 of 2 (torchrun)"), std::string::npos) << r.output;
   r = rn50("train --data-root /x --device cpu --precision bf16");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("precision"), std::string::npos) << r.output;

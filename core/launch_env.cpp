@@ -1,0 +1,69 @@
+// core/launch_env.cpp: parsing of the launchers' rank variables.
+#include "core/launch_env.h"
+
+#include <cstdlib>
+#include <limits>
+
+#include "core/errors.h"
+
+namespace rn50 {
+namespace {
+
+int parse_count(const std::string& name, const std::string& value, int min) {
+  size_t used = 0;
+  long long x = 0;
+  try {
+    x = std::stoll(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != value.size() || x < min || x > std::numeric_limits<int>::max()) {
+    throw ConfigError("environment variable " + name + "='" + value + "' is not a valid number");
+  }
+  return static_cast<int>(x);
+}
+
+}  // namespace
+
+LaunchEnv read_launch_env(const std::function<std::optional<std::string>(const std::string&)>& getenv) {
+  struct Names {
+    const char* source;
+    const char* rank;
+    const char* world;
+    const char* local;
+  };
+  const Names launchers[] = {{"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+                             {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+                             {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"}};
+  LaunchEnv env;
+  for (const auto& names : launchers) {
+    const auto world = getenv(names.world);
+    if (!world) continue;
+    const auto rank = getenv(names.rank);
+    if (!rank) throw ConfigError(std::string("environment variable ") + names.world + " is set but " + names.rank + " is not");
+    env.source = names.source;
+    env.world_size = parse_count(names.world, *world, 1);
+    env.rank = parse_count(names.rank, *rank, 0);
+    const auto local = getenv(names.local);
+    env.local_rank = local ? parse_count(names.local, *local, 0) : env.rank;
+    if (env.rank >= env.world_size) {
+      throw ConfigError(std::string("environment variable ") + names.rank + "=" + *rank + " is not below " + names.world +
+                        "=" + *world);
+    }
+    if (env.source == "torchrun") {
+      env.master_addr = getenv("MASTER_ADDR").value_or("");
+      if (const auto port = getenv("MASTER_PORT")) env.master_port = parse_count("MASTER_PORT", *port, 1);
+    }
+    return env;
+  }
+  return env;
+}
+
+LaunchEnv read_launch_env() {
+  return read_launch_env([](const std::string& name) -> std::optional<std::string> {
+    const char* value = std::getenv(name.c_str());
+    return value ? std::optional<std::string>(value) : std::nullopt;
+  });
+}
+
+}  // namespace rn50

@@ -1,0 +1,26 @@
+// core/launch_env.h: which process of a multi-process launch this is, read from torchrun, Slurm or Open MPI variables.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace rn50 {
+
+struct LaunchEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string master_addr;  // torchrun only; empty otherwise
+  int master_port = 0;
+  std::string source = "none";  // torchrun | slurm | openmpi | none
+};
+
+// Reads, in this order of precedence: torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT),
+// Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), Open MPI (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK).
+// `getenv` returns a variable's value, or nullopt when unset (tests pass their own). A malformed or
+// inconsistent value throws ConfigError naming the variable.
+LaunchEnv read_launch_env(const std::function<std::optional<std::string>(const std::string&)>& getenv);
+LaunchEnv read_launch_env();  // from the process environment
+
+}  // namespace rn50

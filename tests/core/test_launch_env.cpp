@@ -1,0 +1,59 @@
+// tests/core/test_launch_env.cpp: rank and world size from torchrun, Slurm and Open MPI variables.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "core/launch_env.h"
+#include "tests/support/error_of.h"
+
+namespace rn50 {
+namespace {
+
+LaunchEnv read(const std::map<std::string, std::string>& vars) {
+  return read_launch_env([&](const std::string& name) -> std::optional<std::string> {
+    const auto it = vars.find(name);
+    return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+  });
+}
+
+TEST(LaunchEnv, NoLauncherMeansOneProcess) {
+  const LaunchEnv env = read({});
+  EXPECT_EQ(env.world_size, 1);
+  EXPECT_EQ(env.rank, 0);
+  EXPECT_EQ(env.source, "none");
+}
+
+TEST(LaunchEnv, TorchrunWinsOverSlurmAndOpenMpi) {
+  const LaunchEnv env = read({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "node0"},
+                              {"MASTER_PORT", "29500"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}});
+  EXPECT_EQ(env.source, "torchrun");
+  EXPECT_EQ(env.rank, 5);
+  EXPECT_EQ(env.world_size, 8);
+  EXPECT_EQ(env.local_rank, 1);
+  EXPECT_EQ(env.master_addr, "node0");
+  EXPECT_EQ(env.master_port, 29500);
+}
+
+TEST(LaunchEnv, SlurmAndOpenMpi) {
+  LaunchEnv env = read({{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "3"}});
+  EXPECT_EQ(env.source, "slurm");
+  EXPECT_EQ(env.rank, 3);
+  EXPECT_EQ(env.local_rank, 3);
+  env = read({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
+  EXPECT_EQ(env.source, "openmpi");
+  EXPECT_EQ(env.world_size, 2);
+  EXPECT_EQ(env.local_rank, 1);  // no local rank given: the global one
+}
+
+TEST(LaunchEnv, BadValuesNameTheVariable) {
+  using testing::config_error_of;
+  EXPECT_NE(config_error_of([] { read({{"RANK", "x"}, {"WORLD_SIZE", "2"}}); }).find("RANK"), std::string::npos);
+  EXPECT_NE(config_error_of([] { read({{"RANK", "2"}, {"WORLD_SIZE", "2"}}); }).find("not below"), std::string::npos);
+  EXPECT_NE(config_error_of([] { read({{"WORLD_SIZE", "2"}}); }).find("RANK"), std::string::npos);
+  EXPECT_NE(config_error_of([] { read({{"RANK", "0"}, {"WORLD_SIZE", "0"}}); }).find("WORLD_SIZE"), std::string::npos);
+  EXPECT_NE(config_error_of([] { read({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "-4"}}); }).find("MASTER_PORT"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace rn50
