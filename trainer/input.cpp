@@ -27,14 +27,6 @@ void InputUploader::normalize_into(const at::Tensor& images_nhwc_u8, at::Tensor&
   out.copy_(images_nhwc_u8.to(at::kFloat).mul_(scale_).sub_(shift_).permute({0, 3, 1, 2}));
 }
 
-at::Tensor InputUploader::normalize(const at::Tensor& images_nhwc_u8, at::ScalarType dtype) const {
-  at::Tensor out = at::empty({images_nhwc_u8.size(0), 3, images_nhwc_u8.size(1), images_nhwc_u8.size(2)},
-                             images_nhwc_u8.options().dtype(dtype),
-                             channels_last_ ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
-  normalize_into(images_nhwc_u8, out);
-  return out;
-}
-
 std::pair<at::Tensor, at::Tensor> InputUploader::upload(const data::HostBatch& batch, int image_size) {
   const at::Tensor images = at::from_blob(batch.images, {batch.size, image_size, image_size, 3}, at::kByte);
   const at::Tensor labels = at::from_blob(batch.labels, {batch.size}, at::kLong);

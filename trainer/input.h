@@ -22,8 +22,6 @@ class InputUploader {
   // Normalises uint8 NHWC images that are already on the device into `out` ([N,3,H,W], its own dtype
   // and layout): one kernel on CUDA, ATen ops elsewhere.
   void normalize_into(const at::Tensor& images_nhwc_u8, at::Tensor& out) const;
-  // A fresh normalised float tensor, in the configured layout.
-  at::Tensor normalize(const at::Tensor& images_nhwc_u8, at::ScalarType dtype) const;
 
  private:
   c10::Device device_;

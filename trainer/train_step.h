@@ -41,6 +41,9 @@ class TrainStep {
   // Runs one step at learning rate `lr` and returns the loss (0-dim, on the device; not synced).
   const at::Tensor& run(double lr);
 
+  // The forward/backward executor, shared with evaluation.
+  Executor& executor() { return *executor_; }
+
   bool graphed() const { return graph_forward_backward_ != nullptr; }
   // State a checkpoint must keep for a resumed run to continue identically (the fp16 loss scaler's).
   std::vector<std::pair<std::string, at::Tensor>> state() const;

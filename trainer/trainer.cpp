@@ -164,7 +164,6 @@ class Run {
     model_->to(device_);
     if (config_.channels_last) to_channels_last(*model_);
     sgd_ = std::make_unique<Sgd>(*model_, config_.momentum, config_.weight_decay, config_.decay_bn_and_bias);
-    executor_ = std::make_unique<Executor>(*model_, config_);
     timer_ = device_.is_cuda() ? gpu::make_cuda_step_timer() : std::make_unique<HostStepTimer>();
     step_ = std::make_unique<TrainStep>(*model_, *sgd_, config_, device_, config_.batch_size, config_.image_size, *timer_);
     uploader_ = std::make_unique<InputUploader>(device_, config_.channels_last);
@@ -354,7 +353,7 @@ class Run {
                                config_.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
       at::Tensor y = at::empty({batch->size}, at::TensorOptions(device_).dtype(at::kLong));
       load_input(*batch, loader, x, y);
-      const EvalSums sums = executor_->evaluate(x, y);
+      const EvalSums sums = step_->executor().evaluate(x, y);
       loss.add_(sums.loss);
       top1.add_(sums.top1);
       top5.add_(sums.top5);
@@ -392,7 +391,6 @@ class Run {
   int64_t steps_per_epoch_ = 0;
   std::shared_ptr<models::Classifier> model_;
   std::unique_ptr<Sgd> sgd_;
-  std::unique_ptr<Executor> executor_;
   static constexpr int kCopySlots = 2;
   std::unique_ptr<StepTimer> timer_;
   std::unique_ptr<TrainStep> step_;
