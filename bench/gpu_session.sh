@@ -2,7 +2,7 @@
 # bench/gpu_session.sh: one GPU-machine session: build against pip LibTorch, run every test (the GPU
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
-#   STAGES="build test mig smoke synthetic jpeg roundtrip ablation"  (default: all but ablation, which takes ~10 min)
+#   STAGES="build test mig smoke synthetic graphmem jpeg roundtrip ablation"  (default: all but graphmem and ablation)
 set -uo pipefail
 FINAL_OUT=${OUT:-/tmp/rn50-out}
 OUT=/tmp/rn50-logs  # everything here is packed into $FINAL_OUT/logs.tar.gz at the end
@@ -22,7 +22,10 @@ fi
 if has test; then
   # The CPU-only suites (data, MIG/utilisation logic, config, schedule) run in CI; here the rest.
   (cd "$build" && ctest -j8 --output-on-failure --timeout 900 -E "${CTEST_EXCLUDE:-^(JpegCodec|BatchLoader|BatchPool|Transforms|SampleMaker|ImageFolder|DatasetTest|EpochOrder|Mig|UtilisationSampler|CudaUuid|Percentile|LrSchedule|Config)}" > "$OUT/ctest.log" 2>&1)
-  grep -E "tests passed|tests failed|\*\*\*|Failed  " "$OUT/ctest.log" | head -20; pack
+  grep -E "tests passed|tests failed|\*\*\*|Failed  " "$OUT/ctest.log" | head -20
+  # Graph-vs-eager differences, printed by the tests themselves (ctest shows output only on failure).
+  "$build/tests/rn50_cuda_tests" --gtest_filter='*Graph*:*Fp32*' > "$OUT/graph_tests.log" 2>&1
+  grep -E "^\[ diff|FAILED  \]" "$OUT/graph_tests.log"; pack
 fi
 if has mig; then  # MIG is disabled on these GPUs: the listing and the error path, never a change
   "$build/rn50" train --mig list --device cuda:0 > "$OUT/mig.log" 2>&1; echo "mig list exit $?"; head -3 "$OUT/mig.log"
@@ -63,6 +66,10 @@ if has synthetic; then
   synthetic b64_fp16_cl 64 200 --precision fp16 --channels-last
   synthetic b64_fp16_cl_graph 64 200 --precision fp16 --channels-last --cuda-graph
   synthetic b64_fp16_cl_bench_graph 64 200 --precision fp16 --channels-last --cudnn-benchmark --cuda-graph
+fi
+if has graphmem; then  # peak memory of the graphed runs (the cache is emptied after capture)
+  synthetic b256_fp16_cl_bench_graph 256 100 --precision fp16 --channels-last --cudnn-benchmark --cuda-graph
+  synthetic b64_fp16_cl_graph 64 200 --precision fp16 --channels-last --cuda-graph
 fi
 if has jpeg; then  # the full pipeline on ImageNet-sized JPEGs: decode threads, pinned buffers, copy stream
   "$build/rn50" make-sample --out /tmp/jpeg --classes 16 --per-class 200 --val-per-class 8 --size 375 > "$OUT/make_jpeg.log" 2>&1

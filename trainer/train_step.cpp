@@ -31,13 +31,6 @@ TrainStep::TrainStep(models::Classifier& model, Sgd& sgd, const Config& config, 
     if (!device.is_cuda()) {
       want_graph_ = false;
       graph_status_ = "eager: CUDA graphs need a CUDA device, this run is on the CPU";
-    } else if (config.precision == "fp32") {
-      // Measured on the H200 (2026-11-29, tests/gpu_device): replayed fp32 steps drifted from eager ones
-      // (relative weight error up to 0.5 after 5 replays) while fp16 replays matched eager training
-      // exactly. Until the cause is found, fp32 runs stay eager rather than train wrongly.
-      want_graph_ = false;
-      graph_status_ = "eager: CUDA graph replay is not trusted for fp32 steps yet (it diverged from eager on the "
-                      "H200); use precision bf16 or fp16 with cuda_graph";
     } else {
       graph_status_ = "eager until capture after " + std::to_string(warmup_steps_) + " warm-up steps";
     }

@@ -87,7 +87,7 @@ def main():
     log = run(args.rn50, "train", "--data-root", w("sample"), "--device", args.device, "--epochs", "1",
               "--batch-size", "4", "--image-size", "64", "--val-resize", "64", "--validate=off",
               "--init-from", w("torchvision.safetensors"), "--out-dir", w("finetune"))
-    finetune = [l for l in log.splitlines() if "init_from" in l]
+    finetune = [l.split("] ", 2)[-1] for l in log.splitlines() if "init_from" in l and "loaded" in l]
 
     print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, device {args.device}, TF32 off\n")
     print("| direction | relative error of logits | passes (< 1e-5) |\n| --- | --- | --- |")
@@ -95,7 +95,8 @@ def main():
     for name, err in rows:
         print(f"| {name} | {err:.3e} | {'yes' if err < TOLERANCE else 'NO'} |")
         ok &= err < TOLERANCE
-    print(f"\nfine-tuning start (1000 torchvision classes -> 4 sample classes): {finetune[-1] if finetune else 'no init_from line'}")
+    print(f"\nfine-tuning start (1000 torchvision classes -> 4 sample classes): {finetune[-1] if finetune else 'NO init_from line'}")
+    ok &= bool(finetune) and "all but the classifier" in finetune[-1]
     sys.exit(0 if ok else 1)
 
 
