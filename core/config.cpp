@@ -168,6 +168,12 @@ std::vector<ConfigKey> make_keys() {
       string_key("mig", &C::mig,
                  "MIG pinning: 'list' prints the GPU's MIG instances; a MIG UUID or instance index pins the run to "
                  "it (CUDA_VISIBLE_DEVICES=MIG-...) before CUDA starts"),
+      double_key("bucket_mb", &C::bucket_mb,
+                 "data parallel: gradients are all-reduced in buckets of about this many MB, each as soon as "
+                 "the backward pass has filled it"),
+      bool_key("nvlink", &C::nvlink, "data parallel: off sets NCCL_P2P_DISABLE=1 (no NVLink or PCIe peer copies)"),
+      int_key("dist_timeout_s", &C::dist_timeout_s,
+              "data parallel: seconds a rendezvous or collective may wait for another rank before the run stops"),
   };
 }
 
@@ -276,6 +282,8 @@ void validate(Config& c) {
     require(!index.empty() && index.find_first_not_of("0123456789") == std::string::npos, "device",
             "'" + c.device + "' needs a GPU index, like cuda:0");
   }
+  require(c.bucket_mb > 0 && c.bucket_mb <= 4096, "bucket_mb", "must be in (0, 4096]");
+  require(c.dist_timeout_s >= 1, "dist_timeout_s", "must be at least 1");
   require(!(cpu && c.precision != "fp32"), "precision", c.precision + " (autocast) needs a CUDA device; use fp32 on cpu");
 
   require(c.mig.empty() || c.mig == "list" || cuda || c.device == "auto", "mig", "needs a CUDA device");

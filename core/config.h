@@ -55,6 +55,11 @@ struct Config {
   bool cudnn_benchmark = false;
   bool cuda_graph = false;
   std::string mig;  // list | MIG-<uuid> | instance index; empty: no MIG pinning
+
+  // data parallel (several processes; see LaunchEnv)
+  double bucket_mb = 25;     // gradient all-reduce bucket size
+  bool nvlink = true;        // off: NCCL_P2P_DISABLE=1 for the run
+  int dist_timeout_s = 300;  // a collective or the rendezvous waiting longer than this stops the run
 };
 
 // One configuration key: its name, help text and how to read and print it. The YAML reader, the

@@ -31,10 +31,12 @@ LaunchEnv read_launch_env(const std::function<std::optional<std::string>(const s
     const char* rank;
     const char* world;
     const char* local;
+    const char* local_size;
   };
-  const Names launchers[] = {{"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
-                             {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
-                             {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"}};
+  const Names launchers[] = {
+      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+      {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"}};
   LaunchEnv env;
   for (const auto& names : launchers) {
     const auto world = getenv(names.world);
@@ -50,10 +52,13 @@ LaunchEnv read_launch_env(const std::function<std::optional<std::string>(const s
       throw ConfigError(std::string("environment variable ") + names.rank + "=" + *rank + " is not below " + names.world +
                         "=" + *world);
     }
-    if (env.source == "torchrun") {
-      env.master_addr = getenv("MASTER_ADDR").value_or("");
-      if (const auto port = getenv("MASTER_PORT")) env.master_port = parse_count("MASTER_PORT", *port, 1);
+    // Slurm writes "2(x3)" for uneven nodes: then the local count is unknown.
+    const auto local_size = getenv(names.local_size);
+    if (local_size && local_size->find('(') == std::string::npos) {
+      env.local_world_size = parse_count(names.local_size, *local_size, 1);
     }
+    env.master_addr = getenv("MASTER_ADDR").value_or("");
+    if (const auto port = getenv("MASTER_PORT")) env.master_port = parse_count("MASTER_PORT", *port, 1);
     return env;
   }
   return env;

@@ -11,13 +11,15 @@ struct LaunchEnv {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
-  std::string master_addr;  // torchrun only; empty otherwise
-  int master_port = 0;
+  int local_world_size = 0;  // processes on this host; 0 when the launcher does not say
+  std::string master_addr;   // MASTER_ADDR (torchrun sets it; set it yourself under Slurm or Open MPI); may be empty
+  int master_port = 0;       // MASTER_PORT; 0 when unset
   std::string source = "none";  // torchrun | slurm | openmpi | none
 };
 
-// Reads, in this order of precedence: torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT),
-// Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID), Open MPI (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK).
+// Reads, in this order of precedence: torchrun (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE),
+// Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE), Open MPI (OMPI_COMM_WORLD_RANK,
+// _SIZE, _LOCAL_RANK, _LOCAL_SIZE); then MASTER_ADDR and MASTER_PORT, whichever launcher it was.
 // `getenv` returns a variable's value, or nullopt when unset (tests pass their own). A malformed or
 // inconsistent value throws ConfigError naming the variable.
 LaunchEnv read_launch_env(const std::function<std::optional<std::string>(const std::string&)>& getenv);

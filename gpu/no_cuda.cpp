@@ -2,6 +2,7 @@
 #include "core/errors.h"
 #include "gpu/cuda_support.h"
 #include "gpu/device_ops.h"
+#include "gpu/nccl_group.h"
 
 #include <stdexcept>
 #include <string>
@@ -9,6 +10,11 @@
 namespace rn50::gpu {
 
 bool built_with_cuda() { return false; }
+
+std::unique_ptr<trainer::Communicator> make_nccl_communicator(const c10::intrusive_ptr<c10d::Store>&, int, int,
+                                                              std::chrono::milliseconds) {
+  throw ConfigError("data parallel on GPUs needs NCCL, and this rn50 was built without CUDA");
+}
 
 std::shared_ptr<data::HostAllocator> make_pinned_allocator() {
   throw ConfigError("config key 'pin_memory': this rn50 was built without CUDA");

@@ -21,6 +21,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/doctor.h"
 #include "trainer/infer.h"
+#include "trainer/launch.h"
 #include "trainer/trainer.h"
 
 namespace {
@@ -42,12 +43,25 @@ int gpu_index(const std::string& device) {
 }
 
 // Must run before anything touches CUDA: CUDA_VISIBLE_DEVICES is read once, when CUDA starts.
-void pin_to_mig(rn50::Config& config) {
-  rn50::gpu::check_mig_compatible(/*world_size=*/1);
+void pin_to_mig(rn50::Config& config, int world_size) {
+  rn50::gpu::check_mig_compatible(world_size);
   const std::string uuid = rn50::gpu::select_mig(*open_nvml_or_throw(), gpu_index(config.device), config.mig);
   rn50::gpu::apply_mig_choice(uuid);
   config.device = "cuda:0";  // the instance is the only device the process sees
   std::fprintf(stderr, "rn50: pinned to MIG instance %s (CUDA_VISIBLE_DEVICES=%s)\n", uuid.c_str(), uuid.c_str());
+}
+
+// One of several processes of a data-parallel run: each takes the GPU of its local rank and its share of
+// the host's cores.
+void adapt_to_launch(rn50::Config& config, const rn50::LaunchEnv& launch) {
+  if (config.device.rfind("cuda:", 0) == 0) {
+    throw rn50::ConfigError("config key 'device': " + config.device + " would put all " +
+                            std::to_string(launch.world_size) + " processes on one GPU; use 'cuda' or 'auto' "
+                            "(each process takes cuda:LOCAL_RANK)");
+  }
+  if (config.workers == -1 && launch.local_world_size > 1) {
+    config.workers = std::max(1, rn50::usable_cores() / launch.local_world_size);
+  }
 }
 
 // `rn50 train`: every config key is also an option (--batch-size for batch_size).
@@ -91,23 +105,19 @@ int train_command(int argc, char** argv) {
     std::printf("%s\n", rn50::gpu::describe_mig(*open_nvml_or_throw(), gpu_index(config.device)).c_str());
     return 0;
   }
-  rn50::validate(config);
-  // Until multi-process data parallel exists, N launched processes would each train alone on the same
-  // device: refuse instead of wasting N-1 GPUs.
   const rn50::LaunchEnv launch = rn50::read_launch_env();
-  if (launch.world_size > 1) {
-    throw rn50::ConfigError("launched as rank " + std::to_string(launch.rank) + " of " + std::to_string(launch.world_size) +
-                            " (" + launch.source + "), but multi-process data parallel is not implemented yet; "
-                            "run one process");
-  }
+  if (launch.world_size > 1) adapt_to_launch(config, launch);
+  rn50::validate(config);
+  // NCCL reads its variables when the communicator is created, later in this process.
+  if (!config.nvlink) setenv("NCCL_P2P_DISABLE", "1", /*overwrite=*/1);
   const auto models = rn50::models::names();
   if (std::find(models.begin(), models.end(), config.model) == models.end()) {
     rn50::models::create(config.model, {});  // throws the ConfigError that lists the known models
   }
-  if (!config.mig.empty()) pin_to_mig(config);
+  if (!config.mig.empty()) pin_to_mig(config, launch.world_size);
   std::filesystem::create_directories(config.out_dir);
-  rn50::init_logging(config.out_dir + "/train.log", 0);
-  rn50::trainer::train(config);
+  rn50::init_logging(config.out_dir + "/train.log", launch.rank);
+  rn50::trainer::train(config, launch);
   return 0;
 }
 
@@ -243,6 +253,35 @@ int bench_decode_command(int argc, char** argv) {
   return 0;
 }
 
+// `rn50 launch --nproc N -- train ...`: N local ranks of one data-parallel run.
+int launch_command(int argc, char** argv) {
+  int split = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") {
+      split = i;
+      break;
+    }
+  }
+  cxxopts::Options options("rn50 launch", "Start N local processes of one data-parallel run: rn50 launch --nproc N -- train ...");
+  rn50::trainer::LaunchOptions launch;
+  options.add_options()("nproc", "processes (one per GPU)", cxxopts::value<int>())(
+      "master-port", "rendezvous port on 127.0.0.1 (default: a free one)", cxxopts::value<int>()->default_value("0"))(
+      "grace", "seconds the others get to stop after one fails, before SIGKILL",
+      cxxopts::value<int>()->default_value(std::to_string(launch.grace_s)))("h,help", "print this help");
+  const auto parsed = options.parse(split, argv);
+  if (parsed.count("help")) {
+    std::printf("%s\n", options.help().c_str());
+    return 0;
+  }
+  if (!parsed.count("nproc")) throw rn50::ConfigError("launch needs --nproc N");
+  launch.processes = parsed["nproc"].as<int>();
+  launch.master_port = parsed["master-port"].as<int>();
+  launch.grace_s = parsed["grace"].as<int>();
+  launch.program = std::filesystem::read_symlink("/proc/self/exe").string();
+  for (int i = split + 1; i < argc; ++i) launch.args.emplace_back(argv[i]);
+  return rn50::trainer::launch_local(launch);
+}
+
 struct Command {
   const char* name;
   const char* summary;
@@ -252,6 +291,7 @@ struct Command {
 const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"train", "train a model (rn50 train --help)", train_command},
+      {"launch", "run N local processes of one data-parallel training (rn50 launch --help)", launch_command},
       {"make-sample", "write a small learnable JPEG dataset (rn50 make-sample --help)", make_sample_command},
       {"export", "write a checkpoint's weights for torchvision (rn50 export --help)", export_command},
       {"infer", "logits of a stored batch from a weights file (rn50 infer --help)", infer_command},

@@ -8,6 +8,7 @@
 #include "gpu/device_ops.h"
 #include "models/model.h"
 #include "trainer/executor.h"
+#include "trainer/grad_sync.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/sgd.h"
 #include "trainer/step_timer.h"
@@ -44,9 +45,19 @@ std::vector<std::pair<std::string, at::Tensor>> TrainStep::state() const {
   return {{"loss_scale", scaler_->current_scale()}, {"loss_scale_growth_tracker", scaler_->growth_tracker()}};
 }
 
-void TrainStep::forward_backward() {
-  sgd_.zero_grad();
+// `timed`: not under capture, where the step timer's events cannot be recorded.
+void TrainStep::forward_backward(bool timed) {
+  if (gradient_sync_) {
+    gradient_sync_->zero_gradients();
+  } else {
+    sgd_.zero_grad();
+  }
   loss_.copy_(executor_->forward_backward(images_, labels_, scaler_.get()));
+  if (gradient_sync_) {
+    if (timed) timer_.mark(Phase::kForwardBackward);
+    gradient_sync_->finish();  // what is left of the all-reduces after the backward pass
+    if (timed) timer_.mark(Phase::kCommunication);
+  }
   if (scaler_) scaler_->unscale_and_check(sgd_.grads());
 }
 
@@ -63,7 +74,7 @@ const at::Tensor& TrainStep::run(double lr) {
     graph_update_->replay();
     timer_.mark(Phase::kOptimizer);
   } else {
-    forward_backward();
+    forward_backward(/*timed=*/true);
     timer_.mark(Phase::kForwardBackward);
     update();
     timer_.mark(Phase::kOptimizer);
@@ -77,7 +88,7 @@ void TrainStep::try_capture() {
   auto forward_backward_graph = std::make_unique<gpu::CudaGraph>();
   auto update_graph = std::make_unique<gpu::CudaGraph>();
   try {
-    forward_backward_graph->capture([this] { forward_backward(); });
+    forward_backward_graph->capture([this] { forward_backward(/*timed=*/false); });
     update_graph->capture([this] { update(); });
   } catch (const std::exception& e) {
     graph_status_ = std::string("eager: CUDA graph capture failed: ") + e.what();

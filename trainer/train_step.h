@@ -23,6 +23,7 @@ class CudaGraph;
 namespace rn50::trainer {
 
 class Executor;
+class GradientBuckets;
 class LossScaler;
 class Sgd;
 class StepTimer;
@@ -41,6 +42,10 @@ class TrainStep {
   // Runs one step at learning rate `lr` and returns the loss (0-dim, on the device; not synced).
   const at::Tensor& run(double lr);
 
+  // Data parallel: gradients are averaged over the ranks by `buckets` after each backward pass (and
+  // inside the captured graph). Set before the first run().
+  void set_gradient_sync(GradientBuckets* buckets) { gradient_sync_ = buckets; }
+
   // The forward/backward executor, shared with evaluation.
   Executor& executor() { return *executor_; }
 
@@ -51,7 +56,7 @@ class TrainStep {
   const std::string& graph_status() const { return graph_status_; }
 
  private:
-  void forward_backward();
+  void forward_backward(bool timed);
   void update();
   void try_capture();
 
@@ -60,6 +65,7 @@ class TrainStep {
   StepTimer& timer_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<LossScaler> scaler_;
+  GradientBuckets* gradient_sync_ = nullptr;
   at::Tensor images_, labels_, loss_;
   bool want_graph_ = false;
   int warmup_steps_ = 3;  // eager steps before capture: cuDNN's benchmark search and lazy allocations finish here

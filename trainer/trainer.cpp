@@ -15,6 +15,7 @@
 
 #include "core/config.h"
 #include "core/errors.h"
+#include "core/launch_env.h"
 #include "core/log.h"
 #include "data/dataset.h"
 #include "data/loader.h"
@@ -24,7 +25,9 @@
 #include "gpu/utilisation.h"
 #include "models/model.h"
 #include "trainer/checkpoint.h"
+#include "trainer/distributed.h"
 #include "trainer/executor.h"
+#include "trainer/grad_sync.h"
 #include "trainer/input.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics.h"
@@ -45,15 +48,17 @@ double peak_host_rss_gib() {
   return static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0);  // ru_maxrss is in KiB
 }
 
-c10::Device resolve_device(const std::string& name) {
+// `local_rank`: a data-parallel process takes the GPU of its rank on this host.
+c10::Device resolve_device(const std::string& name, int local_rank) {
   const bool cuda_available = torch::cuda::is_available();
-  if (name == "auto") return cuda_available ? c10::Device("cuda:0") : c10::Device(c10::kCPU);
+  const std::string own_gpu = "cuda:" + std::to_string(local_rank);
+  if (name == "auto") return cuda_available ? c10::Device(own_gpu) : c10::Device(c10::kCPU);
   if (name == "cpu") return c10::Device(c10::kCPU);
   if (!cuda_available) {
     throw ConfigError("config key 'device': " + name + " requested, but no CUDA device is available" +
                       (gpu::built_with_cuda() ? "" : " (this rn50 was built without CUDA)"));
   }
-  c10::Device device(name == "cuda" ? "cuda:0" : name);
+  c10::Device device(name == "cuda" ? own_gpu : name);
   if (device.index() >= static_cast<int>(torch::cuda::device_count())) {
     throw ConfigError("config key 'device': " + name + " requested, but only " +
                       std::to_string(torch::cuda::device_count()) + " CUDA device(s) are visible");
@@ -81,22 +86,27 @@ void to_channels_last(torch::nn::Module& model) {
 
 class Run {
  public:
-  explicit Run(const Config& config) : config_(config), device_(resolve_device(config.device)) {
+  Run(const Config& config, const LaunchEnv& launch)
+      : config_(config), device_(resolve_device(config.device, launch.local_rank)) {
     if (!device_.is_cuda() && config_.precision != "fp32") {
       throw ConfigError("config key 'precision': " + config_.precision + " (autocast) needs a CUDA device; this run is on the CPU");
     }
-    std::filesystem::create_directories(config_.out_dir);
     apply_math_switches(config_);
     // All device work, warm-up included, runs on one non-default stream: CUDA graph capture needs it.
     if (device_.is_cuda()) gpu::use_side_stream(device_.index());
+    if (launch.world_size > 1) distributed_ = std::make_unique<Distributed>(launch, config_, device_);
     open_data();
     build_model();
-    metrics_ = std::make_unique<MetricsLog>(config_.out_dir + "/metrics.jsonl");
-    std::ofstream(config_.out_dir + "/config.yaml") << to_yaml(config_);
+    if (primary()) {
+      std::filesystem::create_directories(config_.out_dir);
+      metrics_ = std::make_unique<MetricsLog>(config_.out_dir + "/metrics.jsonl");
+      std::ofstream(config_.out_dir + "/config.yaml") << to_yaml(config_);
+    }
     if (!config_.resume.empty()) resume();
     if (!config_.init_from.empty()) {
       log_info("init_from " + config_.init_from + ": " + load_weights(config_.init_from, *model_, model_->classifier_name()));
     }
+    if (distributed_) join_data_parallel();
     if (device_.is_cuda()) start_sampler();
     log_start();
   }
@@ -104,10 +114,13 @@ class Run {
   void run() {
     for (int64_t epoch = start_epoch_; epoch < config_.epochs; ++epoch) {
       EpochRecord record = train_epoch(epoch);
+      if (distributed_) average_buffers();
       if (config_.validate && val_set_) validate(record);
-      save(epoch + 1);
-      metrics_->write(record);
-      log_epoch(record);
+      if (primary()) {
+        save(epoch + 1);
+        metrics_->write(record);
+        log_epoch(record);
+      }
     }
   }
 
@@ -116,7 +129,7 @@ class Run {
     if (config_.data == "synthetic") {
       num_classes_ = 1000;
       for (int64_t c = 0; c < num_classes_; ++c) classes_.push_back("synthetic_" + std::to_string(c));
-      steps_per_epoch_ = config_.synthetic_images / config_.batch_size;
+      steps_per_epoch_ = config_.synthetic_images / (static_cast<int64_t>(config_.batch_size) * world());
     } else {
       data::SampleTransform train_tf;
       train_tf.train = true;
@@ -135,11 +148,12 @@ class Run {
       }
       classes_ = train_set_->classes();
       num_classes_ = static_cast<int64_t>(classes_.size());
-      if (static_cast<int64_t>(train_set_->size()) < config_.batch_size) {
-        throw DataError(config_.data_root + "/train has " + std::to_string(train_set_->size()) +
-                        " images, fewer than one batch (batch_size " + std::to_string(config_.batch_size) + ")");
+      if (static_cast<int64_t>(train_set_->size()) < static_cast<int64_t>(config_.batch_size) * world()) {
+        throw DataError(strprintf("%s/train has %zu images, fewer than one batch per process (batch_size %d, %d processes)",
+                                  config_.data_root.c_str(), train_set_->size(), config_.batch_size, world()));
       }
-      steps_per_epoch_ = static_cast<int64_t>(train_set_->size()) / config_.batch_size;
+      // Each rank takes 1/world of the epoch's permutation.
+      steps_per_epoch_ = static_cast<int64_t>(train_set_->size()) / world() / config_.batch_size;
       const bool pinned = config_.pin_memory && device_.is_cuda();
       std::shared_ptr<data::HostAllocator> host =
           pinned ? gpu::make_pinned_allocator() : std::shared_ptr<data::HostAllocator>(data::make_pageable_allocator());
@@ -171,13 +185,54 @@ class Run {
       synthetic_ = std::make_unique<SyntheticBatches>(device_, config_.batch_size, config_.image_size, num_classes_,
                                                       step_->images().scalar_type(), config_.channels_last, config_.seed);
     }
-    schedule_.peak_lr = scaled_lr(config_.lr, config_.batch_size);
+    schedule_.peak_lr = scaled_lr(config_.lr, static_cast<int64_t>(config_.batch_size) * world());
     schedule_.steps_per_epoch = steps_per_epoch_;
     schedule_.warmup_epochs = config_.warmup_epochs;
     schedule_.epochs = config_.epochs;
     schedule_.kind = config_.lr_schedule;
     schedule_.milestones = config_.lr_milestones;
     schedule_.gamma = config_.lr_gamma;
+  }
+
+  int world() const { return distributed_ ? distributed_->world_size() : 1; }
+  int rank() const { return distributed_ ? distributed_->rank() : 0; }
+  bool primary() const { return rank() == 0; }
+
+  // Every rank runs the same configuration and model, starts from rank 0's weights, and averages its
+  // gradients over the ranks in buckets that overlap the backward pass.
+  void join_data_parallel() {
+    Config shared = config_;
+    shared.device = "";  // each rank has its own GPU
+    distributed_->check_same("configuration", to_yaml(shared));
+    distributed_->check_same("model", describe_tensors(named_state()));
+    std::vector<at::Tensor> state;
+    for (auto& [name, t] : named_state()) state.push_back(t);
+    for (auto& [name, t] : sgd_->momentum_buffers()) state.push_back(t);
+    {
+      torch::NoGradGuard no_grad;
+      distributed_->comm().broadcast_from_rank0(state);
+    }
+    const auto bucket_bytes = static_cast<int64_t>(config_.bucket_mb * 1024 * 1024);
+    buckets_ = std::make_unique<GradientBuckets>(model_->parameters(), distributed_->comm(), bucket_bytes);
+    step_->set_gradient_sync(buckets_.get());
+  }
+
+  std::vector<std::pair<std::string, at::Tensor>> named_state() const {
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (const auto& item : model_->named_parameters()) out.emplace_back(item.key(), item.value());
+    for (const auto& item : model_->named_buffers()) out.emplace_back(item.key(), item.value());
+    return out;
+  }
+
+  // BatchNorm statistics differ per rank (each saw its own batches): validation and checkpoints use the mean.
+  void average_buffers() {
+    torch::NoGradGuard no_grad;
+    for (const auto& item : model_->named_buffers()) {
+      at::Tensor b = item.value();
+      if (!at::isFloatingType(b.scalar_type())) continue;
+      distributed_->comm().sum(b);
+      b.div_(world());
+    }
   }
 
   void resume() {
@@ -232,6 +287,18 @@ class Run {
     rows.emplace_back("(train images)", train_set_ ? std::to_string(train_set_->size()) : "synthetic");
     rows.emplace_back("(steps per epoch)", std::to_string(steps_per_epoch_));
     rows.emplace_back("(peak lr)", std::to_string(schedule_.peak_lr));
+    if (distributed_) {
+      rows.emplace_back("(data parallel)",
+                        strprintf("%d processes over %s; %d gradient buckets (%.1f MB in all), all-reduced during the "
+                                  "backward pass; global batch %d",
+                                  world(), distributed_->comm().backend().c_str(), buckets_->num_buckets(),
+                                  static_cast<double>(buckets_->bytes()) / 1e6, config_.batch_size * world()));
+      if (device_.is_cuda()) {
+        const std::string links = gpu::describe_links();
+        rows.emplace_back("(gpu links)", (links.empty() ? std::string("one GPU visible") : links) +
+                                             (config_.nvlink ? "" : "; nvlink off: NCCL_P2P_DISABLE=1"));
+      }
+    }
     log_table("rn50 train", rows);
   }
 
@@ -268,7 +335,7 @@ class Run {
     std::unique_ptr<data::BatchLoader> loader;
     if (train_set_) {
       loader = std::make_unique<data::BatchLoader>(
-          *train_set_, data::epoch_order(train_set_->size(), config_.seed, epoch, /*shuffle=*/true), epoch,
+          *train_set_, data::epoch_order(train_set_->size(), config_.seed, epoch, /*shuffle=*/true, rank(), world()), epoch,
           loader_options(true), *train_pool_, report_bad_sample);
     }
     EpochRecord record;
@@ -305,8 +372,9 @@ class Run {
         // The only sync in the loop, every log_every steps. An interval can be shorter than log_every
         // at the start of an epoch, since records follow the global step.
         const double mean_loss = interval_loss.item<double>() / interval_steps;
-        const double rate = static_cast<double>(interval_steps * config_.batch_size) / seconds_since(interval_start);
-        metrics_->write(StepRecord{epoch + 1, global_step_, mean_loss, lr, rate});
+        const double rate =
+            static_cast<double>(interval_steps * config_.batch_size * world()) / seconds_since(interval_start);
+        if (metrics_) metrics_->write(StepRecord{epoch + 1, global_step_, mean_loss, lr, rate});
         log_info(strprintf("epoch %lld step %lld loss %.4f lr %.5f %.0f img/s", static_cast<long long>(epoch + 1),
                            static_cast<long long>(global_step_), mean_loss, lr, rate));
         interval_loss.zero_();
@@ -315,19 +383,32 @@ class Run {
       }
     }
     if (async_upload_) async_upload_->drain();
+    if (distributed_) {
+      distributed_->comm().sum(loss_sum);
+      loss_sum.div_(world());
+    }
     record.train_loss = loss_sum.item<double>() / static_cast<double>(steps_per_epoch_);
     record.wall_s = seconds_since(t0);
     record.steps = steps_per_epoch_;
-    record.images = steps_per_epoch_ * config_.batch_size;
+    record.images = steps_per_epoch_ * config_.batch_size * world();  // all ranks together
     record.images_per_s = static_cast<double>(record.images) / record.wall_s;
     record.compute_s = record.wall_s - record.data_wait_s;
     record.bad_samples = loader ? loader->bad_samples() : 0;
+    if (distributed_) {
+      const std::vector<double> waits = distributed_->all_values("data_wait", record.data_wait_s);
+      for (int r = 0; r < world(); ++r) record.extra.emplace_back(strprintf("data_wait_s_rank%d", r), waits[r]);
+      record.bad_samples = 0;
+      for (const double b : distributed_->all_values("bad_samples", static_cast<double>(loader ? loader->bad_samples() : 0))) {
+        record.bad_samples += static_cast<int64_t>(b);
+      }
+    }
     record.peak_gpu_mem_gib = device_.is_cuda() ? gpu::peak_memory_gib(device_.index()) : std::nullopt;
     record.peak_host_rss_gib = peak_host_rss_gib();
     const auto phases = timer_->take_totals();
     for (int p = 0; p < kNumPhases; ++p) {
-      // No communication on one process: unavailable, not 0.
-      const bool measured = static_cast<Phase>(p) != Phase::kCommunication;
+      // No communication on one process: unavailable, not 0. Under a CUDA graph the all-reduces are inside
+      // the replayed forward+backward and not timed apart.
+      const bool measured = static_cast<Phase>(p) != Phase::kCommunication || (distributed_ && !step_->graphed());
       record.extra.emplace_back(kPhaseNames[p], measured ? std::optional<double>(phases[p]) : std::nullopt);
     }
     record.extra.emplace_back("h2d_copy_s", async_upload_ ? std::optional<double>(async_upload_->take_copy_seconds())
@@ -342,8 +423,10 @@ class Run {
   }
 
   void validate(EpochRecord& record) {
-    data::BatchLoader loader(*val_set_, data::epoch_order(val_set_->size(), config_.seed, 0, /*shuffle=*/false), 0,
-                             loader_options(false), *val_pool_, report_bad_sample);
+    // Each rank evaluates every world-th image, all of them together the whole split once.
+    std::vector<size_t> order;
+    for (size_t i = static_cast<size_t>(rank()); i < val_set_->size(); i += static_cast<size_t>(world())) order.push_back(i);
+    data::BatchLoader loader(*val_set_, std::move(order), 0, loader_options(false), *val_pool_, report_bad_sample);
     at::Tensor loss = at::zeros({}, at::TensorOptions(device_).dtype(at::kFloat));
     at::Tensor top1 = at::zeros_like(loss), top5 = at::zeros_like(loss);
     int64_t images = 0;
@@ -360,10 +443,20 @@ class Run {
       images += batch->size;
     }
     if (async_upload_) async_upload_->drain();
+    int64_t bad = loader.bad_samples();
+    if (distributed_) {
+      at::Tensor sums = at::stack({loss, top1, top5, at::full({}, static_cast<double>(images), loss.options()),
+                                   at::full({}, static_cast<double>(bad), loss.options())});
+      distributed_->comm().sum(sums);
+      const auto host = sums.to(at::kCPU);
+      loss = host[0], top1 = host[1], top5 = host[2];
+      images = static_cast<int64_t>(host[3].item<double>());
+      bad = static_cast<int64_t>(host[4].item<double>());
+    }
     record.val_loss = loss.item<double>() / images;
     record.top1 = top1.item<double>() / images;
     record.top5 = top5.item<double>() / images;
-    record.bad_samples += loader.bad_samples();
+    record.bad_samples += bad;
   }
 
   void save(int64_t epochs_done) {
@@ -399,6 +492,8 @@ class Run {
   std::unique_ptr<SyntheticBatches> synthetic_;
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<gpu::UtilisationSampler> sampler_;
+  std::unique_ptr<Distributed> distributed_;
+  std::unique_ptr<GradientBuckets> buckets_;
   std::string sampler_status_;
   LrSchedule schedule_;
   int64_t start_epoch_ = 0;
@@ -407,8 +502,8 @@ class Run {
 
 }  // namespace
 
-void train(const Config& config) {
-  Run run(config);
+void train(const Config& config, const LaunchEnv& launch) {
+  Run run(config, launch);
   run.run();
 }
 

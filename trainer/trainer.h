@@ -3,11 +3,13 @@
 
 namespace rn50 {
 struct Config;
+struct LaunchEnv;
 }
 
 namespace rn50::trainer {
 
-// Trains as configured; throws ConfigError / DataError before training starts when inputs are wrong.
-void train(const Config& config);
+// Trains as configured, as one process or as one rank of a data-parallel run (`launch`); throws ConfigError /
+// DataError before training starts when inputs are wrong.
+void train(const Config& config, const LaunchEnv& launch);
 
 }  // namespace rn50::trainer

@@ -43,6 +43,21 @@ TEST(LaunchEnv, SlurmAndOpenMpi) {
   EXPECT_EQ(env.source, "openmpi");
   EXPECT_EQ(env.world_size, 2);
   EXPECT_EQ(env.local_rank, 1);  // no local rank given: the global one
+  EXPECT_EQ(env.local_world_size, 0);  // not given: unknown
+}
+
+TEST(LaunchEnv, LocalWorldSizeAndRendezvousFromAnyLauncher) {
+  LaunchEnv env = read({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}});
+  EXPECT_EQ(env.local_world_size, 2);
+  env = read({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}, {"SLURM_NTASKS_PER_NODE", "2"}, {"MASTER_ADDR", "n0"},
+              {"MASTER_PORT", "1234"}});
+  EXPECT_EQ(env.local_world_size, 2);
+  EXPECT_EQ(env.master_addr, "n0");
+  EXPECT_EQ(env.master_port, 1234);
+  env = read({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "5"}, {"SLURM_NTASKS_PER_NODE", "2(x2),1"}});
+  EXPECT_EQ(env.local_world_size, 0);  // uneven nodes
+  env = read({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+  EXPECT_EQ(env.local_world_size, 2);
 }
 
 TEST(LaunchEnv, BadValuesNameTheVariable) {
