@@ -2,7 +2,8 @@
 # bench/gpu_session.sh: one GPU-machine session: build against pip LibTorch, run every test (the GPU
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
-#   STAGES="build test mig smoke synthetic graphmem jpeg roundtrip ablation"  (default: all but graphmem and ablation)
+#   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp jpeg roundtrip ablation"
+#   (default: build test mig smoke synthetic jpeg roundtrip; dptest and ddp need the two-GPU machine)
 set -uo pipefail
 FINAL_OUT=${OUT:-/tmp/rn50-out}
 OUT=/tmp/rn50-logs  # everything here is packed into $FINAL_OUT/logs.tar.gz at the end
@@ -26,6 +27,15 @@ if has test; then
   # Graph-vs-eager differences, printed by the tests themselves (ctest shows output only on failure).
   "$build/tests/rn50_cuda_tests" --gtest_filter='*Graph*:*Fp32*' > "$OUT/graph_tests.log" 2>&1
   grep -E "^\[ diff|FAILED  \]" "$OUT/graph_tests.log"; pack
+fi
+if has cudatests; then  # only the GPU test binary (the whole suite is the test stage)
+  "$build/tests/rn50_cuda_tests" > "$OUT/cuda_tests.log" 2>&1; echo "rn50_cuda_tests exit $?"
+  grep -E "^\[ diff|FAILED  \]|PASSED" "$OUT/cuda_tests.log"; pack
+fi
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # the machine's rules
+if has dptest; then  # two ranks over NCCL against one process; graphed against eager data-parallel steps
+  RN50_DP_DEVICE=cuda "$build/tests/rn50_dp_tests" > "$OUT/dp_tests.log" 2>&1; echo "rn50_dp_tests (cuda) exit $?"
+  grep -E "^\[  (FAILED|PASSED|SKIPPED|     OK) " "$OUT/dp_tests.log" | grep -v Worker; pack
 fi
 if has mig; then  # MIG is disabled on these GPUs: the listing and the error path, never a change
   "$build/rn50" train --mig list --device cuda:0 > "$OUT/mig.log" 2>&1; echo "mig list exit $?"; head -3 "$OUT/mig.log"
@@ -70,6 +80,31 @@ fi
 if has graphmem; then  # peak memory of the graphed runs (the cache is emptied after capture)
   synthetic b256_fp16_cl_bench_graph 256 100 --precision fp16 --channels-last --cudnn-benchmark --cuda-graph
   synthetic b64_fp16_cl_graph 64 200 --precision fp16 --channels-last --cuda-graph
+fi
+ddp() {  # name, processes, extra args: synthetic batch 256 per GPU, 100 steps per rank per epoch
+  local name=$1 n=$2
+  "$build/rn50" launch --nproc "$n" -- train --data synthetic --device cuda --batch-size 256 --synthetic-images $((256 * 100 * n)) \
+    --epochs 2 --warmup-epochs 0 --log-every 100000 --validate=off --out-dir "/tmp/runs/$name" "${@:3}" > "$OUT/$name.log" 2>&1 \
+    || { echo "$name failed"; tail -3 "$OUT/$name.log"; return; }
+  cp "/tmp/runs/$name/metrics.jsonl" "$OUT/$name.jsonl"
+  printf "%-34s %s\n" "$name" "$(summary /tmp/runs/$name/metrics.jsonl)" | tee -a "$OUT/table.txt"
+  python3 -c "import json,sys; r=[json.loads(l) for l in open('/tmp/runs/$name/metrics.jsonl') if '\"type\":\"epoch\"' in l][-1]; print('   ', {k: round(r[k],4) if isinstance(r[k], float) else r[k] for k in r if k.startswith(('communication','data_wait','forward','gpu_util','sm_util'))})" | tee -a "$OUT/table.txt"
+  pack
+}
+if has ddp; then  # data-parallel scaling on two GPUs: the same per-GPU work as the one-GPU run
+  nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
+  fast="--precision fp16 --channels-last --cudnn-benchmark"
+  ddp ddp1_fp16_cl_graph 1 $fast --cuda-graph
+  ddp ddp2_fp16_cl_graph 2 $fast --cuda-graph
+  ddp ddp2_fp16_cl_graph_nvlink_off 2 $fast --cuda-graph --nvlink=off
+  ddp ddp1_fp16_cl_eager 1 $fast
+  ddp ddp2_fp16_cl_eager 2 $fast
+  ddp ddp2_fp16_cl_eager_nvlink_off 2 $fast --nvlink=off
+  # convergence on the sample: two GPUs at batch 64 each against the smoke stage's one GPU at 128
+  "$build/rn50" make-sample --out /tmp/sample --classes 10 --per-class 64 --val-per-class 16 --size 72 > /dev/null 2>&1
+  "$build/rn50" launch --nproc 2 -- train --config configs/smoke.yaml --data-root /tmp/sample --device cuda --epochs 2 \
+    --batch-size $(( $(grep -E "^batch_size:" configs/smoke.yaml | awk '{print $2}') / 2 )) --out-dir /tmp/runs/smoke2 > "$OUT/smoke2.log" 2>&1
+  echo "smoke on 2 GPUs exit $?"; grep -E "epoch [0-9]+/|data parallel|gpu links" "$OUT/smoke2.log"; pack
 fi
 if has jpeg; then  # the full pipeline on ImageNet-sized JPEGs: decode threads, pinned buffers, copy stream
   "$build/rn50" make-sample --out /tmp/jpeg --classes 16 --per-class 200 --val-per-class 8 --size 375 > "$OUT/make_jpeg.log" 2>&1

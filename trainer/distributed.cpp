@@ -77,13 +77,16 @@ Distributed::Distributed(const LaunchEnv& launch, const Config& config, c10::Dev
   options.timeout = timeout;
   try {
     impl_->store = c10::make_intrusive<c10d::TCPStore>(host, options);
+    comm_ = device.is_cuda() ? gpu::make_nccl_communicator(impl_->store, launch.rank, launch.world_size, timeout)
+                             : make_gloo_communicator(impl_->store, launch.rank, launch.world_size, timeout);
+  } catch (const ConfigError&) {
+    throw;
   } catch (const std::exception& e) {
+    // Every rank waits at most dist_timeout_s for the others; a rank that never comes stops the run here.
     throw ConfigError(strprintf("rank %d of %d could not join the run at %s:%d within dist_timeout_s=%d: %s",
                                 launch.rank, launch.world_size, host.c_str(), port, config.dist_timeout_s,
                                 first_line(e.what()).c_str()));
   }
-  comm_ = device.is_cuda() ? gpu::make_nccl_communicator(impl_->store, launch.rank, launch.world_size, timeout)
-                           : make_gloo_communicator(impl_->store, launch.rank, launch.world_size, timeout);
 }
 
 Distributed::~Distributed() = default;
