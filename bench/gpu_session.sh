@@ -99,7 +99,6 @@ if has ddp; then  # data-parallel scaling on two GPUs: the same per-GPU work as 
   ddp ddp2_fp16_cl_graph_nvlink_off 2 $fast --cuda-graph --nvlink=off
   ddp ddp1_fp16_cl_eager 1 $fast
   ddp ddp2_fp16_cl_eager 2 $fast
-  ddp ddp2_fp16_cl_eager_nvlink_off 2 $fast --nvlink=off
   # convergence on the sample: two GPUs at batch 64 each against the smoke stage's one GPU at 128
   "$build/rn50" make-sample --out /tmp/sample --classes 10 --per-class 64 --val-per-class 16 --size 72 > /dev/null 2>&1
   "$build/rn50" launch --nproc 2 -- train --config configs/smoke.yaml --data-root /tmp/sample --device cuda --epochs 2 \

@@ -1,19 +1,54 @@
 // gpu/nccl_group.cpp: ProcessGroupNCCL behind the Communicator interface.
 #include "gpu/nccl_group.h"
 
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+
+#include <utility>
 
 #include "trainer/c10d_adapter.h"
 
 namespace rn50::gpu {
+namespace {
+
+// NCCL orders a collective after the work queued so far on the calling thread's current stream. The
+// gradient hooks run on autograd's device thread, so every call first makes the training stream (current
+// when the communicator was made) current there.
+class OnTrainingStream final : public trainer::Communicator {
+ public:
+  explicit OnTrainingStream(std::unique_ptr<trainer::Communicator> inner)
+      : inner_(std::move(inner)), stream_(c10::cuda::getCurrentCUDAStream()) {}
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  std::string backend() const override { return inner_->backend(); }
+  std::function<void()> start_mean(at::Tensor tensor) override {
+    c10::cuda::CUDAStreamGuard guard(stream_);
+    return inner_->start_mean(std::move(tensor));
+  }
+  void sum(at::Tensor tensor) override {
+    c10::cuda::CUDAStreamGuard guard(stream_);
+    inner_->sum(std::move(tensor));
+  }
+  void broadcast_from_rank0(std::vector<at::Tensor> tensors) override {
+    c10::cuda::CUDAStreamGuard guard(stream_);
+    inner_->broadcast_from_rank0(std::move(tensors));
+  }
+
+ private:
+  std::unique_ptr<trainer::Communicator> inner_;
+  c10::cuda::CUDAStream stream_;
+};
+
+}  // namespace
 
 std::unique_ptr<trainer::Communicator> make_nccl_communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                               int world, std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
   auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world, options);
-  return std::make_unique<trainer::C10dCommunicator<c10d::ProcessGroupNCCL>>(group, rank, world, "nccl",
-                                                                             /*average_natively=*/true);
+  return std::make_unique<OnTrainingStream>(std::make_unique<trainer::C10dCommunicator<c10d::ProcessGroupNCCL>>(
+      group, rank, world, "nccl", /*average_natively=*/true));
 }
 
 }  // namespace rn50::gpu

@@ -26,4 +26,5 @@ command -v ccache >/dev/null && args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 echo "rn50: LibTorch from $mode; building in $build"
 # shellcheck disable=SC2086
 cmake -S "$root" -B "$build" "${args[@]}" ${RN50_CMAKE_ARGS:-}
-cmake --build "$build" -j "${RN50_JOBS:-$(nproc)}"
+# RN50_BUILD_TARGETS: only these targets (a GPU session that needs only some binaries).
+cmake --build "$build" -j "${RN50_JOBS:-$(nproc)}" ${RN50_BUILD_TARGETS:+--target $RN50_BUILD_TARGETS}

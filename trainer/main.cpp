@@ -1,5 +1,6 @@
 // trainer/main.cpp: the rn50 command: subcommand dispatch and the one place errors become exit codes.
 #include <cxxopts.hpp>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -277,7 +278,10 @@ int launch_command(int argc, char** argv) {
   launch.processes = parsed["nproc"].as<int>();
   launch.master_port = parsed["master-port"].as<int>();
   launch.grace_s = parsed["grace"].as<int>();
-  launch.program = std::filesystem::read_symlink("/proc/self/exe").string();
+  char self[4096];
+  const ssize_t length = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (length <= 0) throw std::runtime_error("launch: cannot find this program (/proc/self/exe)");
+  launch.program.assign(self, static_cast<size_t>(length));
   for (int i = split + 1; i < argc; ++i) launch.args.emplace_back(argv[i]);
   return rn50::trainer::launch_local(launch);
 }

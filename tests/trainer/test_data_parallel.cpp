@@ -7,11 +7,12 @@
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <sys/wait.h>
 #include <torch/torch.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -25,13 +26,12 @@
 #include "trainer/step_timer.h"
 #include "trainer/train_step.h"
 #include "gpu/device_ops.h"
+#include "tests/support/temp_dir.h"
 
 extern char** environ;
 
 namespace rn50 {
 namespace {
-
-namespace fs = std::filesystem;
 
 constexpr int kSteps = 4;
 constexpr int kBatch = 4;  // per rank
@@ -92,6 +92,14 @@ void exact_steps(models::Classifier& model, trainer::Sgd& sgd, trainer::Gradient
   }
 }
 
+// Deterministic cuDNN and no TF32 (which alone leaves 1e-3 relative differences between batch sizes).
+void exact_math() {
+  auto& ctx = at::globalContext();
+  ctx.setDeterministicCuDNN(true);
+  ctx.setAllowTF32CuDNN(false);
+  ctx.setAllowTF32CuBLAS(false);
+}
+
 // ---- the ranks --------------------------------------------------------------------------------------------
 
 TEST(DataParallelWorker, Run) {
@@ -100,7 +108,7 @@ TEST(DataParallelWorker, Run) {
   const LaunchEnv launch = read_launch_env();
   const c10::Device device = test_device(launch.local_rank);
   if (device.is_cuda()) gpu::use_side_stream(device.index());
-  at::globalContext().setDeterministicCuDNN(true);
+  exact_math();
   Config config;
   config.dist_timeout_s = 60;
   std::unique_ptr<trainer::Distributed> dist;
@@ -141,20 +149,18 @@ TEST(DataParallelWorker, Run) {
 
 // ---- the parent ---------------------------------------------------------------------------------------------
 
+std::string this_binary() {
+  char buffer[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
+  return n > 0 ? std::string(buffer, static_cast<size_t>(n)) : "";
+}
+
+// (No std::filesystem here: see tests/support/temp_dir.h.)
 class DataParallel : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::getenv("RN50_DP_OUT")) {
-      dir_ = fs::temp_directory_path() / ("rn50_dp_" + std::to_string(::getpid()) + "_" +
-                                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
-      fs::remove_all(dir_);
-      fs::create_directories(dir_);
-    } else {
-      GTEST_SKIP() << "a rank does not start ranks";
-    }
-  }
-  void TearDown() override {
-    if (!HasFailure() && !dir_.empty()) fs::remove_all(dir_);
+    if (std::getenv("RN50_DP_OUT")) GTEST_SKIP() << "a rank does not start ranks";
+    ASSERT_FALSE(dir_.path().empty());
   }
 
   // Starts two ranks of this binary in `mode`; returns their exit codes.
@@ -171,7 +177,7 @@ class DataParallel : public ::testing::Test {
       std::vector<char*> envp;
       for (auto& v : env) envp.push_back(v.data());
       envp.push_back(nullptr);
-      std::string self = fs::read_symlink("/proc/self/exe").string(), filter = "--gtest_filter=DataParallelWorker.*";
+      std::string self = this_binary(), filter = "--gtest_filter=DataParallelWorker.*";
       char* argv[] = {self.data(), filter.data(), nullptr};
       pid_t pid = -1;
       EXPECT_EQ(posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv, envp.data()), 0);
@@ -186,13 +192,13 @@ class DataParallel : public ::testing::Test {
     return codes;
   }
 
-  std::vector<at::Tensor> load(const fs::path& file) {
+  std::vector<at::Tensor> load(const std::string& file) {
     std::vector<at::Tensor> t;
-    torch::load(t, file.string());
+    torch::load(t, file);
     return t;
   }
 
-  fs::path dir_;
+  testing::TempDir dir_;
 };
 
 double max_relative_difference(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
@@ -212,16 +218,16 @@ int port_for(int offset) { return 20000 + (::getpid() * 7 + offset) % 20000; }
 TEST_F(DataParallel, TwoRanksAtBatchBMatchOneProcessAtBatch2B) {
   const bool cuda = env_or("RN50_DP_DEVICE", "cpu") == "cuda";
   if (cuda && torch::cuda::device_count() < 2) GTEST_SKIP() << "needs two GPUs";
-  const auto codes = run_two_ranks("exact", dir_.string(), port_for(0));
+  const auto codes = run_two_ranks("exact", dir_.path(), port_for(0));
   if (codes[0] == kSkipExitCode) GTEST_SKIP() << "this build cannot run data parallel on this device";
   ASSERT_EQ(codes, std::vector<int>({0, 0}));
   const c10::Device device = test_device(0);
-  at::globalContext().setDeterministicCuDNN(true);
+  exact_math();
   auto model = make_model(device);
   trainer::Sgd sgd(*model, 0.9, 1e-4, false);
   exact_steps(*model, sgd, nullptr, 0, 1, device);
   const auto reference = weights_of(*model);
-  const auto rank0 = load(dir_ / "rank0.pt"), rank1 = load(dir_ / "rank1.pt");
+  const auto rank0 = load(dir_.file("rank0.pt")), rank1 = load(dir_.file("rank1.pt"));
   ASSERT_EQ(rank0.size(), reference.size());
   EXPECT_EQ(max_relative_difference(rank0, rank1), 0.0) << "the ranks' weights differ";
   EXPECT_LT(max_relative_difference(rank0, reference), 1e-5);
@@ -233,12 +239,12 @@ TEST_F(DataParallel, TwoRanksAtBatchBMatchOneProcessAtBatch2B) {
 // of eager data-parallel steps. Tolerance: 2e-3 relative (bf16; both runs use deterministic cuDNN).
 TEST_F(DataParallel, GraphedStepsMatchEagerSteps) {
   if (env_or("RN50_DP_DEVICE", "cpu") != "cuda" || torch::cuda::device_count() < 2) GTEST_SKIP() << "needs two GPUs";
-  fs::create_directories(dir_ / "eager");
-  fs::create_directories(dir_ / "graph");
-  ASSERT_EQ(run_two_ranks("eager", (dir_ / "eager").string(), port_for(1)), std::vector<int>({0, 0}));
-  ASSERT_EQ(run_two_ranks("graph", (dir_ / "graph").string(), port_for(2)), std::vector<int>({0, 0}));
-  const auto eager = load(dir_ / "eager" / "rank0.pt"), graph = load(dir_ / "graph" / "rank0.pt");
-  EXPECT_EQ(max_relative_difference(graph, load(dir_ / "graph" / "rank1.pt")), 0.0);
+  ::mkdir(dir_.file("eager").c_str(), 0755);
+  ::mkdir(dir_.file("graph").c_str(), 0755);
+  ASSERT_EQ(run_two_ranks("eager", dir_.file("eager"), port_for(1)), std::vector<int>({0, 0}));
+  ASSERT_EQ(run_two_ranks("graph", dir_.file("graph"), port_for(2)), std::vector<int>({0, 0}));
+  const auto eager = load(dir_.file("eager/rank0.pt")), graph = load(dir_.file("graph/rank0.pt"));
+  EXPECT_EQ(max_relative_difference(graph, load(dir_.file("graph/rank1.pt"))), 0.0);
   EXPECT_LT(max_relative_difference(graph, eager), 2e-3);
 }
 
