@@ -34,6 +34,10 @@ class OnTrainingStream final : public trainer::Communicator {
     c10::cuda::CUDAStreamGuard guard(stream_);
     inner_->broadcast_from_rank0(std::move(tensors));
   }
+  void shutdown() override {
+    stream_.synchronize();
+    inner_->shutdown();
+  }
 
  private:
   std::unique_ptr<trainer::Communicator> inner_;

@@ -5,11 +5,18 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <type_traits>
 #include <utility>
 
 #include "trainer/communicator.h"
 
 namespace rn50::trainer {
+
+// ProcessGroupNCCL (2.x) has shutdown(); LibTorch 1.13's ProcessGroupGloo does not.
+template <class T, class = void>
+struct HasShutdown : std::false_type {};
+template <class T>
+struct HasShutdown<T, std::void_t<decltype(std::declval<T&>().shutdown())>> : std::true_type {};
 
 template <class Backend>
 class C10dCommunicator final : public Communicator {
@@ -39,6 +46,10 @@ class C10dCommunicator final : public Communicator {
     std::vector<at::Tensor> tensors{dense(tensor)};
     backend_->allreduce(tensors, c10d::AllreduceOptions())->wait();
     if (!tensors[0].is_same(tensor)) tensor.copy_(tensors[0]);
+  }
+
+  void shutdown() override {
+    if constexpr (HasShutdown<Backend>::value) backend_->shutdown();
   }
 
   void broadcast_from_rank0(std::vector<at::Tensor> tensors) override {

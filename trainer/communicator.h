@@ -24,6 +24,9 @@ class Communicator {
   virtual void sum(at::Tensor tensor) = 0;
   // Copies rank 0's tensors into every rank's.
   virtual void broadcast_from_rank0(std::vector<at::Tensor> tensors) = 0;
+  // Waits for outstanding collectives and closes the backend's communicators. A NCCL process group left
+  // to its destructor aborts instead, which hung for the whole timeout on the H200.
+  virtual void shutdown() = 0;
 };
 
 }  // namespace rn50::trainer

@@ -89,7 +89,18 @@ Distributed::Distributed(const LaunchEnv& launch, const Config& config, c10::Dev
   }
 }
 
-Distributed::~Distributed() = default;
+void Distributed::shutdown() {
+  if (comm_) comm_->shutdown();
+  comm_.reset();
+}
+
+Distributed::~Distributed() {
+  try {
+    shutdown();
+  } catch (const std::exception& e) {
+    log_warn(std::string("data parallel: closing the process group failed: ") + e.what());
+  }
+}
 
 void Distributed::check_same(const std::string& what, const std::string& text) {
   const std::string prefix = "check/" + std::to_string(exchanges_++) + "/";

@@ -30,6 +30,9 @@ class Distributed {
   int rank() const { return launch_.rank; }
   int world_size() const { return launch_.world_size; }
   Communicator& comm() { return *comm_; }
+  // Closes the communicators (after the last collective, and after CUDA graphs that captured collectives
+  // are gone). The destructor calls it too.
+  void shutdown();
 
   // Every rank passes its own `text` (for example its resolved configuration, one "key: value" per line);
   // throws ConfigError on every rank when any rank's differs from rank 0's, naming the rank and the lines.

@@ -122,6 +122,12 @@ class Run {
         log_epoch(record);
       }
     }
+    if (distributed_) {
+      // Graphs that captured collectives go before the communicators they use.
+      step_.reset();
+      buckets_.reset();
+      distributed_->shutdown();
+    }
   }
 
  private:
@@ -477,6 +483,7 @@ class Run {
 
   const Config& config_;
   c10::Device device_;
+  std::unique_ptr<Distributed> distributed_;  // declared first: destroyed after everything that uses it
   std::unique_ptr<data::JpegFolderDataset> train_set_, val_set_;
   std::unique_ptr<data::BatchPool> train_pool_, val_pool_;
   std::vector<std::string> classes_;
@@ -492,7 +499,6 @@ class Run {
   std::unique_ptr<SyntheticBatches> synthetic_;
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<gpu::UtilisationSampler> sampler_;
-  std::unique_ptr<Distributed> distributed_;
   std::unique_ptr<GradientBuckets> buckets_;
   std::string sampler_status_;
   LrSchedule schedule_;
