@@ -7,10 +7,13 @@ pipeline: generated ImageNet-sized JPEGs unless --data-root names a dataset). Ea
 one process for 1 + REPEATS epochs of a fixed number of steps; the first epoch (start-up, cuDNN autotuning,
 graph capture) is dropped and the others are the repeats (median and spread reported).
 
-Writes OUT/ablation.json (every epoch record of every run), OUT/report.md (the headline, a table, what each
-switch bought) and two pictures: OUT/images_per_s.svg and OUT/step_split.svg. Standard library only.
+Writes OUT/ablation.json (every epoch record of every run), OUT/report.md (the headline, what each switch
+bought, a table; with --price-per-hour the cost of an ImageNet epoch) and two self-contained SVG pictures:
+OUT/images_per_s.svg (median images/s per configuration, min..max as an error bar) and OUT/step_split.svg
+(each configuration's step time as data wait, host-to-device copy, compute, communication). Standard
+library only (no matplotlib).
 
-  bench/ablation.py --rn50 build/rn50 --out bench/results/DATE-MACHINE [--quick] [--data-root DIR]
+  bench/ablation.py --rn50 build/rn50 --out bench/results/DATE-MACHINE [--quick] [--data-root DIR] [--price-per-hour P]
 """
 import argparse
 import datetime
@@ -20,8 +23,10 @@ import platform
 import statistics
 import subprocess
 import sys
+from xml.sax.saxutils import escape
 
 SOURCE_CLAIM = 2.7  # "the right switches make an A100 2.7 times faster than a 3090"
+IMAGENET_TRAIN_IMAGES = 1281167
 
 # Each switch: the arguments that turn it on, and those of the baseline (off).
 SWITCHES = {
@@ -70,73 +75,190 @@ def run_one(opts, data, data_args, batch, steps, label, on, names, log_dir):
             "command": " ".join(cmd), "exit_code": code, "epochs": records[1:], "warmup_epoch": records[:1]}
 
 
+# The parts of a step in the split picture: record keys (seconds per epoch) summed into each part.
+STEP_PARTS = {
+    "data wait": ["data_wait_s"],
+    "host-to-device copy": ["input_s"],
+    "compute": ["forward_backward_s", "optimizer_s"],
+    "communication": ["communication_s"],
+}
+PART_COLOURS = {"data wait": "#d95f02", "host-to-device copy": "#7570b3", "compute": "#1b9e77", "communication": "#e7298a"}
+
+
 def summarise(run):
-    rates = [e["images_per_s"] for e in run["epochs"]]
+    epochs = run["epochs"]
+    rates = [e["images_per_s"] for e in epochs]
     if not rates:
         return None
     med = statistics.median(rates)
 
-    def per_image(key):
-        vals = [e.get(key) for e in run["epochs"] if e.get(key) is not None]
-        if not vals:
-            return None
-        return statistics.median(v / (e["images"]) for v, e in zip(vals, run["epochs"]))
+    def per_step_ms(keys):
+        # Median over the repeats; a key that is null (unavailable, e.g. communication on one process) counts 0.
+        return statistics.median(sum(e.get(k) or 0 for k in keys) / e["steps"] for e in epochs) * 1e3
 
     return {"median": med, "min": min(rates), "max": max(rates),
             "spread_pct": 100.0 * (max(rates) - min(rates)) / med if med else 0.0,
-            "split_ms_per_image": {
-                "data wait": (per_image("data_wait_s") or 0) * 1e3,
-                "copy + normalise": (per_image("input_s") or 0) * 1e3,
-                "compute": ((per_image("forward_backward_s") or 0) + (per_image("optimizer_s") or 0)) * 1e3,
-                "communication": (per_image("communication_s") or 0) * 1e3}}
+            "wall_ms_per_step": per_step_ms(["wall_s"]),
+            "split_ms_per_step": {part: per_step_ms(keys) for part, keys in STEP_PARTS.items()}}
+
+
+def svg_document(width, height, body):
+    return "\n".join([f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+                      f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+                      f'<rect width="{width}" height="{height}" fill="white"/>', *body, "</svg>"]) + "\n"
 
 
 def svg_bars(path, title, groups, unit):
-    """groups: list of (name, [(label, value)]) -> horizontal bars."""
-    rows = [(g, l, v) for g, items in groups for l, v in items]
-    width, bar_h, left = 900, 16, 330
-    height = 40 + len(rows) * (bar_h + 4) + len(groups) * 14
-    top = max([v for _, _, v in rows] + [1e-9])
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
-             f'<text x="10" y="20" font-size="14">{title}</text>']
-    y = 36
-    for g, items in groups:
-        parts.append(f'<text x="10" y="{y + 10}" font-weight="bold">{g}</text>')
-        y += 14
-        for label, value in items:
-            w = (width - left - 90) * value / top
-            parts.append(f'<text x="{left - 6}" y="{y + 12}" text-anchor="end">{label}</text>')
-            parts.append(f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="#4878a8"/>')
-            parts.append(f'<text x="{left + w + 4:.1f}" y="{y + 12}">{value:.0f} {unit}</text>')
+    """groups: [(group name, [(label, median, low, high)])] -> horizontal bars, low..high as an error bar."""
+    width, bar_h, left, right = 960, 16, 170, 170
+    n = sum(len(items) for _, items in groups)
+    height = 50 + n * (bar_h + 4) + len(groups) * 16
+    top = max([high for _, items in groups for *_, high in items] + [1e-9])
+    scale = (width - left - right) / top
+    body = [f'<text x="10" y="20" font-size="14">{escape(title)}</text>',
+            f'<text x="10" y="36" fill="#555">bar: median of the repeats; whisker: min..max</text>']
+    y = 46
+    for group, items in groups:
+        body.append(f'<text x="10" y="{y + 11}" font-weight="bold">{escape(group)}</text>')
+        y += 16
+        for label, median, low, high in items:
+            mid = y + bar_h / 2
+            body += [f'<text x="{left - 6}" y="{y + 12}" text-anchor="end">{escape(label)}</text>',
+                     f'<rect x="{left}" y="{y}" width="{median * scale:.1f}" height="{bar_h}" fill="#4878a8"/>',
+                     f'<line x1="{left + low * scale:.1f}" y1="{mid}" x2="{left + high * scale:.1f}" y2="{mid}" stroke="black"/>',
+                     f'<line x1="{left + low * scale:.1f}" y1="{y + 3}" x2="{left + low * scale:.1f}" y2="{y + bar_h - 3}" stroke="black"/>',
+                     f'<line x1="{left + high * scale:.1f}" y1="{y + 3}" x2="{left + high * scale:.1f}" y2="{y + bar_h - 3}" stroke="black"/>',
+                     f'<text x="{left + high * scale + 6:.1f}" y="{y + 12}">{median:.0f} {escape(unit)} '
+                     f'({low:.0f}..{high:.0f})</text>']
             y += bar_h + 4
-    parts.append("</svg>")
-    open(path, "w").write("\n".join(parts))
+    open(path, "w").write(svg_document(width, height, body))
 
 
-def svg_stacked(path, title, rows):
-    """rows: list of (label, {part: ms per image}) -> stacked horizontal bars."""
-    colours = {"data wait": "#d95f02", "copy + normalise": "#7570b3", "compute": "#1b9e77", "communication": "#e7298a"}
-    width, bar_h, left = 900, 16, 330
-    height = 60 + len(rows) * (bar_h + 4)
-    top = max([sum(p.values()) for _, p in rows] + [1e-9])
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
-             f'<text x="10" y="20" font-size="14">{title}</text>']
+def svg_stacked(path, title, groups):
+    """groups: [(group name, [(label, {part: ms per step}, wall ms per step)])] -> stacked horizontal bars."""
+    width, bar_h, left, right = 960, 16, 170, 170
+    n = sum(len(items) for _, items in groups)
+    height = 70 + n * (bar_h + 4) + len(groups) * 16
+    top = max([max(sum(split.values()), wall) for _, items in groups for _, split, wall in items] + [1e-9])
+    scale = (width - left - right) / top
+    body = [f'<text x="10" y="20" font-size="14">{escape(title)}</text>',
+            '<text x="10" y="36" fill="#555">data wait: host blocked on the loader; the other parts: device time on the '
+            'compute stream (they can overlap the wait); black tick: wall time per step</text>']
     x = left
-    for name, colour in colours.items():
-        parts.append(f'<rect x="{x}" y="30" width="10" height="10" fill="{colour}"/><text x="{x + 14}" y="39">{name}</text>')
-        x += 130
-    y = 50
-    for label, split in rows:
-        parts.append(f'<text x="{left - 6}" y="{y + 12}" text-anchor="end">{label}</text>')
-        x = left
-        for name, colour in colours.items():
-            w = (width - left - 90) * split.get(name, 0) / top
-            parts.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour}"/>')
-            x += w
-        parts.append(f'<text x="{x + 4:.1f}" y="{y + 12}">{sum(split.values()):.3f} ms/img</text>')
-        y += bar_h + 4
-    parts.append("</svg>")
-    open(path, "w").write("\n".join(parts))
+    for part, colour in PART_COLOURS.items():
+        body.append(f'<rect x="{x}" y="44" width="10" height="10" fill="{colour}"/><text x="{x + 14}" y="53">{part}</text>')
+        x += 140
+    y = 64
+    for group, items in groups:
+        body.append(f'<text x="10" y="{y + 11}" font-weight="bold">{escape(group)}</text>')
+        y += 16
+        for label, split, wall in items:
+            body.append(f'<text x="{left - 6}" y="{y + 12}" text-anchor="end">{escape(label)}</text>')
+            x = left
+            for part, colour in PART_COLOURS.items():
+                w = split.get(part, 0) * scale
+                body.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colour}">'
+                            f'<title>{part}: {split.get(part, 0):.2f} ms</title></rect>')
+                x += w
+            body += [f'<line x1="{left + wall * scale:.1f}" y1="{y - 1}" x2="{left + wall * scale:.1f}" y2="{y + bar_h + 1}" '
+                     f'stroke="black" stroke-width="2"/>',
+                     f'<text x="{max(x, left + wall * scale) + 6:.1f}" y="{y + 12}">{sum(split.values()):.1f} ms '
+                     f'(wall {wall:.1f})</text>']
+            y += bar_h + 4
+    open(path, "w").write(svg_document(width, height, body))
+
+
+# How each switch reads in the headline: (on, off).
+SWITCH_WORDS = {
+    "tf32": ("TF32", "true FP32"),
+    "fp16": ("fp16 autocast", "fp32"),
+    "channels_last": ("channels-last", "NCHW"),
+    "cudnn_benchmark": ("cuDNN autotune", "no autotune"),
+    "cuda_graph": ("CUDA graph", "eager"),
+    "loader": ("pinned all-core prefetching loader", "decoding on the training thread into pageable memory"),
+}
+
+
+def write_report(opts, machine, runs, names, batches):
+    """report.md: the headline, what each switch bought, costs, the pictures, the table."""
+    def median(data, batch, label):
+        for r in runs:
+            if r["data"] == data and r["batch"] == batch and r["label"] == label and r["summary"]:
+                return r["summary"]["median"]
+        return None
+
+    batch = batches[0]
+    lines = [f"# Switch ablation, {machine['date']} ({opts.device})", "", f"Command: `{machine['command']}`", ""]
+    ratios = []
+    for data, what in [("jpeg", "JPEG files (the whole pipeline)"), ("synthetic", "synthetic data (compute alone)")]:
+        base, best = median(data, batch, "baseline"), median(data, batch, "all")
+        if base and best:
+            ratios.append(f"{best / base:.2f}x on {what}, {base:.0f} -> {best:.0f} img/s")
+        else:
+            ratios.append(f"no ratio on {what}: the baseline or the optimized run failed (logs/)")
+    lines.append(f"**Headline (batch {batch}): the optimized configuration ("
+                 + ", ".join(SWITCH_WORDS[s][0] for s in names) + ") over the baseline ("
+                 + ", ".join(SWITCH_WORDS[s][1] for s in names) + "): " + "; ".join(ratios)
+                 + f". The source claims {SOURCE_CLAIM}x (A100 against RTX 3090).**")
+    for data in ["jpeg", "synthetic"]:
+        base, best = median(data, batch, "baseline"), median(data, batch, "all")
+        alone, last = [], []
+        for s in names:
+            if data == "synthetic" and s == "loader":
+                continue  # synthetic batches are made on the device: there is no loader to switch
+            a, w = median(data, batch, f"+{s}"), median(data, batch, f"all-{s}")
+            if a and base:
+                alone.append(f"{s} {a / base:.2f}x")
+            if w and best:
+                last.append(f"{s} {100 * (1 - w / best):.0f}%" if w <= best else f"{s} nothing ({w / best:.2f}x faster without)")
+        lines += ["", f"Which switch bought what ({data}, batch {batch}): alone on top of the baseline: "
+                  + (", ".join(alone) or "-") + "; removing it from the full set costs: " + (", ".join(last) or "-") + "."]
+    if opts.price_per_hour:
+        lines += ["", f"Cost of one ImageNet epoch ({IMAGENET_TRAIN_IMAGES:,} images) at {opts.price_per_hour:g}/h, batch {batch}:", ""]
+        for data in ["jpeg", "synthetic"]:
+            parts = []
+            for name, label in [("baseline", "baseline"), ("optimized", "all")]:
+                rate = median(data, batch, label)
+                if rate:
+                    hours = IMAGENET_TRAIN_IMAGES / rate / 3600
+                    parts.append(f"{name} {hours * opts.price_per_hour:.4g} ({hours:.2f} h)")
+            lines.append(f"- {data}: " + (", ".join(parts) or "-"))
+    lines += ["", "![images/s per configuration](images_per_s.svg)", "", "![where a step's time goes](step_split.svg)", "",
+              "| data | batch | configuration | images/s (median) | min | max | spread | ms/step: data wait | copy | compute | wall |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in runs:
+        s = r["summary"]
+        if not s:
+            lines.append(f"| {r['data']} | {r['batch']} | {r['label']} | failed (exit {r['exit_code']}) | | | | | | | |")
+            continue
+        sp = s["split_ms_per_step"]
+        lines.append(f"| {r['data']} | {r['batch']} | {r['label']} | {s['median']:.0f} | {s['min']:.0f} | {s['max']:.0f} | "
+                     f"{s['spread_pct']:.1f}% | {sp['data wait']:.2f} | {sp['host-to-device copy']:.2f} | {sp['compute']:.2f} | "
+                     f"{s['wall_ms_per_step']:.2f} |")
+    lines += ["", "## What each switch bought, every batch", "",
+              "Alone: images/s of the baseline plus the switch, over the baseline. Last: all switches over all but this one.", "",
+              "| data | batch | switch | alone | last |", "| --- | --- | --- | --- | --- |"]
+    for data in ["synthetic", "jpeg"]:
+        for b in batches:
+            base, best = median(data, b, "baseline"), median(data, b, "all")
+            for s in names:
+                alone, without = median(data, b, f"+{s}"), median(data, b, f"all-{s}")
+                a = f"{alone / base:.2f}x" if alone and base else "-"
+                l = f"{best / without:.2f}x" if best and without else "-"
+                lines.append(f"| {data} | {b} | {s} | {a} | {l} |")
+    lines += ["", "Every epoch record: `ablation.json`. Logs: `logs/`."]
+    open(os.path.join(opts.out, "report.md"), "w").write("\n".join(lines) + "\n")
+
+
+def write_pictures(opts, runs, batches):
+    groups = [(data, b, [r for r in runs if r["data"] == data and r["batch"] == b and r["summary"]])
+              for data in ["synthetic", "jpeg"] for b in batches]
+    svg_bars(os.path.join(opts.out, "images_per_s.svg"), "rn50: images/s per configuration",
+             [(f"{data}, batch {b}", [(r["label"], r["summary"]["median"], r["summary"]["min"], r["summary"]["max"])
+                                      for r in rs]) for data, b, rs in groups], "img/s")
+    svg_stacked(os.path.join(opts.out, "step_split.svg"), "rn50: where a step's time goes (ms per step, median)",
+                [(f"{data}, batch {b}", [(r["label"], r["summary"]["split_ms_per_step"], r["summary"]["wall_ms_per_step"])
+                                         for r in rs]) for data, b, rs in groups])
 
 
 def main():
@@ -148,9 +270,13 @@ def main():
     p.add_argument("--data-root", help="JPEG dataset (ImageNet layout) instead of generated files")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--model", default="resnet50")
+    p.add_argument("--price-per-hour", type=float, default=0,
+                   help="instance price per hour (any currency): the report adds the cost of an ImageNet epoch")
     p.add_argument("--quick", action="store_true",
                    help="a smoke run of the tool itself: CPU, resnet18, 32 px, one batch size, one step, one repeat")
     opts = p.parse_args()
+    if opts.price_per_hour < 0:
+        p.error("--price-per-hour must not be negative")
     if opts.quick:
         opts.device, opts.image_size, opts.model, opts.repeats, batches, steps = "cpu", 32, "resnet18", 1, [4], {4: 1}
     else:
@@ -187,53 +313,8 @@ def main():
                "command": " ".join(sys.argv)}
     json.dump({"machine": machine, "runs": runs}, open(os.path.join(opts.out, "ablation.json"), "w"), indent=1)
 
-    # The report.
-    lines = [f"# Switch ablation, {machine['date']} ({opts.device})", "", f"Command: `{machine['command']}`", ""]
-    def get(data, batch, label):
-        for r in runs:
-            if r["data"] == data and r["batch"] == batch and r["label"] == label and r["summary"]:
-                return r["summary"]["median"]
-        return None
-    head_batch = batches[0]
-    for data in ["synthetic", "jpeg"]:
-        base, best = get(data, head_batch, "baseline"), get(data, head_batch, "all")
-        if base and best:
-            lines.append(f"**{data}, batch {head_batch}: baseline {base:.0f} img/s, all switches {best:.0f} img/s: "
-                         f"{best / base:.2f}x** (the source's claim: {SOURCE_CLAIM}x, A100 against RTX 3090).")
-    lines += ["", "| data | batch | configuration | images/s (median) | min | max | spread | data wait | copy | compute | ms/img |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in runs:
-        s = r["summary"]
-        if not s:
-            lines.append(f"| {r['data']} | {r['batch']} | {r['label']} | failed (exit {r['exit_code']}) | | | | | | | |")
-            continue
-        sp = s["split_ms_per_image"]
-        lines.append(f"| {r['data']} | {r['batch']} | {r['label']} | {s['median']:.0f} | {s['min']:.0f} | {s['max']:.0f} | "
-                     f"{s['spread_pct']:.1f}% | {sp['data wait']:.3f} | {sp['copy + normalise']:.3f} | {sp['compute']:.3f} | "
-                     f"{sum(sp.values()):.3f} |")
-    lines += ["", "## What each switch bought", "",
-              "Alone: images/s of the baseline plus the switch, over the baseline. Last: all switches over all but this one.", "",
-              "| data | batch | switch | alone | last |", "| --- | --- | --- | --- | --- |"]
-    for data in ["synthetic", "jpeg"]:
-        for batch in batches:
-            base, best = get(data, batch, "baseline"), get(data, batch, "all")
-            for s in names:
-                alone, without = get(data, batch, f"+{s}"), get(data, batch, f"all-{s}")
-                a = f"{alone / base:.2f}x" if alone and base else "-"
-                l = f"{best / without:.2f}x" if best and without else "-"
-                lines.append(f"| {data} | {batch} | {s} | {a} | {l} |")
-    lines += ["", "Pictures: `images_per_s.svg`, `step_split.svg`. Every epoch record: `ablation.json`. Logs: `logs/`."]
-    open(os.path.join(opts.out, "report.md"), "w").write("\n".join(lines) + "\n")
-
-    groups = []
-    for data in ["synthetic", "jpeg"]:
-        for batch in batches:
-            groups.append((f"{data}, batch {batch}", [(r["label"], r["summary"]["median"]) for r in runs
-                                                      if r["data"] == data and r["batch"] == batch and r["summary"]]))
-    svg_bars(os.path.join(opts.out, "images_per_s.svg"), "rn50: images/s per configuration (median)", groups, "img/s")
-    svg_stacked(os.path.join(opts.out, "step_split.svg"), f"rn50: where a step's time goes, per image (batch {head_batch})",
-                [(f"{r['data']} {r['label']}", r["summary"]["split_ms_per_image"]) for r in runs
-                 if r["batch"] == head_batch and r["summary"]])
+    write_report(opts, machine, runs, names, batches)
+    write_pictures(opts, runs, batches)
     failed = [r for r in runs if r["exit_code"] != 0]
     print(f"wrote {opts.out}/report.md ({len(runs)} runs, {len(failed)} failed)")
     sys.exit(1 if failed else 0)

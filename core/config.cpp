@@ -157,6 +157,9 @@ std::vector<ConfigKey> make_keys() {
                  "classifier when the class count differs: fine-tuning)"),
       int_key("log_every", &C::log_every, "steps between step records in the log and metrics"),
       bool_key("validate", &C::validate, "evaluate on the validation split after every epoch"),
+      double_key("price_per_hour", &C::price_per_hour,
+                 "instance price per hour (any currency): each epoch record gets cost_per_epoch and "
+                 "projected_run_cost (0: off)"),
       choice_key("tf32", &C::tf32, {"default", "on", "off"},
                  "TF32 math: default keeps LibTorch's defaults (TF32 in cuDNN convolutions, not in matrix "
                  "products); off is true FP32 everywhere; on allows TF32 everywhere"),
@@ -269,6 +272,7 @@ void validate(Config& c) {
   require(c.weight_decay >= 0, "weight_decay", "must not be negative");
   require(c.label_smoothing >= 0 && c.label_smoothing < 1, "label_smoothing", "must be in [0, 1)");
   require(c.log_every >= 1, "log_every", "must be at least 1");
+  require(c.price_per_hour >= 0, "price_per_hour", "must not be negative (0 turns costs off)");
   require(!c.out_dir.empty(), "out_dir", "must not be empty");
   require(c.data == "synthetic" || !c.data_root.empty(), "data_root", "is required when data is folder");
   require(c.resume.empty() || c.init_from.empty(), "init_from",

@@ -47,6 +47,7 @@ struct Config {
   std::string init_from;  // weights (torchvision layout) to start from
   int log_every = 50;  // steps between step records
   bool validate = true;
+  double price_per_hour = 0;  // instance price per hour in any currency; > 0 adds costs to the epoch records
 
   // speed switches (GPU)
   std::string tf32 = "default";      // default | on | off

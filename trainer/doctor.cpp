@@ -23,6 +23,7 @@
 #include "gpu/mig.h"
 #include "gpu/nvml.h"
 #include "models/model.h"
+#include "trainer/cost.h"
 #include "trainer/report.h"
 #include "trainer/sgd.h"
 #include "trainer/step_timer.h"
@@ -32,7 +33,6 @@ namespace rn50::trainer {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr double kImageNetTrainImages = 1281167;
 
 using Row = ReportRow;
 
@@ -132,20 +132,6 @@ std::string fmt_rate(double x) { return strprintf("%.0f img/s", x); }
 
 }  // namespace
 
-std::string compare_instances(double price_a, double rate_a, double price_b, double rate_b) {
-  const double break_even = price_a / price_b;
-  std::string out = strprintf("A costs %.3g/h, B %.3g/h: A must train %.2fx faster than B to cost the same per image",
-                              price_a, price_b, break_even);
-  if (rate_a > 0 && rate_b > 0) {
-    const double speedup = rate_a / rate_b;
-    const double cost_a = price_a / 3600.0 / rate_a * kImageNetTrainImages;
-    const double cost_b = price_b / 3600.0 / rate_b * kImageNetTrainImages;
-    out += strprintf("; measured A/B = %.2fx, so A is %s per image (ImageNet epoch: A %.3g, B %.3g)", speedup,
-                     speedup >= break_even ? "cheaper" : "dearer", cost_a, cost_b);
-  }
-  return out;
-}
-
 int run_doctor(const DoctorOptions& options) {
   std::vector<Row> rows;
   const bool quick = options.quick;
@@ -239,7 +225,8 @@ int run_doctor(const DoctorOptions& options) {
     const double epoch_hours = kImageNetTrainImages / step_rate / 3600.0;
     rows.push_back({"cost", "ImageNet epoch at this rate", strprintf("%.2f h, %.3g at %.3g/h", epoch_hours,
                                                                       epoch_hours * options.price_per_hour, options.price_per_hour),
-                    "info", "90 epochs: " + strprintf("%.3g", 90 * epoch_hours * options.price_per_hour)});
+                    "info", strprintf("90 epochs: %.3g; %.3g per million images", 90 * epoch_hours * options.price_per_hour,
+                                      cost_per_million_images(options.price_per_hour, step_rate))});
   }
 
   std::printf("%s", format_report(rows, options.json).c_str());

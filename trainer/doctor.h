@@ -16,7 +16,4 @@ struct DoctorOptions {
 // Prints the table (or JSON) and returns the exit code: 0 when it ran, whatever the verdicts.
 int run_doctor(const DoctorOptions& options);
 
-// Break-even speed-up of instance A over instance B: price_a / price_b; and what the measured rates mean.
-std::string compare_instances(double price_a, double rate_a, double price_b, double rate_b);
-
 }  // namespace rn50::trainer

@@ -20,6 +20,7 @@
 #include "models/model.h"
 #include "data/decode_bench.h"
 #include "trainer/checkpoint.h"
+#include "trainer/cost.h"
 #include "trainer/doctor.h"
 #include "trainer/infer.h"
 #include "trainer/launch.h"
@@ -202,7 +203,8 @@ int doctor_command(int argc, char** argv) {
       "device", "auto, cpu or cuda:N", cxxopts::value<std::string>()->default_value("auto"))(
       "json", "print JSON instead of a table")("quick", "shorter measurements")(
       "price-per-hour", "instance price (any currency): cost of an ImageNet epoch", cxxopts::value<double>())(
-      "compare", "PRICE_A,RATE_A,PRICE_B,RATE_B: break-even speed-up of instance A over B (rates in img/s, 0 if unknown)",
+      "compare", "PRICE_A,RATE_A,PRICE_B,RATE_B: cost per million images of instances A and B and the break-even speed-up "
+      "of A over B (prices per hour, rates in img/s, 0 if unknown)",
       cxxopts::value<std::vector<double>>())("h,help", "print this help");
   const auto parsed = options.parse(argc, argv);
   if (parsed.count("help")) {
@@ -214,7 +216,7 @@ int doctor_command(int argc, char** argv) {
     if (v.size() != 4 || v[0] <= 0 || v[2] <= 0 || v[1] < 0 || v[3] < 0) {
       throw rn50::ConfigError("--compare needs PRICE_A,RATE_A,PRICE_B,RATE_B with positive prices");
     }
-    std::printf("%s\n", rn50::trainer::compare_instances(v[0], v[1], v[2], v[3]).c_str());
+    std::printf("%s", rn50::trainer::compare_instances(v[0], v[1], v[2], v[3]).c_str());
     return 0;
   }
   if (parsed.count("data-root")) doctor.data_root = parsed["data-root"].as<std::string>();
@@ -222,6 +224,7 @@ int doctor_command(int argc, char** argv) {
   doctor.json = parsed.count("json") > 0;
   doctor.quick = parsed.count("quick") > 0;
   if (parsed.count("price-per-hour")) doctor.price_per_hour = parsed["price-per-hour"].as<double>();
+  if (doctor.price_per_hour < 0) throw rn50::ConfigError("--price-per-hour must not be negative");
   rn50::init_logging("", 0);
   return rn50::trainer::run_doctor(doctor);
 }

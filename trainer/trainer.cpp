@@ -12,6 +12,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "core/config.h"
 #include "core/errors.h"
@@ -25,6 +26,7 @@
 #include "gpu/utilisation.h"
 #include "models/model.h"
 #include "trainer/checkpoint.h"
+#include "trainer/cost.h"
 #include "trainer/distributed.h"
 #include "trainer/executor.h"
 #include "trainer/grad_sync.h"
@@ -113,13 +115,22 @@ class Run {
 
   void run() {
     for (int64_t epoch = start_epoch_; epoch < config_.epochs; ++epoch) {
+      const auto t0 = Clock::now();
       EpochRecord record = train_epoch(epoch);
       if (distributed_) average_buffers();
       if (config_.validate && val_set_) validate(record);
       if (primary()) {
         save(epoch + 1);
+        // What the instance is paid for: the whole epoch, validation and checkpoint included.
+        std::optional<RunCost> cost;
+        if (config_.price_per_hour > 0) {
+          epoch_seconds_.push_back(seconds_since(t0));
+          cost = run_cost(config_.price_per_hour, epoch_seconds_, config_.epochs);
+          record.extra.emplace_back("cost_per_epoch", cost->per_epoch);
+          record.extra.emplace_back("projected_run_cost", cost->projected_run);
+        }
         metrics_->write(record);
-        log_epoch(record);
+        log_epoch(record, cost);
       }
     }
     if (distributed_) {
@@ -471,14 +482,16 @@ class Run {
     save_checkpoint(config_.out_dir + "/checkpoint.safetensors", *model_, *sgd_, meta, step_->state());
   }
 
-  void log_epoch(const EpochRecord& r) {
+  void log_epoch(const EpochRecord& r, const std::optional<RunCost>& cost) {
     auto pct = [](const std::optional<double>& x) { return x ? strprintf("%.2f%%", 100.0 * *x) : std::string("-"); };
     log_info(strprintf(
         "epoch %lld/%d: %.1f s, %.0f img/s (data wait %.1f s), train loss %.4f, val loss %s, top-1 %s, top-5 %s, "
-        "bad samples %lld",
+        "bad samples %lld%s",
         static_cast<long long>(r.epoch), config_.epochs, r.wall_s, r.images_per_s, r.data_wait_s, r.train_loss,
         r.val_loss ? strprintf("%.4f", *r.val_loss).c_str() : "-", pct(r.top1).c_str(), pct(r.top5).c_str(),
-        static_cast<long long>(r.bad_samples)));
+        static_cast<long long>(r.bad_samples),
+        cost ? strprintf(", cost %.4g this epoch, projected run cost %.4g", cost->per_epoch, cost->projected_run).c_str()
+             : ""));
   }
 
   const Config& config_;
@@ -504,6 +517,7 @@ class Run {
   LrSchedule schedule_;
   int64_t start_epoch_ = 0;
   int64_t global_step_ = 0;
+  std::vector<double> epoch_seconds_;  // whole epochs of this process, for the cost projection
 };
 
 }  // namespace

@@ -58,6 +58,8 @@ TEST(Config, ValidationNamesTheKey) {
             }).find("lr_milestones"),
             std::string::npos);
   EXPECT_NE(invalid({{"data_root", ""}}).find("data_root"), std::string::npos);
+  EXPECT_NE(invalid({{"price_per_hour", "-0.5"}}).find("price_per_hour"), std::string::npos);
+  EXPECT_EQ(invalid({{"price_per_hour", "3.2"}}), "");
   EXPECT_EQ(invalid({{"data_root", ""}, {"data", "synthetic"}}), "");
 }
 

@@ -373,3 +373,33 @@ TEST_F(Cli, LaunchStopsTheOtherRanksWhenOneDies) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(Cli, PricePerHourAddsCostsToTheEpochRecordAndLog) {
+  const std::string train = "train --data synthetic --device cpu --model resnet18 --image-size 32 --val-resize 32"
+                            " --batch-size 4 --synthetic-images 8 --epochs 1 --validate=off --out-dir " + path("run");
+  Result r = rn50(train + " --price-per-hour 3.2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto epochs = records(path("run") + "/metrics.jsonl", "epoch");
+  ASSERT_EQ(epochs.size(), 1u);
+  const double cost = epochs[0]["cost_per_epoch"].get<double>();
+  // The whole epoch (checkpoint included) is paid for: at least the training part's wall time.
+  EXPECT_GE(cost, epochs[0]["wall_s"].get<double>() / 3600.0 * 3.2);
+  EXPECT_LT(cost, 3.2);  // well under an hour
+  EXPECT_DOUBLE_EQ(epochs[0]["projected_run_cost"].get<double>(), cost);  // one epoch configured
+  EXPECT_NE(r.output.find(", cost "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" this epoch, projected run cost "), std::string::npos) << r.output;
+
+  // Off by default: no cost fields.
+  fs::remove_all(path("run"));
+  r = rn50(train);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_FALSE(records(path("run") + "/metrics.jsonl", "epoch").at(0).contains("cost_per_epoch"));
+
+  r = rn50(train + " --price-per-hour=-1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("price_per_hour"), std::string::npos) << r.output;
+}
+
+}  // namespace

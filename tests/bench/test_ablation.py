@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""tests/bench/test_ablation.py: runs bench/ablation.py --quick (the whole matrix on the CPU) and checks what it
+writes: ablation.json, report.md (headline with the ratio next to the source's 2.7x, costs, both pictures
+referenced) and the two SVG pictures, parsed as XML.
+
+  tests/bench/test_ablation.py --rn50 build/rn50 --out DIR --work DIR
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+SVG = "{http://www.w3.org/2000/svg}"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def check(condition, message):
+    if not condition:
+        print(f"FAILED: {message}", file=sys.stderr)
+        sys.exit(1)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--rn50", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--work", required=True)
+    opts = p.parse_args()
+    for name in ["report.md", "images_per_s.svg", "step_split.svg", "ablation.json"]:
+        if os.path.exists(os.path.join(opts.out, name)):
+            os.remove(os.path.join(opts.out, name))  # nothing left over from an earlier run counts
+    code = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "ablation.py"), "--rn50", opts.rn50, "--out", opts.out,
+                           "--work", opts.work, "--quick", "--price-per-hour", "2.5"]).returncode
+    check(code == 0, f"ablation.py --quick exited with {code}")
+
+    runs = json.load(open(os.path.join(opts.out, "ablation.json")))["runs"]
+    # Quick mode on the CPU: baseline, 5 alone, 5 all-but-one, all (no fp16), on synthetic and JPEG data.
+    check(len(runs) == 24, f"24 runs expected, got {len(runs)}")
+    check(all(r["summary"] for r in runs), "a run without a summary")
+
+    bars = ET.parse(os.path.join(opts.out, "images_per_s.svg")).getroot()
+    check(bars.tag == SVG + "svg", f"images_per_s.svg: root is {bars.tag}")
+    medians = [r for r in bars.iter(SVG + "rect") if r.get("fill") == "#4878a8"]
+    check(len(medians) == len(runs), f"images_per_s.svg: {len(medians)} bars for {len(runs)} runs")
+    check(len(list(bars.iter(SVG + "line"))) == 3 * len(runs), "images_per_s.svg: one error bar (3 lines) per run")
+    widest = max(float(r.get("width")) for r in medians)
+    fastest = max(runs, key=lambda r: r["summary"]["median"])
+    check(float(medians[runs.index(fastest)].get("width")) >= widest - 0.1,  # bars in run order, widths to 0.1
+          "images_per_s.svg: the fastest run's bar is not the widest")
+
+    split = ET.parse(os.path.join(opts.out, "step_split.svg")).getroot()
+    check(split.tag == SVG + "svg", f"step_split.svg: root is {split.tag}")
+    parts = [r for r in split.iter(SVG + "rect") if r.find(SVG + "title") is not None]
+    check(len(parts) == 4 * len(runs), f"step_split.svg: {len(parts)} bar parts for {len(runs)} runs (4 each)")
+    texts = " ".join(t.text or "" for t in split.iter(SVG + "text"))
+    for part in ["data wait", "host-to-device copy", "compute", "communication"]:
+        check(part in texts, f"step_split.svg: no legend entry '{part}'")
+
+    report = open(os.path.join(opts.out, "report.md")).read()
+    headline = [l for l in report.splitlines() if l.startswith("**Headline")]
+    check(len(headline) == 1, "report.md: no headline line")
+    check(re.search(r"\): \d+\.\d\dx on JPEG files .*; \d+\.\d\dx on synthetic data .*The source claims 2\.7x", headline[0]),
+          f"no ratios next to the source's 2.7x in: {headline[0]}")
+    check("optimized configuration (TF32, " in headline[0] and "baseline (true FP32, " in headline[0],
+          f"baseline or optimized unnamed: {headline[0]}")
+    check("alone on top of the baseline: tf32 " in report and "removing it from the full set costs: " in report,
+          "report.md: no 'which switch bought what'")
+    check(re.search(r"Cost of one ImageNet epoch \(1,281,167 images\) at 2\.5/h", report), "report.md: no cost section")
+    check(re.search(r"- jpeg: baseline [\d.e+-]+ \([\d.]+ h\), optimized [\d.e+-]+ \([\d.]+ h\)", report),
+          "report.md: no baseline and optimized cost")
+    check("(images_per_s.svg)" in report and "(step_split.svg)" in report, "report.md: pictures not referenced")
+    print("ablation quick run: report and pictures well-formed")
+
+
+if __name__ == "__main__":
+    main()
