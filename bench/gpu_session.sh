@@ -2,12 +2,13 @@
 # bench/gpu_session.sh: one GPU-machine session: build against pip LibTorch, run every test (the GPU
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
-#   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp jpeg roundtrip ablation"
-#   (default: build test mig smoke synthetic jpeg roundtrip; dptest and ddp need the two-GPU machine)
+#   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp jpeg gpudecode roundtrip ablation"
+#   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
+#   gpudecode needs jpeg's generated files)
 set -uo pipefail
 FINAL_OUT=${OUT:-/tmp/rn50-out}
 OUT=/tmp/rn50-logs  # everything here is packed into $FINAL_OUT/logs.tar.gz at the end
-STAGES=${STAGES:-build test mig smoke synthetic jpeg roundtrip}
+STAGES=${STAGES:-build test mig smoke synthetic jpeg gpudecode roundtrip}
 mkdir -p "$OUT" "$FINAL_OUT"
 pack() { tar -czf "$FINAL_OUT/logs.tar.gz" -C "$OUT" . 2>/dev/null; }  # after every stage: a killed run keeps its logs
 trap pack EXIT
@@ -113,6 +114,21 @@ if has jpeg; then  # the full pipeline on ImageNet-sized JPEGs: decode threads, 
     --log-every 100000 --validate=off --out-dir /tmp/runs/jpeg_optimized > "$OUT/jpeg_optimized.log" 2>&1 || tail -3 "$OUT/jpeg_optimized.log"
   printf "%-34s %s\n" jpeg_optimized "$(summary /tmp/runs/jpeg_optimized/metrics.jsonl)" | tee -a "$OUT/table.txt"
   python3 -c "import json; r=[json.loads(l) for l in open('/tmp/runs/jpeg_optimized/metrics.jsonl') if 'epoch' in l][-1]; print({k: r[k] for k in r if k.startswith(('data_wait','h2d','gpu_util','sm_util','tensor_util','power'))})" | tee -a "$OUT/table.txt"
+  pack
+fi
+if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured differences, the decode rate, training
+  grep -q "nvJPEG found" "$OUT/build.log" 2>/dev/null || echo "gpudecode: the build log says no nvJPEG"
+  "$build/tests/rn50_cuda_tests" --gtest_filter='GpuDecode*:GeneratedJpegs*' > "$OUT/gpu_decode_tests.log" 2>&1
+  grep -E "^\[ measured|FAILED  \]|PASSED" "$OUT/gpu_decode_tests.log" | tail -40
+  "$build/rn50" bench-decode --decode gpu --seconds 5 2>&1 | tee "$OUT/bench_decode_gpu.txt"
+  "$build/rn50" bench-decode --seconds 3 2>&1 | tee "$OUT/bench_decode_cpu.txt"
+  [[ -d /tmp/jpeg ]] && "$build/rn50" bench-decode --decode gpu --data-root /tmp/jpeg/train --files 512 --seconds 5 2>&1 \
+    | tee -a "$OUT/bench_decode_gpu.txt"
+  "$build/rn50" train --config configs/optimized.yaml --data-root /tmp/jpeg --device cuda:0 --epochs 2 --warmup-epochs 0 \
+    --log-every 100000 --validate=off --decode gpu --out-dir /tmp/runs/jpeg_gpu_decode > "$OUT/jpeg_gpu_decode.log" 2>&1 \
+    || tail -3 "$OUT/jpeg_gpu_decode.log"
+  grep -E "\(decode\)|gpu decode" "$OUT/jpeg_gpu_decode.log"
+  printf "%-34s %s\n" jpeg_gpu_decode "$(summary /tmp/runs/jpeg_gpu_decode/metrics.jsonl)" | tee -a "$OUT/table.txt"
   pack
 fi
 if has roundtrip; then  # weights against torchvision, both directions (the GPU machine has torchvision)

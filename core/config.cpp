@@ -135,6 +135,9 @@ std::vector<ConfigKey> make_keys() {
       int_key("workers", &C::workers, "decode threads; 0 decodes on the training thread; -1: the usable cores"),
       int_key("prefetch", &C::prefetch, "batches decoded ahead of the training step"),
       bool_key("pin_memory", &C::pin_memory, "decode into page-locked host memory and copy asynchronously (GPU)"),
+      choice_key("decode", &C::decode, {"cpu", "gpu"},
+                 "where JPEGs are decoded and augmented: cpu (libjpeg-turbo on the decode threads) or gpu (nvJPEG and "
+                 "one kernel on the device; the decode threads only read files)"),
       bool_key("strict_data", &C::strict_data, "stop at the first unreadable image instead of skipping it"),
       int_key("synthetic_images", &C::synthetic_images, "images per epoch when data is synthetic"),
       int_key("epochs", &C::epochs, "epochs to train"),
@@ -289,6 +292,7 @@ void validate(Config& c) {
   require(c.bucket_mb > 0 && c.bucket_mb <= 4096, "bucket_mb", "must be in (0, 4096]");
   require(c.dist_timeout_s >= 1, "dist_timeout_s", "must be at least 1");
   require(!(cpu && c.precision != "fp32"), "precision", c.precision + " (autocast) needs a CUDA device; use fp32 on cpu");
+  require(!(cpu && c.decode == "gpu"), "decode", "gpu needs a CUDA device; use decode: cpu on the cpu");
 
   require(c.mig.empty() || c.mig == "list" || cuda || c.device == "auto", "mig", "needs a CUDA device");
 

@@ -23,6 +23,7 @@ struct Config {
   int workers = -1;      // decode threads; -1: the cores this process may use
   int prefetch = 4;      // batches decoded ahead
   bool pin_memory = true;
+  std::string decode = "cpu";  // cpu: libjpeg-turbo on the decode threads | gpu: nvJPEG, the threads only read files
   bool strict_data = false;
   int64_t synthetic_images = 25600;  // images per epoch in synthetic mode
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <memory>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "core/errors.h"
+#include "data/jpeg_header.h"
 #include "data/random_draws.h"
 
 namespace rn50::data {
@@ -47,6 +49,22 @@ void read_file(const std::string& path, std::vector<uint8_t>& bytes) {
 
 }  // namespace
 
+SampleGeometry sample_geometry(const SampleTransform& transform, int width, int height, uint64_t epoch, size_t index) {
+  SampleGeometry geometry;
+  if (transform.train) {
+    std::mt19937_64 rng = sample_rng(transform.seed, epoch, index);
+    geometry.rect = random_resized_crop(width, height, transform.crop, rng);
+    geometry.flip = transform.random_flip && detail::uniform_unit(rng) < 0.5;  // drawn after the crop, as torchvision
+  } else {
+    geometry.rect = center_crop_after_resize(width, height, transform.resize_size, transform.image_size);
+  }
+  return geometry;
+}
+
+void ImageDataset::load_encoded(size_t, uint64_t, EncodedSample&) const {
+  throw std::logic_error("this image source hands out decoded pixels only");
+}
+
 JpegFolderDataset::JpegFolderDataset(ImageFolder folder, SampleTransform transform)
     : folder_(std::move(folder)), transform_(transform) {
   if (folder_.labels.size() != folder_.files.size())
@@ -64,17 +82,21 @@ void JpegFolderDataset::load(size_t index, uint64_t epoch, uint8_t* out, WorkerS
   read_file(path, scratch.file);
   try {
     const JpegInfo info = read_jpeg_header(scratch.file.data(), scratch.file.size());
-    CropRect rect;
-    bool flip = false;
-    if (transform_.train) {
-      std::mt19937_64 rng = sample_rng(transform_.seed, epoch, index);
-      rect = random_resized_crop(info.width, info.height, transform_.crop, rng);
-      flip = transform_.random_flip && detail::uniform_unit(rng) < 0.5;  // drawn after the crop, as torchvision
-    } else {
-      rect = center_crop_after_resize(info.width, info.height, transform_.resize_size, transform_.image_size);
-    }
-    decode_crop_resize(scratch.file.data(), scratch.file.size(), rect, transform_.image_size, transform_.image_size,
-                       flip, out, scratch.decode);
+    const SampleGeometry geometry = sample_geometry(transform_, info.width, info.height, epoch, index);
+    decode_crop_resize(scratch.file.data(), scratch.file.size(), geometry.rect, transform_.image_size,
+                       transform_.image_size, geometry.flip, out, scratch.decode);
+  } catch (const DecodeError& e) {
+    throw DecodeError(path + ": " + e.what());
+  }
+}
+
+void JpegFolderDataset::load_encoded(size_t index, uint64_t epoch, EncodedSample& out) const {
+  const std::string& path = folder_.files.at(index);
+  read_file(path, out.bytes);
+  try {
+    out.info = parse_jpeg_frame_header(out.bytes.data(), out.bytes.size());
+    out.geometry = sample_geometry(transform_, out.info.width, out.info.height, epoch, index);
+    out.index = index;
   } catch (const DecodeError& e) {
     throw DecodeError(path + ": " + e.what());
   }

@@ -22,6 +22,24 @@ struct SampleTransform {
   uint64_t seed = 0;
 };
 
+// The crop and flip of one sample. Both decode paths take them from here, so that they agree for every sample.
+struct SampleGeometry {
+  CropRect rect;
+  bool flip = false;
+};
+
+// Training: RandomResizedCrop then the flip, both drawn from sample_rng(seed, epoch, index); validation: the
+// centre crop after the resize, never flipped.
+SampleGeometry sample_geometry(const SampleTransform& transform, int width, int height, uint64_t epoch, size_t index);
+
+// A sample left compressed for the GPU to decode: the file's bytes, its frame header and its crop and flip.
+struct EncodedSample {
+  std::vector<uint8_t> bytes;  // the whole file; the capacity stays from batch to batch
+  JpegInfo info;
+  SampleGeometry geometry;
+  size_t index = 0;  // dataset index: names the file when the device cannot decode it
+};
+
 // Per-thread state of a loader worker: reused buffers, so that the steady state allocates nothing.
 struct WorkerScratch {
   std::vector<uint8_t> file;  // compressed bytes of the current file
@@ -37,6 +55,10 @@ class ImageDataset {
   // Writes sample `index`, transformed for `epoch`, as image_size x image_size x 3 RGB bytes (HWC) at `out`.
   // Throws rn50::DecodeError when the sample cannot be used.
   virtual void load(size_t index, uint64_t epoch, uint8_t* out, WorkerScratch& scratch) const = 0;
+  // Reads sample `index` without decoding it, with the crop and flip of `epoch` (GPU decoding). Throws
+  // rn50::DecodeError when the file cannot be read or its header is not a usable JPEG's. Sources that only
+  // hand out pixels keep this default, which throws std::logic_error.
+  virtual void load_encoded(size_t index, uint64_t epoch, EncodedSample& out) const;
 };
 
 class JpegFolderDataset final : public ImageDataset {
@@ -46,6 +68,7 @@ class JpegFolderDataset final : public ImageDataset {
   int64_t label(size_t index) const override { return folder_.labels[index]; }
   std::string describe(size_t index) const override { return folder_.files[index]; }
   void load(size_t index, uint64_t epoch, uint8_t* out, WorkerScratch& scratch) const override;
+  void load_encoded(size_t index, uint64_t epoch, EncodedSample& out) const override;
   const std::vector<std::string>& classes() const { return folder_.classes; }
   const SampleTransform& transform() const { return transform_; }
 

@@ -102,26 +102,6 @@ std::string hex_byte(uint8_t value) {
   return text;
 }
 
-// Cheap checks before libjpeg sees the data, so that the common failures get a plain reason, and so that a
-// truncated file is caught even when region decoding stops before the end of the data.
-void check_container(const uint8_t* bytes, size_t size) {
-  if (size == 0 || bytes == nullptr) throw DecodeError("empty file");
-  static constexpr uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
-  if (size >= sizeof kPng && std::memcmp(bytes, kPng, sizeof kPng) == 0)
-    throw DecodeError("not a JPEG: the data is a PNG image");
-  if (size >= 4 && std::memcmp(bytes, "GIF8", 4) == 0) throw DecodeError("not a JPEG: the data is a GIF image");
-  if (size < 2 || bytes[0] != 0xFF || bytes[1] != 0xD8) {
-    std::string first = hex_byte(bytes[0]);
-    if (size >= 2) first += " " + hex_byte(bytes[1]);
-    throw DecodeError("not a JPEG: no start-of-image marker (starts with " + first + ")");
-  }
-  // The end-of-image marker, allowing a little trailing padding after it.
-  const size_t tail_start = size > 32 ? size - 32 : 0;
-  bool has_eoi = false;
-  for (size_t i = size - 1; i > tail_start && !has_eoi; --i) has_eoi = bytes[i - 1] == 0xFF && bytes[i] == 0xD9;
-  if (!has_eoi) throw DecodeError("truncated JPEG (no end-of-image marker)");
-}
-
 void read_header(Decompressor& decompressor, const uint8_t* bytes, size_t size) {
   j_decompress_ptr cinfo = decompressor.get();
   decompressor.run([&] {
@@ -136,17 +116,6 @@ void read_header(Decompressor& decompressor, const uint8_t* bytes, size_t size) 
 
 // Rounds v * num / 8 to the nearest integer (halves up), in exact integer arithmetic.
 int64_t scale_coordinate(int64_t v, int num) { return (v * num * 2 + 8) / 16; }
-
-// Maps [begin, begin + length) of the source onto the scaled image of `scaled_size` pixels; never empty.
-void scale_range(int begin, int length, int num, int scaled_size, int& scaled_begin, int& scaled_end) {
-  int64_t b = scale_coordinate(begin, num);
-  int64_t e = scale_coordinate(static_cast<int64_t>(begin) + length, num);
-  e = std::min<int64_t>(e, scaled_size);
-  b = std::min<int64_t>(b, scaled_size - 1);
-  if (e <= b) e = b + 1;
-  scaled_begin = static_cast<int>(b);
-  scaled_end = static_cast<int>(e);
-}
 
 // CMYK -> RGB. Adobe (Photoshop) files store inverted CMYK, where 255 means no ink.
 void cmyk_to_rgb(const uint8_t* src, size_t src_stride, int width, int height, bool inverted, uint8_t* dst) {
@@ -230,10 +199,42 @@ int choose_scale_num(int rect_width, int rect_height, int out_width, int out_hei
   }
   return 8;
 }
+
+int scaled_size(int size, int num) { return static_cast<int>((static_cast<int64_t>(size) * num + 7) / 8); }
+
+void scale_range(int begin, int length, int num, int scaled_size, int& scaled_begin, int& scaled_end) {
+  int64_t b = scale_coordinate(begin, num);
+  int64_t e = scale_coordinate(static_cast<int64_t>(begin) + length, num);
+  e = std::min<int64_t>(e, scaled_size);
+  b = std::min<int64_t>(b, scaled_size - 1);
+  if (e <= b) e = b + 1;
+  scaled_begin = static_cast<int>(b);
+  scaled_end = static_cast<int>(e);
+}
 }  // namespace detail
 
+// Before libjpeg sees the data, so that the common failures get a plain reason, and so that a truncated file is
+// caught even when region decoding stops before the end of the data.
+void check_jpeg_container(const uint8_t* bytes, size_t size) {
+  if (size == 0 || bytes == nullptr) throw DecodeError("empty file");
+  static constexpr uint8_t kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  if (size >= sizeof kPng && std::memcmp(bytes, kPng, sizeof kPng) == 0)
+    throw DecodeError("not a JPEG: the data is a PNG image");
+  if (size >= 4 && std::memcmp(bytes, "GIF8", 4) == 0) throw DecodeError("not a JPEG: the data is a GIF image");
+  if (size < 2 || bytes[0] != 0xFF || bytes[1] != 0xD8) {
+    std::string first = hex_byte(bytes[0]);
+    if (size >= 2) first += " " + hex_byte(bytes[1]);
+    throw DecodeError("not a JPEG: no start-of-image marker (starts with " + first + ")");
+  }
+  // The end-of-image marker, allowing a little trailing padding after it.
+  const size_t tail_start = size > 32 ? size - 32 : 0;
+  bool has_eoi = false;
+  for (size_t i = size - 1; i > tail_start && !has_eoi; --i) has_eoi = bytes[i - 1] == 0xFF && bytes[i] == 0xD9;
+  if (!has_eoi) throw DecodeError("truncated JPEG (no end-of-image marker)");
+}
+
 JpegInfo read_jpeg_header(const uint8_t* bytes, size_t size) {
-  check_container(bytes, size);
+  check_jpeg_container(bytes, size);
   Decompressor decompressor;
   read_header(decompressor, bytes, size);
   const j_decompress_ptr cinfo = decompressor.get();
@@ -249,7 +250,7 @@ void decode_crop_resize(const uint8_t* bytes, size_t size, const CropRect& rect,
                         bool flip, uint8_t* out, DecodeScratch& scratch) {
   if (out_width <= 0 || out_height <= 0 || out == nullptr)
     throw std::invalid_argument("decode_crop_resize: output must be a non-empty image");
-  check_container(bytes, size);
+  check_jpeg_container(bytes, size);
 
   Decompressor decompressor;
   read_header(decompressor, bytes, size);
@@ -273,8 +274,8 @@ void decode_crop_resize(const uint8_t* bytes, size_t size, const CropRect& rect,
 
   // The rectangle in scaled pixels; libjpeg may widen the columns to an iMCU boundary.
   int x0 = 0, x1 = 0, y0 = 0, y1 = 0;
-  scale_range(rect.x, rect.width, num, static_cast<int>(cinfo->output_width), x0, x1);
-  scale_range(rect.y, rect.height, num, static_cast<int>(cinfo->output_height), y0, y1);
+  detail::scale_range(rect.x, rect.width, num, static_cast<int>(cinfo->output_width), x0, x1);
+  detail::scale_range(rect.y, rect.height, num, static_cast<int>(cinfo->output_height), y0, y1);
   JDIMENSION crop_x = static_cast<JDIMENSION>(x0);
   JDIMENSION crop_width = static_cast<JDIMENSION>(x1 - x0);
   decompressor.run([&] { jpeg_crop_scanline(cinfo, &crop_x, &crop_width); });

@@ -31,6 +31,10 @@ struct DecodeScratch {
 // Reads the header only. Throws rn50::DecodeError on anything that is not a readable JPEG.
 JpegInfo read_jpeg_header(const uint8_t* bytes, size_t size);
 
+// The cheap checks every decoder path runs first: not empty, not a PNG or GIF, a start-of-image marker at the
+// front and an end-of-image marker at the end (a truncated file has none). Throws rn50::DecodeError.
+void check_jpeg_container(const uint8_t* bytes, size_t size);
+
 // Decodes `rect` of the image into an out_width x out_height RGB image (HWC, uint8) at `out`, mirrored
 // horizontally when `flip`. Only the rows and columns of the rectangle are decoded, at the smallest DCT
 // scale (1/8, 1/4, 1/2 or 1: the fast ones) that still leaves the rectangle at least as large as the
@@ -47,6 +51,11 @@ namespace detail {
 // The DCT scale numerator M (scale M/8, M in 1, 2, 4, 8) that decode_crop_resize uses: the smallest M at which
 // a rect_width x rect_height region is still at least out_width x out_height; 8 when even full size is smaller.
 int choose_scale_num(int rect_width, int rect_height, int out_width, int out_height);
+// libjpeg's side length of a `size`-pixel side decoded at scale num/8 (rounded up).
+int scaled_size(int size, int num);
+// Maps [begin, begin + length) of the source onto the image scaled by num/8 (scaled_size pixels), as
+// decode_crop_resize does: [scaled_begin, scaled_end), never empty.
+void scale_range(int begin, int length, int num, int scaled_size, int& scaled_begin, int& scaled_end);
 }  // namespace detail
 
 }  // namespace rn50::data

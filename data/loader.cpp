@@ -34,20 +34,25 @@ class PageableAllocator final : public HostAllocator {
 
 std::unique_ptr<HostAllocator> make_pageable_allocator() { return std::make_unique<PageableAllocator>(); }
 
-BatchPool::BatchPool(int slots, int batch_size, int image_size, std::shared_ptr<HostAllocator> allocator)
+BatchPool::BatchPool(int slots, int batch_size, int image_size, std::shared_ptr<HostAllocator> allocator,
+                     BatchContent content)
     : batch_size_(batch_size), image_size_(image_size), allocator_(std::move(allocator)) {
   if (slots < 1) throw ConfigError("batch pool needs at least 1 slot (got " + std::to_string(slots) + ")");
   if (batch_size < 1) throw ConfigError("batch size must be at least 1 (got " + std::to_string(batch_size) + ")");
   if (image_size < 1) throw ConfigError("image size must be at least 1 (got " + std::to_string(image_size) + ")");
   if (!allocator_) throw std::invalid_argument("BatchPool: no allocator");
+  const bool encoded = content == BatchContent::kEncoded;
   const size_t image_bytes = static_cast<size_t>(batch_size) * image_size * image_size * 3;
   const size_t label_bytes = static_cast<size_t>(batch_size) * sizeof(int64_t);
   try {
     for (int s = 0; s < slots; ++s) {
       images_.push_back(nullptr);
       labels_.push_back(nullptr);
-      images_.back() = static_cast<uint8_t*>(allocator_->allocate(image_bytes));
+      if (!encoded) images_.back() = static_cast<uint8_t*>(allocator_->allocate(image_bytes));
       labels_.back() = static_cast<int64_t*>(allocator_->allocate(label_bytes));
+    }
+    if (encoded) {
+      encoded_.assign(static_cast<size_t>(slots), std::vector<EncodedSample>(static_cast<size_t>(batch_size)));
     }
   } catch (...) {
     // The destructor does not run for a half-built pool.
@@ -60,6 +65,20 @@ BatchPool::BatchPool(int slots, int batch_size, int image_size, std::shared_ptr<
 BatchPool::~BatchPool() {
   for (uint8_t* p : images_) allocator_->deallocate(p);
   for (int64_t* p : labels_) allocator_->deallocate(p);
+}
+
+std::vector<int> replacement_sources(const std::vector<bool>& decoded) {
+  const int n = static_cast<int>(decoded.size());
+  std::vector<int> source(decoded.size(), -1);
+  // Walk backwards twice around the ring, carrying the nearest decoded position at or after each one.
+  int next_good = -1;
+  for (int k = 2 * n - 1; k >= 0; --k) {
+    const int i = k % n;
+    if (decoded[static_cast<size_t>(i)]) next_good = i;
+    if (k < n) source[static_cast<size_t>(i)] = next_good;
+  }
+  if (n > 0 && next_good < 0) throw DecodeError("no image of the batch could be decoded");
+  return source;
 }
 
 struct BatchLoader::State {
@@ -159,8 +178,10 @@ struct BatchLoader::State {
     if (on_bad_sample) on_bad_sample(dataset.describe(index), reason);
   }
 
-  // Fills one image and label for order position `position`, replacing a bad sample by the next positions.
-  void load_position(int64_t position, uint8_t* image, int64_t* label, WorkerScratch& scratch) {
+  // Fills one image (or, for encoded pools, one encoded sample) and label for order position `position`,
+  // replacing a bad sample by the next positions.
+  void load_position(int64_t position, uint8_t* image, EncodedSample* encoded, int64_t* label,
+                     WorkerScratch& scratch) {
     const size_t n = order.size();
     int64_t failures = 0;
     for (size_t k = 0;; ++k) {
@@ -168,7 +189,10 @@ struct BatchLoader::State {
       std::string reason;
       if (!known_bad_reason(index, reason)) {
         try {
-          dataset.load(index, epoch, image, scratch);
+          if (encoded != nullptr)
+            dataset.load_encoded(index, epoch, *encoded);
+          else
+            dataset.load(index, epoch, image, scratch);
           *label = dataset.label(index);
           return;
         } catch (const DecodeError& e) {
@@ -194,12 +218,14 @@ struct BatchLoader::State {
     const int64_t begin = (unit % units_per_batch) * chunk;
     const int64_t end = std::min(begin + chunk, batch_length(b));
     uint8_t* images = pool.images(slot);
+    EncodedSample* encoded = pool.encoded(slot);
     int64_t* labels = pool.labels(slot);
     for (int64_t i = begin; i < end; ++i) {
       if (stop.load(std::memory_order_relaxed)) return false;
       const int64_t position = b * batch_size + i;
       try {
-        load_position(position, images + static_cast<size_t>(i) * image_bytes, labels + i, scratch);
+        load_position(position, images != nullptr ? images + static_cast<size_t>(i) * image_bytes : nullptr,
+                      encoded != nullptr ? encoded + i : nullptr, labels + i, scratch);
       } catch (...) {
         record_error(position, std::current_exception());
         return false;
@@ -363,6 +389,7 @@ std::optional<HostBatch> BatchLoader::next() {
   batch.size = s.batch_length(b);
   batch.index = b;
   batch.slot = slot;
+  batch.encoded = s.pool.encoded(slot);
   return batch;
 }
 

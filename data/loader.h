@@ -28,19 +28,25 @@ class HostAllocator {
 };
 std::unique_ptr<HostAllocator> make_pageable_allocator();
 
-// One batch in host memory: images as uint8 [size][image_size][image_size][3], labels as int64.
+// One batch in host memory: images as uint8 [size][image_size][image_size][3], labels as int64; or, from a pool
+// of encoded batches, the compressed samples instead of the images.
 struct HostBatch {
   uint8_t* images = nullptr;
   int64_t* labels = nullptr;
   int64_t size = 0;   // images in this batch (the last validation batch may be short)
   int64_t index = 0;  // batch number within the epoch
   int slot = 0;       // buffer slot in the pool
+  EncodedSample* encoded = nullptr;  // encoded pools: the samples' bytes, headers and crops (images is null)
 };
+
+// What a pool's slots hold: decoded images (decode: cpu), or compressed samples for the GPU (decode: gpu).
+enum class BatchContent { kPixels, kEncoded };
 
 // `slots` buffers of one batch each, allocated once and reused every epoch.
 class BatchPool {
  public:
-  BatchPool(int slots, int batch_size, int image_size, std::shared_ptr<HostAllocator> allocator);
+  BatchPool(int slots, int batch_size, int image_size, std::shared_ptr<HostAllocator> allocator,
+            BatchContent content = BatchContent::kPixels);
   ~BatchPool();
   BatchPool(const BatchPool&) = delete;
   BatchPool& operator=(const BatchPool&) = delete;
@@ -48,8 +54,9 @@ class BatchPool {
   int batch_size() const { return batch_size_; }
   int image_size() const { return image_size_; }
   bool pinned() const { return allocator_->pinned(); }
-  uint8_t* images(int slot) const { return images_[slot]; }
+  uint8_t* images(int slot) const { return images_[slot]; }  // null in encoded pools
   int64_t* labels(int slot) const { return labels_[slot]; }
+  EncodedSample* encoded(int slot) { return encoded_.empty() ? nullptr : encoded_[slot].data(); }
 
  private:
   int batch_size_;
@@ -57,7 +64,14 @@ class BatchPool {
   std::shared_ptr<HostAllocator> allocator_;
   std::vector<uint8_t*> images_;
   std::vector<int64_t*> labels_;
+  std::vector<std::vector<EncodedSample>> encoded_;
 };
+
+// Where each position of a batch takes its image (and label) from when some positions could not be decoded
+// after the loader handed the batch out (GPU decoding): itself when it decoded, otherwise the next position
+// that did, cyclically, as the loader replaces a bad sample by the next one in the order. Throws
+// rn50::DecodeError when none decoded.
+std::vector<int> replacement_sources(const std::vector<bool>& decoded);
 
 struct LoaderOptions {
   int batch_size = 256;
@@ -72,7 +86,8 @@ using BadSampleHandler = std::function<void(const std::string& what, const std::
 
 // Loads one epoch. Batch b goes to pool slot b % slots; workers fill at most `slots` batches ahead of
 // the consumer. A bad sample is reported, counted and replaced by the next sample in the order, unless
-// strict, in which case next() throws rn50::DecodeError naming the file.
+// strict, in which case next() throws rn50::DecodeError naming the file. With an encoded pool the workers
+// only read files and headers (ImageDataset::load_encoded); what fails there is replaced the same way.
 class BatchLoader {
  public:
   BatchLoader(const ImageDataset& dataset, std::vector<size_t> order, uint64_t epoch, const LoaderOptions& options,

@@ -1,29 +1,13 @@
 // gpu/kernels.cu: rn50's own CUDA kernels: input normalisation and the fused SGD update.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <algorithm>
 #include <string>
 
 #include "gpu/cuda_check.h"
+#include "gpu/device_convert.cuh"
 #include "gpu/kernels.h"
 
 namespace rn50::gpu::kernels {
 namespace {
-
-template <typename T>
-__device__ T to_out(float x);
-template <>
-__device__ float to_out<float>(float x) { return x; }
-template <>
-__device__ __half to_out<__half>(float x) { return __float2half_rn(x); }
-template <>
-__device__ __nv_bfloat16 to_out<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-
-struct Affine {
-  float scale[3];
-  float shift[3];
-};
 
 // One thread per pixel: three bytes in, three values out.
 template <typename T>

@@ -216,7 +216,9 @@ int run_doctor(const DoctorOptions& options) {
   if (feed < step_rate) {
     const int needed = static_cast<int>(std::ceil(step_rate / std::max(1.0, decode.train_per_core)));
     rows.push_back({"verdict", "data pipeline", strprintf("CPU feeds %.0f img/s, the model consumes %.0f", feed, step_rate), "bad",
-                    strprintf("data-bound: needs about %d decode threads (this process may use %d), or GPU decoding", needed, cores)});
+                    strprintf("data-bound: needs about %d decode threads (this process may use %d), or GPU "
+                              "decoding (--decode gpu)",
+                              needed, cores)});
   } else {
     rows.push_back({"verdict", "data pipeline", strprintf("CPU feeds %.0f img/s, the model consumes %.0f", feed, step_rate), "ok",
                     "the CPU can keep up"});

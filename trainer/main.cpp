@@ -15,10 +15,11 @@
 #include "core/launch_env.h"
 #include "core/log.h"
 #include "data/sample_maker.h"
+#include "data/decode_bench.h"
+#include "gpu/gpu_decode_bench.h"
 #include "gpu/mig.h"
 #include "gpu/nvml.h"
 #include "models/model.h"
-#include "data/decode_bench.h"
 #include "trainer/checkpoint.h"
 #include "trainer/cost.h"
 #include "trainer/doctor.h"
@@ -230,24 +231,53 @@ int doctor_command(int argc, char** argv) {
 }
 
 int bench_decode_command(int argc, char** argv) {
-  cxxopts::Options options("rn50 bench-decode", "Images/s of JPEG decoding + augmentation on this CPU, per core and on all cores.");
+  cxxopts::Options options("rn50 bench-decode",
+                           "Images/s of JPEG decoding + augmentation: on this CPU (per core and on all cores), or on "
+                           "the GPU with --decode gpu.");
   options.add_options()("data-root", "decode files from this folder instead of generated 500x375 JPEGs",
                         cxxopts::value<std::string>())(
       "files", "number of files", cxxopts::value<int>()->default_value("64"))(
       "threads", "threads for the all-core figure (default: usable cores)", cxxopts::value<int>())(
       "seconds", "seconds per measurement", cxxopts::value<double>()->default_value("3"))(
-      "size", "output side", cxxopts::value<int>()->default_value("224"))("h,help", "print this help");
+      "size", "output side", cxxopts::value<int>()->default_value("224"))(
+      "decode", "cpu (libjpeg-turbo) or gpu (nvJPEG and rn50's kernel, as decode: gpu trains)",
+      cxxopts::value<std::string>()->default_value("cpu"))(
+      "batch-size", "--decode gpu: images per batch", cxxopts::value<int>()->default_value("256"))(
+      "device", "--decode gpu: the GPU", cxxopts::value<std::string>()->default_value("cuda:0"))("h,help",
+                                                                                                 "print this help");
   const auto parsed = options.parse(argc, argv);
   if (parsed.count("help")) {
     std::printf("%s\n", options.help().c_str());
     return 0;
   }
+  const std::string decode = parsed["decode"].as<std::string>();
+  if (decode != "cpu" && decode != "gpu") throw rn50::ConfigError("--decode must be cpu or gpu (got '" + decode + "')");
   const int files = parsed["files"].as<int>();
   const auto jpegs = parsed.count("data-root") ? rn50::data::read_jpegs(parsed["data-root"].as<std::string>(), files)
                                                : rn50::data::make_benchmark_jpegs(files, 500, 375, 7);
   if (jpegs.empty()) throw rn50::DataError("no JPEG files to decode");
+  const int size = parsed["size"].as<int>();
+  const double seconds = parsed["seconds"].as<double>();
+  if (decode == "gpu") {
+    const std::string device = parsed["device"].as<std::string>();
+    if (device.rfind("cuda", 0) != 0) {
+      throw rn50::ConfigError("--decode gpu needs a CUDA --device (got '" + device + "')");
+    }
+    rn50::init_logging("", 0);
+    const auto g =
+        rn50::gpu::run_gpu_decode_bench(jpegs, size, parsed["batch-size"].as<int>(), seconds, gpu_index(device));
+    std::printf("files %zu; output %dx%d; batches of %d into half-precision channels-last input\n", jpegs.size(), size,
+                size, g.batch_size);
+    std::printf("%s\n", g.routes.c_str());
+    std::printf("train (RandomResizedCrop + flip), GPU decode + augment: %8.0f img/s\n", g.train_per_s);
+    std::printf("val (resize + centre crop), GPU decode + augment:       %8.0f img/s\n", g.val_per_s);
+    std::printf("images by route: hardware decoder %lld, nvJPEG default backend %lld, libjpeg %lld\n",
+                static_cast<long long>(g.hardware), static_cast<long long>(g.hybrid),
+                static_cast<long long>(g.cpu_fallback));
+    return 0;
+  }
   const int threads = parsed.count("threads") ? parsed["threads"].as<int>() : rn50::usable_cores();
-  const auto r = rn50::data::run_decode_bench(jpegs, parsed["size"].as<int>(), threads, parsed["seconds"].as<double>());
+  const auto r = rn50::data::run_decode_bench(jpegs, size, threads, seconds);
   std::printf("files %d, mean %.0fx%.0f, %.1f KiB; output %dx%d\n", r.files, r.mean_width, r.mean_height, r.mean_kib,
               r.output_size, r.output_size);
   std::printf("train (RandomResizedCrop, region + DCT-scaled decode), 1 core: %8.0f img/s\n", r.train_per_core);
@@ -303,7 +333,8 @@ const std::vector<Command>& commands() {
       {"export", "write a checkpoint's weights for torchvision (rn50 export --help)", export_command},
       {"infer", "logits of a stored batch from a weights file (rn50 infer --help)", infer_command},
       {"doctor", "measure this instance and say why it would train slowly (rn50 doctor --help)", doctor_command},
-      {"bench-decode", "JPEG decode + augmentation rate of this CPU (rn50 bench-decode --help)", bench_decode_command},
+      {"bench-decode", "JPEG decode + augmentation rate of this CPU or GPU (rn50 bench-decode --help)",
+       bench_decode_command},
   };
   return table;
 }

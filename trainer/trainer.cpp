@@ -22,6 +22,7 @@
 #include "data/loader.h"
 #include "gpu/cuda_support.h"
 #include "gpu/device_ops.h"
+#include "gpu/gpu_decoder.h"
 #include "gpu/nvml.h"
 #include "gpu/utilisation.h"
 #include "models/model.h"
@@ -92,6 +93,13 @@ class Run {
       : config_(config), device_(resolve_device(config.device, launch.local_rank)) {
     if (!device_.is_cuda() && config_.precision != "fp32") {
       throw ConfigError("config key 'precision': " + config_.precision + " (autocast) needs a CUDA device; this run is on the CPU");
+    }
+    if (config_.decode == "gpu" && config_.data == "folder") {
+      if (!device_.is_cuda()) throw ConfigError("config key 'decode': gpu needs a CUDA device; this run is on the CPU");
+      if (!gpu::built_with_nvjpeg()) {
+        throw ConfigError("config key 'decode': gpu needs nvJPEG, and this rn50 was built without it (see the "
+                          "\"rn50: nvJPEG\" line of the CMake configure output)");
+      }
     }
     apply_math_switches(config_);
     // All device work, warm-up included, runs on one non-default stream: CUDA graph capture needs it.
@@ -172,18 +180,44 @@ class Run {
       // Each rank takes 1/world of the epoch's permutation.
       steps_per_epoch_ = static_cast<int64_t>(train_set_->size()) / world() / config_.batch_size;
       const bool pinned = config_.pin_memory && device_.is_cuda();
-      std::shared_ptr<data::HostAllocator> host =
-          pinned ? gpu::make_pinned_allocator() : std::shared_ptr<data::HostAllocator>(data::make_pageable_allocator());
-      // The loader fills `prefetch` batches ahead; the uploader holds up to kCopySlots more while they copy.
-      const int slots = config_.prefetch + (pinned ? kCopySlots : 1);
-      train_pool_ = std::make_unique<data::BatchPool>(slots, config_.batch_size, config_.image_size, host);
-      if (val_set_) val_pool_ = std::make_unique<data::BatchPool>(slots, config_.batch_size, config_.image_size, host);
-      if (pinned) {
-        async_upload_ = std::make_unique<gpu::AsyncUploader>(device_.index(), config_.batch_size, config_.image_size,
-                                                             kCopySlots);
+      if (config_.decode == "gpu") {
+        open_gpu_decode(pinned);
+      } else {
+        open_cpu_decode(pinned);
       }
     }
     if (config_.max_steps > 0) steps_per_epoch_ = std::min(steps_per_epoch_, config_.max_steps);
+  }
+
+  std::shared_ptr<data::HostAllocator> host_allocator(bool pinned) const {
+    return pinned ? gpu::make_pinned_allocator() : std::shared_ptr<data::HostAllocator>(data::make_pageable_allocator());
+  }
+
+  // decode: cpu: the loader's threads decode into the pools; the batches cross to the device as uint8.
+  void open_cpu_decode(bool pinned) {
+    std::shared_ptr<data::HostAllocator> host = host_allocator(pinned);
+    // The loader fills `prefetch` batches ahead; the uploader holds up to kCopySlots more while they copy.
+    const int slots = config_.prefetch + (pinned ? kCopySlots : 1);
+    train_pool_ = std::make_unique<data::BatchPool>(slots, config_.batch_size, config_.image_size, host);
+    if (val_set_) val_pool_ = std::make_unique<data::BatchPool>(slots, config_.batch_size, config_.image_size, host);
+    if (pinned) {
+      async_upload_ = std::make_unique<gpu::AsyncUploader>(device_.index(), config_.batch_size, config_.image_size,
+                                                           kCopySlots);
+    }
+  }
+
+  // decode: gpu: the pools hold file bytes and crops; nvJPEG and one kernel make the input on the device. The
+  // decoder holds up to kDecodeSlots batches while they decode (their labels are copied from the pool).
+  void open_gpu_decode(bool pinned) {
+    std::shared_ptr<data::HostAllocator> host = host_allocator(pinned);
+    const int slots = config_.prefetch + kDecodeSlots;
+    train_pool_ = std::make_unique<data::BatchPool>(slots, config_.batch_size, config_.image_size, host,
+                                                    data::BatchContent::kEncoded);
+    if (val_set_) {
+      val_pool_ = std::make_unique<data::BatchPool>(slots, config_.batch_size, config_.image_size, host,
+                                                    data::BatchContent::kEncoded);
+    }
+    gpu_decoder_ = std::make_unique<gpu::GpuJpegDecoder>(device_.index(), config_.batch_size, config_.image_size);
   }
 
   void build_model() {
@@ -297,7 +331,11 @@ class Run {
     std::vector<std::pair<std::string, std::string>> rows = to_rows(config_);
     rows.emplace_back("(device)", device_.is_cuda() ? gpu::describe_device(device_.index()) : "cpu");
     if (device_.is_cuda()) rows.emplace_back("(kernels)", gpu::describe_kernels(device_.index()));
-    rows.emplace_back("(input copy)", async_upload_ ? "pinned, asynchronous on a copy stream" : "blocking copy");
+    if (gpu_decoder_) {
+      rows.emplace_back("(decode)", gpu_decoder_->describe());
+    } else {
+      rows.emplace_back("(input copy)", async_upload_ ? "pinned, asynchronous on a copy stream" : "blocking copy");
+    }
     if (config_.cuda_graph) rows.emplace_back("(cuda graph)", step_->graph_status());
     rows.emplace_back("(utilisation)", sampler_status_.empty() ? "unavailable on the CPU" : sampler_status_);
     rows.emplace_back("(classes)", std::to_string(num_classes_));
@@ -332,9 +370,24 @@ class Run {
     log_warn("bad sample skipped: " + what + ": " + reason);
   }
 
+  // A sample the GPU could not decode although its header was fine: counted and replaced like the loader's bad
+  // samples, or the end of the run under strict_data.
+  void report_bad_gpu_decode(const data::ImageDataset& dataset, size_t index, const std::string& reason) {
+    if (config_.strict_data) throw DecodeError("bad sample (strict mode): " + dataset.describe(index) + ": " + reason);
+    report_bad_sample(dataset.describe(index), reason);
+  }
+
   // Host batch -> normalised device images and labels in `images` / `labels` (which may be the step's
-  // static inputs). The host buffer goes back to the loader once its copy is complete.
-  void load_input(const data::HostBatch& batch, data::BatchLoader& loader, at::Tensor& images, at::Tensor& labels) {
+  // static inputs). The host buffer goes back to the loader once its copy (or decode) is complete.
+  void load_input(const data::HostBatch& batch, data::BatchLoader& loader, const data::ImageDataset& dataset,
+                  at::Tensor& images, at::Tensor& labels) {
+    if (gpu_decoder_) {
+      gpu_decoder_->decode_into(
+          batch, images, labels,
+          [this, &dataset](size_t index, const std::string& reason) { report_bad_gpu_decode(dataset, index, reason); },
+          [&loader](const data::HostBatch& b) { loader.release(b); });
+      return;
+    }
     if (async_upload_) {
       const auto [u8, y] = async_upload_->upload(batch, [&loader](const data::HostBatch& b) { loader.release(b); });
       uploader_->normalize_into(u8, images);
@@ -361,6 +414,7 @@ class Run {
     at::Tensor interval_loss = at::zeros_like(loss_sum);
     timer_->take_totals();
     if (async_upload_) async_upload_->take_copy_seconds();
+    if (gpu_decoder_) gpu_decoder_->take_counts();
     if (sampler_) sampler_->take_epoch_summary();  // drop what was sampled outside training
     const auto t0 = Clock::now();
     auto interval_start = t0;
@@ -371,7 +425,7 @@ class Run {
         const auto wait_start = Clock::now();
         const std::optional<data::HostBatch> batch = loader->next();
         record.data_wait_s += seconds_since(wait_start);
-        load_input(*batch, *loader, step_->images(), step_->labels());
+        load_input(*batch, *loader, *train_set_, step_->images(), step_->labels());
       } else {
         const auto& [images, labels] = synthetic_->next();
         step_->images().copy_(images);
@@ -400,6 +454,7 @@ class Run {
       }
     }
     if (async_upload_) async_upload_->drain();
+    if (gpu_decoder_) gpu_decoder_->drain();  // the loader, which owns the batches it holds, goes next
     if (distributed_) {
       distributed_->comm().sum(loss_sum);
       loss_sum.div_(world());
@@ -411,13 +466,13 @@ class Run {
     record.images_per_s = static_cast<double>(record.images) / record.wall_s;
     record.compute_s = record.wall_s - record.data_wait_s;
     record.bad_samples = loader ? loader->bad_samples() : 0;
+    add_gpu_decode_counts(record);
     if (distributed_) {
       const std::vector<double> waits = distributed_->all_values("data_wait", record.data_wait_s);
       for (int r = 0; r < world(); ++r) record.extra.emplace_back(strprintf("data_wait_s_rank%d", r), waits[r]);
+      const std::vector<double> bad = distributed_->all_values("bad_samples", static_cast<double>(record.bad_samples));
       record.bad_samples = 0;
-      for (const double b : distributed_->all_values("bad_samples", static_cast<double>(loader ? loader->bad_samples() : 0))) {
-        record.bad_samples += static_cast<int64_t>(b);
-      }
+      for (const double b : bad) record.bad_samples += static_cast<int64_t>(b);
     }
     record.peak_gpu_mem_gib = device_.is_cuda() ? gpu::peak_memory_gib(device_.index()) : std::nullopt;
     record.peak_host_rss_gib = peak_host_rss_gib();
@@ -452,7 +507,7 @@ class Run {
                                at::TensorOptions(device_).dtype(step_->images().scalar_type()),
                                config_.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
       at::Tensor y = at::empty({batch->size}, at::TensorOptions(device_).dtype(at::kLong));
-      load_input(*batch, loader, x, y);
+      load_input(*batch, loader, *val_set_, x, y);
       const EvalSums sums = step_->executor().evaluate(x, y);
       loss.add_(sums.loss);
       top1.add_(sums.top1);
@@ -460,7 +515,8 @@ class Run {
       images += batch->size;
     }
     if (async_upload_) async_upload_->drain();
-    int64_t bad = loader.bad_samples();
+    if (gpu_decoder_) gpu_decoder_->drain();
+    int64_t bad = loader.bad_samples() + (gpu_decoder_ ? gpu_decoder_->take_counts().bad : 0);
     if (distributed_) {
       at::Tensor sums = at::stack({loss, top1, top5, at::full({}, static_cast<double>(images), loss.options()),
                                    at::full({}, static_cast<double>(bad), loss.options())});
@@ -474,6 +530,26 @@ class Run {
     record.top1 = top1.item<double>() / images;
     record.top5 = top5.item<double>() / images;
     record.bad_samples += bad;
+  }
+
+  // The epoch's images per GPU decode route (null with decode: cpu); what nothing decoded joins bad_samples.
+  void add_gpu_decode_counts(EpochRecord& record) {
+    std::optional<gpu::GpuDecodeCounts> counts;
+    if (gpu_decoder_) counts = gpu_decoder_->take_counts();
+    auto value = [&](int64_t gpu::GpuDecodeCounts::*member) {
+      return counts ? std::optional<double>(static_cast<double>((*counts).*member)) : std::nullopt;
+    };
+    record.extra.emplace_back("gpu_decode_hardware", value(&gpu::GpuDecodeCounts::hardware));
+    record.extra.emplace_back("gpu_decode_hybrid", value(&gpu::GpuDecodeCounts::hybrid));
+    record.extra.emplace_back("gpu_decode_cpu_fallback", value(&gpu::GpuDecodeCounts::cpu_fallback));
+    if (!counts) return;
+    record.bad_samples += counts->bad;
+    if (counts->hybrid + counts->cpu_fallback + counts->bad > 0) {
+      log_info(strprintf("gpu decode: %lld images on the hardware decoder, %lld on nvJPEG's default backend, %lld by "
+                         "libjpeg, %lld undecodable", static_cast<long long>(counts->hardware),
+                         static_cast<long long>(counts->hybrid), static_cast<long long>(counts->cpu_fallback),
+                         static_cast<long long>(counts->bad)));
+    }
   }
 
   void save(int64_t epochs_done) {
@@ -505,10 +581,12 @@ class Run {
   std::shared_ptr<models::Classifier> model_;
   std::unique_ptr<Sgd> sgd_;
   static constexpr int kCopySlots = 2;
+  static constexpr int kDecodeSlots = 2;  // batches GpuJpegDecoder holds
   std::unique_ptr<StepTimer> timer_;
   std::unique_ptr<TrainStep> step_;
   std::unique_ptr<InputUploader> uploader_;
   std::unique_ptr<gpu::AsyncUploader> async_upload_;
+  std::unique_ptr<gpu::GpuJpegDecoder> gpu_decoder_;
   std::unique_ptr<SyntheticBatches> synthetic_;
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<gpu::UtilisationSampler> sampler_;

@@ -31,6 +31,7 @@ TEST(Config, BadValuesAreNamed) {
   Config c;
   EXPECT_NE(error_of([&] { apply_overrides(c, {{"batch_size", "x12"}}); }).find("batch_size"), std::string::npos);
   EXPECT_NE(error_of([&] { apply_overrides(c, {{"precision", "fp64"}}); }).find("fp32|bf16|fp16"), std::string::npos);
+  EXPECT_NE(error_of([&] { apply_overrides(c, {{"decode", "npu"}}); }).find("cpu|gpu"), std::string::npos);
   EXPECT_NE(error_of([&] { apply_overrides(c, {{"pin_memory", "maybe"}}); }).find("pin_memory"), std::string::npos);
   EXPECT_NE(error_of([&] { apply_overrides(c, {{"lr", "nan"}}); }).find("'lr'"), std::string::npos);
   EXPECT_NE(error_of([&] { apply_yaml_text(c, "a: [b\n", "broken.yaml"); }).find("broken.yaml"), std::string::npos);
@@ -50,6 +51,8 @@ TEST(Config, ValidationNamesTheKey) {
   EXPECT_NE(invalid({{"device", "cuda:x"}}).find("device"), std::string::npos);
   EXPECT_NE(invalid({{"device", "cpu"}, {"precision", "fp16"}}).find("precision"), std::string::npos);
   EXPECT_NE(invalid({{"device", "cpu"}, {"precision", "bf16"}}).find("precision"), std::string::npos);
+  EXPECT_NE(invalid({{"device", "cpu"}, {"decode", "gpu"}}).find("'decode'"), std::string::npos);
+  EXPECT_EQ(invalid({{"device", "cuda:0"}, {"decode", "gpu"}}), "");
   EXPECT_NE(invalid({{"lr_milestones", "5,2"}}).find("lr_milestones"), std::string::npos);
   EXPECT_NE(invalid({{"lr_milestones", "30,30"}}).find("lr_milestones"), std::string::npos);
   EXPECT_NE(config_error_of([] {

@@ -144,6 +144,7 @@ TEST_F(DatasetTest, ValidationIsTheCentreCropInEveryEpoch) {
   }
 }
 
+// Every way a file can be bad fails with its path and reason, whether the sample is decoded or read for the GPU.
 TEST_F(DatasetTest, BadFilesThrowDecodeErrorNamingThePath) {
   const ImageFolder folder = scan_image_folder(root_.string());
   const JpegFolderDataset dataset(folder, train_transform());
@@ -156,12 +157,88 @@ TEST_F(DatasetTest, BadFilesThrowDecodeErrorNamingThePath) {
   fs::create_directory(folder.files[4]);
 
   const std::string reasons[] = {"No such file or directory", "empty file", "truncated", "PNG", "not a regular file"};
+  EncodedSample encoded;
   for (size_t i = 0; i < 5; ++i) {
     const std::string message = decode_error_of(dataset, i);
     EXPECT_NE(message.find(folder.files[i]), std::string::npos) << message;
     EXPECT_NE(message.find(reasons[i]), std::string::npos) << message;
+    // Reading a sample for the GPU fails the same way, before any decoding.
+    std::string encoded_message;
+    try {
+      dataset.load_encoded(i, 0, encoded);
+    } catch (const DecodeError& e) {
+      encoded_message = e.what();
+    }
+    EXPECT_EQ(encoded_message, message);
   }
   EXPECT_EQ(decode_error_of(dataset, 5), "");
+  EXPECT_NO_THROW(dataset.load_encoded(5, 0, encoded));
+}
+
+TEST_F(DatasetTest, EncodedSamplesCarryTheFileAndTheCpuPathsCropAndFlip) {
+  const SampleTransform transform = train_transform();
+  const JpegFolderDataset dataset(scan_image_folder(root_.string()), transform);
+  EncodedSample encoded;
+  for (size_t i = 0; i < dataset.size(); ++i) {
+    for (uint64_t epoch = 0; epoch < 2; ++epoch) {
+      dataset.load_encoded(i, epoch, encoded);
+      const std::vector<uint8_t> bytes = test::read_bytes(dataset.describe(i));
+      EXPECT_EQ(encoded.bytes, bytes);
+      EXPECT_EQ(encoded.index, i);
+      const JpegInfo info = read_jpeg_header(bytes.data(), bytes.size());
+      EXPECT_EQ(encoded.info.width, info.width);
+      EXPECT_EQ(encoded.info.height, info.height);
+      EXPECT_EQ(encoded.info.components, info.components);
+      const SampleGeometry expected = sample_geometry(transform, info.width, info.height, epoch, i);
+      EXPECT_EQ(encoded.geometry.rect.x, expected.rect.x);
+      EXPECT_EQ(encoded.geometry.rect.y, expected.rect.y);
+      EXPECT_EQ(encoded.geometry.rect.width, expected.rect.width);
+      EXPECT_EQ(encoded.geometry.rect.height, expected.rect.height);
+      EXPECT_EQ(encoded.geometry.flip, expected.flip);
+      // The CPU path decodes exactly this crop and flip.
+      std::vector<uint8_t> decoded(32 * 32 * 3);
+      DecodeScratch scratch;
+      decode_crop_resize(bytes.data(), bytes.size(), expected.rect, 32, 32, expected.flip, decoded.data(), scratch);
+      EXPECT_EQ(load(dataset, i, epoch), decoded);
+    }
+  }
+}
+
+// The flip is a fair coin drawn after the crop: half the samples flip, small and large crops alike, and turning
+// the flip off leaves every crop where it was.
+TEST(SampleGeometry, FlipsHalfTheSamplesWhateverTheCrop) {
+  SampleTransform transform;
+  transform.seed = 8;
+  SampleTransform no_flip = transform;
+  no_flip.random_flip = false;
+  const int draws = 20000;
+  int flips = 0, small = 0, small_flips = 0;
+  for (int i = 0; i < draws; ++i) {
+    const SampleGeometry g = sample_geometry(transform, 640, 480, 2, static_cast<size_t>(i));
+    flips += g.flip;
+    if (g.rect.width * g.rect.height < 0.3 * 640 * 480) {
+      ++small;
+      small_flips += g.flip;
+    }
+    const SampleGeometry unflipped = sample_geometry(no_flip, 640, 480, 2, static_cast<size_t>(i));
+    ASSERT_FALSE(unflipped.flip);
+    ASSERT_EQ(unflipped.rect.x, g.rect.x);
+    ASSERT_EQ(unflipped.rect.width, g.rect.width);
+  }
+  // Binomial(20000, 0.5): one standard deviation is 0.0035 of the rate.
+  EXPECT_NEAR(static_cast<double>(flips) / draws, 0.5, 0.015);
+  ASSERT_GT(small, 2000);
+  EXPECT_NEAR(static_cast<double>(small_flips) / small, 0.5, 0.04);
+  // Validation: the centre crop, never flipped.
+  SampleTransform val;
+  val.train = false;
+  val.image_size = 224;
+  val.resize_size = 256;
+  for (size_t i = 0; i < 50; ++i) {
+    const SampleGeometry g = sample_geometry(val, 500, 375, i, i);
+    EXPECT_FALSE(g.flip);
+    EXPECT_EQ(g.rect.x, center_crop_after_resize(500, 375, 256, 224).x);
+  }
 }
 
 TEST_F(DatasetTest, RejectsNonsenseTransforms) {

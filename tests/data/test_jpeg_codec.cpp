@@ -1,23 +1,22 @@
 // tests/data/test_jpeg_codec.cpp: tests of region decoding (scale, crop, flip, colour spaces, errors) and encoding.
 #include "data/jpeg_codec.h"
 
-#include <cstdio>
-#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <jpeglib.h>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "special_jpegs.h"
 #include "core/errors.h"
 #include "test_support.h"
 
 namespace rn50::data {
 namespace {
 
+using test::adobe_cmyk_jpeg;
 using test::mean_abs_diff;
 using test::psnr;
 using test::smooth_image;
@@ -41,43 +40,6 @@ std::string decode_error_of(Fn fn) {
     return e.what();
   }
   return "";
-}
-
-// A CMYK JPEG as Photoshop writes it: Adobe marker, inverted values (255 = no ink). Left half red ink
-// (M + Y), right half blue ink (C + M).
-std::vector<uint8_t> adobe_cmyk_jpeg(int width, int height) {
-  std::vector<uint8_t> cmyk(static_cast<size_t>(width) * height * 4);
-  for (int y = 0; y < height; ++y) {
-    for (int x = 0; x < width; ++x) {
-      uint8_t* p = &cmyk[(static_cast<size_t>(y) * width + x) * 4];
-      const bool left = x < width / 2;
-      const uint8_t ink[4] = {static_cast<uint8_t>(left ? 0 : 255), 255, static_cast<uint8_t>(left ? 255 : 0), 0};
-      for (int c = 0; c < 4; ++c) p[c] = static_cast<uint8_t>(255 - ink[c]);
-    }
-  }
-  jpeg_compress_struct cinfo{};
-  jpeg_error_mgr err{};
-  cinfo.err = jpeg_std_error(&err);
-  jpeg_create_compress(&cinfo);
-  unsigned char* buffer = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&cinfo, &buffer, &size);
-  cinfo.image_width = static_cast<JDIMENSION>(width);
-  cinfo.image_height = static_cast<JDIMENSION>(height);
-  cinfo.input_components = 4;
-  cinfo.in_color_space = JCS_CMYK;
-  jpeg_set_defaults(&cinfo);  // stores YCCK with an Adobe marker, like Photoshop
-  jpeg_set_quality(&cinfo, 95, TRUE);
-  jpeg_start_compress(&cinfo, TRUE);
-  while (cinfo.next_scanline < cinfo.image_height) {
-    JSAMPROW row = &cmyk[static_cast<size_t>(cinfo.next_scanline) * width * 4];
-    jpeg_write_scanlines(&cinfo, &row, 1);
-  }
-  jpeg_finish_compress(&cinfo);
-  jpeg_destroy_compress(&cinfo);
-  std::vector<uint8_t> jpeg(buffer, buffer + size);
-  std::free(buffer);
-  return jpeg;
 }
 
 TEST(JpegCodec, RoundTripAtFullCropIsClose) {

@@ -323,8 +323,8 @@ TEST(BatchLoader, StopsPromptlyWhenDestroyedMidEpoch) {
   });
 }
 
-TEST(BatchLoader, RealJpegFolderGivesTheSameBytesWithAnyWorkerCount) {
-  test::TempDir tmp;
+// 18 generated JPEGs of 3 classes in `tmp`, as training samples of 24 x 24.
+JpegFolderDataset generated_dataset(const test::TempDir& tmp) {
   SampleSpec spec;
   spec.out_dir = tmp.str();
   spec.classes = 3;
@@ -335,7 +335,12 @@ TEST(BatchLoader, RealJpegFolderGivesTheSameBytesWithAnyWorkerCount) {
   SampleTransform transform;
   transform.image_size = 24;
   transform.seed = 5;
-  const JpegFolderDataset dataset(scan_image_folder((tmp.path() / "train").string()), transform);
+  return JpegFolderDataset(scan_image_folder((tmp.path() / "train").string()), transform);
+}
+
+TEST(BatchLoader, RealJpegFolderGivesTheSameBytesWithAnyWorkerCount) {
+  test::TempDir tmp;
+  const JpegFolderDataset dataset = generated_dataset(tmp);
 
   // Two of the files go bad: replaced and reported by path.
   const std::string truncated = dataset.describe(4), emptied = dataset.describe(11);
@@ -360,6 +365,60 @@ TEST(BatchLoader, RealJpegFolderGivesTheSameBytesWithAnyWorkerCount) {
   ASSERT_EQ(results[0].labels.size(), 18u);
   EXPECT_EQ(results[0].images, results[1].images);
   EXPECT_EQ(results[0].labels, results[1].labels);
+}
+
+// Encoded pools hand out the files' bytes with the CPU path's crops; bad files are counted and replaced exactly
+// as in pixel pools, so both decode paths train on the same samples in the same order.
+TEST(BatchLoader, EncodedBatchesCarryTheSamplesOfPixelBatches) {
+  test::TempDir tmp;
+  const JpegFolderDataset dataset = generated_dataset(tmp);
+  const std::string truncated = dataset.describe(4), png = dataset.describe(11);
+  const std::vector<uint8_t> bytes = test::read_bytes(truncated);
+  test::write_bytes(truncated, std::vector<uint8_t>(bytes.begin(), bytes.begin() + bytes.size() / 2));
+  test::write_bytes(png, {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 13});
+
+  const std::vector<size_t> order = epoch_order(dataset.size(), 5, 1, true);
+  BatchPool pixel_pool(2, 4, 24, pageable());
+  BatchLoader pixel_loader(dataset, order, 1, options(4, 2), pixel_pool, nullptr);
+  const Epoch pixels = drain(pixel_loader, 24 * 24 * 3);
+  for (int workers : {0, 3}) {
+    BatchPool pool(3, 4, 24, pageable(), BatchContent::kEncoded);
+    EXPECT_EQ(pool.images(0), nullptr);
+    std::set<std::string> reported;
+    std::mutex mutex;
+    BatchLoader loader(dataset, order, 1, options(4, workers), pool, [&](const std::string& what, const std::string&) {
+      std::lock_guard<std::mutex> lock(mutex);
+      reported.insert(what);
+    });
+    std::vector<int64_t> labels;
+    while (std::optional<HostBatch> batch = loader.next()) {
+      ASSERT_NE(batch->encoded, nullptr);
+      EXPECT_EQ(batch->images, nullptr);
+      for (int64_t i = 0; i < batch->size; ++i) {
+        const EncodedSample& sample = batch->encoded[i];
+        labels.push_back(batch->labels[i]);
+        EXPECT_EQ(batch->labels[i], dataset.label(sample.index));
+        EXPECT_EQ(sample.bytes, test::read_bytes(dataset.describe(sample.index)));
+        const SampleGeometry g =
+            sample_geometry(dataset.transform(), sample.info.width, sample.info.height, 1, sample.index);
+        EXPECT_EQ(sample.geometry.rect.x, g.rect.x);
+        EXPECT_EQ(sample.geometry.rect.height, g.rect.height);
+        EXPECT_EQ(sample.geometry.flip, g.flip);
+      }
+      loader.release(*batch);
+    }
+    EXPECT_EQ(loader.bad_samples(), 2);
+    EXPECT_EQ(reported, (std::set<std::string>{truncated, png}));
+    EXPECT_EQ(labels, pixels.labels);
+  }
+}
+
+TEST(ReplacementSources, TakeTheNextDecodedPositionCyclically) {
+  EXPECT_EQ(replacement_sources({true, false, false, true, false}), (std::vector<int>{0, 3, 3, 3, 0}));
+  EXPECT_EQ(replacement_sources({false, true}), (std::vector<int>{1, 1}));
+  EXPECT_EQ(replacement_sources({true, true, true}), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(replacement_sources({}), std::vector<int>{});
+  EXPECT_THROW(replacement_sources({false, false}), DecodeError);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // tests/data/test_transforms.cpp: tests of sample_rng, RandomResizedCrop geometry and the validation centre crop.
 #include "data/transforms.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -67,6 +68,32 @@ TEST(Transforms, AreaAndAspectFollowTheSpec) {
   // log-uniform aspect ratio over a range symmetric in log space: mean near 0, half below 1.
   EXPECT_NEAR(log_aspect_sum / draws, 0.0, 0.02);
   EXPECT_NEAR(static_cast<double>(below_one) / draws, 0.5, 0.03);
+}
+
+// With scale at most 0.5 every first draw fits a square image (area * ratio <= 0.5 * 4/3 < 1), so the crops
+// show the spec's distributions themselves: area uniform on [0.08, 0.5], log aspect uniform on
+// [log 3/4, log 4/3]. Tolerance: each of 10 equal bins holds 10% +- 1.2% of 20000 draws (about 5 standard
+// deviations of a binomial count; whole-pixel rounding moves a crop by under 0.3% of its area or aspect).
+TEST(Transforms, AreaAndAspectAreUniformWhereEveryDrawFits) {
+  RandomResizedCropSpec spec;
+  spec.scale_max = 0.5;
+  const int side = 2000, draws = 20000, bins = 10;
+  std::vector<int> area_bins(bins, 0), aspect_bins(bins, 0);
+  const double log_lo = std::log(spec.ratio_min), log_hi = std::log(spec.ratio_max);
+  for (int i = 0; i < draws; ++i) {
+    std::mt19937_64 rng = sample_rng(4, 1, i);
+    const CropRect r = random_resized_crop(side, side, spec, rng);
+    const double area = static_cast<double>(r.width) * r.height / (static_cast<double>(side) * side);
+    const double log_aspect = std::log(static_cast<double>(r.width) / r.height);
+    const double u_area = (area - spec.scale_min) / (spec.scale_max - spec.scale_min);
+    const double u_aspect = (log_aspect - log_lo) / (log_hi - log_lo);
+    ++area_bins[std::clamp(static_cast<int>(u_area * bins), 0, bins - 1)];
+    ++aspect_bins[std::clamp(static_cast<int>(u_aspect * bins), 0, bins - 1)];
+  }
+  for (int b = 0; b < bins; ++b) {
+    EXPECT_NEAR(area_bins[b], draws / bins, 0.012 * draws) << "area bin " << b;
+    EXPECT_NEAR(aspect_bins[b], draws / bins, 0.012 * draws) << "aspect bin " << b;
+  }
 }
 
 TEST(Transforms, OffsetsCoverTheWholeRange) {

@@ -118,16 +118,18 @@ TEST_F(Cli, ResumedRunTakesTheSameNextStepAsAnUninterruptedOne) {
   }
 }
 
-TEST_F(Cli, BadImagesAreCountedAndSkipped) {
-  make_sample("--classes 3 --per-class 10 --val-per-class 2 --size 32");
-  const fs::path cls = *fs::directory_iterator(path("data") + "/train");
+// An empty file, a text file and a truncated JPEG, all named .JPEG, in one class folder.
+void add_bad_images(const fs::path& cls) {
   std::ofstream(cls / "empty.JPEG");
   std::ofstream(cls / "text.JPEG") << "this is not an image";
-  {
-    std::ifstream good(fs::directory_iterator(cls)->path(), std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(good)), std::istreambuf_iterator<char>());
-    std::ofstream(cls / "truncated.JPEG", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
-  }
+  std::ifstream good(fs::directory_iterator(cls)->path(), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(good)), std::istreambuf_iterator<char>());
+  std::ofstream(cls / "truncated.JPEG", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+}
+
+TEST_F(Cli, BadImagesAreCountedAndSkipped) {
+  make_sample("--classes 3 --per-class 10 --val-per-class 2 --size 32");
+  add_bad_images(*fs::directory_iterator(path("data") + "/train"));
   // 33 files, batch 11: every position is used once, so each bad file is met exactly once.
   const std::string args = small_run(path("data"), path("run")) + " --batch-size 11 --epochs 1 --validate=off";
   const Result r = rn50(args);
@@ -188,6 +190,46 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   r = rn50("train --data-root /x --device cpu --precision bf16");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("precision"), std::string::npos) << r.output;
+  r = rn50("train --data-root /x --device cpu --decode gpu");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("'decode'"), std::string::npos) << r.output;
+  r = rn50("train --data-root /x --decode npu");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("cpu|gpu"), std::string::npos) << r.output;
+  r = rn50("bench-decode --decode npu --files 1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("--decode"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, GpuDecodeWithoutNvjpegIsAClearError) {
+  if (RN50_NVJPEG_BUILD) GTEST_SKIP() << "this build has nvJPEG (GpuDecodeCountsBadImagesAsTheCpuPathDoes instead)";
+  make_sample("--classes 2 --per-class 4 --val-per-class 1 --size 32");
+  // With a GPU, CUDA builds without nvJPEG stop at the missing library; CPU-only builds at the missing device.
+  Result r = rn50("train --data-root " + path("data") + " --out-dir " + path("run") + " --batch-size 4 --decode gpu");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("'decode': gpu needs"), std::string::npos) << r.output;
+  r = rn50("bench-decode --decode gpu --files 2 --seconds 0.1");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("'decode': gpu needs nvJPEG"), std::string::npos) << r.output;
+}
+
+// decode: gpu trains on the sample and meets the same bad files as decode: cpu (BadImagesAreCountedAndSkipped).
+TEST_F(Cli, GpuDecodeCountsBadImagesAsTheCpuPathDoes) {
+  if (!RN50_NVJPEG_BUILD) GTEST_SKIP() << "needs a build with nvJPEG, and a GPU";
+  make_sample("--classes 3 --per-class 10 --val-per-class 2 --size 32");
+  add_bad_images(*fs::directory_iterator(path("data") + "/train"));
+  const std::string args = "train --data-root " + path("data") + " --out-dir " + path("run") +
+                           " --device cuda:0 --decode gpu --image-size 48 --val-resize 48 --batch-size 11 --workers 2"
+                           " --epochs 1 --warmup-epochs 0";
+  const Result r = rn50(args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto epoch = records(path("run") + "/metrics.jsonl", "epoch").at(0);
+  EXPECT_EQ(epoch["bad_samples"], 3);
+  EXPECT_EQ(epoch["gpu_decode_hardware"].get<double>() + epoch["gpu_decode_hybrid"].get<double>() +
+                epoch["gpu_decode_cpu_fallback"].get<double>(),
+            33.0);
+  EXPECT_NE(r.output.find("nvJPEG"), std::string::npos) << r.output;  // the (decode) row of the start-up table
+  EXPECT_NE(r.output.find("truncated.JPEG"), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, MigWithoutNvmlIsAClearError) {

@@ -1,0 +1,34 @@
+// data/crop_resample.h: the host side of the GPU decode path's crop + resize + flip + normalisation: the plan of
+// each image (see data/resample_math.h) and the CPU reference that the CUDA kernel mirrors, for tests.
+#pragma once
+
+#include <cstdint>
+
+#include "data/dataset.h"
+#include "data/resample_math.h"
+
+namespace rn50::data {
+
+// The plan for a whole decoded width x height image (RGB, rows of width * 3 bytes) and the crop and flip that
+// the CPU path would apply for an out_size x out_size output. Throws std::invalid_argument when the crop is not
+// inside the image.
+ResamplePlan plan_resample(int width, int height, const SampleGeometry& geometry, int out_size);
+
+// The plan that passes an image through unchanged: for images that were already cropped, resized and flipped
+// to out_size x out_size on the CPU (decode_crop_resize, the fallback for what nvJPEG cannot decode).
+ResamplePlan plan_identity(int out_size);
+
+// Per-channel affine of the ImageNet normalisation on whole levels x: x * scale[c] - shift[c], which is
+// (x / 255 - mean) / std; the same constants as the CPU path's upload (trainer/input.cpp).
+struct Normalization {
+  float scale[3];
+  float shift[3];
+};
+Normalization imagenet_normalization();
+
+// CPU references of what the kernel computes for one image: the resampled levels (out_size x out_size x 3,
+// HWC), and those normalised into planes (3 x out_size x out_size floats, CHW).
+void resample_reference(const uint8_t* image, const ResamplePlan& plan, int out_size, uint8_t* out_hwc);
+void crop_resize_normalize_reference(const uint8_t* image, const ResamplePlan& plan, int out_size, float* out_chw);
+
+}  // namespace rn50::data

@@ -1,0 +1,70 @@
+// data/jpeg_header.cpp: the marker walk from the start-of-image marker to the first start-of-frame segment.
+#include "data/jpeg_header.h"
+
+#include <cstdio>
+#include <string>
+
+#include "core/errors.h"
+
+namespace rn50::data {
+namespace {
+
+std::string marker_name(uint8_t marker) {
+  char text[8];
+  std::snprintf(text, sizeof text, "0xFF%02X", static_cast<unsigned>(marker));
+  return text;
+}
+
+int read_u16(const uint8_t* p) { return (p[0] << 8) | p[1]; }
+
+// SOF0..SOF15 without DHT (C4), JPG (C8) and DAC (CC), which share the range.
+bool is_start_of_frame(uint8_t marker) {
+  return marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
+}
+
+// SOF2, SOF6, SOF10 and SOF14 are the progressive processes (Huffman and arithmetic, plain and differential).
+bool is_progressive(uint8_t marker) { return (marker & 0x03) == 0x02; }
+
+}  // namespace
+
+JpegInfo parse_jpeg_frame_header(const uint8_t* bytes, size_t size) {
+  check_jpeg_container(bytes, size);
+  size_t pos = 2;  // after the start-of-image marker
+  for (;;) {
+    if (pos >= size) throw DecodeError("truncated JPEG (the data ends before the frame header)");
+    if (bytes[pos] != 0xFF)
+      throw DecodeError("corrupt JPEG (no marker at byte " + std::to_string(pos) + " before the frame header)");
+    while (pos < size && bytes[pos] == 0xFF) ++pos;  // fill bytes may precede a marker
+    if (pos >= size) throw DecodeError("truncated JPEG (the data ends before the frame header)");
+    const uint8_t marker = bytes[pos++];
+    if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) continue;  // TEM, RSTn: no length field
+    if (marker == 0x00 || marker == 0xD8 || marker == 0xD9 || marker == 0xDA)
+      throw DecodeError("corrupt JPEG (marker " + marker_name(marker) + " before the frame header)");
+    if (pos + 2 > size) throw DecodeError("truncated JPEG (the data ends inside segment " + marker_name(marker) + ")");
+    const size_t length = static_cast<size_t>(read_u16(bytes + pos));  // counts its own two bytes
+    if (length < 2)
+      throw DecodeError("corrupt JPEG (segment " + marker_name(marker) + " has length " + std::to_string(length) + ")");
+    if (length > size - pos)
+      throw DecodeError("truncated JPEG (segment " + marker_name(marker) + " runs past the end of the data)");
+    if (!is_start_of_frame(marker)) {
+      pos += length;
+      continue;
+    }
+    // SOFn: length, precision, height, width, component count, then 3 bytes per component.
+    const uint8_t* frame = bytes + pos;
+    if (length < 8 || length < 8 + 3 * static_cast<size_t>(frame[7]))
+      throw DecodeError("corrupt JPEG (frame header " + marker_name(marker) + " is too short)");
+    JpegInfo info;
+    info.height = read_u16(frame + 3);
+    info.width = read_u16(frame + 5);
+    info.components = frame[7];
+    info.progressive = is_progressive(marker);
+    if (info.width == 0) throw DecodeError("corrupt JPEG (frame header gives width 0)");
+    if (info.height == 0) throw DecodeError("unsupported JPEG (height defined by a DNL marker)");
+    if (info.components != 1 && info.components != 3 && info.components != 4)
+      throw DecodeError("unsupported JPEG with " + std::to_string(info.components) + " colour components");
+    return info;
+  }
+}
+
+}  // namespace rn50::data

@@ -1,0 +1,25 @@
+// gpu/gpu_decode_bench.h: `rn50 bench-decode --decode gpu`: images/s of the GPU decode-and-augment stage alone.
+// No LibTorch in this header: the command line includes it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rn50::gpu {
+
+struct GpuDecodeBenchResult {
+  int batch_size = 0;
+  double train_per_s = 0;  // RandomResizedCrop + flip
+  double val_per_s = 0;    // resize + centre crop
+  int64_t hardware = 0, hybrid = 0, cpu_fallback = 0;  // images per route, both measurements together
+  std::string routes;  // GpuJpegDecoder::describe()
+};
+
+// Decodes batches of the files (cycled) into half-precision channels-last batches on `device`, as training
+// would, for about `seconds` per measurement: host work, nvJPEG and the kernel, until the device is done.
+// Throws rn50::ConfigError in builds without nvJPEG, rn50::DecodeError when a file does not decode.
+GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>>& files, int out_size, int batch_size,
+                                          double seconds, int device);
+
+}  // namespace rn50::gpu

@@ -1,0 +1,471 @@
+// gpu/gpu_decoder.cpp: GpuJpegDecoder on nvJPEG (built only when CMake found it). Per batch: route each sample
+// (hardware engines, nvJPEG's default backend, libjpeg), decode into one of two reusable device buffers on the
+// decode stream, then plan, replace what failed, and run the crop-resize-normalise kernel on the current stream.
+#include "gpu/gpu_decoder.h"
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <nvjpeg.h>
+
+#include <algorithm>
+#include <optional>
+#include <stdexcept>
+#include <type_traits>
+#include <vector>
+
+#include "core/errors.h"
+#include "core/log.h"
+#include "data/crop_resample.h"
+#include "data/jpeg_codec.h"
+#include "gpu/crop_resize_kernel.h"
+#include "gpu/cuda_check.h"
+#include "gpu/nvjpeg_check.h"
+
+namespace rn50::gpu {
+namespace {
+
+// ---- owners of nvJPEG and CUDA objects: every one is released by its unique_ptr's deleter ----------------
+
+template <class Handle, nvjpegStatus_t (*destroy)(Handle)>
+struct NvjpegDeleter {
+  void operator()(Handle h) const { destroy(h); }
+};
+using HandleOwner =
+    std::unique_ptr<std::remove_pointer_t<nvjpegHandle_t>, NvjpegDeleter<nvjpegHandle_t, nvjpegDestroy>>;
+using StateOwner =
+    std::unique_ptr<std::remove_pointer_t<nvjpegJpegState_t>, NvjpegDeleter<nvjpegJpegState_t, nvjpegJpegStateDestroy>>;
+using StreamOwner = std::unique_ptr<std::remove_pointer_t<nvjpegJpegStream_t>,
+                                    NvjpegDeleter<nvjpegJpegStream_t, nvjpegJpegStreamDestroy>>;
+
+struct CudaStreamDeleter {
+  void operator()(cudaStream_t s) const { cudaStreamDestroy(s); }
+};
+struct CudaEventDeleter {
+  void operator()(cudaEvent_t e) const { cudaEventDestroy(e); }
+};
+struct DeviceFree {
+  void operator()(void* p) const { cudaFree(p); }
+};
+struct PinnedFree {
+  void operator()(void* p) const { cudaFreeHost(p); }
+};
+using CudaStreamOwner = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, CudaStreamDeleter>;
+using CudaEventOwner = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, CudaEventDeleter>;
+using DeviceMemory = std::unique_ptr<void, DeviceFree>;
+using PinnedMemory = std::unique_ptr<void, PinnedFree>;
+
+CudaEventOwner make_event() {
+  cudaEvent_t event = nullptr;
+  RN50_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  return CudaEventOwner(event);
+}
+
+DeviceMemory device_alloc(size_t bytes) {
+  void* p = nullptr;
+  RN50_CUDA_CHECK(cudaMalloc(&p, bytes));
+  return DeviceMemory(p);
+}
+
+PinnedMemory pinned_alloc(size_t bytes) {
+  void* p = nullptr;
+  RN50_CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+  return PinnedMemory(p);
+}
+
+// Device memory that grows to the largest request and is then reused. Callers grow it only when no queued work
+// reads it any more.
+class GrowingDeviceBuffer {
+ public:
+  uint8_t* reserve(size_t bytes) {
+    if (bytes > capacity_) {
+      memory_.reset();  // freed first: the old contents are not needed
+      capacity_ = 0;
+      const size_t grown = bytes + bytes / 4;  // headroom, so that slightly larger batches do not reallocate
+      memory_ = device_alloc(grown);
+      capacity_ = grown;
+    }
+    return static_cast<uint8_t*>(memory_.get());
+  }
+
+ private:
+  DeviceMemory memory_;
+  size_t capacity_ = 0;
+};
+
+// nvJPEG handles with chroma upsampling by interpolation where the library has it: libjpeg's "fancy"
+// upsampling, which the CPU path uses, is an interpolation too. Returns the creation status.
+nvjpegStatus_t create_handle(nvjpegBackend_t backend, HandleOwner& out, bool& interpolated) {
+  nvjpegHandle_t handle = nullptr;
+  nvjpegStatus_t status = NVJPEG_STATUS_NOT_INITIALIZED;
+  interpolated = false;
+#ifdef NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION
+  status = nvjpegCreateEx(backend, nullptr, nullptr, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, &handle);
+  interpolated = status == NVJPEG_STATUS_SUCCESS;
+#endif
+  if (status != NVJPEG_STATUS_SUCCESS)
+    status = nvjpegCreateEx(backend, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT, &handle);
+  if (status == NVJPEG_STATUS_SUCCESS) out.reset(handle);
+  return status;
+}
+
+// A decoding state and a header parser for `handle`.
+void open_state(nvjpegHandle_t handle, StateOwner& state, StreamOwner& parse) {
+  nvjpegJpegState_t new_state = nullptr;
+  RN50_NVJPEG_CHECK(nvjpegJpegStateCreate(handle, &new_state));
+  state.reset(new_state);
+  nvjpegJpegStream_t new_parse = nullptr;
+  RN50_NVJPEG_CHECK(nvjpegJpegStreamCreate(handle, &new_parse));
+  parse.reset(new_parse);
+}
+
+constexpr size_t kAlignment = 256;
+size_t aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+
+enum class Route { kHardware, kHybrid, kCpu };
+
+}  // namespace
+
+bool built_with_nvjpeg() { return true; }
+
+struct GpuJpegDecoder::Impl {
+  // One of the two batches in flight: its decoded images, tables and the events that guard their reuse.
+  struct Slot {
+    GrowingDeviceBuffer decoded;  // the batch's decoded RGB images, written on the decode stream
+    PinnedMemory jobs_host;       // kernel table, copied to jobs_device on the compute stream
+    DeviceMemory jobs_device;
+    PinnedMemory fallback_host;  // libjpeg's images, allocated on the first fallback
+    CudaEventOwner decode_done;  // on the decode stream: `decoded` holds the batch
+    CudaEventOwner kernel_done;  // on the compute stream: kernel and label copy finished; the slot is free
+    std::optional<data::HostBatch> in_flight;
+    ReleaseBatch release;
+  };
+
+  int device = 0;
+  int max_batch = 0;
+  int out_size = 0;
+  data::Normalization norm = data::imagenet_normalization();
+  CudaStreamOwner decode_stream;
+  // Declared before their states and streams, so that those are destroyed first.
+  HandleOwner hardware, hybrid;
+  StateOwner hardware_state, hybrid_state;
+  StreamOwner hardware_parse, hybrid_parse;
+  std::string hardware_status;  // why there is no hardware route, when there is none
+  unsigned hardware_engines = 0;
+  bool interpolated_chroma = false;
+  Slot slots[2];
+  int next_slot = 0;
+  GpuDecodeCounts counts;
+  bool hardware_failure_logged = false;
+  data::DecodeScratch cpu_scratch;
+
+  // Per-batch scratch, reserved once for max_batch samples.
+  std::vector<Route> routes;
+  std::vector<size_t> offsets;
+  std::vector<data::ResamplePlan> plans;
+  std::vector<bool> decoded;
+  std::vector<std::string> reasons;
+  std::vector<int> hardware_positions;
+  std::vector<const unsigned char*> hardware_data;
+  std::vector<size_t> hardware_lengths;
+  std::vector<nvjpegImage_t> hardware_images;
+
+  Impl(int device_in, int max_batch_in, int out_size_in)
+      : device(device_in), max_batch(max_batch_in), out_size(out_size_in) {
+    if (max_batch < 1 || out_size < 1) throw std::invalid_argument("GpuJpegDecoder: empty batches or images");
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+    cudaStream_t stream = nullptr;
+    RN50_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    decode_stream.reset(stream);
+
+    bool hardware_interpolated = false;
+    const nvjpegStatus_t hw = create_handle(NVJPEG_BACKEND_HARDWARE, hardware, hardware_interpolated);
+    if (hw == NVJPEG_STATUS_SUCCESS) {
+      open_state(hardware.get(), hardware_state, hardware_parse);
+      unsigned cores = 0;
+      if (nvjpegGetHardwareDecoderInfo(hardware.get(), &hardware_engines, &cores) != NVJPEG_STATUS_SUCCESS)
+        hardware_engines = 0;  // informational only
+    } else {
+      hardware_status = nvjpeg_status_name(hw);  // NVJPEG_STATUS_ARCH_MISMATCH on GPUs without the engines
+    }
+    RN50_NVJPEG_CHECK(create_handle(NVJPEG_BACKEND_DEFAULT, hybrid, interpolated_chroma));
+    interpolated_chroma = interpolated_chroma && (!hardware || hardware_interpolated);
+    open_state(hybrid.get(), hybrid_state, hybrid_parse);
+
+    for (Slot& slot : slots) {
+      slot.jobs_host = pinned_alloc(sizeof(kernels::ResampleJob) * static_cast<size_t>(max_batch));
+      slot.jobs_device = device_alloc(sizeof(kernels::ResampleJob) * static_cast<size_t>(max_batch));
+      slot.decode_done = make_event();
+      slot.kernel_done = make_event();
+    }
+    routes.reserve(max_batch);
+    offsets.reserve(max_batch);
+    plans.reserve(max_batch);
+    decoded.reserve(max_batch);
+    reasons.reserve(max_batch);
+    hardware_positions.reserve(max_batch);
+    hardware_data.reserve(max_batch);
+    hardware_lengths.reserve(max_batch);
+    hardware_images.reserve(max_batch);
+  }
+
+  ~Impl() {
+    // Queued work still writes the buffers about to be freed. No release here: the loader may be gone.
+    if (decode_stream) cudaStreamSynchronize(decode_stream.get());
+    for (Slot& slot : slots) {
+      if (slot.in_flight && slot.kernel_done) cudaEventSynchronize(slot.kernel_done.get());
+    }
+  }
+
+  // Hands a slot's batch back once the device is done with it; with wait false only if it already is.
+  void retire(Slot& slot, bool wait) {
+    if (!slot.in_flight) return;
+    if (wait) {
+      RN50_CUDA_CHECK(cudaEventSynchronize(slot.kernel_done.get()));
+    } else {
+      const cudaError_t status = cudaEventQuery(slot.kernel_done.get());
+      if (status == cudaErrorNotReady) {
+        cudaGetLastError();  // not an error here
+        return;
+      }
+      RN50_CUDA_CHECK(status);
+    }
+    const data::HostBatch batch = *slot.in_flight;
+    slot.in_flight.reset();
+    if (slot.release) slot.release(batch);
+  }
+
+  // Which decoder takes sample `s`, parsing its header with nvJPEG.
+  Route route_of(const data::EncodedSample& s) {
+    if (s.info.components == 4) return Route::kCpu;  // CMYK/YCCK: libjpeg applies the Adobe inversion the CPU path does
+    nvjpegHandle_t handle = hardware ? hardware.get() : hybrid.get();
+    nvjpegJpegStream_t parse = hardware ? hardware_parse.get() : hybrid_parse.get();
+    if (nvjpegJpegStreamParseHeader(handle, s.bytes.data(), s.bytes.size(), parse) != NVJPEG_STATUS_SUCCESS)
+      return Route::kCpu;
+    unsigned width = 0, height = 0;
+    if (nvjpegJpegStreamGetFrameDimensions(parse, &width, &height) != NVJPEG_STATUS_SUCCESS ||
+        static_cast<int>(width) != s.info.width || static_cast<int>(height) != s.info.height)
+      return Route::kCpu;  // the crop was drawn for the header's size; libjpeg will check that size again
+    if (!hardware) return Route::kHybrid;
+    int unsupported = -1;  // nvJPEG's convention: 0 means supported
+    if (nvjpegDecodeBatchedSupported(hardware.get(), parse, &unsupported) != NVJPEG_STATUS_SUCCESS)
+      return Route::kHybrid;
+    return unsupported == 0 ? Route::kHardware : Route::kHybrid;
+  }
+
+  static nvjpegImage_t rgb_destination(uint8_t* pixels, int width) {
+    nvjpegImage_t image{};
+    image.channel[0] = pixels;
+    image.pitch[0] = static_cast<size_t>(width) * 3;
+    return image;
+  }
+
+  void decode_hardware(const data::HostBatch& batch, uint8_t* base) {
+    hardware_positions.clear();
+    hardware_data.clear();
+    hardware_lengths.clear();
+    hardware_images.clear();
+    for (int i = 0; i < static_cast<int>(batch.size); ++i) {
+      if (routes[i] != Route::kHardware) continue;
+      const data::EncodedSample& s = batch.encoded[i];
+      hardware_positions.push_back(i);
+      hardware_data.push_back(s.bytes.data());
+      hardware_lengths.push_back(s.bytes.size());
+      hardware_images.push_back(rgb_destination(base + offsets[i], s.info.width));
+    }
+    if (hardware_positions.empty()) return;
+    // Re-initialised every batch: the count changes, and a failed batch needs it too.
+    nvjpegStatus_t status = nvjpegDecodeBatchedInitialize(
+        hardware.get(), hardware_state.get(), static_cast<int>(hardware_positions.size()), 1, NVJPEG_OUTPUT_RGBI);
+    if (status == NVJPEG_STATUS_SUCCESS)
+      status = nvjpegDecodeBatched(hardware.get(), hardware_state.get(), hardware_data.data(), hardware_lengths.data(),
+                                   hardware_images.data(), decode_stream.get());
+    if (status == NVJPEG_STATUS_SUCCESS) {
+      for (int i : hardware_positions) decoded[i] = true;
+      counts.hardware += static_cast<int64_t>(hardware_positions.size());
+      return;
+    }
+    // The batched call does not say which image failed: the default backend retries each one.
+    if (!hardware_failure_logged) {
+      log_warn("nvJPEG's hardware decoder failed a batch (" + nvjpeg_status_name(status) +
+               "); its images go through the default backend (logged once)");
+      hardware_failure_logged = true;
+    }
+    for (int i : hardware_positions) routes[i] = Route::kHybrid;
+  }
+
+  void decode_hybrid(const data::HostBatch& batch, uint8_t* base) {
+    for (int i = 0; i < static_cast<int>(batch.size); ++i) {
+      if (routes[i] != Route::kHybrid) continue;
+      const data::EncodedSample& s = batch.encoded[i];
+      nvjpegImage_t image = rgb_destination(base + offsets[i], s.info.width);
+      const nvjpegStatus_t status = nvjpegDecode(hybrid.get(), hybrid_state.get(), s.bytes.data(), s.bytes.size(),
+                                                 NVJPEG_OUTPUT_RGBI, &image, decode_stream.get());
+      if (status == NVJPEG_STATUS_SUCCESS) {
+        decoded[i] = true;
+        ++counts.hybrid;
+      } else {
+        routes[i] = Route::kCpu;
+        reasons[i] = "nvJPEG: " + nvjpeg_status_name(status);
+      }
+    }
+  }
+
+  // libjpeg makes the finished out_size image (the CPU path's own crop, resize and flip); the kernel then only
+  // normalises it, through the identity plan.
+  void decode_cpu(const data::HostBatch& batch, Slot& slot, uint8_t* base) {
+    const size_t image_bytes = static_cast<size_t>(out_size) * out_size * 3;
+    for (int i = 0; i < static_cast<int>(batch.size); ++i) {
+      if (routes[i] != Route::kCpu) continue;
+      const data::EncodedSample& s = batch.encoded[i];
+      if (!slot.fallback_host) slot.fallback_host = pinned_alloc(image_bytes * static_cast<size_t>(max_batch));
+      uint8_t* host = static_cast<uint8_t*>(slot.fallback_host.get()) + image_bytes * static_cast<size_t>(i);
+      try {
+        data::decode_crop_resize(s.bytes.data(), s.bytes.size(), s.geometry.rect, out_size, out_size, s.geometry.flip,
+                                 host, cpu_scratch);
+      } catch (const std::exception& e) {  // DecodeError, or a crop outside what libjpeg reads (invalid_argument)
+        reasons[i] += (reasons[i].empty() ? "" : "; ") + std::string("libjpeg: ") + e.what();
+        continue;
+      }
+      RN50_CUDA_CHECK(
+          cudaMemcpyAsync(base + offsets[i], host, image_bytes, cudaMemcpyHostToDevice, decode_stream.get()));
+      plans[i] = data::plan_identity(out_size);
+      decoded[i] = true;
+      ++counts.cpu_fallback;
+    }
+  }
+
+  void decode_into(const data::HostBatch& batch, at::Tensor& images, at::Tensor& labels, const BadDecodeHandler& on_bad,
+                   const ReleaseBatch& release) {
+    const int n = static_cast<int>(batch.size);
+    check_arguments(batch, images, labels);
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+    const cudaStream_t compute = at::cuda::getCurrentCUDAStream().stream();
+
+    for (Slot& other : slots) retire(other, /*wait=*/false);
+    Slot& slot = slots[next_slot];
+    retire(slot, /*wait=*/true);  // from here on nothing queued reads this slot's memory
+
+    routes.assign(n, Route::kCpu);
+    offsets.assign(n, 0);
+    plans.assign(n, data::ResamplePlan{});
+    decoded.assign(n, false);
+    reasons.assign(n, std::string());
+    size_t total = 0;
+    for (int i = 0; i < n; ++i) {
+      const data::EncodedSample& s = batch.encoded[i];
+      routes[i] = route_of(s);
+      offsets[i] = total;
+      // Room for the whole image, or for libjpeg's finished one if nvJPEG fails later.
+      const size_t whole = static_cast<size_t>(s.info.width) * static_cast<size_t>(s.info.height) * 3;
+      total += aligned(std::max(whole, static_cast<size_t>(out_size) * out_size * 3));
+      if (routes[i] != Route::kCpu) plans[i] = data::plan_resample(s.info.width, s.info.height, s.geometry, out_size);
+    }
+    uint8_t* base = slot.decoded.reserve(std::max<size_t>(total, 1));
+
+    decode_hardware(batch, base);
+    decode_hybrid(batch, base);
+    decode_cpu(batch, slot, base);
+
+    // What nothing decoded: reported (strict mode stops here), then replaced as the loader replaces bad files.
+    for (int i = 0; i < n; ++i) {
+      if (decoded[i]) continue;
+      ++counts.bad;
+      if (on_bad) on_bad(batch.encoded[i].index, reasons[i]);
+    }
+    const std::vector<int> sources = data::replacement_sources(decoded);
+    auto* jobs = static_cast<kernels::ResampleJob*>(slot.jobs_host.get());
+    for (int i = 0; i < n; ++i) {
+      const int from = sources[i];
+      jobs[i] = kernels::ResampleJob{base + offsets[from], plans[from]};
+      if (from != i) batch.labels[i] = batch.labels[from];
+    }
+
+    RN50_CUDA_CHECK(cudaEventRecord(slot.decode_done.get(), decode_stream.get()));
+    RN50_CUDA_CHECK(cudaStreamWaitEvent(compute, slot.decode_done.get(), 0));
+    RN50_CUDA_CHECK(cudaMemcpyAsync(slot.jobs_device.get(), jobs, sizeof(kernels::ResampleJob) * static_cast<size_t>(n),
+                                    cudaMemcpyHostToDevice, compute));
+    kernels::crop_resize_normalize(static_cast<const kernels::ResampleJob*>(slot.jobs_device.get()), n, out_size,
+                                   images.data_ptr(), output_type(images), is_channels_last(images), norm.scale,
+                                   norm.shift, compute);
+    RN50_CUDA_CHECK(cudaMemcpyAsync(labels.data_ptr(), batch.labels, sizeof(int64_t) * static_cast<size_t>(n),
+                                    cudaMemcpyHostToDevice, compute));
+    RN50_CUDA_CHECK(cudaEventRecord(slot.kernel_done.get(), compute));
+    slot.in_flight = batch;
+    slot.release = release;
+    next_slot = 1 - next_slot;
+  }
+
+  void check_arguments(const data::HostBatch& batch, const at::Tensor& images, const at::Tensor& labels) const {
+    if (batch.encoded == nullptr) throw std::invalid_argument("GpuJpegDecoder: the batch holds no encoded samples");
+    if (batch.size < 1 || batch.size > max_batch)
+      throw std::invalid_argument("GpuJpegDecoder: batch of " + std::to_string(batch.size) + " samples, at most " +
+                                  std::to_string(max_batch) + " allowed");
+    TORCH_CHECK(
+        images.is_cuda() && images.device().index() == device && images.dim() == 4 && images.size(0) == batch.size &&
+            images.size(1) == 3 && images.size(2) == out_size && images.size(3) == out_size,
+        "GpuJpegDecoder: images must be [", batch.size, ", 3, ", out_size, ", ", out_size, "] on cuda:", device);
+    TORCH_CHECK(images.is_contiguous() || images.is_contiguous(at::MemoryFormat::ChannelsLast),
+                "GpuJpegDecoder: images must be NCHW or channels-last contiguous");
+    TORCH_CHECK(
+        labels.is_cuda() && labels.scalar_type() == at::kLong && labels.is_contiguous() && labels.numel() == batch.size,
+        "GpuJpegDecoder: labels must be int64 [", batch.size, "] on the device");
+  }
+
+  static bool is_channels_last(const at::Tensor& images) {
+    return !images.is_contiguous() && images.is_contiguous(at::MemoryFormat::ChannelsLast);
+  }
+
+  static kernels::OutType output_type(const at::Tensor& images) {
+    switch (images.scalar_type()) {
+      case at::kFloat:
+        return kernels::OutType::F32;
+      case at::kHalf:
+        return kernels::OutType::F16;
+      case at::kBFloat16:
+        return kernels::OutType::BF16;
+      default:
+        throw std::invalid_argument("GpuJpegDecoder: images must be float, half or bfloat16");
+    }
+  }
+
+  std::string describe() const {
+    int major = 0, minor = 0;
+    nvjpegGetProperty(MAJOR_VERSION, &major);
+    nvjpegGetProperty(MINOR_VERSION, &minor);
+    std::string text = "nvJPEG " + std::to_string(major) + "." + std::to_string(minor) + ": ";
+    if (hardware) {
+      text += "hardware decoder" +
+              (hardware_engines > 0 ? " (" + std::to_string(hardware_engines) + " engines)" : std::string()) +
+              " where it accepts the image, default backend for the rest";
+    } else {
+      text += "default backend for all (no hardware decoder: " + hardware_status + ")";
+    }
+    text += ", libjpeg for what nvJPEG refuses; ";
+    text += interpolated_chroma ? "chroma upsampling with interpolation" : "nvJPEG's default chroma upsampling";
+    return text + "; decoding overlaps the previous step";
+  }
+};
+
+GpuJpegDecoder::GpuJpegDecoder(int device, int max_batch, int out_size)
+    : impl_(std::make_unique<Impl>(device, max_batch, out_size)) {}
+
+GpuJpegDecoder::~GpuJpegDecoder() = default;
+
+void GpuJpegDecoder::decode_into(const data::HostBatch& batch, at::Tensor& images, at::Tensor& labels,
+                                 const BadDecodeHandler& on_bad, const ReleaseBatch& release) {
+  impl_->decode_into(batch, images, labels, on_bad, release);
+}
+
+void GpuJpegDecoder::drain() {
+  for (Impl::Slot& slot : impl_->slots) impl_->retire(slot, /*wait=*/true);
+}
+
+GpuDecodeCounts GpuJpegDecoder::take_counts() {
+  const GpuDecodeCounts out = impl_->counts;
+  impl_->counts = {};
+  return out;
+}
+
+std::string GpuJpegDecoder::describe() const { return impl_->describe(); }
+
+}  // namespace rn50::gpu

@@ -1,0 +1,62 @@
+// gpu/gpu_decoder.h: decode: gpu. nvJPEG decodes a batch of compressed samples on the GPU (the hardware engines
+// where they accept the image, nvJPEG's default backend where they do not, libjpeg for what nvJPEG refuses), and
+// one kernel crops, resizes, flips and normalises the whole batch into the training step's input tensor.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "data/loader.h"
+
+namespace rn50::gpu {
+
+// Whether this build has nvJPEG (CMake found it: RN50_HAVE_NVJPEG); decode: gpu needs it.
+bool built_with_nvjpeg();
+
+// Images per route since the last take_counts().
+struct GpuDecodeCounts {
+  int64_t hardware = 0;      // nvJPEG's hardware engines, in one batched call
+  int64_t hybrid = 0;        // nvJPEG's default backend, one by one: what the engines refuse (progressive, ...)
+  int64_t cpu_fallback = 0;  // libjpeg on the calling thread: what nvJPEG refuses (CMYK, streams it cannot parse)
+  int64_t bad = 0;           // nothing decoded them: replaced by another image of the batch
+};
+
+// Called for a sample that no decoder could read: its dataset index and the reasons. May throw (strict mode).
+using BadDecodeHandler = std::function<void(size_t index, const std::string& reason)>;
+// Gets a host batch back once the device no longer reads its memory.
+using ReleaseBatch = std::function<void(const data::HostBatch&)>;
+
+class GpuJpegDecoder {
+ public:
+  // Batches of up to max_batch samples into out_size x out_size images on CUDA device `device`. Throws
+  // rn50::ConfigError in builds without nvJPEG.
+  GpuJpegDecoder(int device, int max_batch, int out_size);
+  ~GpuJpegDecoder();
+  GpuJpegDecoder(const GpuJpegDecoder&) = delete;
+  GpuJpegDecoder& operator=(const GpuJpegDecoder&) = delete;
+
+  // Decodes batch.encoded[0, batch.size) into `images` ([N, 3, S, S] float, half or bfloat16 on the device, NCHW
+  // or channels-last) and copies batch.labels into `labels` (int64 [N]), both ready in order on the current
+  // stream. nvJPEG runs on a stream of its own, so that this batch decodes while the previous one trains; the
+  // kernel and the label copy run on the current stream. A sample nothing could decode goes to on_bad and is
+  // replaced by the next decoded sample of the batch, label included (batch.labels is rewritten). At most two
+  // batches are held; `release` gets each back when the device is done with it.
+  void decode_into(const data::HostBatch& batch, at::Tensor& images, at::Tensor& labels, const BadDecodeHandler& on_bad,
+                   const ReleaseBatch& release);
+  // Waits for the device and releases every batch still held (before the loader that owns them goes).
+  void drain();
+  GpuDecodeCounts take_counts();
+  // The routes in use, for the start-up table.
+  std::string describe() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rn50::gpu

@@ -1,0 +1,61 @@
+// tests/data/special_jpegs.h: JPEGs that rn50's encoder does not write, for the tests of both decode paths: a CMYK
+// one (written with libjpeg directly), and one whose header reads fine but whose data no decoder can use.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>  // jpeglib.h uses FILE without including stdio.h
+#include <cstdlib>
+#include <vector>
+
+#include <jpeglib.h>
+
+namespace rn50::data::test {
+
+// A CMYK JPEG as Photoshop writes it: Adobe marker, inverted values (255 = no ink). Left half red ink
+// (M + Y), right half blue ink (C + M).
+inline std::vector<uint8_t> adobe_cmyk_jpeg(int width, int height) {
+  std::vector<uint8_t> cmyk(static_cast<size_t>(width) * height * 4);
+  for (int y = 0; y < height; ++y) {
+    for (int x = 0; x < width; ++x) {
+      uint8_t* p = &cmyk[(static_cast<size_t>(y) * width + x) * 4];
+      const bool left = x < width / 2;
+      const uint8_t ink[4] = {static_cast<uint8_t>(left ? 0 : 255), 255, static_cast<uint8_t>(left ? 255 : 0), 0};
+      for (int c = 0; c < 4; ++c) p[c] = static_cast<uint8_t>(255 - ink[c]);
+    }
+  }
+  jpeg_compress_struct cinfo{};
+  jpeg_error_mgr err{};
+  cinfo.err = jpeg_std_error(&err);
+  jpeg_create_compress(&cinfo);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&cinfo, &buffer, &size);
+  cinfo.image_width = static_cast<JDIMENSION>(width);
+  cinfo.image_height = static_cast<JDIMENSION>(height);
+  cinfo.input_components = 4;
+  cinfo.in_color_space = JCS_CMYK;
+  jpeg_set_defaults(&cinfo);  // stores YCCK with an Adobe marker, like Photoshop
+  jpeg_set_quality(&cinfo, 95, TRUE);
+  jpeg_start_compress(&cinfo, TRUE);
+  while (cinfo.next_scanline < cinfo.image_height) {
+    JSAMPROW row = &cmyk[static_cast<size_t>(cinfo.next_scanline) * width * 4];
+    jpeg_write_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  jpeg_destroy_compress(&cinfo);
+  std::vector<uint8_t> jpeg(buffer, buffer + size);
+  std::free(buffer);
+  return jpeg;
+}
+
+// A valid JPEG whose frame header sends every component to quantisation table 3, which the file never defines:
+// the header parses, decoding fails ("Quantization table 0x03 was not defined").
+inline std::vector<uint8_t> undefined_table_jpeg(std::vector<uint8_t> jpeg) {
+  size_t pos = 2;
+  while (pos + 4 <= jpeg.size() && jpeg[pos + 1] != 0xC0) pos += 2 + ((jpeg[pos + 2] << 8) | jpeg[pos + 3]);
+  const int components = jpeg[pos + 9];
+  for (int c = 0; c < components; ++c) jpeg[pos + 10 + 3 * c + 2] = 3;  // each component: id, sampling, table
+  return jpeg;
+}
+
+}  // namespace rn50::data::test

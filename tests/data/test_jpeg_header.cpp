@@ -1,0 +1,173 @@
+// tests/data/test_jpeg_header.cpp: tests of the plain-C++ frame header parser against libjpeg's header reader, on
+// generated JPEGs of many shapes and kinds, and of the errors it must give for what is not a whole JPEG.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/errors.h"
+#include "data/jpeg_codec.h"
+#include "data/jpeg_header.h"
+#include "special_jpegs.h"
+#include "test_support.h"
+
+namespace rn50::data {
+namespace {
+
+std::vector<uint8_t> gray_jpeg(int width, int height, bool progressive) {
+  std::vector<uint8_t> gray(static_cast<size_t>(width) * height);
+  for (size_t p = 0; p < gray.size(); ++p) gray[p] = static_cast<uint8_t>(p * 13 % 251);
+  return encode_jpeg(gray.data(), width, height, 1, 90, progressive);
+}
+
+std::vector<uint8_t> rgb_jpeg(int width, int height, bool progressive) {
+  const std::vector<uint8_t> pixels = test::smooth_image(width, height);
+  return encode_jpeg(pixels.data(), width, height, 3, 90, progressive);
+}
+
+// Byte offset of the first segment with `marker` (its 0xFF), found by the segment lengths.
+size_t segment_offset(const std::vector<uint8_t>& jpeg, uint8_t marker) {
+  size_t pos = 2;
+  while (pos + 4 <= jpeg.size() && jpeg[pos + 1] != marker) pos += 2 + ((jpeg[pos + 2] << 8) | jpeg[pos + 3]);
+  return pos;
+}
+
+std::string error_of(const std::vector<uint8_t>& bytes) {
+  try {
+    parse_jpeg_frame_header(bytes.data(), bytes.size());
+  } catch (const DecodeError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void expect_same_header(const std::vector<uint8_t>& jpeg, const std::string& what) {
+  SCOPED_TRACE(what);
+  const JpegInfo mine = parse_jpeg_frame_header(jpeg.data(), jpeg.size());
+  const JpegInfo libjpeg = read_jpeg_header(jpeg.data(), jpeg.size());
+  EXPECT_EQ(mine.width, libjpeg.width);
+  EXPECT_EQ(mine.height, libjpeg.height);
+  EXPECT_EQ(mine.components, libjpeg.components);
+  EXPECT_EQ(mine.progressive, libjpeg.progressive);
+}
+
+TEST(JpegHeader, MatchesLibjpegOnGeneratedJpegsOfEveryKind) {
+  const int sizes[][2] = {{1, 1}, {17, 9}, {64, 48}, {500, 375}, {375, 500}, {2049, 3}, {3, 1500}, {4000, 16}};
+  for (const auto& size : sizes) {
+    const std::string shape = std::to_string(size[0]) + "x" + std::to_string(size[1]);
+    for (bool progressive : {false, true}) {
+      const std::string kind = progressive ? " progressive" : " baseline";
+      expect_same_header(rgb_jpeg(size[0], size[1], progressive), shape + kind + " RGB");
+      expect_same_header(gray_jpeg(size[0], size[1], progressive), shape + kind + " grey");
+    }
+  }
+  const std::vector<uint8_t> cmyk = test::adobe_cmyk_jpeg(40, 24);
+  expect_same_header(cmyk, "Adobe CMYK");
+  EXPECT_EQ(parse_jpeg_frame_header(cmyk.data(), cmyk.size()).components, 4);
+  const std::vector<uint8_t> progressive = rgb_jpeg(500, 375, true);
+  const JpegInfo info = parse_jpeg_frame_header(progressive.data(), progressive.size());
+  EXPECT_EQ(info.width, 500);
+  EXPECT_EQ(info.height, 375);
+  EXPECT_EQ(info.components, 3);
+  EXPECT_TRUE(info.progressive);
+}
+
+TEST(JpegHeader, SkipsOtherSegmentsAndFillBytes) {
+  std::vector<uint8_t> jpeg = rgb_jpeg(123, 45, false);
+  // A large APP1 (Exif-like) segment with marker-like bytes inside, and fill bytes before the next marker.
+  std::vector<uint8_t> app1 = {0xFF, 0xE1, 0x04, 0x02};
+  for (int i = 0; i < 0x400; ++i) app1.push_back(i % 3 == 0 ? 0xFF : 0xC0);
+  app1.insert(app1.end(), {0xFF, 0xFF, 0xFF});
+  jpeg.insert(jpeg.begin() + 2, app1.begin(), app1.end());
+  const JpegInfo info = parse_jpeg_frame_header(jpeg.data(), jpeg.size());
+  EXPECT_EQ(info.width, 123);
+  EXPECT_EQ(info.height, 45);
+  EXPECT_EQ(read_jpeg_header(jpeg.data(), jpeg.size()).width, 123);  // libjpeg reads it too
+}
+
+TEST(JpegHeader, TellsProgressiveFramesByTheirMarker) {
+  const std::vector<uint8_t> jpeg = rgb_jpeg(32, 24, false);
+  const size_t sof = segment_offset(jpeg, 0xC0);
+  ASSERT_LT(sof, jpeg.size());
+  for (uint8_t marker : {0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC9, 0xCA, 0xCD, 0xCE, 0xCF}) {
+    std::vector<uint8_t> patched = jpeg;
+    patched[sof + 1] = marker;
+    const JpegInfo info = parse_jpeg_frame_header(patched.data(), patched.size());
+    EXPECT_EQ(info.width, 32) << std::hex << int(marker);
+    EXPECT_EQ(info.progressive, marker == 0xC2 || marker == 0xC6 || marker == 0xCA || marker == 0xCE)
+        << std::hex << int(marker);
+  }
+}
+
+TEST(JpegHeader, RejectsWhatIsNotAWholeJpegWithTheCpuDecodersReasons) {
+  const std::vector<uint8_t> jpeg = rgb_jpeg(64, 64, false);
+  // The container checks are the CPU decoder's own: the same message.
+  std::vector<uint8_t> png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
+  png.resize(300, 0);
+  const std::vector<uint8_t> half(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(jpeg.size() / 2));
+  std::mt19937 gen(3);
+  std::vector<uint8_t> noise(500);
+  for (uint8_t& b : noise) b = static_cast<uint8_t>(gen());
+  noise[0] = 0x00;
+  for (const auto& bytes :
+       {std::vector<uint8_t>{}, png, half, noise, std::vector<uint8_t>{'G', 'I', 'F', '8', '9', 'a'}}) {
+    std::string libjpeg;
+    try {
+      read_jpeg_header(bytes.data(), bytes.size());
+    } catch (const DecodeError& e) {
+      libjpeg = e.what();
+    }
+    EXPECT_FALSE(libjpeg.empty());
+    EXPECT_EQ(error_of(bytes), libjpeg);
+  }
+  EXPECT_NE(error_of({}).find("empty file"), std::string::npos);
+  EXPECT_NE(error_of(png).find("PNG"), std::string::npos);
+  EXPECT_NE(error_of(half).find("truncated"), std::string::npos);
+
+  // Cut inside the header, with an end-of-image marker appended: a segment runs past the end.
+  const size_t sof = segment_offset(jpeg, 0xC0);
+  std::vector<uint8_t> cut(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(sof + 6));
+  cut.insert(cut.end(), {0xFF, 0xD9});
+  EXPECT_NE(error_of(cut).find("truncated JPEG (segment 0xFFC0 runs past the end"), std::string::npos) << error_of(cut);
+  // A scan, or the end, before any frame header.
+  EXPECT_NE(error_of({0xFF, 0xD8, 0xFF, 0xDA, 0x00, 0x02, 0xFF, 0xD9}).find("corrupt JPEG (marker 0xFFDA"),
+            std::string::npos);
+  EXPECT_NE(error_of({0xFF, 0xD8, 0xFF, 0xD9}).find("corrupt JPEG (marker 0xFFD9"), std::string::npos);
+  // Garbage where a marker should be; a segment length below 2.
+  EXPECT_NE(error_of({0xFF, 0xD8, 0x12, 0x34, 0xFF, 0xD9}).find("no marker at byte 2"), std::string::npos);
+  EXPECT_NE(error_of({0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x01, 0xFF, 0xD9}).find("has length 1"), std::string::npos);
+
+  auto patched = [&](size_t offset, uint8_t value) {
+    std::vector<uint8_t> bytes = jpeg;
+    bytes[sof + offset] = value;
+    return bytes;
+  };
+  // SOF layout: FF C0, length (2), precision, height (2), width (2), components.
+  std::vector<uint8_t> no_height = patched(5, 0);
+  no_height[sof + 6] = 0;
+  EXPECT_NE(error_of(no_height).find("DNL"), std::string::npos);
+  std::vector<uint8_t> no_width = patched(7, 0);
+  no_width[sof + 8] = 0;
+  EXPECT_NE(error_of(no_width).find("width 0"), std::string::npos);
+  EXPECT_NE(error_of(patched(9, 2)).find("unsupported JPEG with 2 colour components"), std::string::npos);
+  EXPECT_NE(error_of(patched(9, 200)).find("frame header 0xFFC0 is too short"), std::string::npos);
+}
+
+// The header parser reads only what it needs: a file whose data no decoder can use still parses (the GPU decode
+// path counts such files when the device and libjpeg both fail on them).
+TEST(JpegHeader, ParsesTheHeaderOfAFileThatDoesNotDecode) {
+  const std::vector<uint8_t> bad = test::undefined_table_jpeg(rgb_jpeg(64, 48, false));
+  EXPECT_EQ(parse_jpeg_frame_header(bad.data(), bad.size()).width, 64);
+  std::vector<uint8_t> out(32 * 32 * 3);
+  DecodeScratch scratch;
+  try {
+    decode_crop_resize(bad.data(), bad.size(), {0, 0, 64, 48}, 32, 32, false, out.data(), scratch);
+    ADD_FAILURE() << "decoded a file without its quantisation table";
+  } catch (const DecodeError& e) {
+    EXPECT_NE(std::string(e.what()).find("Quantization table 0x03 was not defined"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace rn50::data
