@@ -12,6 +12,9 @@
 namespace rn50::gpu {
 namespace {
 
+static_assert(trainer::HasShutdown<c10d::ProcessGroupNCCL>::value,
+              "ProcessGroupNCCL::shutdown() is how rn50 closes the communicators (see trainer/communicator.h)");
+
 // NCCL orders a collective after the work queued so far on the calling thread's current stream. The
 // gradient hooks run on autograd's device thread, so every call first makes the training stream (current
 // when the communicator was made) current there.

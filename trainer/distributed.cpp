@@ -90,13 +90,27 @@ Distributed::Distributed(const LaunchEnv& launch, const Config& config, c10::Dev
 }
 
 void Distributed::shutdown() {
-  if (comm_) comm_->shutdown();
+  if (!comm_) return;
+  comm_->shutdown();
   comm_.reset();
+  // Rank 0 serves the store: it stays until the others have closed their process groups, whose monitor
+  // threads read the store until then (bounded: a rank that died does not hold it up for long).
+  impl_->store->set("done/" + std::to_string(rank()), std::vector<uint8_t>{1});
+  if (rank() == 0) {
+    std::vector<std::string> keys;
+    for (int r = 1; r < world_size(); ++r) keys.push_back("done/" + std::to_string(r));
+    try {
+      impl_->store->wait(keys, std::chrono::seconds(30));
+    } catch (const std::exception&) {
+      log_warn("data parallel: not every rank said it was done within 30 s; closing the store anyway");
+    }
+  }
 }
 
 Distributed::~Distributed() {
+  // After an error: close the communicators without waiting for the other ranks.
   try {
-    shutdown();
+    if (comm_) comm_->shutdown();
   } catch (const std::exception& e) {
     log_warn(std::string("data parallel: closing the process group failed: ") + e.what());
   }

@@ -105,6 +105,12 @@ void GradientBuckets::finish() {
   for (auto& b : buckets_) b.arrived = 0;
 }
 
+void GradientBuckets::reset() {
+  pending_.clear();
+  next_to_start_ = 0;
+  for (auto& b : buckets_) b.arrived = 0;
+}
+
 void GradientBuckets::zero_gradients() {
   for (auto& b : buckets_) b.buffer.zero_();
 }

@@ -28,6 +28,8 @@ class GradientBuckets {
   void finish();
   // Zeroes every gradient (one fill per bucket instead of one per parameter).
   void zero_gradients();
+  // Forgets a step that did not finish (a failed graph capture): no bucket started, none waited for.
+  void reset();
 
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
   int64_t bytes() const;

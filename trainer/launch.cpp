@@ -12,12 +12,33 @@
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
-#include <thread>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/errors.h"
 
+extern char** environ;
+
 namespace rn50::trainer {
 namespace {
+
+// The environment of one rank: this process's, with torchrun's variables for `rank` in place of any it had.
+std::vector<std::string> rank_environment(int rank, int processes, int port) {
+  const std::vector<std::pair<std::string, std::string>> ours = {
+      {"RANK", std::to_string(rank)},         {"LOCAL_RANK", std::to_string(rank)},
+      {"WORLD_SIZE", std::to_string(processes)}, {"LOCAL_WORLD_SIZE", std::to_string(processes)},
+      {"MASTER_ADDR", "127.0.0.1"},           {"MASTER_PORT", std::to_string(port)}};
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string entry(*e);
+    bool replaced = false;
+    for (const auto& [name, value] : ours) replaced |= entry.rfind(name + "=", 0) == 0;
+    if (!replaced) env.push_back(entry);
+  }
+  for (const auto& [name, value] : ours) env.push_back(name + "=" + value);
+  return env;
+}
 
 int free_port() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -60,24 +81,39 @@ int launch_local(const LaunchOptions& options) {
   sigaddset(&watched, SIGCHLD);
   sigprocmask(SIG_BLOCK, &watched, &previous);
 
+  // Everything the child needs is built before fork: between fork and exec only async-signal-safe calls.
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(options.program.c_str()));
+  for (const auto& a : options.args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<std::vector<std::string>> environments;
+  std::vector<std::vector<char*>> envps;
+  for (int rank = 0; rank < options.processes; ++rank) environments.push_back(rank_environment(rank, options.processes, port));
+  for (auto& env : environments) {
+    envps.emplace_back();
+    for (auto& entry : env) envps.back().push_back(entry.data());
+    envps.back().push_back(nullptr);
+  }
+
   std::vector<pid_t> pids(static_cast<size_t>(options.processes), -1);
   for (int rank = 0; rank < options.processes; ++rank) {
     const pid_t pid = fork();
-    if (pid < 0) throw std::runtime_error(std::string("launch: fork: ") + std::strerror(errno));
+    if (pid < 0) {
+      const int error = errno;
+      for (const pid_t started : pids) {
+        if (started > 0) kill(started, SIGTERM);
+      }
+      for (const pid_t started : pids) {
+        if (started > 0) waitpid(started, nullptr, 0);
+      }
+      sigprocmask(SIG_SETMASK, &previous, nullptr);
+      throw std::runtime_error(std::string("launch: fork: ") + std::strerror(error));
+    }
     if (pid == 0) {
       sigprocmask(SIG_SETMASK, &previous, nullptr);
-      setenv("RANK", std::to_string(rank).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(options.processes).c_str(), 1);
-      setenv("LOCAL_WORLD_SIZE", std::to_string(options.processes).c_str(), 1);
-      setenv("MASTER_ADDR", "127.0.0.1", 1);
-      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(options.program.c_str()));
-      for (const auto& a : options.args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(options.program.c_str(), argv.data());
-      std::fprintf(stderr, "rn50 launch: cannot start %s: %s\n", options.program.c_str(), std::strerror(errno));
+      execve(options.program.c_str(), argv.data(), envps[static_cast<size_t>(rank)].data());
+      static const char kMessage[] = "rn50 launch: cannot start the rank's program\n";
+      (void)!write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
       _exit(127);
     }
     pids[static_cast<size_t>(rank)] = pid;

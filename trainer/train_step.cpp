@@ -91,6 +91,13 @@ void TrainStep::try_capture() {
     forward_backward_graph->capture([this] { forward_backward(/*timed=*/false); });
     update_graph->capture([this] { update(); });
   } catch (const std::exception& e) {
+    if (gradient_sync_) {
+      // Every rank must replay the same collectives: one rank falling back to eager steps while the others
+      // replay graphs would hang them. Stop instead.
+      gradient_sync_->reset();
+      throw std::runtime_error(std::string("cuda_graph: capture failed in a data-parallel run: ") + e.what() +
+                               "; run without cuda_graph");
+    }
     graph_status_ = std::string("eager: CUDA graph capture failed: ") + e.what();
     log_warn("cuda_graph: " + graph_status_);
     return;

@@ -54,7 +54,9 @@ double peak_host_rss_gib() {
 // `local_rank`: a data-parallel process takes the GPU of its rank on this host.
 c10::Device resolve_device(const std::string& name, int local_rank) {
   const bool cuda_available = torch::cuda::is_available();
-  const std::string own_gpu = "cuda:" + std::to_string(local_rank);
+  // Under per-task GPU binding (Slurm) a process may see only its own GPU, whatever its local rank.
+  const int visible = cuda_available ? static_cast<int>(torch::cuda::device_count()) : 1;
+  const std::string own_gpu = "cuda:" + std::to_string(visible > 0 ? local_rank % visible : 0);
   if (name == "auto") return cuda_available ? c10::Device(own_gpu) : c10::Device(c10::kCPU);
   if (name == "cpu") return c10::Device(c10::kCPU);
   if (!cuda_available) {
@@ -254,8 +256,15 @@ class Run {
   void join_data_parallel() {
     Config shared = config_;
     shared.device = "";  // each rank has its own GPU
+    shared.workers = 0;  // and its own host's share of cores
     distributed_->check_same("configuration", to_yaml(shared));
     distributed_->check_same("model", describe_tensors(named_state()));
+    // Ranks that saw different datasets would take different numbers of steps (and hang) or overlap.
+    std::string dataset = strprintf("steps per epoch: %lld\n", static_cast<long long>(steps_per_epoch_));
+    if (train_set_) dataset += strprintf("train images: %zu\n", train_set_->size());
+    if (val_set_) dataset += strprintf("val images: %zu\n", val_set_->size());
+    for (const auto& c : classes_) dataset += "class: " + c + "\n";
+    distributed_->check_same("dataset", dataset);
     std::vector<at::Tensor> state;
     for (auto& [name, t] : named_state()) state.push_back(t);
     for (auto& [name, t] : sgd_->momentum_buffers()) state.push_back(t);
