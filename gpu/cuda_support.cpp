@@ -6,8 +6,13 @@
 #include <cuda_runtime.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 
+#include <memory>
+#include <vector>
+
 #include "core/log.h"
 #include "gpu/cuda_check.h"
+#include "gpu/links.h"
+#include "gpu/nvml.h"
 #include "gpu/utilisation.h"
 
 namespace rn50::gpu {
@@ -54,15 +59,15 @@ std::optional<CudaVersions> cuda_versions() {
 std::string describe_links() {
   int count = 0;
   RN50_CUDA_CHECK(cudaGetDeviceCount(&count));
-  std::string out;
-  for (int a = 0; a < count; ++a) {
-    for (int b = a + 1; b < count; ++b) {
-      int peer = 0;
-      RN50_CUDA_CHECK(cudaDeviceCanAccessPeer(&peer, a, b));
-      out += strprintf("%sGPU%d-GPU%d %s", out.empty() ? "" : ", ", a, b, peer ? "peer access" : "no peer access");
-    }
-  }
-  return out;
+  std::vector<std::string> uuids;
+  for (int i = 0; i < count; ++i) uuids.push_back(device_uuid(i));
+  std::string why_not;
+  const std::unique_ptr<NvmlApi> nvml = count > 1 ? open_nvml(&why_not) : nullptr;
+  return describe_gpu_links(nvml.get(), uuids, [](int a, int b) {
+    int peer = 0;
+    RN50_CUDA_CHECK(cudaDeviceCanAccessPeer(&peer, a, b));
+    return peer != 0;
+  });
 }
 
 std::string device_uuid(int device) {

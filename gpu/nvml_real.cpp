@@ -179,6 +179,30 @@ class RealNvml final : public NvmlApi {
   }
 
  private:
+  std::optional<bool> nvlink_between(unsigned gpu_a, unsigned gpu_b) override {
+    nvmlGpuP2PStatus_t status{};
+    if (!answered(RN50_NVML_CHECK(
+            nvmlDeviceGetP2PStatus(gpu_handle(gpu_a), gpu_handle(gpu_b), NVML_P2P_CAPS_INDEX_NVLINK, &status),
+            NVML_ERROR_NOT_SUPPORTED))) {
+      return std::nullopt;
+    }
+    return status == NVML_P2P_STATUS_OK;
+  }
+
+  std::optional<unsigned> active_nvlinks(unsigned gpu) override {
+    unsigned active = 0;
+    for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
+      nvmlEnableState_t state{};
+      // NOT_SUPPORTED on link 0: no NVLink at all; INVALID_ARGUMENT: past this GPU's last link.
+      const nvmlReturn_t status = RN50_NVML_CHECK(nvmlDeviceGetNvLinkState(gpu_handle(gpu), link, &state),
+                                                  NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_INVALID_ARGUMENT);
+      if (status == NVML_ERROR_NOT_SUPPORTED && link == 0) return std::nullopt;
+      if (!answered(status)) break;
+      if (state == NVML_FEATURE_ENABLED) ++active;
+    }
+    return active;
+  }
+
   static bool answered(nvmlReturn_t status) { return status == NVML_SUCCESS; }
 
   nvmlDevice_t gpu_handle(unsigned gpu) {

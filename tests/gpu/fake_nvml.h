@@ -1,6 +1,7 @@
 // tests/gpu/fake_nvml.h: FakeNvml, an in-memory NvmlApi whose GPUs, MIG instances and readings tests set directly.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -39,6 +40,7 @@ struct FakeGpu {
   unsigned max_mig_devices = 7;
   std::map<unsigned, FakeMig> mig_slots;  // slot -> instance; absent slots are empty (NVML_ERROR_NOT_FOUND)
   FakeReadings readings;
+  std::optional<unsigned> active_nvlinks;  // nullopt: no NVLink support
 };
 
 class FakeGpmSample final : public GpmSample {
@@ -88,6 +90,13 @@ class FakeNvml final : public NvmlApi {
   std::optional<double> pcie_tx_kb_per_s(const NvmlDevice& device) override {
     return readings(device).pcie_tx_kb_per_s;
   }
+
+  std::map<std::pair<unsigned, unsigned>, bool> nvlink;  // (lower, higher) NVML index; absent: NVML cannot say
+  std::optional<bool> nvlink_between(unsigned a, unsigned b) override {
+    const auto found = nvlink.find({std::min(a, b), std::max(a, b)});
+    return found == nvlink.end() ? std::nullopt : std::optional<bool>(found->second);
+  }
+  std::optional<unsigned> active_nvlinks(unsigned index) override { return gpu(index).active_nvlinks; }
 
   bool gpm_supported(const NvmlDevice& device) override { return readings(device).gpm_supported; }
   std::unique_ptr<GpmSample> gpm_sample(const NvmlDevice& device) override {
