@@ -8,6 +8,7 @@
 #include <torch/utils.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -37,6 +38,7 @@
 #include "trainer/sgd.h"
 #include "trainer/step_timer.h"
 #include "trainer/train_step.h"
+#include "trainer/watchdog.h"
 
 namespace rn50::trainer {
 namespace {
@@ -129,6 +131,7 @@ class Run {
       EpochRecord record = train_epoch(epoch);
       if (distributed_) average_buffers();
       if (config_.validate && val_set_) validate(record);
+      beat();
       if (primary()) {
         save(epoch + 1);
         // What the instance is paid for: the whole epoch, validation and checkpoint included.
@@ -144,6 +147,7 @@ class Run {
       }
     }
     if (distributed_) {
+      watchdog_.reset();
       // Graphs that captured collectives go before the communicators they use.
       step_.reset();
       buckets_.reset();
@@ -275,6 +279,18 @@ class Run {
     const auto bucket_bytes = static_cast<int64_t>(config_.bucket_mb * 1024 * 1024);
     buckets_ = std::make_unique<GradientBuckets>(model_->parameters(), distributed_->comm(), bucket_bytes);
     step_->set_gradient_sync(buckets_.get());
+    // A backstop behind the backends' own timeouts (which say more when they fire), hence the margin.
+    const int timeout_s = config_.dist_timeout_s + config_.dist_timeout_s / 10 + 5;
+    const int rank = distributed_->rank(), world = distributed_->world_size();
+    watchdog_ = std::make_unique<Watchdog>(std::chrono::seconds(timeout_s), [timeout_s, rank, world] {
+      log_error(strprintf("rank %d of %d stopped: training made no progress for %d s (dist_timeout_s plus a margin): "
+                          "another rank probably died or hangs in a collective", rank, world, timeout_s));
+      std::_Exit(3);
+    });
+  }
+
+  void beat() {
+    if (watchdog_) watchdog_->beat();
   }
 
   std::vector<std::pair<std::string, at::Tensor>> named_state() const {
@@ -443,6 +459,7 @@ class Run {
       timer_->mark(Phase::kInput);
       const double lr = schedule_.at(global_step_);
       const at::Tensor& loss = step_->run(lr);
+      beat();
       loss_sum.add_(loss);
       interval_loss.add_(loss);
       ++interval_steps;
@@ -518,6 +535,7 @@ class Run {
       at::Tensor y = at::empty({batch->size}, at::TensorOptions(device_).dtype(at::kLong));
       load_input(*batch, loader, *val_set_, x, y);
       const EvalSums sums = step_->executor().evaluate(x, y);
+      beat();
       loss.add_(sums.loss);
       top1.add_(sums.top1);
       top5.add_(sums.top5);
@@ -600,6 +618,7 @@ class Run {
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<gpu::UtilisationSampler> sampler_;
   std::unique_ptr<GradientBuckets> buckets_;
+  std::unique_ptr<Watchdog> watchdog_;  // data parallel: ends a rank whose loop is stuck
   std::string sampler_status_;
   LrSchedule schedule_;
   int64_t start_epoch_ = 0;
@@ -611,7 +630,24 @@ class Run {
 
 void train(const Config& config, const LaunchEnv& launch) {
   Run run(config, launch);
-  run.run();
+  if (launch.world_size <= 1) {
+    run.run();
+    return;
+  }
+  try {
+    run.run();
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const DataError&) {
+    throw;
+  } catch (const std::exception& e) {
+    // A failed collective's message (Gloo, NCCL) does not say why it failed; the usual reason is another rank.
+    const std::string what = e.what();
+    throw std::runtime_error(strprintf("rank %d of %d stopped: %s (in a data-parallel run this usually means another "
+                                       "rank died or hangs; waits are bounded by dist_timeout_s=%d)",
+                                       launch.rank, launch.world_size, what.substr(0, what.find('\n')).c_str(),
+                                       config.dist_timeout_s));
+  }
 }
 
 }  // namespace rn50::trainer

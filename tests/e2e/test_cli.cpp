@@ -378,6 +378,55 @@ TEST_F(Cli, RanksWithDifferentConfigurationsRefuseToTrain) {
   }
 }
 
+// Two ranks started by hand (as torchrun or Slurm would, with no launcher watching them); rank 1 is frozen
+// (SIGSTOP) mid-training: rank 0 must stop by itself, with an error, within about dist_timeout_s.
+TEST_F(Cli, ARankThatHangsStopsTheOtherWithinTheTimeout) {
+  make_sample("--classes 2 --per-class 16 --val-per-class 1 --size 32");
+  const std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(test_port(3));
+  const std::string run = std::string(RN50_BINARY) + " " + small_run(path("data"), path("run")) +
+                          " --model resnet18 --batch-size 2 --epochs 1000 --log-every 1 --dist-timeout-s 5";
+  pid_t ranks[2] = {0, 0};
+  for (int r = 0; r < 2; ++r) {
+    const std::string command = "exec env RANK=" + std::to_string(r) + " " + env + " " + run + " > " +
+                                path("r" + std::to_string(r) + ".log") + " 2>&1";
+    ranks[r] = fork();
+    ASSERT_GE(ranks[r], 0);
+    if (ranks[r] == 0) {
+      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+  }
+  auto read_log = [&](int r) {
+    std::ifstream in(path("r" + std::to_string(r) + ".log"));
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (read_log(0).find("step 2 ") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_NE(read_log(0).find("step 2 "), std::string::npos) << read_log(0);
+  ::kill(ranks[1], SIGSTOP);
+  const auto frozen_at = std::chrono::steady_clock::now();
+  int status = 0;
+  pid_t done = 0;
+  while ((done = ::waitpid(ranks[0], &status, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() - frozen_at < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - frozen_at).count();
+  ::kill(ranks[1], SIGKILL);
+  ::waitpid(ranks[1], nullptr, 0);
+  if (done == 0) {
+    ::kill(ranks[0], SIGKILL);
+    ::waitpid(ranks[0], nullptr, 0);
+    FAIL() << "rank 0 still waiting 60 s after rank 1 froze:\n" << read_log(0);
+  }
+  EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_log(0);
+  EXPECT_LT(seconds, 40);
+  // One error line that says what stopped and why (Gloo's own timeout on the CPU; the watchdog on GPUs).
+  EXPECT_NE(read_log(0).find("rank 0 of 2 stopped"), std::string::npos) << read_log(0);
+}
+
 TEST_F(Cli, LaunchStopsTheOtherRanksWhenOneDies) {
   make_sample("--classes 2 --per-class 16 --val-per-class 1 --size 32");
   // A long run; rank 1 is killed once training has begun.
