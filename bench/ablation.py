@@ -60,7 +60,7 @@ def run_one(opts, data, data_args, batch, steps, label, on, names, log_dir):
     cmd = [opts.rn50, "train", *data_args, "--model", opts.model, "--device", opts.device, "--batch-size", str(batch),
            "--epochs", str(1 + opts.repeats), "--max-steps", str(steps), "--warmup-epochs", "0",
            "--validate=off", "--log-every", "1000000", "--image-size", str(opts.image_size),
-           "--val-resize", str(opts.image_size), "--out-dir", out_dir, *switch_args(on, names)]
+           "--val-resize", str(opts.image_size), "--out-dir", out_dir, "--checkpoint=off", *switch_args(on, names)]
     if data == "synthetic":
         cmd += ["--synthetic-images", str(batch * steps)]
     if os.path.exists(os.path.join(out_dir, "metrics.jsonl")):
@@ -188,7 +188,7 @@ def write_report(opts, machine, runs, names, batches):
         return None
 
     batch = batches[0]
-    lines = [f"# Switch ablation, {machine['date']} ({opts.device})", "", f"Command: `{machine['command']}`", ""]
+    lines = [f"# Switch ablation, {machine['date']} ({machine['device']})", "", f"Command: `{machine['command']}`", ""]
     ratios = []
     for data, what in [("jpeg", "JPEG files (the whole pipeline)"), ("synthetic", "synthetic data (compute alone)")]:
         base, best = median(data, batch, "baseline"), median(data, batch, "all")
@@ -272,6 +272,8 @@ def main():
     p.add_argument("--model", default="resnet50")
     p.add_argument("--price-per-hour", type=float, default=0,
                    help="instance price per hour (any currency): the report adds the cost of an ImageNet epoch")
+    p.add_argument("--render", action="store_true",
+                   help="write the report and pictures again from OUT/ablation.json (of a finished or cut-short run)")
     p.add_argument("--quick", action="store_true",
                    help="a smoke run of the tool itself: CPU, resnet18, 32 px, one batch size, one step, one repeat")
     opts = p.parse_args()
@@ -281,6 +283,15 @@ def main():
         opts.device, opts.image_size, opts.model, opts.repeats, batches, steps = "cpu", 32, "resnet18", 1, [4], {4: 1}
     else:
         opts.image_size, batches, steps = 224, [256, 64], {256: 10, 64: 24}
+    if opts.render:
+        saved = json.load(open(os.path.join(opts.out, "ablation.json")))
+        runs, machine = saved["runs"], saved["machine"]
+        batches = sorted({r["batch"] for r in runs}, reverse=True)
+        names = saved.get("switches") or [s for s in SWITCHES if any(f"+{s}" == r["label"] for r in runs)]
+        write_report(opts, machine, runs, names, batches)
+        write_pictures(opts, runs, batches)
+        print(f"wrote {opts.out}/report.md again ({len(runs)} runs)")
+        return
     os.makedirs(opts.out, exist_ok=True)
     os.makedirs(opts.work, exist_ok=True)
     log_dir = os.path.join(opts.out, "logs")
@@ -298,6 +309,8 @@ def main():
                             str(per_class), "--val-per-class", "1", "--size", str(size)], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     datasets = [("synthetic", ["--data", "synthetic"]), ("jpeg", ["--data", "folder", "--data-root", data_root])]
+    machine = {"date": datetime.date.today().isoformat(), "host": platform.node(), "device": opts.device,
+               "command": " ".join(sys.argv)}
     runs = []
     for data, data_args in datasets:
         for batch in batches:
@@ -308,10 +321,9 @@ def main():
                 s = run["summary"]
                 print(f"{data:9} b{batch:<4} {label:22} " + (f"{s['median']:9.0f} img/s  spread {s['spread_pct']:4.1f}%"
                       if s else f"failed (exit {run['exit_code']})"), flush=True)
-
-    machine = {"date": datetime.date.today().isoformat(), "host": platform.node(), "device": opts.device,
-               "command": " ".join(sys.argv)}
-    json.dump({"machine": machine, "runs": runs}, open(os.path.join(opts.out, "ablation.json"), "w"), indent=1)
+                # After every run: a run cut short by a time limit keeps what it measured (--render reports it).
+                with open(os.path.join(opts.out, "ablation.json"), "w") as f:
+                    json.dump({"machine": machine, "switches": names, "runs": runs}, f, indent=1)
 
     write_report(opts, machine, runs, names, batches)
     write_pictures(opts, runs, batches)

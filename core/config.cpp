@@ -160,6 +160,8 @@ std::vector<ConfigKey> make_keys() {
                  "classifier when the class count differs: fine-tuning)"),
       int_key("log_every", &C::log_every, "steps between step records in the log and metrics"),
       bool_key("validate", &C::validate, "evaluate on the validation split after every epoch"),
+      bool_key("checkpoint", &C::checkpoint,
+               "write checkpoint.safetensors after every epoch (off: for timing runs that keep nothing)"),
       double_key("price_per_hour", &C::price_per_hour,
                  "instance price per hour (any currency): each epoch record gets cost_per_epoch and "
                  "projected_run_cost (0: off)"),

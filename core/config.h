@@ -48,6 +48,7 @@ struct Config {
   std::string init_from;  // weights (torchvision layout) to start from
   int log_every = 50;  // steps between step records
   bool validate = true;
+  bool checkpoint = true;  // write checkpoint.safetensors after every epoch
   double price_per_hour = 0;  // instance price per hour in any currency; > 0 adds costs to the epoch records
 
   // speed switches (GPU)

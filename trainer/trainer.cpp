@@ -133,7 +133,7 @@ class Run {
       if (config_.validate && val_set_) validate(record);
       beat();
       if (primary()) {
-        save(epoch + 1);
+        if (config_.checkpoint) save(epoch + 1);
         // What the instance is paid for: the whole epoch, validation and checkpoint included.
         std::optional<RunCost> cost;
         if (config_.price_per_hour > 0) {

@@ -72,6 +72,13 @@ def main():
     check(re.search(r"- jpeg: baseline [\d.e+-]+ \([\d.]+ h\), optimized [\d.e+-]+ \([\d.]+ h\)", report),
           "report.md: no baseline and optimized cost")
     check("(images_per_s.svg)" in report and "(step_split.svg)" in report, "report.md: pictures not referenced")
+
+    # --render writes the same report again from ablation.json alone (a run cut short by a time limit).
+    os.remove(os.path.join(opts.out, "report.md"))
+    code = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "ablation.py"), "--out", opts.out, "--render",
+                           "--price-per-hour", "2.5"]).returncode
+    check(code == 0, f"ablation.py --render exited with {code}")
+    check(open(os.path.join(opts.out, "report.md")).read() == report, "report.md from --render differs")
     print("ablation quick run: report and pictures well-formed")
 
 
