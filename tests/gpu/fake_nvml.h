@@ -96,7 +96,11 @@ class FakeNvml final : public NvmlApi {
     const auto found = nvlink.find({std::min(a, b), std::max(a, b)});
     return found == nvlink.end() ? std::nullopt : std::optional<bool>(found->second);
   }
-  std::optional<unsigned> active_nvlinks(unsigned index) override { return gpu(index).active_nvlinks; }
+  bool nvlink_throws = false;  // plays an NVML failure on the link query
+  std::optional<unsigned> active_nvlinks(unsigned index) override {
+    if (nvlink_throws) throw std::runtime_error("fake NVML: link query failed");
+    return gpu(index).active_nvlinks;
+  }
 
   bool gpm_supported(const NvmlDevice& device) override { return readings(device).gpm_supported; }
   std::unique_ptr<GpmSample> gpm_sample(const NvmlDevice& device) override {

@@ -23,6 +23,17 @@ TEST(GpuLinks, NamesNvlinkAndPeerAccessMatchingGpusByUuid) {
             "GPU1-GPU2 link type unknown, peer access");
 }
 
+TEST(GpuLinks, AnNvmlFailureIsDescribedNotThrown) {
+  testing::FakeNvml nvml;
+  nvml.gpus.resize(2);
+  nvml.gpus[0].uuid = "GPU-a";
+  nvml.gpus[1].uuid = "GPU-b";
+  nvml.nvlink[{0, 1}] = true;
+  nvml.nvlink_throws = true;
+  EXPECT_EQ(describe_gpu_links(&nvml, {"GPU-a", "GPU-b"}, [](int, int) { return true; }),
+            "GPU0-GPU1 link type unknown (NVML: fake NVML: link query failed), peer access");
+}
+
 TEST(GpuLinks, WithoutNvmlOrWithOneGpu) {
   const auto peer = [](int, int) { return true; };
   EXPECT_EQ(describe_gpu_links(nullptr, {"GPU-a", "GPU-b"}, peer), "GPU0-GPU1 link type unknown, peer access");
