@@ -21,4 +21,7 @@ struct DecodeError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The first line of an exception's message: LibTorch's (c10::Error) carry a stack trace after it.
+inline std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
 }  // namespace rn50

@@ -11,6 +11,7 @@
 #include <deque>
 #include <stdexcept>
 
+#include "core/errors.h"
 #include "gpu/cuda_check.h"
 #include "gpu/kernels.h"
 
@@ -159,8 +160,7 @@ void CudaGraph::capture(const std::function<void()>& body) {
     }
     cudaGetLastError();
     graph.release();
-    std::string what = e.what();
-    throw std::runtime_error(what.substr(0, what.find('\n')));
+    throw std::runtime_error(first_line(e.what()));
   }
   impl_->graph = std::move(graph);
 }

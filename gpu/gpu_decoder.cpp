@@ -442,7 +442,7 @@ struct GpuJpegDecoder::Impl {
     }
     text += ", libjpeg for what nvJPEG refuses; ";
     text += interpolated_chroma ? "chroma upsampling with interpolation" : "nvJPEG's default chroma upsampling";
-    return text + "; decoding overlaps the previous step";
+    return text;
   }
 };
 

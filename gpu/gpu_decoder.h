@@ -42,7 +42,7 @@ class GpuJpegDecoder {
 
   // Decodes batch.encoded[0, batch.size) into `images` ([N, 3, S, S] float, half or bfloat16 on the device, NCHW
   // or channels-last) and copies batch.labels into `labels` (int64 [N]), both ready in order on the current
-  // stream. nvJPEG runs on a stream of its own, so that this batch decodes while the previous one trains; the
+  // stream. nvJPEG runs on a stream of its own, meant to let this batch decode while the previous one trains; the
   // kernel and the label copy run on the current stream. A sample nothing could decode goes to on_bad and is
   // replaced by the next decoded sample of the batch, label included (batch.labels is rewritten). At most two
   // batches are held; `release` gets each back when the device is done with it.

@@ -22,8 +22,6 @@ class OnTrainingStream final : public trainer::Communicator {
  public:
   explicit OnTrainingStream(std::unique_ptr<trainer::Communicator> inner)
       : inner_(std::move(inner)), stream_(c10::cuda::getCurrentCUDAStream()) {}
-  int rank() const override { return inner_->rank(); }
-  int world_size() const override { return inner_->world_size(); }
   std::string backend() const override { return inner_->backend(); }
   std::function<void()> start_mean(at::Tensor tensor) override {
     c10::cuda::CUDAStreamGuard guard(stream_);
@@ -55,7 +53,7 @@ std::unique_ptr<trainer::Communicator> make_nccl_communicator(const c10::intrusi
   options->timeout = timeout;
   auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world, options);
   return std::make_unique<OnTrainingStream>(std::make_unique<trainer::C10dCommunicator<c10d::ProcessGroupNCCL>>(
-      group, rank, world, "nccl", /*average_natively=*/true));
+      group, world, "nccl", /*average_natively=*/true));
 }
 
 }  // namespace rn50::gpu

@@ -22,11 +22,9 @@ template <class Backend>
 class C10dCommunicator final : public Communicator {
  public:
   // `average_natively`: the backend has ReduceOp::AVG (NCCL); otherwise the sum is divided afterwards.
-  C10dCommunicator(c10::intrusive_ptr<Backend> backend, int rank, int world, std::string name, bool average_natively)
-      : backend_(std::move(backend)), rank_(rank), world_(world), name_(std::move(name)), average_natively_(average_natively) {}
+  C10dCommunicator(c10::intrusive_ptr<Backend> backend, int world, std::string name, bool average_natively)
+      : backend_(std::move(backend)), world_(world), name_(std::move(name)), average_natively_(average_natively) {}
 
-  int rank() const override { return rank_; }
-  int world_size() const override { return world_; }
   std::string backend() const override { return name_; }
 
   std::function<void()> start_mean(at::Tensor tensor) override {
@@ -67,7 +65,7 @@ class C10dCommunicator final : public Communicator {
   static at::Tensor dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
 
   c10::intrusive_ptr<Backend> backend_;
-  int rank_, world_;
+  int world_;
   std::string name_;
   bool average_natively_;
 };

@@ -13,8 +13,6 @@ namespace rn50::trainer {
 class Communicator {
  public:
   virtual ~Communicator() = default;
-  virtual int rank() const = 0;
-  virtual int world_size() const = 0;
   virtual std::string backend() const = 0;  // "nccl" | "gloo"
   // Starts averaging `tensor` over the ranks, in place. The returned function finishes it: on NCCL it makes
   // the current CUDA stream wait (the host does not block, so it can be captured in a CUDA graph); on Gloo

@@ -26,7 +26,7 @@ std::unique_ptr<Communicator> make_gloo_communicator(const c10::intrusive_ptr<c1
   options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
   options->threads = 2;
   auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
-  return std::make_unique<C10dCommunicator<c10d::ProcessGroupGloo>>(group, rank, world, "gloo",
+  return std::make_unique<C10dCommunicator<c10d::ProcessGroupGloo>>(group, world, "gloo",
                                                                    /*average_natively=*/false);
 #else
   (void)store, (void)rank, (void)world, (void)timeout;
@@ -34,8 +34,6 @@ std::unique_ptr<Communicator> make_gloo_communicator(const c10::intrusive_ptr<c1
                     "(LibTorch with Gloo headers; on Debian: apt-get install libgloo-dev, then rebuild)");
 #endif
 }
-
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
@@ -116,31 +114,30 @@ Distributed::~Distributed() {
   }
 }
 
-void Distributed::check_same(const std::string& what, const std::string& text) {
-  const std::string prefix = "check/" + std::to_string(exchanges_++) + "/";
-  impl_->store->set(prefix + std::to_string(rank()), std::vector<uint8_t>(text.begin(), text.end()));
-  std::string reference;
+std::vector<std::string> Distributed::exchange(const std::string& what, const std::string& mine) {
+  const std::string prefix = what + "/" + std::to_string(exchanges_++) + "/";
+  impl_->store->set(prefix + std::to_string(rank()), std::vector<uint8_t>(mine.begin(), mine.end()));
+  std::vector<std::string> all;
   for (int r = 0; r < world_size(); ++r) {
     const auto bytes = impl_->store->get(prefix + std::to_string(r));
-    const std::string other(bytes.begin(), bytes.end());
-    if (r == 0) {
-      reference = other;
-    } else if (other != reference) {
+    all.emplace_back(bytes.begin(), bytes.end());
+  }
+  return all;
+}
+
+void Distributed::check_same(const std::string& what, const std::string& text) {
+  const std::vector<std::string> all = exchange("check/" + what, text);
+  for (int r = 1; r < world_size(); ++r) {
+    if (all[static_cast<size_t>(r)] != all[0]) {
       throw ConfigError(strprintf("rank %d runs a different %s than rank 0: %s", r, what.c_str(),
-                                  difference(reference, other).c_str()));
+                                  difference(all[0], all[static_cast<size_t>(r)]).c_str()));
     }
   }
 }
 
 std::vector<double> Distributed::all_values(const std::string& what, double value) {
-  const std::string prefix = what + "/" + std::to_string(exchanges_++) + "/";
-  const std::string mine = strprintf("%.17g", value);
-  impl_->store->set(prefix + std::to_string(rank()), std::vector<uint8_t>(mine.begin(), mine.end()));
   std::vector<double> out;
-  for (int r = 0; r < world_size(); ++r) {
-    const auto bytes = impl_->store->get(prefix + std::to_string(r));
-    out.push_back(std::stod(std::string(bytes.begin(), bytes.end())));
-  }
+  for (const std::string& v : exchange(what, strprintf("%.17g", value))) out.push_back(std::stod(v));
   return out;
 }
 

@@ -41,6 +41,9 @@ class Distributed {
   std::vector<double> all_values(const std::string& what, double value);
 
  private:
+  // Every rank's `mine`, in rank order, through the store (each call's keys are its own).
+  std::vector<std::string> exchange(const std::string& what, const std::string& mine);
+
   struct Impl;
   LaunchEnv launch_;
   std::unique_ptr<Impl> impl_;

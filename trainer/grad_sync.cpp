@@ -100,9 +100,7 @@ void GradientBuckets::finish() {
   for (auto& b : buckets_) b.arrived = b.parameters;  // a parameter the step did not reach has a zero gradient
   start_ready_buckets();
   for (auto& wait : pending_) wait();
-  pending_.clear();
-  next_to_start_ = 0;
-  for (auto& b : buckets_) b.arrived = 0;
+  reset();
 }
 
 void GradientBuckets::reset() {

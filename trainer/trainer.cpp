@@ -121,7 +121,7 @@ class Run {
       log_info("init_from " + config_.init_from + ": " + load_weights(config_.init_from, *model_, model_->classifier_name()));
     }
     if (distributed_) join_data_parallel();
-    if (device_.is_cuda()) start_sampler();
+    if (device_.is_cuda() && primary()) start_sampler();  // only rank 0's epoch record is written
     log_start();
   }
 
@@ -306,8 +306,7 @@ class Run {
     for (const auto& item : model_->named_buffers()) {
       at::Tensor b = item.value();
       if (!at::isFloatingType(b.scalar_type())) continue;
-      distributed_->comm().sum(b);
-      b.div_(world());
+      distributed_->comm().start_mean(b)();
     }
   }
 
@@ -353,6 +352,7 @@ class Run {
   }
 
   void log_start() {
+    if (!primary()) return;  // other ranks log warnings only
     std::vector<std::pair<std::string, std::string>> rows = to_rows(config_);
     rows.emplace_back("(device)", device_.is_cuda() ? gpu::describe_device(device_.index()) : "cpu");
     if (device_.is_cuda()) rows.emplace_back("(kernels)", gpu::describe_kernels(device_.index()));
@@ -465,8 +465,8 @@ class Run {
       ++interval_steps;
       ++global_step_;
       record.lr = lr;
-      if (global_step_ % config_.log_every == 0) {
-        // The only sync in the loop, every log_every steps. An interval can be shorter than log_every
+      if (primary() && global_step_ % config_.log_every == 0) {
+        // The only sync in the loop, every log_every steps, on the rank that logs. An interval can be shorter than log_every
         // at the start of an epoch, since records follow the global step.
         const double mean_loss = interval_loss.item<double>() / interval_steps;
         const double rate =
@@ -642,10 +642,9 @@ void train(const Config& config, const LaunchEnv& launch) {
     throw;
   } catch (const std::exception& e) {
     // A failed collective's message (Gloo, NCCL) does not say why it failed; the usual reason is another rank.
-    const std::string what = e.what();
     throw std::runtime_error(strprintf("rank %d of %d stopped: %s (in a data-parallel run this usually means another "
                                        "rank died or hangs; waits are bounded by dist_timeout_s=%d)",
-                                       launch.rank, launch.world_size, what.substr(0, what.find('\n')).c_str(),
+                                       launch.rank, launch.world_size, first_line(e.what()).c_str(),
                                        config.dist_timeout_s));
   }
 }

@@ -14,8 +14,6 @@ namespace {
 // A world of two whose other rank always holds twice this rank's values: the mean is 1.5x the local value.
 class FakeTwoRanks final : public Communicator {
  public:
-  int rank() const override { return 0; }
-  int world_size() const override { return 2; }
   std::string backend() const override { return "fake"; }
   std::function<void()> start_mean(at::Tensor tensor) override {
     started.push_back(tensor.data_ptr());
