@@ -81,7 +81,8 @@ void JpegFolderDataset::load(size_t index, uint64_t epoch, uint8_t* out, WorkerS
   const std::string& path = folder_.files.at(index);
   read_file(path, scratch.file);
   try {
-    const JpegInfo info = read_jpeg_header(scratch.file.data(), scratch.file.size());
+    // The plain marker walk: libjpeg reads the header again inside decode_crop_resize, one decompressor per image.
+    const JpegInfo info = parse_jpeg_frame_header(scratch.file.data(), scratch.file.size());
     const SampleGeometry geometry = sample_geometry(transform_, info.width, info.height, epoch, index);
     decode_crop_resize(scratch.file.data(), scratch.file.size(), geometry.rect, transform_.image_size,
                        transform_.image_size, geometry.flip, out, scratch.decode);

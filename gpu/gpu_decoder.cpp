@@ -4,6 +4,7 @@
 #include "gpu/gpu_decoder.h"
 
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <nvjpeg.h>
 
@@ -43,8 +44,10 @@ struct CudaStreamDeleter {
 struct CudaEventDeleter {
   void operator()(cudaEvent_t e) const { cudaEventDestroy(e); }
 };
+// Device memory comes from LibTorch's caching allocator: growing a buffer on the hot path then neither
+// synchronises the device (cudaFree would) nor fragments what the training step allocates.
 struct DeviceFree {
-  void operator()(void* p) const { cudaFree(p); }
+  void operator()(void* p) const { c10::cuda::CUDACachingAllocator::raw_delete(p); }
 };
 struct PinnedFree {
   void operator()(void* p) const { cudaFreeHost(p); }
@@ -60,10 +63,9 @@ CudaEventOwner make_event() {
   return CudaEventOwner(event);
 }
 
-DeviceMemory device_alloc(size_t bytes) {
-  void* p = nullptr;
-  RN50_CUDA_CHECK(cudaMalloc(&p, bytes));
-  return DeviceMemory(p);
+// Memory for use on `stream` (the allocator may reuse it for that stream's later work once freed).
+DeviceMemory device_alloc(size_t bytes, cudaStream_t stream) {
+  return DeviceMemory(c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(bytes, stream));
 }
 
 PinnedMemory pinned_alloc(size_t bytes) {
@@ -76,12 +78,12 @@ PinnedMemory pinned_alloc(size_t bytes) {
 // reads it any more.
 class GrowingDeviceBuffer {
  public:
-  uint8_t* reserve(size_t bytes) {
+  uint8_t* reserve(size_t bytes, cudaStream_t stream) {
     if (bytes > capacity_) {
       memory_.reset();  // freed first: the old contents are not needed
       capacity_ = 0;
       const size_t grown = bytes + bytes / 4;  // headroom, so that slightly larger batches do not reallocate
-      memory_ = device_alloc(grown);
+      memory_ = device_alloc(grown, stream);
       capacity_ = grown;
     }
     return static_cast<uint8_t*>(memory_.get());
@@ -193,7 +195,7 @@ struct GpuJpegDecoder::Impl {
 
     for (Slot& slot : slots) {
       slot.jobs_host = pinned_alloc(sizeof(kernels::ResampleJob) * static_cast<size_t>(max_batch));
-      slot.jobs_device = device_alloc(sizeof(kernels::ResampleJob) * static_cast<size_t>(max_batch));
+      slot.jobs_device = device_alloc(sizeof(kernels::ResampleJob) * static_cast<size_t>(max_batch), stream);
       slot.decode_done = make_event();
       slot.kernel_done = make_event();
     }
@@ -360,7 +362,7 @@ struct GpuJpegDecoder::Impl {
       total += aligned(std::max(whole, static_cast<size_t>(out_size) * out_size * 3));
       if (routes[i] != Route::kCpu) plans[i] = data::plan_resample(s.info.width, s.info.height, s.geometry, out_size);
     }
-    uint8_t* base = slot.decoded.reserve(std::max<size_t>(total, 1));
+    uint8_t* base = slot.decoded.reserve(std::max<size_t>(total, 1), decode_stream.get());
 
     decode_hardware(batch, base);
     decode_hybrid(batch, base);
