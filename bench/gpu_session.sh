@@ -2,7 +2,7 @@
 # bench/gpu_session.sh: one GPU-machine session: build against pip LibTorch, run every test (the GPU
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
-#   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp jpeg gpudecode roundtrip ablation"
+#   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp ddptune jpeg gpudecode roundtrip ablation"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
 #   gpudecode needs jpeg's generated files)
 set -uo pipefail
@@ -114,6 +114,12 @@ if has ddp; then  # data-parallel scaling on two GPUs: the same per-GPU work as 
   timeout 240 "$build/rn50" launch --nproc 2 -- train --config configs/smoke.yaml --data-root /tmp/sample --device cuda --epochs 2 \
     --batch-size $(( $(grep -E "^batch_size:" configs/smoke.yaml | awk '{print $2}') / 2 )) --out-dir /tmp/runs/smoke2 > "$OUT/smoke2.log" 2>&1
   echo "smoke on 2 GPUs exit $?"; grep -E "epoch [0-9]+/|data parallel|gpu links" "$OUT/smoke2.log"; pack
+fi
+if has ddptune; then  # what NCCL's share of the SMs costs the overlapped backward: fewer CTAs, larger buckets
+  fast="--precision fp16 --channels-last --cudnn-benchmark --cuda-graph"
+  for ctas in 2 4 8; do NCCL_MAX_CTAS=$ctas ddp ddp2_graph_nccl_max_ctas_$ctas 2 $fast; done
+  ddp ddp2_graph_bucket50 2 $fast --bucket-mb 50
+  ddp ddp1_graph_again 1 $fast
 fi
 if has jpeg; then  # the full pipeline on ImageNet-sized JPEGs: decode threads, pinned buffers, copy stream
   "$build/rn50" make-sample --out /tmp/jpeg --classes 16 --per-class 200 --val-per-class 8 --size 375 > "$OUT/make_jpeg.log" 2>&1
