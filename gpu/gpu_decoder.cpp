@@ -4,8 +4,9 @@
 #include "gpu/gpu_decoder.h"
 
 #include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDACachingAllocator.h>
+#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <nvjpeg.h>
 
 #include <algorithm>
@@ -44,17 +45,11 @@ struct CudaStreamDeleter {
 struct CudaEventDeleter {
   void operator()(cudaEvent_t e) const { cudaEventDestroy(e); }
 };
-// Device memory comes from LibTorch's caching allocator: growing a buffer on the hot path then neither
-// synchronises the device (cudaFree would) nor fragments what the training step allocates.
-struct DeviceFree {
-  void operator()(void* p) const { c10::cuda::CUDACachingAllocator::raw_delete(p); }
-};
 struct PinnedFree {
   void operator()(void* p) const { cudaFreeHost(p); }
 };
 using CudaStreamOwner = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, CudaStreamDeleter>;
 using CudaEventOwner = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, CudaEventDeleter>;
-using DeviceMemory = std::unique_ptr<void, DeviceFree>;
 using PinnedMemory = std::unique_ptr<void, PinnedFree>;
 
 CudaEventOwner make_event() {
@@ -63,9 +58,12 @@ CudaEventOwner make_event() {
   return CudaEventOwner(event);
 }
 
-// Memory for use on `stream` (the allocator may reuse it for that stream's later work once freed).
-DeviceMemory device_alloc(size_t bytes, cudaStream_t stream) {
-  return DeviceMemory(c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(bytes, stream));
+// Device memory as byte tensors from LibTorch's caching allocator, allocated for use on `stream`: growing a
+// buffer on the hot path then neither synchronises the device (cudaFree would) nor takes memory the training
+// step's cache could have used.
+at::Tensor device_alloc(size_t bytes, int device, cudaStream_t stream) {
+  c10::cuda::CUDAStreamGuard on_stream(c10::cuda::getStreamFromExternal(stream, static_cast<c10::DeviceIndex>(device)));
+  return at::empty({static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, device));
 }
 
 PinnedMemory pinned_alloc(size_t bytes) {
@@ -78,19 +76,19 @@ PinnedMemory pinned_alloc(size_t bytes) {
 // reads it any more.
 class GrowingDeviceBuffer {
  public:
-  uint8_t* reserve(size_t bytes, cudaStream_t stream) {
+  uint8_t* reserve(size_t bytes, int device, cudaStream_t stream) {
     if (bytes > capacity_) {
-      memory_.reset();  // freed first: the old contents are not needed
+      memory_ = at::Tensor();  // freed first: the old contents are not needed
       capacity_ = 0;
       const size_t grown = bytes + bytes / 4;  // headroom, so that slightly larger batches do not reallocate
-      memory_ = device_alloc(grown, stream);
+      memory_ = device_alloc(grown, device, stream);
       capacity_ = grown;
     }
-    return static_cast<uint8_t*>(memory_.get());
+    return memory_.data_ptr<uint8_t>();
   }
 
  private:
-  DeviceMemory memory_;
+  at::Tensor memory_;
   size_t capacity_ = 0;
 };
 
@@ -134,7 +132,7 @@ struct GpuJpegDecoder::Impl {
   struct Slot {
     GrowingDeviceBuffer decoded;  // the batch's decoded RGB images, written on the decode stream
     PinnedMemory jobs_host;       // kernel table, copied to jobs_device on the compute stream
-    DeviceMemory jobs_device;
+    at::Tensor jobs_device;
     PinnedMemory fallback_host;  // libjpeg's images, allocated on the first fallback
     CudaEventOwner decode_done;  // on the decode stream: `decoded` holds the batch
     CudaEventOwner kernel_done;  // on the compute stream: kernel and label copy finished; the slot is free
@@ -195,7 +193,7 @@ struct GpuJpegDecoder::Impl {
 
     for (Slot& slot : slots) {
       slot.jobs_host = pinned_alloc(sizeof(kernels::ResampleJob) * static_cast<size_t>(max_batch));
-      slot.jobs_device = device_alloc(sizeof(kernels::ResampleJob) * static_cast<size_t>(max_batch), stream);
+      slot.jobs_device = device_alloc(sizeof(kernels::ResampleJob) * static_cast<size_t>(max_batch), device, stream);
       slot.decode_done = make_event();
       slot.kernel_done = make_event();
     }
@@ -362,7 +360,7 @@ struct GpuJpegDecoder::Impl {
       total += aligned(std::max(whole, static_cast<size_t>(out_size) * out_size * 3));
       if (routes[i] != Route::kCpu) plans[i] = data::plan_resample(s.info.width, s.info.height, s.geometry, out_size);
     }
-    uint8_t* base = slot.decoded.reserve(std::max<size_t>(total, 1), decode_stream.get());
+    uint8_t* base = slot.decoded.reserve(std::max<size_t>(total, 1), device, decode_stream.get());
 
     decode_hardware(batch, base);
     decode_hybrid(batch, base);
@@ -384,9 +382,9 @@ struct GpuJpegDecoder::Impl {
 
     RN50_CUDA_CHECK(cudaEventRecord(slot.decode_done.get(), decode_stream.get()));
     RN50_CUDA_CHECK(cudaStreamWaitEvent(compute, slot.decode_done.get(), 0));
-    RN50_CUDA_CHECK(cudaMemcpyAsync(slot.jobs_device.get(), jobs, sizeof(kernels::ResampleJob) * static_cast<size_t>(n),
+    RN50_CUDA_CHECK(cudaMemcpyAsync(slot.jobs_device.data_ptr(), jobs, sizeof(kernels::ResampleJob) * static_cast<size_t>(n),
                                     cudaMemcpyHostToDevice, compute));
-    kernels::crop_resize_normalize(static_cast<const kernels::ResampleJob*>(slot.jobs_device.get()), n, out_size,
+    kernels::crop_resize_normalize(static_cast<const kernels::ResampleJob*>(slot.jobs_device.data_ptr()), n, out_size,
                                    images.data_ptr(), output_type(images), is_channels_last(images), norm.scale,
                                    norm.shift, compute);
     RN50_CUDA_CHECK(cudaMemcpyAsync(labels.data_ptr(), batch.labels, sizeof(int64_t) * static_cast<size_t>(n),

@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -28,11 +27,18 @@
 #include "gpu/gpu_decoder.h"
 #include "tests/data/special_jpegs.h"
 #include "tests/data/test_support.h"
+#include "tests/support/files.h"
+#include "tests/support/temp_dir.h"
 
 namespace rn50 {
 namespace {
 
-namespace fs = std::filesystem;
+// No std::filesystem here: see tests/support/temp_dir.h.
+using rn50::testing::TempDir;
+using rn50::testing::file_name;
+using rn50::testing::file_stem;
+using rn50::testing::read_file;
+using rn50::testing::write_file;
 
 class GpuDecode : public ::testing::Test {
  protected:
@@ -148,7 +154,7 @@ class GeneratedJpegs : public GpuDecode {
   void SetUp() override {
     GpuDecode::SetUp();
     if (IsSkipped()) return;
-    const fs::path cls = tmp_.path() / "train" / "c0";
+    const std::string cls = tmp_.path() + "/train/c0";
     auto smooth = [](int w, int h, double phase, bool progressive) {
       const std::vector<uint8_t> pixels = data::test::smooth_image(w, h, phase);
       return data::encode_jpeg(pixels.data(), w, h, 3, 90, progressive);
@@ -170,7 +176,7 @@ class GeneratedJpegs : public GpuDecode {
         {"g_large", smooth(1280, 960, 1.3, false)},
         {"h_small", smooth(64, 48, 2.1, false)},
     };
-    for (const auto& [name, bytes] : kinds_) data::test::write_bytes(cls / (name + ".JPEG"), bytes);
+    for (const auto& [name, bytes] : kinds_) write_file(cls + "/" + name + ".JPEG", bytes);
   }
 
   data::JpegFolderDataset dataset(bool train, int size) const {
@@ -179,10 +185,10 @@ class GeneratedJpegs : public GpuDecode {
     t.image_size = size;
     t.resize_size = size * 8 / 7;
     t.seed = 9;
-    return data::JpegFolderDataset(data::scan_image_folder((tmp_.path() / "train").string()), t);
+    return data::JpegFolderDataset(data::scan_image_folder(tmp_.path() + "/train"), t);
   }
 
-  data::test::TempDir tmp_;
+  TempDir tmp_;
   std::vector<std::pair<std::string, std::vector<uint8_t>>> kinds_;
 };
 
@@ -228,7 +234,7 @@ TEST_F(GeneratedJpegs, GpuPathMatchesTheCpuPathForTheSameCrops) {
           data::WorkerScratch scratch;
           set.load(static_cast<size_t>(i), epoch, cpu.data(), scratch);
           const Difference d = difference(levels_of(x[i]), cpu);
-          const std::string name = fs::path(set.describe(static_cast<size_t>(i))).stem().string();
+          const std::string name = file_stem(set.describe(static_cast<size_t>(i)));
           const data::ResamplePlan plan =
               data::plan_resample(samples[i].info.width, samples[i].info.height, samples[i].geometry, size);
           std::printf("[ measured ] %-20s size %3d %s epoch %llu box %d %s: mean %.2f p99 %.1f max %.0f\n",
@@ -294,27 +300,27 @@ TEST_F(GeneratedJpegs, WritesEveryDtypeAndLayoutInPlace) {
 // libjpeg decodes is counted by the decoder and replaced by the next decoded image of its batch, label included.
 // strict_data's handler stops at it.
 TEST_F(GpuDecode, BadFilesAreCountedAndReplaced) {
-  data::test::TempDir tmp;
-  const fs::path root = tmp.path() / "train";
+  TempDir tmp;
+  const std::string root = tmp.path() + "/train";
   for (int i = 0; i < 10; ++i) {
     const std::vector<uint8_t> pixels = data::test::smooth_image(160, 120, 0.3 * i);
-    data::test::write_bytes(root / (i < 5 ? "c0" : "c1") / ("img" + std::to_string(i) + ".JPEG"),
+    write_file(root + (i < 5 ? "/c0/" : "/c1/") + "img" + std::to_string(i) + ".JPEG",
                             data::encode_jpeg(pixels.data(), 160, 120, 3, 90));
   }
-  const std::vector<uint8_t> good = data::test::read_bytes(root / "c0" / "img1.JPEG");
-  data::test::write_bytes(root / "c0" / "img1_empty.JPEG", {});
-  data::test::write_bytes(
-      root / "c0" / "img2_truncated.JPEG",
+  const std::vector<uint8_t> good = read_file(root + "/c0/img1.JPEG");
+  write_file(root + "/c0/img1_empty.JPEG", {});
+  write_file(
+      root + "/c0/img2_truncated.JPEG",
       std::vector<uint8_t>(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(good.size() / 2)));
   std::vector<uint8_t> png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
   png.resize(400, 0);
-  data::test::write_bytes(root / "c1" / "img6_png.JPEG", png);
-  data::test::write_bytes(root / "c1" / "img7_undecodable.JPEG", data::test::undefined_table_jpeg(good));
+  write_file(root + "/c1/img6_png.JPEG", png);
+  write_file(root + "/c1/img7_undecodable.JPEG", data::test::undefined_table_jpeg(good));
 
   data::SampleTransform transform;
   transform.image_size = 32;
   transform.seed = 2;
-  const data::JpegFolderDataset set(data::scan_image_folder(root.string()), transform);
+  const data::JpegFolderDataset set(data::scan_image_folder(root), transform);
   ASSERT_EQ(set.size(), 14u);
   size_t undecodable = set.size();
   for (size_t i = 0; i < set.size(); ++i)
@@ -330,7 +336,7 @@ TEST_F(GpuDecode, BadFilesAreCountedAndReplaced) {
     data::BatchLoader loader(set, data::epoch_order(set.size(), 2, 0, false), 0, options, pool,
                              [&](const std::string& what, const std::string&) {
                                std::lock_guard<std::mutex> lock(mutex);
-                               loader_bad.insert(fs::path(what).filename().string());
+                               loader_bad.insert(file_name(what));
                              });
     gpu::GpuJpegDecoder decoder(0, 7, 32);
     std::vector<size_t> device_bad;
