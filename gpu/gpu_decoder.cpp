@@ -301,8 +301,8 @@ struct GpuJpegDecoder::Impl {
       const nvjpegStatus_t status = nvjpegDecode(hybrid.get(), hybrid_state.get(), s.bytes.data(), s.bytes.size(),
                                                  NVJPEG_OUTPUT_RGBI, &image, decode_stream.get());
       // The state stages each image in one pinned buffer that the next nvjpegDecode overwrites while this one's
-      // copy to the device may still be queued: measured on the H200, every progressive image but the last of a
-      // batch came out wrong (mean 35 levels off) once the buffers existed. So each decode finishes first; this
+      // copy to the device may still be queued: on the H200 the first of a batch's two progressive
+      // images came out wrong (mean 35 levels off) in every batch after the first. So each decode finishes first; this
       // route takes only what the hardware engines refuse.
       RN50_CUDA_CHECK(cudaStreamSynchronize(decode_stream.get()));
       if (status == NVJPEG_STATUS_SUCCESS) {
