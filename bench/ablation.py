@@ -272,6 +272,9 @@ def main():
     p.add_argument("--model", default="resnet50")
     p.add_argument("--price-per-hour", type=float, default=0,
                    help="instance price per hour (any currency): the report adds the cost of an ImageNet epoch")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the successful runs already in OUT/ablation.json (a run cut short by a time limit) "
+                        "and run only the rest")
     p.add_argument("--render", action="store_true",
                    help="write the report and pictures again from OUT/ablation.json (of a finished or cut-short run)")
     p.add_argument("--quick", action="store_true",
@@ -311,10 +314,22 @@ def main():
     datasets = [("synthetic", ["--data", "synthetic"]), ("jpeg", ["--data", "folder", "--data-root", data_root])]
     machine = {"date": datetime.date.today().isoformat(), "host": platform.node(), "device": opts.device,
                "command": " ".join(sys.argv)}
-    runs = []
+    runs, done = [], {}
+    saved_path = os.path.join(opts.out, "ablation.json")
+    if opts.resume and os.path.exists(saved_path):
+        saved = json.load(open(saved_path))
+        done = {(r["data"], r["batch"], r["label"]): r for r in saved["runs"] if r["exit_code"] == 0}
+        machine["command"] = saved["machine"]["command"] + "; then, resumed: " + machine["command"]
+        machine["date"] = saved["machine"]["date"]
+        print(f"resuming: {len(done)} runs kept from {saved_path}", flush=True)
     for data, data_args in datasets:
         for batch in batches:
             for label, on in configurations(names):
+                if data == "synthetic" and "loader" in names and (label == "+loader" or label == "all-loader"):
+                    continue  # synthetic batches are made on the device: these equal the baseline and "all"
+                if (data, batch, label) in done:
+                    runs.append(done[(data, batch, label)])
+                    continue
                 run = run_one(opts, data, data_args, batch, steps[batch], label, on, names, log_dir)
                 run["summary"] = summarise(run)
                 runs.append(run)

@@ -37,8 +37,10 @@ def main():
     check(code == 0, f"ablation.py --quick exited with {code}")
 
     runs = json.load(open(os.path.join(opts.out, "ablation.json")))["runs"]
-    # Quick mode on the CPU: baseline, 5 alone, 5 all-but-one, all (no fp16), on synthetic and JPEG data.
-    check(len(runs) == 24, f"24 runs expected, got {len(runs)}")
+    # Quick mode on the CPU: baseline, 5 alone, 5 all-but-one, all (no fp16), on JPEG data; the same on synthetic
+    # data but for +loader and all-loader (no loader there: they would equal the baseline and "all").
+    check(len(runs) == 22, f"22 runs expected, got {len(runs)}")
+    check(not any(r["data"] == "synthetic" and "loader" in r["label"] for r in runs), "a loader run on synthetic data")
     check(all(r["summary"] for r in runs), "a run without a summary")
 
     bars = ET.parse(os.path.join(opts.out, "images_per_s.svg")).getroot()
@@ -79,7 +81,23 @@ def main():
                            "--price-per-hour", "2.5"]).returncode
     check(code == 0, f"ablation.py --render exited with {code}")
     check(open(os.path.join(opts.out, "report.md")).read() == report, "report.md from --render differs")
-    print("ablation quick run: report and pictures well-formed")
+
+    # --resume keeps the successful runs of a cut-short run and makes only the missing ones.
+    saved = json.load(open(os.path.join(opts.out, "ablation.json")))
+    missing = [saved["runs"].pop(), saved["runs"].pop(0)]
+    json.dump(saved, open(os.path.join(opts.out, "ablation.json"), "w"))
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "ablation.py"), "--rn50", opts.rn50, "--out",
+                             opts.out, "--work", opts.work, "--quick", "--resume"], capture_output=True, text=True)
+    check(result.returncode == 0, f"ablation.py --resume exited with {result.returncode}: {result.stderr}")
+    check("resuming: 20 runs kept" in result.stdout, f"resume kept other than 20 runs: {result.stdout}")
+    check(result.stdout.count(" img/s ") == 2, f"resume ran other than the 2 missing runs: {result.stdout}")
+    resumed = json.load(open(os.path.join(opts.out, "ablation.json")))
+    check([r["label"] for r in resumed["runs"]] == [r["label"] for r in runs], "resumed runs out of order")
+    check(all(a == b for a, b in zip(resumed["runs"][1:-1], saved["runs"])), "resume changed a kept run")
+    check({(r["data"], r["label"]) for r in missing} == {(resumed["runs"][0]["data"], resumed["runs"][0]["label"]),
+          (resumed["runs"][-1]["data"], resumed["runs"][-1]["label"])}, "resume did not redo the missing runs")
+    check("then, resumed:" in resumed["machine"]["command"], "the resumed command is not recorded")
+    print("ablation quick run: report and pictures well-formed; resume redoes only what is missing")
 
 
 if __name__ == "__main__":
