@@ -65,7 +65,8 @@ def run_one(opts, data, data_args, batch, steps, label, on, names, log_dir):
         cmd += ["--synthetic-images", str(batch * steps)]
     if os.path.exists(os.path.join(out_dir, "metrics.jsonl")):
         os.remove(os.path.join(out_dir, "metrics.jsonl"))  # metrics are appended to; start clean
-    with open(os.path.join(log_dir, f"{label}_{batch}_{data}.log"), "w") as log:
+    # No '+' in file names: some tools (the GPU machine's file transfer among them) refuse it.
+    with open(os.path.join(log_dir, f"{label.replace('+', 'only-')}_{batch}_{data}.log"), "w") as log:
         code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
     records = []
     metrics = os.path.join(out_dir, "metrics.jsonl")
