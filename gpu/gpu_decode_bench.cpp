@@ -91,6 +91,8 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
   result.hardware = counts.hardware;
   result.hybrid = counts.hybrid;
   result.cpu_fallback = counts.cpu_fallback;
+  const int64_t images = counts.hardware + counts.hybrid + counts.cpu_fallback + counts.bad;
+  if (images > 0) result.host_us_per_image = counts.host_s * 1e6 / static_cast<double>(images);
   result.routes = decoder.describe();
   return result;
 }

@@ -13,6 +13,7 @@ struct GpuDecodeBenchResult {
   double train_per_s = 0;  // RandomResizedCrop + flip
   double val_per_s = 0;    // resize + centre crop
   int64_t hardware = 0, hybrid = 0, cpu_fallback = 0;  // images per route, both measurements together
+  double host_us_per_image = 0;  // the calling thread's time in the decoder per image (warm-up batches included)
   std::string routes;  // GpuJpegDecoder::describe()
 };
 

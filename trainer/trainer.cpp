@@ -569,6 +569,8 @@ class Run {
     record.extra.emplace_back("gpu_decode_hardware", value(&gpu::GpuDecodeCounts::hardware));
     record.extra.emplace_back("gpu_decode_hybrid", value(&gpu::GpuDecodeCounts::hybrid));
     record.extra.emplace_back("gpu_decode_cpu_fallback", value(&gpu::GpuDecodeCounts::cpu_fallback));
+    // Host time in the decoder: against the epoch's wall time it tells a host-bound GPU decode from a device-bound one.
+    record.extra.emplace_back("gpu_decode_host_s", counts ? std::optional<double>(counts->host_s) : std::nullopt);
     if (!counts) return;
     record.bad_samples += counts->bad;
     if (counts->hybrid + counts->cpu_fallback + counts->bad > 0) {
