@@ -2,7 +2,8 @@
 # bench/gpu_session.sh: one GPU-machine session: build against pip LibTorch, run every test (the GPU
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
-#   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp ddptune jpeg gpudecode roundtrip ablation"
+#   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp ddptune jpeg gpudecode doctor baseline ptx
+#           roundtrip ablation"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
 #   gpudecode needs jpeg's generated files)
 set -uo pipefail
@@ -122,11 +123,14 @@ if has ddptune; then  # what NCCL's share of the SMs costs the overlapped backwa
   ddp ddp1_graph_again 1 $fast
 fi
 if has jpeg; then  # the full pipeline on ImageNet-sized JPEGs: decode threads, pinned buffers, copy stream
-  "$build/rn50" make-sample --out /tmp/jpeg --classes 16 --per-class 200 --val-per-class 8 --size 375 > "$OUT/make_jpeg.log" 2>&1
+  # JPEG_PER_CLASS x 16 files: 800 gives 50 steps of 256 per epoch (200, the earlier size, gave 12: too short to time)
+  "$build/rn50" make-sample --out /tmp/jpeg --classes 16 --per-class "${JPEG_PER_CLASS:-800}" --val-per-class 8 --size 375 \
+    > "$OUT/make_jpeg.log" 2>&1
   du -sh /tmp/jpeg/train | tee -a "$OUT/table.txt"
   synthetic_name=jpeg_optimized
-  "$build/rn50" train --config configs/optimized.yaml --data-root /tmp/jpeg --device cuda:0 --epochs 2 --warmup-epochs 0 \
+  "$build/rn50" train --config configs/optimized.yaml --data-root /tmp/jpeg --device cuda:0 --epochs 3 --warmup-epochs 0 \
     --log-every 100000 --validate=off --out-dir /tmp/runs/jpeg_optimized > "$OUT/jpeg_optimized.log" 2>&1 || tail -3 "$OUT/jpeg_optimized.log"
+  cp /tmp/runs/jpeg_optimized/metrics.jsonl "$OUT/jpeg_optimized.jsonl"
   printf "%-34s %s\n" jpeg_optimized "$(summary /tmp/runs/jpeg_optimized/metrics.jsonl)" | tee -a "$OUT/table.txt"
   python3 -c "import json; r=[json.loads(l) for l in open('/tmp/runs/jpeg_optimized/metrics.jsonl') if 'epoch' in l][-1]; print({k: r[k] for k in r if k.startswith(('data_wait','h2d','gpu_util','sm_util','tensor_util','power'))})" | tee -a "$OUT/table.txt"
   pack
@@ -139,11 +143,43 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
   "$build/rn50" bench-decode --seconds 3 2>&1 | tee "$OUT/bench_decode_cpu.txt"
   [[ -d /tmp/jpeg ]] && "$build/rn50" bench-decode --decode gpu --data-root /tmp/jpeg/train --files 512 --seconds 5 2>&1 \
     | tee -a "$OUT/bench_decode_gpu.txt"
-  "$build/rn50" train --config configs/optimized.yaml --data-root /tmp/jpeg --device cuda:0 --epochs 2 --warmup-epochs 0 \
+  "$build/rn50" train --config configs/optimized.yaml --data-root /tmp/jpeg --device cuda:0 --epochs 3 --warmup-epochs 0 \
     --log-every 100000 --validate=off --decode gpu --out-dir /tmp/runs/jpeg_gpu_decode > "$OUT/jpeg_gpu_decode.log" 2>&1 \
     || tail -3 "$OUT/jpeg_gpu_decode.log"
+  cp /tmp/runs/jpeg_gpu_decode/metrics.jsonl "$OUT/jpeg_gpu_decode.jsonl"
   grep -E "\(decode\)|gpu decode" "$OUT/jpeg_gpu_decode.log"
   printf "%-34s %s\n" jpeg_gpu_decode "$(summary /tmp/runs/jpeg_gpu_decode/metrics.jsonl)" | tee -a "$OUT/table.txt"
+  python3 -c "import json; r=[json.loads(l) for l in open('/tmp/runs/jpeg_gpu_decode/metrics.jsonl') if '\"type\":\"epoch\"' in l][-1]; print('   ', {k: r[k] for k in r if k.startswith(('wall_s','steps','input_s','data_wait','gpu_decode'))})" | tee -a "$OUT/table.txt"
+  pack
+fi
+if has doctor; then  # the instance check, table and JSON
+  "$build/rn50" doctor > "$OUT/doctor.txt" 2>&1; echo "doctor exit $?"; cat "$OUT/doctor.txt"
+  "$build/rn50" doctor --json > "$OUT/doctor.json" 2> "$OUT/doctor_json.err"; echo "doctor --json exit $?"; pack
+fi
+if has baseline; then  # configs/baseline.yaml (true FP32, every switch off) and optimized.yaml, synthetic and JPEG
+  for cfg in baseline optimized; do
+    "$build/rn50" train --config configs/$cfg.yaml --data synthetic --synthetic-images 5120 --device cuda:0 --epochs 2 \
+      --warmup-epochs 0 --log-every 100000 --validate=off --out-dir /tmp/runs/config_$cfg > "$OUT/config_$cfg.log" 2>&1 \
+      || tail -3 "$OUT/config_$cfg.log"
+    printf "%-34s %s\n" "config_${cfg}_synthetic" "$(summary /tmp/runs/config_$cfg/metrics.jsonl)" | tee -a "$OUT/table.txt"
+  done
+  if [[ -d /tmp/jpeg ]]; then
+    "$build/rn50" train --config configs/baseline.yaml --data-root /tmp/jpeg --device cuda:0 --epochs 2 --warmup-epochs 0 \
+      --max-steps 10 --log-every 100000 --validate=off --out-dir /tmp/runs/config_baseline_jpeg > "$OUT/config_baseline_jpeg.log" 2>&1 \
+      || tail -3 "$OUT/config_baseline_jpeg.log"
+    printf "%-34s %s\n" config_baseline_jpeg "$(summary /tmp/runs/config_baseline_jpeg/metrics.jsonl)" | tee -a "$OUT/table.txt"
+  fi
+  pack
+fi
+if has ptx; then  # RN50_CUDA_ARCHS=ptx: rn50's own kernels as PTX only, compiled by the driver at start
+  RN50_CMAKE_ARGS="${RN50_CMAKE_ARGS:-} -DRN50_CUDA_ARCHS=ptx" RN50_BUILD_TARGETS=rn50 scripts/build.sh "$build-ptx" \
+    > "$OUT/build_ptx.log" 2>&1 || { grep -E "error" "$OUT/build_ptx.log" | head; }
+  grep "own CUDA kernels" "$OUT/build_ptx.log"
+  LD_LIBRARY_PATH=$build-ptx/opencv/usr/lib/x86_64-linux-gnu:$LD_LIBRARY_PATH "$build-ptx/rn50" train --data synthetic \
+    --device cuda:0 --batch-size 256 --synthetic-images 25600 --epochs 2 --warmup-epochs 0 --log-every 100000 --validate=off \
+    --precision fp16 --channels-last --cudnn-benchmark --cuda-graph --out-dir /tmp/runs/ptx > "$OUT/ptx.log" 2>&1 || tail -3 "$OUT/ptx.log"
+  grep -E "kernels|compute capability" "$OUT/ptx.log" | head -3
+  printf "%-34s %s\n" ptx_fp16_cl_bench_graph "$(summary /tmp/runs/ptx/metrics.jsonl)" | tee -a "$OUT/table.txt"
   pack
 fi
 if has roundtrip; then  # weights against torchvision, both directions (the GPU machine has torchvision)
