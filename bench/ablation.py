@@ -55,6 +55,20 @@ def switch_args(on, names):
     return args
 
 
+def settings_mismatch(run, opts, steps):
+    """Why a saved run was not made with these options ("" when it was): steps, repeats, model, device, size."""
+    if run["steps"] != steps.get(run["batch"]):
+        return f"{run['steps']} steps, these options make {steps.get(run['batch'])}"
+    if run["exit_code"] == 0 and len(run["epochs"]) != opts.repeats:
+        return f"{len(run['epochs'])} repeats, these options make {opts.repeats}"
+    words = run["command"].split()
+    for flag, value in [("--model", opts.model), ("--device", opts.device), ("--image-size", str(opts.image_size))]:
+        got = words[words.index(flag) + 1] if flag in words else None
+        if got != value:
+            return f"{flag} {got}, these options give {value}"
+    return ""
+
+
 def run_one(opts, data, data_args, batch, steps, label, on, names, log_dir):
     out_dir = os.path.join(opts.work, f"{label}_{batch}_{data}")
     cmd = [opts.rn50, "train", *data_args, "--model", opts.model, "--device", opts.device, "--batch-size", str(batch),
@@ -319,17 +333,28 @@ def main():
     saved_path = os.path.join(opts.out, "ablation.json")
     if opts.resume and os.path.exists(saved_path):
         saved = json.load(open(saved_path))
+        for r in saved["runs"]:
+            why = settings_mismatch(r, opts, steps)
+            if why:
+                sys.exit(f"ablation.py: --resume: {saved_path} was made with other settings ({r['label']}, batch "
+                         f"{r['batch']}, {r['data']}: {why}); resume with the same options, or start a new --out")
         done = {(r["data"], r["batch"], r["label"]): r for r in saved["runs"] if r["exit_code"] == 0}
         machine["command"] = saved["machine"]["command"] + "; then, resumed: " + machine["command"]
         machine["date"] = saved["machine"]["date"]
-        print(f"resuming: {len(done)} runs kept from {saved_path}", flush=True)
+        print(f"resuming: {len(done)} successful runs in {saved_path}", flush=True)
+    pending = dict(done)  # kept runs not yet reached: saved with the others, so a cut-short resume loses none
+
+    def save():
+        with open(saved_path, "w") as f:
+            json.dump({"machine": machine, "switches": names, "runs": runs + list(pending.values())}, f, indent=1)
+
     for data, data_args in datasets:
         for batch in batches:
             for label, on in configurations(names):
                 if data == "synthetic" and "loader" in names and (label == "+loader" or label == "all-loader"):
                     continue  # synthetic batches are made on the device: these equal the baseline and "all"
                 if (data, batch, label) in done:
-                    runs.append(done[(data, batch, label)])
+                    runs.append(pending.pop((data, batch, label)))
                     continue
                 run = run_one(opts, data, data_args, batch, steps[batch], label, on, names, log_dir)
                 run["summary"] = summarise(run)
@@ -337,9 +362,8 @@ def main():
                 s = run["summary"]
                 print(f"{data:9} b{batch:<4} {label:22} " + (f"{s['median']:9.0f} img/s  spread {s['spread_pct']:4.1f}%"
                       if s else f"failed (exit {run['exit_code']})"), flush=True)
-                # After every run: a run cut short by a time limit keeps what it measured (--render reports it).
-                with open(os.path.join(opts.out, "ablation.json"), "w") as f:
-                    json.dump({"machine": machine, "switches": names, "runs": runs}, f, indent=1)
+                save()  # after every run: a run cut short by a time limit keeps what it measured (--render reports it)
+    save()
 
     write_report(opts, machine, runs, names, batches)
     write_pictures(opts, runs, batches)

@@ -82,21 +82,32 @@ def main():
     check(code == 0, f"ablation.py --render exited with {code}")
     check(open(os.path.join(opts.out, "report.md")).read() == report, "report.md from --render differs")
 
-    # --resume keeps the successful runs of a cut-short run and makes only the missing ones.
+    # --resume keeps the successful runs of a cut-short run and makes only the missing ones; the kept runs after
+    # the last missing one stay in ablation.json too.
     saved = json.load(open(os.path.join(opts.out, "ablation.json")))
-    missing = [saved["runs"].pop(), saved["runs"].pop(0)]
+    middle = len(saved["runs"]) // 2
+    missing = [saved["runs"].pop(middle), saved["runs"].pop(0)]
     json.dump(saved, open(os.path.join(opts.out, "ablation.json"), "w"))
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "ablation.py"), "--rn50", opts.rn50, "--out",
-                             opts.out, "--work", opts.work, "--quick", "--resume"], capture_output=True, text=True)
+    resume = [sys.executable, os.path.join(ROOT, "bench", "ablation.py"), "--rn50", opts.rn50, "--out", opts.out,
+              "--work", opts.work, "--quick", "--resume"]
+    result = subprocess.run(resume, capture_output=True, text=True)
     check(result.returncode == 0, f"ablation.py --resume exited with {result.returncode}: {result.stderr}")
-    check("resuming: 20 runs kept" in result.stdout, f"resume kept other than 20 runs: {result.stdout}")
+    check("resuming: 20 successful runs" in result.stdout, f"resume kept other than 20 runs: {result.stdout}")
     check(result.stdout.count(" img/s ") == 2, f"resume ran other than the 2 missing runs: {result.stdout}")
     resumed = json.load(open(os.path.join(opts.out, "ablation.json")))
-    check([r["label"] for r in resumed["runs"]] == [r["label"] for r in runs], "resumed runs out of order")
-    check(all(a == b for a, b in zip(resumed["runs"][1:-1], saved["runs"])), "resume changed a kept run")
-    check({(r["data"], r["label"]) for r in missing} == {(resumed["runs"][0]["data"], resumed["runs"][0]["label"]),
-          (resumed["runs"][-1]["data"], resumed["runs"][-1]["label"])}, "resume did not redo the missing runs")
+    check(len(resumed["runs"]) == 22, f"ablation.json holds {len(resumed['runs'])} runs after resuming, not 22")
+    check([(r["data"], r["label"]) for r in resumed["runs"]] == [(r["data"], r["label"]) for r in runs],
+          "resumed runs out of order")
+    kept = [r for r in resumed["runs"] if (r["data"], r["label"]) not in {(m["data"], m["label"]) for m in missing}]
+    check(kept == saved["runs"], "resume changed a kept run")
     check("then, resumed:" in resumed["machine"]["command"], "the resumed command is not recorded")
+    # Runs made with other options are not mixed in: one line, nonzero exit, the file untouched.
+    resumed["runs"][0]["steps"] = 5
+    json.dump(resumed, open(os.path.join(opts.out, "ablation.json"), "w"))
+    other = subprocess.run(resume, capture_output=True, text=True)
+    check(other.returncode != 0 and "other settings" in other.stderr and "5 steps" in other.stderr,
+          f"resume over runs made with other options was not refused: {other.returncode} {other.stderr}")
+    check(json.load(open(os.path.join(opts.out, "ablation.json"))) == resumed, "a refused resume changed the file")
     print("ablation quick run: report and pictures well-formed; resume redoes only what is missing")
 
 
