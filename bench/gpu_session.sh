@@ -23,8 +23,9 @@ if has build; then
     grep -E "error|Error" "$OUT/build.log" | head -30; tail -5 "$OUT/build.log"
     # Once more without nvJPEG, so that the stages that do not need it still run (gpudecode will say so).
     echo "build failed: again with -DRN50_WITH_NVJPEG=OFF"
-    RN50_CMAKE_ARGS="${RN50_CMAKE_ARGS:-} -DRN50_WITH_NVJPEG=OFF" scripts/build.sh "$build" > "$OUT/build_no_nvjpeg.log" 2>&1 \
-      || { grep -E "error|Error" "$OUT/build_no_nvjpeg.log" | head -30; exit 1; }
+    export RN50_CMAKE_ARGS="${RN50_CMAKE_ARGS:-} -DRN50_WITH_NVJPEG=OFF"  # the ptx stage's build too
+    mv "$OUT/build.log" "$OUT/build_failed.log"  # build.log is the build in use: later stages read its status lines
+    scripts/build.sh "$build" > "$OUT/build.log" 2>&1 || { grep -E "error|Error" "$OUT/build.log" | head -30; exit 1; }
   fi
   grep "rn50:" "$OUT/build.log"
 fi

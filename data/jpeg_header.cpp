@@ -31,14 +31,15 @@ JpegInfo parse_jpeg_frame_header(const uint8_t* bytes, size_t size) {
   check_jpeg_container(bytes, size);
   size_t pos = 2;  // after the start-of-image marker
   for (;;) {
-    if (pos >= size) throw DecodeError("truncated JPEG (the data ends before the frame header)");
-    if (bytes[pos] != 0xFF)
-      throw DecodeError("corrupt JPEG (no marker at byte " + std::to_string(pos) + " before the frame header)");
+    // Stray bytes before a marker, and 0xFF 0x00, are skipped, as libjpeg skips them (with a warning), so that
+    // both decode paths take the files the CPU decoder takes.
+    while (pos < size && bytes[pos] != 0xFF) ++pos;
     while (pos < size && bytes[pos] == 0xFF) ++pos;  // fill bytes may precede a marker
     if (pos >= size) throw DecodeError("truncated JPEG (the data ends before the frame header)");
     const uint8_t marker = bytes[pos++];
+    if (marker == 0x00) continue;
     if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) continue;  // TEM, RSTn: no length field
-    if (marker == 0x00 || marker == 0xD8 || marker == 0xD9 || marker == 0xDA)
+    if (marker == 0xD8 || marker == 0xD9 || marker == 0xDA)
       throw DecodeError("corrupt JPEG (marker " + marker_name(marker) + " before the frame header)");
     if (pos + 2 > size) throw DecodeError("truncated JPEG (the data ends inside segment " + marker_name(marker) + ")");
     const size_t length = static_cast<size_t>(read_u16(bytes + pos));  // counts its own two bytes

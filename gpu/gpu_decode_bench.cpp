@@ -91,8 +91,11 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
   result.hardware = counts.hardware;
   result.hybrid = counts.hybrid;
   result.cpu_fallback = counts.cpu_fallback;
-  const int64_t images = counts.hardware + counts.hybrid + counts.cpu_fallback + counts.bad;
-  if (images > 0) result.host_us_per_image = counts.host_s * 1e6 / static_cast<double>(images);
+  const int64_t routed = counts.hardware + counts.hybrid + counts.cpu_fallback + counts.bad;
+  if (routed > 0) {
+    result.host_us_per_image = counts.host_s * 1e6 / static_cast<double>(routed);
+    result.wait_us_per_image = counts.wait_s * 1e6 / static_cast<double>(routed);
+  }
   result.routes = decoder.describe();
   return result;
 }

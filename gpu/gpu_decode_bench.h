@@ -13,7 +13,8 @@ struct GpuDecodeBenchResult {
   double train_per_s = 0;  // RandomResizedCrop + flip
   double val_per_s = 0;    // resize + centre crop
   int64_t hardware = 0, hybrid = 0, cpu_fallback = 0;  // images per route, both measurements together
-  double host_us_per_image = 0;  // the calling thread's time in the decoder per image (warm-up batches included)
+  double host_us_per_image = 0;  // the calling thread's work in the decoder per image (warm-up batches included)
+  double wait_us_per_image = 0;  // ... and its waits there for the device
   std::string routes;  // GpuJpegDecoder::describe()
 };
 

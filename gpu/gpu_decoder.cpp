@@ -40,16 +40,12 @@ using StateOwner =
 using StreamOwner = std::unique_ptr<std::remove_pointer_t<nvjpegJpegStream_t>,
                                     NvjpegDeleter<nvjpegJpegStream_t, nvjpegJpegStreamDestroy>>;
 
-struct CudaStreamDeleter {
-  void operator()(cudaStream_t s) const { cudaStreamDestroy(s); }
-};
 struct CudaEventDeleter {
   void operator()(cudaEvent_t e) const { cudaEventDestroy(e); }
 };
 struct PinnedFree {
   void operator()(void* p) const { cudaFreeHost(p); }
 };
-using CudaStreamOwner = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, CudaStreamDeleter>;
 using CudaEventOwner = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, CudaEventDeleter>;
 using PinnedMemory = std::unique_ptr<void, PinnedFree>;
 
@@ -59,9 +55,9 @@ CudaEventOwner make_event() {
   return CudaEventOwner(event);
 }
 
-// Device memory as byte tensors from LibTorch's caching allocator, allocated for use on `stream`: growing a
-// buffer on the hot path then neither synchronises the device (cudaFree would) nor takes memory the training
-// step's cache could have used.
+// Device memory as byte tensors from LibTorch's caching allocator, allocated for use on `stream` (a pool stream,
+// never destroyed, so the allocator's blocks never name a dead stream): growing a buffer on the hot path does not
+// synchronise the device, as cudaFree would.
 at::Tensor device_alloc(size_t bytes, int device, cudaStream_t stream) {
   c10::cuda::CUDAStreamGuard on_stream(c10::cuda::getStreamFromExternal(stream, static_cast<c10::DeviceIndex>(device)));
   return at::empty({static_cast<int64_t>(bytes)}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, device));
@@ -109,14 +105,17 @@ nvjpegStatus_t create_handle(nvjpegBackend_t backend, HandleOwner& out, bool& in
   return status;
 }
 
-// A decoding state and a header parser for `handle`.
-void open_state(nvjpegHandle_t handle, StateOwner& state, StreamOwner& parse) {
-  nvjpegJpegState_t new_state = nullptr;
-  RN50_NVJPEG_CHECK(nvjpegJpegStateCreate(handle, &new_state));
-  state.reset(new_state);
-  nvjpegJpegStream_t new_parse = nullptr;
-  RN50_NVJPEG_CHECK(nvjpegJpegStreamCreate(handle, &new_parse));
-  parse.reset(new_parse);
+StateOwner make_state(nvjpegHandle_t handle) {
+  nvjpegJpegState_t state = nullptr;
+  RN50_NVJPEG_CHECK(nvjpegJpegStateCreate(handle, &state));
+  return StateOwner(state);
+}
+
+// A header parser for `handle`.
+StreamOwner make_parser(nvjpegHandle_t handle) {
+  nvjpegJpegStream_t parse = nullptr;
+  RN50_NVJPEG_CHECK(nvjpegJpegStreamCreate(handle, &parse));
+  return StreamOwner(parse);
 }
 
 constexpr size_t kAlignment = 256;
@@ -137,6 +136,10 @@ struct GpuJpegDecoder::Impl {
     PinnedMemory fallback_host;  // libjpeg's images, allocated on the first fallback
     CudaEventOwner decode_done;  // on the decode stream: `decoded` holds the batch
     CudaEventOwner kernel_done;  // on the compute stream: kernel and label copy finished; the slot is free
+    // The hardware decoder's state, one per slot: a batch's decode may still run when the next batch starts, and
+    // a state reused then could have its staging overwritten (as happened on the default backend). Reused only
+    // after kernel_done, which follows this slot's whole decode.
+    StateOwner hardware_state;
     std::optional<data::HostBatch> in_flight;
     ReleaseBatch release;
   };
@@ -145,10 +148,13 @@ struct GpuJpegDecoder::Impl {
   int max_batch = 0;
   int out_size = 0;
   data::Normalization norm = data::imagenet_normalization();
-  CudaStreamOwner decode_stream;
+  // From LibTorch's pool at high priority: nvJPEG's kernels (the colour conversion after the hardware engines, the
+  // default backend's IDCT) would otherwise wait behind the training step's kernels, which fill every SM, and the
+  // next step, which needs this batch, would wait for them in turn.
+  c10::cuda::CUDAStream decode_stream;
   // Declared before their states and streams, so that those are destroyed first.
   HandleOwner hardware, hybrid;
-  StateOwner hardware_state, hybrid_state;
+  StateOwner hybrid_state;
   StreamOwner hardware_parse, hybrid_parse;
   std::string hardware_status;  // why there is no hardware route, when there is none
   unsigned hardware_engines = 0;
@@ -156,6 +162,7 @@ struct GpuJpegDecoder::Impl {
   Slot slots[2];
   int next_slot = 0;
   GpuDecodeCounts counts;
+  double wait_in_call = 0;  // waited() seconds in the current decode_into
   bool hardware_failure_logged = false;
   data::DecodeScratch cpu_scratch;
 
@@ -171,22 +178,18 @@ struct GpuJpegDecoder::Impl {
   std::vector<nvjpegImage_t> hardware_images;
 
   Impl(int device_in, int max_batch_in, int out_size_in)
-      : device(device_in), max_batch(max_batch_in), out_size(out_size_in) {
+      : device(device_in),
+        max_batch(max_batch_in),
+        out_size(out_size_in),
+        decode_stream(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, static_cast<c10::DeviceIndex>(device_in))) {
     if (max_batch < 1 || out_size < 1) throw std::invalid_argument("GpuJpegDecoder: empty batches or images");
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-    // The greatest priority: nvJPEG's kernels (the colour conversion after the hardware engines, the default
-    // backend's IDCT) would otherwise wait behind the training step's kernels, which fill every SM, and the next
-    // step, which needs this batch, would wait for them in turn.
-    int least_priority = 0, greatest_priority = 0;
-    RN50_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
-    cudaStream_t stream = nullptr;
-    RN50_CUDA_CHECK(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, greatest_priority));
-    decode_stream.reset(stream);
+    const cudaStream_t stream = decode_stream.stream();
 
     bool hardware_interpolated = false;
     const nvjpegStatus_t hw = create_handle(NVJPEG_BACKEND_HARDWARE, hardware, hardware_interpolated);
     if (hw == NVJPEG_STATUS_SUCCESS) {
-      open_state(hardware.get(), hardware_state, hardware_parse);
+      hardware_parse = make_parser(hardware.get());
       unsigned cores = 0;
       if (nvjpegGetHardwareDecoderInfo(hardware.get(), &hardware_engines, &cores) != NVJPEG_STATUS_SUCCESS)
         hardware_engines = 0;  // informational only
@@ -195,13 +198,15 @@ struct GpuJpegDecoder::Impl {
     }
     RN50_NVJPEG_CHECK(create_handle(NVJPEG_BACKEND_DEFAULT, hybrid, interpolated_chroma));
     interpolated_chroma = interpolated_chroma && (!hardware || hardware_interpolated);
-    open_state(hybrid.get(), hybrid_state, hybrid_parse);
+    hybrid_state = make_state(hybrid.get());
+    hybrid_parse = make_parser(hybrid.get());
 
     for (Slot& slot : slots) {
       slot.jobs_host = pinned_alloc(sizeof(kernels::ResampleJob) * static_cast<size_t>(max_batch));
       slot.jobs_device = device_alloc(sizeof(kernels::ResampleJob) * static_cast<size_t>(max_batch), device, stream);
       slot.decode_done = make_event();
       slot.kernel_done = make_event();
+      if (hardware) slot.hardware_state = make_state(hardware.get());
     }
     routes.reserve(max_batch);
     offsets.reserve(max_batch);
@@ -216,17 +221,27 @@ struct GpuJpegDecoder::Impl {
 
   ~Impl() {
     // Queued work still writes the buffers about to be freed. No release here: the loader may be gone.
-    if (decode_stream) cudaStreamSynchronize(decode_stream.get());
+    cudaStreamSynchronize(decode_stream.stream());
     for (Slot& slot : slots) {
       if (slot.in_flight && slot.kernel_done) cudaEventSynchronize(slot.kernel_done.get());
     }
+  }
+
+  // Runs `wait` (a blocking CUDA call) and counts its time as waiting, not as the decoder's host work.
+  template <class Wait>
+  void waited(Wait&& wait) {
+    const auto start = std::chrono::steady_clock::now();
+    wait();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    counts.wait_s += seconds;
+    wait_in_call += seconds;
   }
 
   // Hands a slot's batch back once the device is done with it; with wait false only if it already is.
   void retire(Slot& slot, bool wait) {
     if (!slot.in_flight) return;
     if (wait) {
-      RN50_CUDA_CHECK(cudaEventSynchronize(slot.kernel_done.get()));
+      waited([&] { RN50_CUDA_CHECK(cudaEventSynchronize(slot.kernel_done.get())); });
     } else {
       const cudaError_t status = cudaEventQuery(slot.kernel_done.get());
       if (status == cudaErrorNotReady) {
@@ -265,7 +280,7 @@ struct GpuJpegDecoder::Impl {
     return image;
   }
 
-  void decode_hardware(const data::HostBatch& batch, uint8_t* base) {
+  void decode_hardware(const data::HostBatch& batch, Slot& slot, uint8_t* base) {
     hardware_positions.clear();
     hardware_data.clear();
     hardware_lengths.clear();
@@ -281,10 +296,10 @@ struct GpuJpegDecoder::Impl {
     if (hardware_positions.empty()) return;
     // Re-initialised every batch: the count changes, and a failed batch needs it too.
     nvjpegStatus_t status = nvjpegDecodeBatchedInitialize(
-        hardware.get(), hardware_state.get(), static_cast<int>(hardware_positions.size()), 1, NVJPEG_OUTPUT_RGBI);
+        hardware.get(), slot.hardware_state.get(), static_cast<int>(hardware_positions.size()), 1, NVJPEG_OUTPUT_RGBI);
     if (status == NVJPEG_STATUS_SUCCESS)
-      status = nvjpegDecodeBatched(hardware.get(), hardware_state.get(), hardware_data.data(), hardware_lengths.data(),
-                                   hardware_images.data(), decode_stream.get());
+      status = nvjpegDecodeBatched(hardware.get(), slot.hardware_state.get(), hardware_data.data(), hardware_lengths.data(),
+                                   hardware_images.data(), decode_stream.stream());
     if (status == NVJPEG_STATUS_SUCCESS) {
       for (int i : hardware_positions) decoded[i] = true;
       counts.hardware += static_cast<int64_t>(hardware_positions.size());
@@ -301,16 +316,17 @@ struct GpuJpegDecoder::Impl {
 
   void decode_hybrid(const data::HostBatch& batch, uint8_t* base) {
     for (int i = 0; i < static_cast<int>(batch.size); ++i) {
-      if (routes[i] != Route::kHybrid) continue;
+      if (routes[i] != Route::kHybrid || decoded[i]) continue;
       const data::EncodedSample& s = batch.encoded[i];
       nvjpegImage_t image = rgb_destination(base + offsets[i], s.info.width);
       const nvjpegStatus_t status = nvjpegDecode(hybrid.get(), hybrid_state.get(), s.bytes.data(), s.bytes.size(),
-                                                 NVJPEG_OUTPUT_RGBI, &image, decode_stream.get());
+                                                 NVJPEG_OUTPUT_RGBI, &image, decode_stream.stream());
       // The state stages each image in one pinned buffer that the next nvjpegDecode overwrites while this one's
-      // copy to the device may still be queued: on the H200 the first of a batch's two progressive
-      // images came out wrong (mean 35 levels off) in every batch after the first. So each decode finishes first; this
-      // route takes only what the hardware engines refuse.
-      RN50_CUDA_CHECK(cudaStreamSynchronize(decode_stream.get()));
+      // copy to the device may still be queued: on the H200 the first of a batch's two progressive images came
+      // out wrong (mean 35 levels off) in every batch after the first. So each decode finishes first. On GPUs
+      // with hardware engines this route takes only what they refuse; on others it takes every image, one round
+      // trip each (nvJPEG's decoupled API with alternating pinned buffers would lift that).
+      waited([&] { RN50_CUDA_CHECK(cudaStreamSynchronize(decode_stream.stream())); });
       if (status == NVJPEG_STATUS_SUCCESS) {
         decoded[i] = true;
         ++counts.hybrid;
@@ -338,7 +354,7 @@ struct GpuJpegDecoder::Impl {
         continue;
       }
       RN50_CUDA_CHECK(
-          cudaMemcpyAsync(base + offsets[i], host, image_bytes, cudaMemcpyHostToDevice, decode_stream.get()));
+          cudaMemcpyAsync(base + offsets[i], host, image_bytes, cudaMemcpyHostToDevice, decode_stream.stream()));
       plans[i] = data::plan_identity(out_size);
       decoded[i] = true;
       ++counts.cpu_fallback;
@@ -348,6 +364,7 @@ struct GpuJpegDecoder::Impl {
   void decode_into(const data::HostBatch& batch, at::Tensor& images, at::Tensor& labels, const BadDecodeHandler& on_bad,
                    const ReleaseBatch& release) {
     const auto started = std::chrono::steady_clock::now();
+    wait_in_call = 0;
     const int n = static_cast<int>(batch.size);
     check_arguments(batch, images, labels);
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
@@ -372,9 +389,12 @@ struct GpuJpegDecoder::Impl {
       total += aligned(std::max(whole, static_cast<size_t>(out_size) * out_size * 3));
       if (routes[i] != Route::kCpu) plans[i] = data::plan_resample(s.info.width, s.info.height, s.geometry, out_size);
     }
-    uint8_t* base = slot.decoded.reserve(std::max<size_t>(total, 1), device, decode_stream.get());
+    uint8_t* base = slot.decoded.reserve(std::max<size_t>(total, 1), device, decode_stream.stream());
 
-    decode_hardware(batch, base);
+    // The default backend first: each of its images ends with a wait for the decode stream, which would otherwise
+    // include the hardware batch queued before it. Then again for what the hardware batch failed.
+    decode_hybrid(batch, base);
+    decode_hardware(batch, slot, base);
     decode_hybrid(batch, base);
     decode_cpu(batch, slot, base);
 
@@ -392,7 +412,7 @@ struct GpuJpegDecoder::Impl {
       if (from != i) batch.labels[i] = batch.labels[from];
     }
 
-    RN50_CUDA_CHECK(cudaEventRecord(slot.decode_done.get(), decode_stream.get()));
+    RN50_CUDA_CHECK(cudaEventRecord(slot.decode_done.get(), decode_stream.stream()));
     RN50_CUDA_CHECK(cudaStreamWaitEvent(compute, slot.decode_done.get(), 0));
     RN50_CUDA_CHECK(cudaMemcpyAsync(slot.jobs_device.data_ptr(), jobs, sizeof(kernels::ResampleJob) * static_cast<size_t>(n),
                                     cudaMemcpyHostToDevice, compute));
@@ -405,7 +425,8 @@ struct GpuJpegDecoder::Impl {
     slot.in_flight = batch;
     slot.release = release;
     next_slot = 1 - next_slot;
-    counts.host_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    counts.host_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() - wait_in_call;
+    wait_in_call = 0;
   }
 
   void check_arguments(const data::HostBatch& batch, const at::Tensor& images, const at::Tensor& labels) const {

@@ -24,7 +24,8 @@ struct GpuDecodeCounts {
   int64_t hybrid = 0;        // nvJPEG's default backend, one by one: what the engines refuse (progressive, ...)
   int64_t cpu_fallback = 0;  // libjpeg on the calling thread: what nvJPEG refuses (CMYK, streams it cannot parse)
   int64_t bad = 0;           // nothing decoded them: replaced by another image of the batch
-  double host_s = 0;         // the calling thread's time inside decode_into (routing, nvJPEG's host work, libjpeg)
+  double host_s = 0;  // the calling thread's work inside decode_into (routing, nvJPEG's host side, libjpeg)
+  double wait_s = 0;  // ... and its waits there for the device (a slot to free up, a default-backend image)
 };
 
 // Called for a sample that no decoder could read: its dataset index and the reasons. May throw (strict mode).

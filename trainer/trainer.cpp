@@ -569,8 +569,10 @@ class Run {
     record.extra.emplace_back("gpu_decode_hardware", value(&gpu::GpuDecodeCounts::hardware));
     record.extra.emplace_back("gpu_decode_hybrid", value(&gpu::GpuDecodeCounts::hybrid));
     record.extra.emplace_back("gpu_decode_cpu_fallback", value(&gpu::GpuDecodeCounts::cpu_fallback));
-    // Host time in the decoder: against the epoch's wall time it tells a host-bound GPU decode from a device-bound one.
+    // The training thread's work in the decoder, and its waits there for the device: against the epoch's wall
+    // time they tell a host-bound GPU decode from a device-bound one.
     record.extra.emplace_back("gpu_decode_host_s", counts ? std::optional<double>(counts->host_s) : std::nullopt);
+    record.extra.emplace_back("gpu_decode_wait_s", counts ? std::optional<double>(counts->wait_s) : std::nullopt);
     if (!counts) return;
     record.bad_samples += counts->bad;
     if (counts->hybrid + counts->cpu_fallback + counts->bad > 0) {

@@ -100,6 +100,22 @@ TEST(JpegHeader, TellsProgressiveFramesByTheirMarker) {
   }
 }
 
+// libjpeg reads past stray bytes between segments (a warning, not an error); so does the marker walk, so that a
+// file the CPU decoder took before still decodes.
+TEST(JpegHeader, SkipsStrayBytesBetweenSegmentsAsLibjpegDoes) {
+  const std::vector<uint8_t> jpeg = rgb_jpeg(64, 48, false);
+  const size_t dqt = segment_offset(jpeg, 0xDB);
+  ASSERT_LT(dqt, jpeg.size());
+  std::vector<uint8_t> stray(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(dqt));
+  stray.insert(stray.end(), {0x12, 0x00, 0x34, 0xFF, 0x00, 0x56});  // junk, and a stuffed 0xFF 0x00
+  stray.insert(stray.end(), jpeg.begin() + static_cast<std::ptrdiff_t>(dqt), jpeg.end());
+  expect_same_header(stray, "stray bytes before DQT");
+  std::vector<uint8_t> out(32 * 32 * 3);
+  DecodeScratch scratch;
+  EXPECT_NO_THROW(decode_crop_resize(stray.data(), stray.size(), CropRect{0, 0, 64, 48}, 32, 32, false, out.data(),
+                                     scratch));
+}
+
 TEST(JpegHeader, RejectsWhatIsNotAWholeJpegWithTheCpuDecodersReasons) {
   const std::vector<uint8_t> jpeg = rgb_jpeg(64, 64, false);
   // The container checks are the CPU decoder's own: the same message.
@@ -135,7 +151,8 @@ TEST(JpegHeader, RejectsWhatIsNotAWholeJpegWithTheCpuDecodersReasons) {
             std::string::npos);
   EXPECT_NE(error_of({0xFF, 0xD8, 0xFF, 0xD9}).find("corrupt JPEG (marker 0xFFD9"), std::string::npos);
   // Garbage where a marker should be; a segment length below 2.
-  EXPECT_NE(error_of({0xFF, 0xD8, 0x12, 0x34, 0xFF, 0xD9}).find("no marker at byte 2"), std::string::npos);
+  // Stray bytes are skipped as libjpeg skips them; here they lead to the end-of-image marker.
+  EXPECT_NE(error_of({0xFF, 0xD8, 0x12, 0x34, 0xFF, 0xD9}).find("corrupt JPEG (marker 0xFFD9"), std::string::npos);
   EXPECT_NE(error_of({0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x01, 0xFF, 0xD9}).find("has length 1"), std::string::npos);
 
   auto patched = [&](size_t offset, uint8_t value) {

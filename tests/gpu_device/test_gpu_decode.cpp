@@ -254,6 +254,51 @@ TEST_F(GeneratedJpegs, GpuPathMatchesTheCpuPathForTheSameCrops) {
 
 // Every dtype and layout the step's input can have gets the same values (fp32 exact; fp16 and bf16 within their
 // rounding: 1e-3 and 8e-3 relative), written in place into the given tensor.
+// As training calls it: batches back to back, no drain between them, so that a batch is decoded while the one
+// before may still be on the device (each slot's nvJPEG state and buffer reused only after its kernel). Every
+// batch, checked after the last, against the CPU path with the tolerances above.
+TEST_F(GeneratedJpegs, BackToBackBatchesMatchTheCpuPath) {
+  const int size = 64;
+  const data::JpegFolderDataset set = dataset(true, size);
+  const int64_t n = static_cast<int64_t>(set.size());
+  constexpr int kBatches = 5;  // more than the decoder's two slots
+  gpu::GpuJpegDecoder decoder(0, static_cast<int>(n), size);
+  std::vector<std::vector<data::EncodedSample>> samples(kBatches, std::vector<data::EncodedSample>(n));
+  std::vector<std::vector<int64_t>> labels(kBatches, std::vector<int64_t>(n));
+  std::vector<at::Tensor> images;
+  int released = 0;
+  for (int b = 0; b < kBatches; ++b) {
+    for (int64_t i = 0; i < n; ++i) {
+      set.load_encoded(static_cast<size_t>(i), static_cast<uint64_t>(b), samples[b][i]);
+      labels[b][i] = 10 * b + i;
+    }
+    data::HostBatch batch;
+    batch.labels = labels[b].data();
+    batch.size = n;
+    batch.index = b;
+    batch.encoded = samples[b].data();
+    images.push_back(at::empty({n, 3, size, size}, at::TensorOptions(at::kCUDA).dtype(at::kFloat)));
+    at::Tensor y = at::empty({n}, at::TensorOptions(at::kCUDA).dtype(at::kLong));
+    decoder.decode_into(
+        batch, images.back(), y, [](size_t, const std::string& reason) { ADD_FAILURE() << reason; },
+        [&](const data::HostBatch&) { ++released; });
+  }
+  decoder.drain();
+  EXPECT_EQ(released, kBatches);
+  for (int b = 0; b < kBatches; ++b) {
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<uint8_t> cpu(static_cast<size_t>(size) * size * 3);
+      data::WorkerScratch scratch;
+      set.load(static_cast<size_t>(i), static_cast<uint64_t>(b), cpu.data(), scratch);
+      const Difference d = difference(levels_of(images[b][i]), cpu);
+      const std::string name = file_stem(set.describe(static_cast<size_t>(i)));
+      const bool noisy = name == "b_photo_like";
+      EXPECT_LT(d.mean, noisy ? 6.0 : 2.0) << name << " in batch " << b;
+      EXPECT_LE(d.p99, noisy ? 40.0 : 10.0) << name << " in batch " << b;
+    }
+  }
+}
+
 TEST_F(GeneratedJpegs, WritesEveryDtypeAndLayoutInPlace) {
   const int size = 64;
   const data::JpegFolderDataset set = dataset(true, size);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 
 namespace rn50::testing {
@@ -19,7 +20,9 @@ class TempDir {
   TempDir() {
     const char* base = std::getenv("TMPDIR");
     std::string pattern = std::string(base && *base ? base : "/tmp") + "/rn50_test_XXXXXX";
-    path_ = mkdtemp(pattern.data()) ? pattern : "";
+    // Without a folder the tests would write below "/": stop instead.
+    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("TempDir: mkdtemp failed for " + pattern);
+    path_ = pattern;
   }
   ~TempDir() {
     if (!path_.empty()) {
