@@ -13,7 +13,8 @@ OUT/images_per_s.svg (median images/s per configuration, min..max as an error ba
 (each configuration's step time as data wait, host-to-device copy, compute, communication). Standard
 library only (no matplotlib).
 
-  bench/ablation.py --rn50 build/rn50 --out bench/results/DATE-MACHINE [--quick] [--data-root DIR] [--price-per-hour P]
+  bench/ablation.py --rn50 build/rn50 --out bench/results/DATE-MACHINE [--quick] [--steps 256:6,64:14] [--data-root DIR]
+                    [--price-per-hour P] [--resume] [--render]
 """
 import argparse
 import datetime
@@ -284,6 +285,9 @@ def main():
     p.add_argument("--device", default="cuda:0")
     p.add_argument("--data-root", help="JPEG dataset (ImageNet layout) instead of generated files")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--steps", default="256:6,64:14",
+                   help="BATCH:STEPS,...: the batch sizes and the steps of each epoch (the first epoch, dropped, "
+                        "included); the 2026-11-30 H200 report used 256:10,64:24")
     p.add_argument("--model", default="resnet50")
     p.add_argument("--price-per-hour", type=float, default=0,
                    help="instance price per hour (any currency): the report adds the cost of an ImageNet epoch")
@@ -300,7 +304,14 @@ def main():
     if opts.quick:
         opts.device, opts.image_size, opts.model, opts.repeats, batches, steps = "cpu", 32, "resnet18", 1, [4], {4: 1}
     else:
-        opts.image_size, batches, steps = 224, [256, 64], {256: 10, 64: 24}
+        opts.image_size = 224
+        try:
+            steps = {int(b): int(n) for b, n in (pair.split(":") for pair in opts.steps.split(","))}
+        except ValueError:
+            p.error(f"--steps wants BATCH:STEPS,... (got {opts.steps!r})")
+        if not steps or min(steps) < 1 or min(steps.values()) < 1:
+            p.error(f"--steps: batch sizes and steps must be positive (got {opts.steps!r})")
+        batches = list(steps)
     if opts.render:
         saved = json.load(open(os.path.join(opts.out, "ablation.json")))
         runs, machine = saved["runs"], saved["machine"]
