@@ -462,6 +462,12 @@ TEST_F(Cli, LaunchStopsTheOtherRanksWhenOneDies) {
   EXPECT_NE(read_log().find("rank 1 was killed by signal"), std::string::npos) << read_log();
   EXPECT_LT(seconds, 30);
   EXPECT_NE(::kill(rank0, 0), 0);  // rank 0 is gone too
+
+  // A second run after the crash starts cleanly: the same port, the same output folder.
+  const Result again = rn50("launch --nproc 2 -- " + small_run(path("data"), path("run")) +
+                            " --model resnet18 --batch-size 2 --epochs 1 --max-steps 3");
+  EXPECT_EQ(again.code, 0) << again.output;
+  EXPECT_EQ(records(path("run") + "/metrics.jsonl", "epoch").size(), 1u);
 }
 
 }  // namespace
