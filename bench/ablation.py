@@ -24,6 +24,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import time
 from xml.sax.saxutils import escape
 
 SOURCE_CLAIM = 2.7  # "the right switches make an A100 2.7 times faster than a 3090"
@@ -82,13 +83,16 @@ def run_one(opts, data, data_args, batch, steps, label, on, names, log_dir):
         os.remove(os.path.join(out_dir, "metrics.jsonl"))  # metrics are appended to; start clean
     # No '+' in file names: some tools (the GPU machine's file transfer among them) refuse it.
     with open(os.path.join(log_dir, f"{label.replace('+', 'only-')}_{batch}_{data}.log"), "w") as log:
+        started = time.monotonic()
         code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+        process_s = time.monotonic() - started
     records = []
     metrics = os.path.join(out_dir, "metrics.jsonl")
     if os.path.exists(metrics):
         records = [json.loads(l) for l in open(metrics) if '"type":"epoch"' in l]
     return {"label": label, "switches": sorted(on), "batch": batch, "data": data, "steps": steps,
-            "command": " ".join(cmd), "exit_code": code, "epochs": records[1:], "warmup_epoch": records[:1]}
+            "command": " ".join(cmd), "exit_code": code, "epochs": records[1:], "warmup_epoch": records[:1],
+            "process_s": process_s}
 
 
 # The parts of a step in the split picture: record keys (seconds per epoch) summed into each part.
@@ -229,6 +233,12 @@ def write_report(opts, machine, runs, names, batches):
                 last.append(f"{s} {100 * (1 - w / best):.0f}%" if w <= best else f"{s} nothing ({w / best:.2f}x faster without)")
         lines += ["", f"Which switch bought what ({data}, batch {batch}): alone on top of the baseline: "
                   + (", ".join(alone) or "-") + "; removing it from the full set costs: " + (", ".join(last) or "-") + "."]
+    # The matrix's own time (the goal: under 10 minutes on one H200), from each run's process time.
+    timed = [r["process_s"] for r in runs if r.get("process_s") is not None]
+    if timed:
+        untimed = len(runs) - len(timed)
+        lines += ["", f"Time: {sum(timed) / 60:.1f} minutes for {len(timed)} runs, start to exit of each process"
+                  + (f" ({untimed} runs made before the time was recorded are not in it)" if untimed else "") + "."]
     if opts.price_per_hour:
         lines += ["", f"Cost of one ImageNet epoch ({IMAGENET_TRAIN_IMAGES:,} images) at {opts.price_per_hour:g}/h, batch {batch}:", ""]
         for data in ["jpeg", "synthetic"]:
