@@ -95,7 +95,8 @@ ddp() {  # name, processes, extra args: synthetic batch 256 per GPU, 100 steps p
   # A bound on the whole run: a hang at exit (seen once, in ProcessGroupNCCL's destructor) shows as exit 124.
   timeout 240 "$build/rn50" launch --nproc "$n" -- train --data synthetic --device cuda --batch-size 256 --synthetic-images $((256 * 100 * n)) \
     --epochs 2 --warmup-epochs 0 --log-every 100000 --validate=off --out-dir "/tmp/runs/$name" "${@:3}" > "$OUT/$name.log" 2>&1 \
-    || { echo "$name failed (exit $?, after $((SECONDS - start)) s)"; tail -3 "$OUT/$name.log"; return; }
+    || { echo "$name failed (exit $?, after $((SECONDS - start)) s)"; tail -3 "$OUT/$name.log"
+         [[ -s "/tmp/runs/$name/metrics.jsonl" ]] || return; }  # a hang at exit still leaves its measurements
   echo "$name: whole run, start to exit of every process: $((SECONDS - start)) s" | tee -a "$OUT/table.txt"
   cp "/tmp/runs/$name/metrics.jsonl" "$OUT/$name.jsonl"
   printf "%-34s %s\n" "$name" "$(summary /tmp/runs/$name/metrics.jsonl)" | tee -a "$OUT/table.txt"
