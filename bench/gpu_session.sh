@@ -92,6 +92,7 @@ if has graphmem; then  # peak memory of the graphed runs (the cache is emptied a
 fi
 ddp() {  # name, processes, extra args: synthetic batch 256 per GPU, 100 steps per rank per epoch
   local name=$1 n=$2 start=$SECONDS
+  rm -f "/tmp/runs/$name/metrics.jsonl"  # metrics are appended to: no earlier call's numbers in this summary
   # A bound on the whole run: a hang at exit (seen once, in ProcessGroupNCCL's destructor) shows as exit 124.
   timeout 240 "$build/rn50" launch --nproc "$n" -- train --data synthetic --device cuda --batch-size 256 --synthetic-images $((256 * 100 * n)) \
     --epochs 2 --warmup-epochs 0 --log-every 100000 --validate=off --out-dir "/tmp/runs/$name" "${@:3}" > "$OUT/$name.log" 2>&1 \
