@@ -41,6 +41,11 @@ SWITCHES = {
 }
 
 
+def applies(data, switch):
+    """Synthetic batches are made on the device: there is no loader to switch."""
+    return not (data == "synthetic" and switch == "loader")
+
+
 def configurations(names):
     """baseline, each alone, all but one, all: (label, set of switches on)."""
     out = [("baseline", frozenset())]
@@ -210,8 +215,9 @@ def write_report(opts, machine, runs, names, batches):
     batch = batches[0]
     lines = [f"# Switch ablation, {machine['date']} ({machine['device']})", "", f"Command: `{machine['command']}`", ""]
     ratios = []
+    ends = {data: (median(data, batch, "baseline"), median(data, batch, "all")) for data in ["jpeg", "synthetic"]}
     for data, what in [("jpeg", "JPEG files (the whole pipeline)"), ("synthetic", "synthetic data (compute alone)")]:
-        base, best = median(data, batch, "baseline"), median(data, batch, "all")
+        base, best = ends[data]
         if base and best:
             ratios.append(f"{best / base:.2f}x on {what}, {base:.0f} -> {best:.0f} img/s")
         else:
@@ -221,11 +227,9 @@ def write_report(opts, machine, runs, names, batches):
                  + ", ".join(SWITCH_WORDS[s][1] for s in names) + "): " + "; ".join(ratios)
                  + f". The source claims {SOURCE_CLAIM}x (A100 against RTX 3090).**")
     for data in ["jpeg", "synthetic"]:
-        base, best = median(data, batch, "baseline"), median(data, batch, "all")
+        base, best = ends[data]
         alone, last = [], []
-        for s in names:
-            if data == "synthetic" and s == "loader":
-                continue  # synthetic batches are made on the device: there is no loader to switch
+        for s in (s for s in names if applies(data, s)):
             a, w = median(data, batch, f"+{s}"), median(data, batch, f"all-{s}")
             if a and base:
                 alone.append(f"{s} {a / base:.2f}x")
@@ -311,6 +315,14 @@ def main():
     opts = p.parse_args()
     if opts.price_per_hour < 0:
         p.error("--price-per-hour must not be negative")
+    if opts.render:
+        saved = json.load(open(os.path.join(opts.out, "ablation.json")))
+        runs, machine, names = saved["runs"], saved["machine"], saved["switches"]
+        batches = sorted({r["batch"] for r in runs}, reverse=True)
+        write_report(opts, machine, runs, names, batches)
+        write_pictures(opts, runs, batches)
+        print(f"wrote {opts.out}/report.md again ({len(runs)} runs)")
+        return
     if opts.quick:
         opts.device, opts.image_size, opts.model, opts.repeats, batches, steps = "cpu", 32, "resnet18", 1, [4], {4: 1}
     else:
@@ -322,15 +334,6 @@ def main():
         if not steps or min(steps) < 1 or min(steps.values()) < 1:
             p.error(f"--steps: batch sizes and steps must be positive (got {opts.steps!r})")
         batches = list(steps)
-    if opts.render:
-        saved = json.load(open(os.path.join(opts.out, "ablation.json")))
-        runs, machine = saved["runs"], saved["machine"]
-        batches = sorted({r["batch"] for r in runs}, reverse=True)
-        names = saved.get("switches") or [s for s in SWITCHES if any(f"+{s}" == r["label"] for r in runs)]
-        write_report(opts, machine, runs, names, batches)
-        write_pictures(opts, runs, batches)
-        print(f"wrote {opts.out}/report.md again ({len(runs)} runs)")
-        return
     os.makedirs(opts.out, exist_ok=True)
     os.makedirs(opts.work, exist_ok=True)
     log_dir = os.path.join(opts.out, "logs")
@@ -350,7 +353,7 @@ def main():
     datasets = [("synthetic", ["--data", "synthetic"]), ("jpeg", ["--data", "folder", "--data-root", data_root])]
     machine = {"date": datetime.date.today().isoformat(), "host": platform.node(), "device": opts.device,
                "command": " ".join(sys.argv)}
-    runs, done = [], {}
+    runs, pending = [], {}  # pending: kept runs not yet reached, saved with the others (a cut-short resume loses none)
     saved_path = os.path.join(opts.out, "ablation.json")
     if opts.resume and os.path.exists(saved_path):
         saved = json.load(open(saved_path))
@@ -359,11 +362,10 @@ def main():
             if why:
                 sys.exit(f"ablation.py: --resume: {saved_path} was made with other settings ({r['label']}, batch "
                          f"{r['batch']}, {r['data']}: {why}); resume with the same options, or start a new --out")
-        done = {(r["data"], r["batch"], r["label"]): r for r in saved["runs"] if r["exit_code"] == 0}
+        pending = {(r["data"], r["batch"], r["label"]): r for r in saved["runs"] if r["exit_code"] == 0}
         machine["command"] = saved["machine"]["command"] + "; then, resumed: " + machine["command"]
         machine["date"] = saved["machine"]["date"]
-        print(f"resuming: {len(done)} successful runs in {saved_path}", flush=True)
-    pending = dict(done)  # kept runs not yet reached: saved with the others, so a cut-short resume loses none
+        print(f"resuming: {len(pending)} successful runs in {saved_path}", flush=True)
 
     def save():
         with open(saved_path, "w") as f:
@@ -372,9 +374,10 @@ def main():
     for data, data_args in datasets:
         for batch in batches:
             for label, on in configurations(names):
-                if data == "synthetic" and "loader" in names and (label == "+loader" or label == "all-loader"):
-                    continue  # synthetic batches are made on the device: these equal the baseline and "all"
-                if (data, batch, label) in done:
+                toggled = label.split("+", 1)[1] if label.startswith("+") else label.removeprefix("all-")
+                if not applies(data, toggled):
+                    continue  # it would equal the baseline or "all"
+                if (data, batch, label) in pending:
                     runs.append(pending.pop((data, batch, label)))
                     continue
                 run = run_one(opts, data, data_args, batch, steps[batch], label, on, names, log_dir)
