@@ -61,8 +61,7 @@ std::string describe_links() {
   RN50_CUDA_CHECK(cudaGetDeviceCount(&count));
   std::vector<std::string> uuids;
   for (int i = 0; i < count; ++i) uuids.push_back(device_uuid(i));
-  std::string why_not;
-  const std::unique_ptr<NvmlApi> nvml = count > 1 ? open_nvml(&why_not) : nullptr;
+  const std::unique_ptr<NvmlApi> nvml = count > 1 ? open_nvml(nullptr) : nullptr;
   return describe_gpu_links(nvml.get(), uuids, [](int a, int b) {
     int peer = 0;
     RN50_CUDA_CHECK(cudaDeviceCanAccessPeer(&peer, a, b));

@@ -104,8 +104,8 @@ nvjpegStatus_t create_handle(nvjpegBackend_t backend, HandleOwner& out, bool& in
   if (status != NVJPEG_STATUS_SUCCESS) return status;
   out.reset(handle);
   // nvJPEG's own buffers come from cudaMalloc/cudaFree and cudaHostAlloc/cudaFreeHost, each free a wait for the
-  // whole device (the training step included). Headroom on every allocation makes regrowing them rare as image
-  // sizes vary from batch to batch (16 MB device and 8 MB pinned, as NVIDIA's DALI sets by default).
+  // whole device (the training step included). Headroom on every allocation is meant to make regrowing them rare
+  // as image sizes vary from batch to batch (16 MB device and 8 MB pinned, DALI's defaults; not yet measured).
   RN50_NVJPEG_CHECK(nvjpegSetDeviceMemoryPadding(size_t{16} << 20, handle));
   RN50_NVJPEG_CHECK(nvjpegSetPinnedMemoryPadding(size_t{8} << 20, handle));
   return status;
@@ -154,9 +154,9 @@ struct GpuJpegDecoder::Impl {
   int max_batch = 0;
   int out_size = 0;
   data::Normalization norm = data::imagenet_normalization();
-  // From LibTorch's pool at high priority: nvJPEG's kernels (the colour conversion after the hardware engines, the
-  // default backend's IDCT) would otherwise wait behind the training step's kernels, which fill every SM, and the
-  // next step, which needs this batch, would wait for them in turn.
+  // From LibTorch's pool at high priority, so that nvJPEG's kernels (the colour conversion after the hardware
+  // engines, the default backend's IDCT) need not wait behind the training step's, which fill every SM (a guess at
+  // the measured per-step wait; not yet measured).
   c10::cuda::CUDAStream decode_stream;
   // Declared before their states and streams, so that those are destroyed first.
   HandleOwner hardware, hybrid;

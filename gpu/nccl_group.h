@@ -10,8 +10,9 @@
 
 namespace rn50::gpu {
 
-// The NCCL communicator is created lazily by the first collective; `timeout` bounds every collective
-// (a rank that died or hangs makes the others stop instead of waiting forever).
+// The NCCL communicator is created lazily by the first collective; `timeout` is NCCL's watchdog timeout for eager
+// collectives, meant to stop the others when a rank died or hangs (not yet seen firing on a GPU; collectives
+// replayed from a CUDA graph are outside it: see trainer/watchdog.h).
 std::unique_ptr<trainer::Communicator> make_nccl_communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                               int world, std::chrono::milliseconds timeout);
 

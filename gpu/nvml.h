@@ -79,12 +79,12 @@ class NvmlApi {
   virtual std::optional<double> pcie_rx_kb_per_s(const NvmlDevice& device) = 0;
   virtual std::optional<double> pcie_tx_kb_per_s(const NvmlDevice& device) = 0;
 
-  // GPM (Hopper and newer). Metrics need two samples taken at least 100 ms apart (NVML's refresh rate).
   // Links between whole GPUs: whether NVML reports NVLink peer-to-peer between two (nullopt: it cannot say),
   // and how many of a GPU's NVLinks are active (nullopt: no NVLink support).
   virtual std::optional<bool> nvlink_between(unsigned gpu_a, unsigned gpu_b) = 0;
   virtual std::optional<unsigned> active_nvlinks(unsigned gpu) = 0;
 
+  // GPM (Hopper and newer). Metrics need two samples taken at least 100 ms apart (NVML's refresh rate).
   virtual bool gpm_supported(const NvmlDevice& device) = 0;
   virtual std::unique_ptr<GpmSample> gpm_sample(const NvmlDevice& device) = 0;
   virtual GpmMetrics gpm_metrics(const GpmSample& earlier, const GpmSample& later) = 0;

@@ -97,11 +97,16 @@ void copy_checked(at::Tensor target, const st::File& file, const std::string& ke
 
 }  // namespace
 
+NamedTensors named_state(const torch::nn::Module& model) {
+  NamedTensors out;
+  for (const auto& p : model.named_parameters()) out.emplace_back(p.key(), p.value());
+  for (const auto& b : model.named_buffers()) out.emplace_back(b.key(), b.value());
+  return out;
+}
+
 void save_checkpoint(const std::string& path, torch::nn::Module& model, const Sgd& sgd, const CheckpointMeta& meta,
                      const ExtraState& extra) {
-  std::vector<std::pair<std::string, at::Tensor>> tensors;
-  for (const auto& p : model.named_parameters()) tensors.emplace_back(p.key(), p.value());
-  for (const auto& b : model.named_buffers()) tensors.emplace_back(b.key(), b.value());
+  NamedTensors tensors = named_state(model);
   for (const auto& [name, buffer] : sgd.momentum_buffers()) tensors.emplace_back(kMomentumPrefix + name, buffer);
   for (const auto& [name, value] : extra) tensors.emplace_back(kExtraPrefix + name, value);
   std::vector<at::Tensor> host;  // keeps the CPU copies alive while the views point at them
@@ -156,9 +161,7 @@ CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model
 
 std::string load_weights(const std::string& path, torch::nn::Module& model, const std::string& classifier_name) {
   const st::File file = read(path);
-  std::vector<std::pair<std::string, at::Tensor>> targets;
-  for (const auto& p : model.named_parameters()) targets.emplace_back(p.key(), p.value());
-  for (const auto& b : model.named_buffers()) targets.emplace_back(b.key(), b.value());
+  const NamedTensors targets = named_state(model);
 
   auto in_classifier = [&](const std::string& name) { return name.rfind(classifier_name + ".", 0) == 0; };
   std::vector<std::string> missing, misshaped, extra;

@@ -26,8 +26,13 @@ struct CheckpointMeta {
   int64_t steps_per_epoch = 0;
 };
 
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
 // Named state beyond the model and optimizer (the fp16 loss scaler's scale and growth tracker).
-using ExtraState = std::vector<std::pair<std::string, at::Tensor>>;
+using ExtraState = NamedTensors;
+
+// The model's parameters then buffers, by name: what a checkpoint holds of the model.
+NamedTensors named_state(const torch::nn::Module& model);
 
 // Writes PATH.tmp, then renames it over PATH, so a crash leaves the previous checkpoint intact.
 void save_checkpoint(const std::string& path, torch::nn::Module& model, const Sgd& sgd, const CheckpointMeta& meta,

@@ -3,16 +3,17 @@
 
 #include <ATen/ATen.h>
 
-#include "data/transforms.h"
+#include <algorithm>
+
+#include "data/crop_resample.h"
 #include "gpu/device_ops.h"
 
 namespace rn50::trainer {
 
 InputUploader::InputUploader(c10::Device device, bool channels_last) : device_(device), channels_last_(channels_last) {
-  for (int c = 0; c < 3; ++c) {
-    scale_host_[c] = 1.0f / (255.0f * data::kImageNetStd[c]);
-    shift_host_[c] = data::kImageNetMean[c] / data::kImageNetStd[c];
-  }
+  const data::Normalization norm = data::imagenet_normalization();  // the GPU decode path's constants too
+  std::copy(norm.scale, norm.scale + 3, scale_host_);
+  std::copy(norm.shift, norm.shift + 3, shift_host_);
   scale_ = at::tensor(std::vector<float>(scale_host_, scale_host_ + 3)).to(device);
   shift_ = at::tensor(std::vector<float>(shift_host_, shift_host_ + 3)).to(device);
 }

@@ -293,12 +293,7 @@ class Run {
     if (watchdog_) watchdog_->beat();
   }
 
-  std::vector<std::pair<std::string, at::Tensor>> named_state() const {
-    std::vector<std::pair<std::string, at::Tensor>> out;
-    for (const auto& item : model_->named_parameters()) out.emplace_back(item.key(), item.value());
-    for (const auto& item : model_->named_buffers()) out.emplace_back(item.key(), item.value());
-    return out;
-  }
+  NamedTensors named_state() const { return trainer::named_state(*model_); }
 
   // BatchNorm statistics differ per rank (each saw its own batches): validation and checkpoints use the mean.
   void average_buffers() {

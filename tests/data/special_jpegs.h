@@ -2,6 +2,7 @@
 // one (written with libjpeg directly), and one whose header reads fine but whose data no decoder can use.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>  // jpeglib.h uses FILE without including stdio.h
 #include <cstdlib>
@@ -48,11 +49,17 @@ inline std::vector<uint8_t> adobe_cmyk_jpeg(int width, int height) {
   return jpeg;
 }
 
+// Byte offset of the first segment with `marker` (its 0xFF), found by the segment lengths.
+inline size_t segment_offset(const std::vector<uint8_t>& jpeg, uint8_t marker) {
+  size_t pos = 2;
+  while (pos + 4 <= jpeg.size() && jpeg[pos + 1] != marker) pos += 2 + ((jpeg[pos + 2] << 8) | jpeg[pos + 3]);
+  return pos;
+}
+
 // A valid JPEG whose frame header sends every component to quantisation table 3, which the file never defines:
 // the header parses, decoding fails ("Quantization table 0x03 was not defined").
 inline std::vector<uint8_t> undefined_table_jpeg(std::vector<uint8_t> jpeg) {
-  size_t pos = 2;
-  while (pos + 4 <= jpeg.size() && jpeg[pos + 1] != 0xC0) pos += 2 + ((jpeg[pos + 2] << 8) | jpeg[pos + 3]);
+  const size_t pos = segment_offset(jpeg, 0xC0);
   const int components = jpeg[pos + 9];
   for (int c = 0; c < components; ++c) jpeg[pos + 10 + 3 * c + 2] = 3;  // each component: id, sampling, table
   return jpeg;

@@ -26,12 +26,7 @@ std::vector<uint8_t> rgb_jpeg(int width, int height, bool progressive) {
   return encode_jpeg(pixels.data(), width, height, 3, 90, progressive);
 }
 
-// Byte offset of the first segment with `marker` (its 0xFF), found by the segment lengths.
-size_t segment_offset(const std::vector<uint8_t>& jpeg, uint8_t marker) {
-  size_t pos = 2;
-  while (pos + 4 <= jpeg.size() && jpeg[pos + 1] != marker) pos += 2 + ((jpeg[pos + 2] << 8) | jpeg[pos + 3]);
-  return pos;
-}
+using test::segment_offset;
 
 std::string error_of(const std::vector<uint8_t>& bytes) {
   try {

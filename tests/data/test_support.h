@@ -15,6 +15,8 @@
 #include <system_error>
 #include <vector>
 
+#include "tests/support/files.h"
+
 namespace rn50::data::test {
 
 // A fresh folder under the system temp folder, removed with everything in it when the object dies.
@@ -42,14 +44,11 @@ class TempDir {
 };
 
 inline void write_bytes(const std::filesystem::path& path, const std::vector<uint8_t>& bytes) {
-  std::filesystem::create_directories(path.parent_path());
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  file.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  rn50::testing::write_file(path.string(), bytes);
 }
 
 inline std::vector<uint8_t> read_bytes(const std::filesystem::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  return rn50::testing::read_file(path.string());
 }
 
 // A smooth RGB image (HWC): low-frequency waves, so that JPEG and resampling errors stay small.

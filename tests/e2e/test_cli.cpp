@@ -424,7 +424,7 @@ TEST_F(Cli, ARankThatHangsStopsTheOtherWithinTheTimeout) {
   }
   EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_log(0);
   EXPECT_LT(seconds, 40);
-  // One error line that says what stopped and why (Gloo's own timeout on the CPU; the watchdog on GPUs).
+  // One error line that says what stopped and why (here Gloo's own timeout; on GPUs the watchdog is meant to, not yet run there).
   EXPECT_NE(read_log(0).find("rank 0 of 2 stopped"), std::string::npos) << read_log(0);
 }
 

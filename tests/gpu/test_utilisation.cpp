@@ -27,7 +27,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // One H200 whose every reading is supported except power; GPU 1 is partitioned, its instance in slot 2.
 std::shared_ptr<FakeNvml> make_nvml() {
   auto nvml = std::make_shared<FakeNvml>();
-  FakeGpu h200{"NVIDIA H200", kGpuUuid, MigMode{false, false}, 7, {}, {}};
+  FakeGpu h200{"NVIDIA H200", kGpuUuid, MigMode{false, false}, 7, {}, {}, std::nullopt};
   h200.readings.utilisation = UtilisationRates{0, 0};
   h200.readings.sm_clock_mhz = 1980;
   h200.readings.power_w = std::nullopt;  // "not supported"
@@ -36,7 +36,7 @@ std::shared_ptr<FakeNvml> make_nvml() {
   h200.readings.pcie_tx_kb_per_s = 0;
   nvml->gpus.push_back(h200);
   FakeGpu partitioned{"NVIDIA H100 80GB HBM3", "GPU-bbbbbbbb-0000-0000-0000-000000000000", MigMode{true, true}, 7, {},
-                      {}};
+                      {}, std::nullopt};
   FakeMig mig{kMigUuid, "NVIDIA H100 80GB HBM3 MIG 3g.40gb", {}};
   mig.readings.memory = MemoryInfo{2ull << 30, 40ull << 30};  // MIG: memory only, like NVML
   partitioned.mig_slots[2] = mig;
