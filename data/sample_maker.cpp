@@ -4,17 +4,22 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "core/config.h"
 #include "core/errors.h"
 #include "data/jpeg_codec.h"
 #include "data/random_draws.h"
@@ -259,33 +264,64 @@ int64_t make_sample_dataset(const SampleSpec& spec) {
 
   const int height = spec.size;
   const int width = (spec.size * 4 + 1) / 3;  // size * 4 / 3, rounded
-  cv::Mat mask(height, width, CV_8UC1);
-  std::vector<uint8_t> pixels(static_cast<size_t>(width) * height * 3);
-  int64_t written = 0;
 
+  // Every image to write, in a fixed order; the folders first, on this thread.
+  struct Job {
+    uint64_t split_id;
+    int cls;
+    int index;
+    fs::path path;
+  };
   struct Split {
     const char* name;
     int per_class;
     uint64_t id;
   };
   const Split splits[] = {{"train", spec.per_class, 0}, {"val", spec.val_per_class, 1}};
+  std::vector<ClassLook> looks;
+  for (int c = 0; c < spec.classes; ++c) looks.push_back(class_look(c, spec.classes));
+  std::vector<Job> jobs;
   for (const Split& split : splits) {
     if (split.per_class == 0) continue;
     for (int c = 0; c < spec.classes; ++c) {
-      const ClassLook look = class_look(c, spec.classes);
-      const fs::path dir = fs::path(spec.out_dir) / split.name / look.name;
+      const fs::path dir = fs::path(spec.out_dir) / split.name / looks[c].name;
       create_folder(dir);
-      for (int i = 0; i < split.per_class; ++i) {
-        std::mt19937_64 rng(
-            detail::mix_seed({spec.seed, split.id, static_cast<uint64_t>(c), static_cast<uint64_t>(i)}));
-        render_image(look, width, height, rng, mask, pixels);
-        const std::vector<uint8_t> jpeg = encode_jpeg(pixels.data(), width, height, 3, spec.quality);
-        write_file(dir / (look.name + "_" + std::to_string(i) + ".JPEG"), jpeg);
-        ++written;
-      }
+      for (int i = 0; i < split.per_class; ++i)
+        jobs.push_back({split.id, c, i, dir / (looks[c].name + "_" + std::to_string(i) + ".JPEG")});
     }
   }
-  return written;
+
+  // Rendering dominates (a normal draw per pixel and channel): one job at a time per thread, each with its
+  // own buffers; the first error stops the others and is rethrown here.
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto work = [&] {
+    cv::Mat mask(height, width, CV_8UC1);
+    std::vector<uint8_t> pixels(static_cast<size_t>(width) * height * 3);
+    try {
+      for (size_t j = next++; j < jobs.size() && !failed; j = next++) {
+        const Job& job = jobs[j];
+        std::mt19937_64 rng(detail::mix_seed(
+            {spec.seed, job.split_id, static_cast<uint64_t>(job.cls), static_cast<uint64_t>(job.index)}));
+        render_image(looks[job.cls], width, height, rng, mask, pixels);
+        write_file(job.path, encode_jpeg(pixels.data(), width, height, 3, spec.quality));
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+      failed = true;
+    }
+  };
+  const int threads = std::clamp(spec.threads > 0 ? spec.threads : usable_cores(), 1,
+                                 static_cast<int>(std::max<size_t>(jobs.size(), 1)));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+  return static_cast<int64_t>(jobs.size());
 }
 
 }  // namespace rn50::data

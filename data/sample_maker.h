@@ -14,11 +14,13 @@ struct SampleSpec {
   int size = 64;           // image side in pixels (images are size x size*4/3, landscape, like ImageNet)
   int quality = 90;
   uint64_t seed = 1;
+  int threads = 0;  // images rendered and encoded in parallel; 0: the cores this process may use
 };
 
 // Writes OUT/train/<class>/*.JPEG and OUT/val/<class>/*.JPEG. Class c has its own shape, colour and
 // texture; position, size, rotation, background and noise vary per image, so the task is learnable but
-// not trivial. Returns the number of files written.
+// not trivial. Each image comes from its own seed, so the files are the same for any number of threads.
+// Returns the number of files written.
 int64_t make_sample_dataset(const SampleSpec& spec);
 
 }  // namespace rn50::data

@@ -134,13 +134,17 @@ int make_sample_command(int argc, char** argv) {
       cxxopts::value<int>()->default_value(std::to_string(spec.val_per_class)))(
       "size", "image height in pixels (width is 4/3 of it)",
       cxxopts::value<int>()->default_value(std::to_string(spec.size)))(
-      "seed", "random seed", cxxopts::value<uint64_t>()->default_value(std::to_string(spec.seed)))("h,help", "print this help");
+      "seed", "random seed", cxxopts::value<uint64_t>()->default_value(std::to_string(spec.seed)))(
+      "threads", "threads that render and encode (default: the cores this process may use)",
+      cxxopts::value<int>()->default_value("0"))("h,help", "print this help");
   const auto parsed = options.parse(argc, argv);
   if (parsed.count("help")) {
     std::printf("%s\n", options.help().c_str());
     return 0;
   }
   if (!parsed.count("out")) throw rn50::ConfigError("make-sample needs --out DIR");
+  spec.threads = parsed["threads"].as<int>();
+  if (spec.threads < 0) throw rn50::ConfigError("make-sample: --threads must be 0 (all usable cores) or more");
   spec.out_dir = parsed["out"].as<std::string>();
   spec.classes = parsed["classes"].as<int>();
   spec.per_class = parsed["per-class"].as<int>();

@@ -174,6 +174,25 @@ TEST(SampleMaker, IsDeterministicForASeed) {
   EXPECT_NE(test::read_bytes(first.files[0]), test::read_bytes(first.files[1]));
 }
 
+TEST(SampleMaker, WritesTheSameFilesWithAnyNumberOfThreads) {
+  TempDir one, three;
+  SampleSpec spec = small_spec(one.str());
+  spec.threads = 1;
+  const int64_t written = make_sample_dataset(spec);
+  spec.out_dir = three.str();
+  spec.threads = 3;
+  EXPECT_EQ(make_sample_dataset(spec), written);
+  for (const char* split : {"train", "val"}) {
+    const ImageFolder a = scan_image_folder((one.path() / split).string());
+    const ImageFolder b = scan_image_folder((three.path() / split).string());
+    ASSERT_EQ(a.files.size(), b.files.size()) << split;
+    for (size_t i = 0; i < a.files.size(); ++i) {
+      EXPECT_EQ(a.labels[i], b.labels[i]);
+      EXPECT_EQ(test::read_bytes(a.files[i]), test::read_bytes(b.files[i])) << a.files[i];
+    }
+  }
+}
+
 TEST(SampleMaker, RejectsNonsense) {
   TempDir tmp;
   SampleSpec spec = small_spec(tmp.str());
