@@ -95,6 +95,8 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
   if (routed > 0) {
     result.host_us_per_image = counts.host_s * 1e6 / static_cast<double>(routed);
     result.wait_us_per_image = counts.wait_s * 1e6 / static_cast<double>(routed);
+    result.route_us_per_image = counts.route_s * 1e6 / static_cast<double>(routed);
+    result.hardware_us_per_image = counts.hardware_call_s * 1e6 / static_cast<double>(routed);
   }
   result.routes = decoder.describe();
   return result;

@@ -15,6 +15,8 @@ struct GpuDecodeBenchResult {
   int64_t hardware = 0, hybrid = 0, cpu_fallback = 0;  // images per route, both measurements together
   double host_us_per_image = 0;  // the calling thread's work in the decoder per image (warm-up batches included)
   double wait_us_per_image = 0;  // ... and its waits there for the device
+  double route_us_per_image = 0;     // part of host_us_per_image: nvJPEG parsing headers to route them
+  double hardware_us_per_image = 0;  // part of host_us_per_image: nvJPEG's batched hardware calls
   std::string routes;  // GpuJpegDecoder::describe()
 };
 

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
@@ -22,6 +23,7 @@
 #include "data/jpeg_codec.h"
 #include "gpu/crop_resize_kernel.h"
 #include "gpu/cuda_check.h"
+#include "gpu/deferred_reuse_memory.h"
 #include "gpu/nvjpeg_check.h"
 
 namespace rn50::gpu {
@@ -89,23 +91,79 @@ class GrowingDeviceBuffer {
   size_t capacity_ = 0;
 };
 
+// The device and pinned memory that nvJPEG's handles allocate from.
+struct NvjpegMemory {
+  DeferredReuseMemory device{[](size_t size) -> void* {
+                               void* p = nullptr;
+                               if (cudaMalloc(&p, size) == cudaSuccess) return p;
+                               cudaGetLastError();  // nvJPEG reports it: NVJPEG_STATUS_ALLOCATOR_FAILURE
+                               return nullptr;
+                             },
+                             [](void* p) { cudaFree(p); }};
+  DeferredReuseMemory pinned{[](size_t size) -> void* {
+                               void* p = nullptr;
+                               if (cudaHostAlloc(&p, size, cudaHostAllocDefault) == cudaSuccess) return p;
+                               cudaGetLastError();
+                               return nullptr;
+                             },
+                             [](void* p) { cudaFreeHost(p); }};
+  void set_batch(uint64_t batch) {
+    device.set_batch(batch);
+    pinned.set_batch(batch);
+  }
+  void completed(uint64_t batch) {
+    device.completed(batch);
+    pinned.completed(batch);
+  }
+};
+
+#if defined(NVJPEG_VER_MAJOR) && NVJPEG_VER_MAJOR >= 12
+constexpr bool kOwnAllocators = true;  // nvjpegCreateExV2: allocators with a context
+int device_malloc(void* memory, void** ptr, size_t size, cudaStream_t) {
+  return static_cast<NvjpegMemory*>(memory)->device.allocate(ptr, size);
+}
+int device_free(void* memory, void* ptr, size_t, cudaStream_t) {
+  return static_cast<NvjpegMemory*>(memory)->device.release(ptr);
+}
+int pinned_malloc(void* memory, void** ptr, size_t size, cudaStream_t) {
+  return static_cast<NvjpegMemory*>(memory)->pinned.allocate(ptr, size);
+}
+int pinned_free(void* memory, void* ptr, size_t, cudaStream_t) {
+  return static_cast<NvjpegMemory*>(memory)->pinned.release(ptr);
+}
+nvjpegStatus_t create_with(nvjpegBackend_t backend, unsigned flags, NvjpegMemory& memory, nvjpegHandle_t* handle) {
+  nvjpegDevAllocatorV2_t device{};
+  device.dev_malloc = device_malloc;
+  device.dev_free = device_free;
+  device.dev_ctx = &memory;
+  nvjpegPinnedAllocatorV2_t pinned{};
+  pinned.pinned_malloc = pinned_malloc;
+  pinned.pinned_free = pinned_free;
+  pinned.pinned_ctx = &memory;
+  return nvjpegCreateExV2(backend, &device, &pinned, flags, handle);
+}
+#else
+constexpr bool kOwnAllocators = false;  // nvJPEG before 12 has no allocators with a context: its defaults
+nvjpegStatus_t create_with(nvjpegBackend_t backend, unsigned flags, NvjpegMemory&, nvjpegHandle_t* handle) {
+  return nvjpegCreateEx(backend, nullptr, nullptr, flags, handle);
+}
+#endif
+
 // nvJPEG handles with chroma upsampling by interpolation where the library has it: libjpeg's "fancy"
 // upsampling, which the CPU path uses, is an interpolation too. Returns the creation status.
-nvjpegStatus_t create_handle(nvjpegBackend_t backend, HandleOwner& out, bool& interpolated) {
+nvjpegStatus_t create_handle(nvjpegBackend_t backend, NvjpegMemory& memory, HandleOwner& out, bool& interpolated) {
   nvjpegHandle_t handle = nullptr;
   nvjpegStatus_t status = NVJPEG_STATUS_NOT_INITIALIZED;
   interpolated = false;
 #ifdef NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION
-  status = nvjpegCreateEx(backend, nullptr, nullptr, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, &handle);
+  status = create_with(backend, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, memory, &handle);
   interpolated = status == NVJPEG_STATUS_SUCCESS;
 #endif
-  if (status != NVJPEG_STATUS_SUCCESS)
-    status = nvjpegCreateEx(backend, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT, &handle);
+  if (status != NVJPEG_STATUS_SUCCESS) status = create_with(backend, NVJPEG_FLAGS_DEFAULT, memory, &handle);
   if (status != NVJPEG_STATUS_SUCCESS) return status;
   out.reset(handle);
-  // nvJPEG's own buffers come from cudaMalloc/cudaFree and cudaHostAlloc/cudaFreeHost, each free a wait for the
-  // whole device (the training step included). Headroom on every allocation is meant to make regrowing them rare
-  // as image sizes vary from batch to batch (16 MB device and 8 MB pinned, DALI's defaults; not yet measured).
+  // Headroom on every allocation, so that buffers are regrown rarely as image sizes vary from batch to batch
+  // (16 MB device and 8 MB pinned, DALI's defaults).
   RN50_NVJPEG_CHECK(nvjpegSetDeviceMemoryPadding(size_t{16} << 20, handle));
   RN50_NVJPEG_CHECK(nvjpegSetPinnedMemoryPadding(size_t{8} << 20, handle));
   return status;
@@ -139,6 +197,7 @@ struct GpuJpegDecoder::Impl {
     GrowingDeviceBuffer decoded;  // the batch's decoded RGB images, written on the decode stream
     PinnedMemory jobs_host;       // kernel table, copied to jobs_device on the compute stream
     at::Tensor jobs_device;
+    PinnedMemory labels_host;  // the batch's labels: a copy from pageable memory would wait for the compute stream
     PinnedMemory fallback_host;  // libjpeg's images, allocated on the first fallback
     CudaEventOwner decode_done;  // on the decode stream: `decoded` holds the batch
     CudaEventOwner kernel_done;  // on the compute stream: kernel and label copy finished; the slot is free
@@ -146,6 +205,8 @@ struct GpuJpegDecoder::Impl {
     // a state reused then could have its staging overwritten (as happened on the default backend). Reused only
     // after kernel_done, which follows this slot's whole decode.
     StateOwner hardware_state;
+    int hardware_batch = 0;  // the image count hardware_state was initialised for; 0: to initialise
+    uint64_t sequence = 0;   // the number of the batch in flight
     std::optional<data::HostBatch> in_flight;
     ReleaseBatch release;
   };
@@ -158,7 +219,8 @@ struct GpuJpegDecoder::Impl {
   // engines, the default backend's IDCT) need not wait behind the training step's, which fill every SM (a guess at
   // the measured per-step wait; not yet measured).
   c10::cuda::CUDAStream decode_stream;
-  // Declared before their states and streams, so that those are destroyed first.
+  // Declared before the handles, the handles before their states and streams: destroyed in the reverse order.
+  NvjpegMemory nvjpeg_memory;
   HandleOwner hardware, hybrid;
   StateOwner hybrid_state;
   StreamOwner hardware_parse, hybrid_parse;
@@ -167,6 +229,7 @@ struct GpuJpegDecoder::Impl {
   bool interpolated_chroma = false;
   Slot slots[2];
   int next_slot = 0;
+  uint64_t batches = 0;  // batches decoded so far: the next one's number
   GpuDecodeCounts counts;
   double wait_in_call = 0;  // waited() seconds in the current decode_into
   bool hardware_failure_logged = false;
@@ -193,7 +256,7 @@ struct GpuJpegDecoder::Impl {
     const cudaStream_t stream = decode_stream.stream();
 
     bool hardware_interpolated = false;
-    const nvjpegStatus_t hw = create_handle(NVJPEG_BACKEND_HARDWARE, hardware, hardware_interpolated);
+    const nvjpegStatus_t hw = create_handle(NVJPEG_BACKEND_HARDWARE, nvjpeg_memory, hardware, hardware_interpolated);
     if (hw == NVJPEG_STATUS_SUCCESS) {
       hardware_parse = make_parser(hardware.get());
       unsigned cores = 0;
@@ -202,13 +265,14 @@ struct GpuJpegDecoder::Impl {
     } else {
       hardware_status = nvjpeg_status_name(hw);  // NVJPEG_STATUS_ARCH_MISMATCH on GPUs without the engines
     }
-    RN50_NVJPEG_CHECK(create_handle(NVJPEG_BACKEND_DEFAULT, hybrid, interpolated_chroma));
+    RN50_NVJPEG_CHECK(create_handle(NVJPEG_BACKEND_DEFAULT, nvjpeg_memory, hybrid, interpolated_chroma));
     interpolated_chroma = interpolated_chroma && (!hardware || hardware_interpolated);
     hybrid_state = make_state(hybrid.get());
     hybrid_parse = make_parser(hybrid.get());
 
     for (Slot& slot : slots) {
       slot.jobs_host = pinned_alloc(sizeof(kernels::ResampleJob) * static_cast<size_t>(max_batch));
+      slot.labels_host = pinned_alloc(sizeof(int64_t) * static_cast<size_t>(max_batch));
       slot.jobs_device = device_alloc(sizeof(kernels::ResampleJob) * static_cast<size_t>(max_batch), device, stream);
       slot.decode_done = make_event();
       slot.kernel_done = make_event();
@@ -243,6 +307,14 @@ struct GpuJpegDecoder::Impl {
     wait_in_call += seconds;
   }
 
+  // Runs `call` and adds its seconds to `total`.
+  template <class Call>
+  static void timed(double& total, Call&& call) {
+    const auto start = std::chrono::steady_clock::now();
+    call();
+    total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
   // Hands a slot's batch back once the device is done with it; with wait false only if it already is.
   void retire(Slot& slot, bool wait) {
     if (!slot.in_flight) return;
@@ -256,6 +328,7 @@ struct GpuJpegDecoder::Impl {
       }
       RN50_CUDA_CHECK(status);
     }
+    nvjpeg_memory.completed(slot.sequence);  // and, in order, every batch before it
     const data::HostBatch batch = *slot.in_flight;
     slot.in_flight.reset();
     if (slot.release) slot.release(batch);
@@ -300,18 +373,25 @@ struct GpuJpegDecoder::Impl {
       hardware_images.push_back(rgb_destination(base + offsets[i], s.info.width));
     }
     if (hardware_positions.empty()) return;
-    // Re-initialised every batch: the count changes, and a failed batch needs it too.
-    nvjpegStatus_t status = nvjpegDecodeBatchedInitialize(
-        hardware.get(), slot.hardware_state.get(), static_cast<int>(hardware_positions.size()), 1, NVJPEG_OUTPUT_RGBI);
-    if (status == NVJPEG_STATUS_SUCCESS)
-      status = nvjpegDecodeBatched(hardware.get(), slot.hardware_state.get(), hardware_data.data(), hardware_lengths.data(),
-                                   hardware_images.data(), decode_stream.stream());
+    const int count = static_cast<int>(hardware_positions.size());
+    nvjpegStatus_t status = NVJPEG_STATUS_SUCCESS;
+    timed(counts.hardware_call_s, [&] {
+      // Initialised again only when the count changes or a batch failed: initialising resizes nvJPEG's buffers.
+      if (slot.hardware_batch != count) {
+        status = nvjpegDecodeBatchedInitialize(hardware.get(), slot.hardware_state.get(), count, 1, NVJPEG_OUTPUT_RGBI);
+        slot.hardware_batch = status == NVJPEG_STATUS_SUCCESS ? count : 0;
+      }
+      if (status == NVJPEG_STATUS_SUCCESS)
+        status = nvjpegDecodeBatched(hardware.get(), slot.hardware_state.get(), hardware_data.data(),
+                                     hardware_lengths.data(), hardware_images.data(), decode_stream.stream());
+    });
     if (status == NVJPEG_STATUS_SUCCESS) {
       for (int i : hardware_positions) decoded[i] = true;
       counts.hardware += static_cast<int64_t>(hardware_positions.size());
       return;
     }
     // The batched call does not say which image failed: the default backend retries each one.
+    slot.hardware_batch = 0;
     if (!hardware_failure_logged) {
       log_warn("nvJPEG's hardware decoder failed a batch (" + nvjpeg_status_name(status) +
                "); its images go through the default backend (logged once)");
@@ -379,16 +459,20 @@ struct GpuJpegDecoder::Impl {
     for (Slot& other : slots) retire(other, /*wait=*/false);
     Slot& slot = slots[next_slot];
     retire(slot, /*wait=*/true);  // from here on nothing queued reads this slot's memory
+    slot.sequence = batches++;
+    nvjpeg_memory.set_batch(slot.sequence);
 
     routes.assign(n, Route::kCpu);
     offsets.assign(n, 0);
     plans.assign(n, data::ResamplePlan{});
     decoded.assign(n, false);
     reasons.assign(n, std::string());
+    timed(counts.route_s, [&] {
+      for (int i = 0; i < n; ++i) routes[i] = route_of(batch.encoded[i]);
+    });
     size_t total = 0;
     for (int i = 0; i < n; ++i) {
       const data::EncodedSample& s = batch.encoded[i];
-      routes[i] = route_of(s);
       offsets[i] = total;
       // Room for the whole image, or for libjpeg's finished one if nvJPEG fails later.
       const size_t whole = static_cast<size_t>(s.info.width) * static_cast<size_t>(s.info.height) * 3;
@@ -425,7 +509,9 @@ struct GpuJpegDecoder::Impl {
     kernels::crop_resize_normalize(static_cast<const kernels::ResampleJob*>(slot.jobs_device.data_ptr()), n, out_size,
                                    images.data_ptr(), output_type(images), is_channels_last(images), norm.scale,
                                    norm.shift, compute);
-    RN50_CUDA_CHECK(cudaMemcpyAsync(labels.data_ptr(), batch.labels, sizeof(int64_t) * static_cast<size_t>(n),
+    auto* labels_host = static_cast<int64_t*>(slot.labels_host.get());
+    std::copy(batch.labels, batch.labels + n, labels_host);
+    RN50_CUDA_CHECK(cudaMemcpyAsync(labels.data_ptr(), labels_host, sizeof(int64_t) * static_cast<size_t>(n),
                                     cudaMemcpyHostToDevice, compute));
     RN50_CUDA_CHECK(cudaEventRecord(slot.kernel_done.get(), compute));
     slot.in_flight = batch;
@@ -482,6 +568,7 @@ struct GpuJpegDecoder::Impl {
     }
     text += ", libjpeg for what nvJPEG refuses; ";
     text += interpolated_chroma ? "chroma upsampling with interpolation" : "nvJPEG's default chroma upsampling";
+    text += kOwnAllocators ? "; nvJPEG's memory reused after each batch" : "; nvJPEG's own cudaMalloc/cudaFree";
     return text;
   }
 };

@@ -26,6 +26,8 @@ struct GpuDecodeCounts {
   int64_t bad = 0;           // nothing decoded them: replaced by another image of the batch
   double host_s = 0;  // the calling thread's work inside decode_into (routing, nvJPEG's host side, libjpeg)
   double wait_s = 0;  // ... and its waits there for the device (a slot to free up, a default-backend image)
+  double route_s = 0;          // part of host_s: parsing headers with nvJPEG to choose each image's route
+  double hardware_call_s = 0;  // part of host_s: inside nvJPEG's batched hardware calls
 };
 
 // Called for a sample that no decoder could read: its dataset index and the reasons. May throw (strict mode).

@@ -568,6 +568,10 @@ class Run {
     // time they tell a host-bound GPU decode from a device-bound one.
     record.extra.emplace_back("gpu_decode_host_s", counts ? std::optional<double>(counts->host_s) : std::nullopt);
     record.extra.emplace_back("gpu_decode_wait_s", counts ? std::optional<double>(counts->wait_s) : std::nullopt);
+    // Parts of host_s: choosing routes (nvJPEG parses each header), and nvJPEG's batched hardware calls.
+    record.extra.emplace_back("gpu_decode_route_s", counts ? std::optional<double>(counts->route_s) : std::nullopt);
+    record.extra.emplace_back("gpu_decode_hardware_call_s",
+                              counts ? std::optional<double>(counts->hardware_call_s) : std::nullopt);
     if (!counts) return;
     record.bad_samples += counts->bad;
     if (counts->hybrid + counts->cpu_fallback + counts->bad > 0) {

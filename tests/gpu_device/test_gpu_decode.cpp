@@ -3,10 +3,12 @@
 // large) against the CPU path's images; output dtypes and layouts; bad files counted and replaced.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
@@ -295,6 +297,57 @@ TEST_F(GeneratedJpegs, BackToBackBatchesMatchTheCpuPath) {
       EXPECT_LE(d.p99, noisy ? 40.0 : 10.0) << name << " in batch " << b;
     }
   }
+}
+
+// The training thread queues step k, then decodes batch k+1 while step k runs: decode_into must not wait for work
+// queued before it. With about 200 ms of matrix products queued on the current stream (their time measured with
+// events), one decode_into of these 8 images must return in less than half that time; its own host work is about a
+// millisecond, and a call that waits for the device takes the whole queue. Such a wait (nvJPEG resizing its buffers
+// through cudaFree, or a copy from pageable memory) cost 7.7 ms per training step on the H200
+// (bench/results/2026-11-30-h200.md).
+TEST_F(GeneratedJpegs, DecodingDoesNotWaitForWorkQueuedBeforeIt) {
+  const int size = 64;
+  const data::JpegFolderDataset set = dataset(true, size);
+  const int64_t n = static_cast<int64_t>(set.size());
+  gpu::GpuJpegDecoder decoder(0, static_cast<int>(n), size);
+  constexpr int kBatches = 4;
+  std::vector<std::vector<data::EncodedSample>> samples(kBatches, std::vector<data::EncodedSample>(n));
+  std::vector<std::vector<int64_t>> labels(kBatches, std::vector<int64_t>(n, 3));  // pageable, as without pin_memory
+  at::Tensor x = at::empty({n, 3, size, size}, at::TensorOptions(at::kCUDA).dtype(at::kHalf));
+  at::Tensor y = at::empty({n}, at::TensorOptions(at::kCUDA).dtype(at::kLong));
+  auto decode = [&](int b) {
+    for (int64_t i = 0; i < n; ++i) set.load_encoded(static_cast<size_t>(i), static_cast<uint64_t>(b), samples[b][i]);
+    data::HostBatch batch;
+    batch.labels = labels[b].data();
+    batch.size = n;
+    batch.index = b;
+    batch.encoded = samples[b].data();
+    decoder.decode_into(
+        batch, x, y, [](size_t, const std::string& reason) { ADD_FAILURE() << reason; }, [](const data::HostBatch&) {});
+  };
+  for (int b = 0; b + 1 < kBatches; ++b) decode(b);  // nvJPEG's buffers and both slots in use once
+  decoder.drain();
+
+  const auto options = at::TensorOptions(at::kCUDA).dtype(at::kFloat);
+  const at::Tensor a = at::rand({4096, 4096}, options);
+  at::Tensor product = at::empty({4096, 4096}, options);
+  at::cuda::getCurrentCUDAStream().synchronize();
+  at::cuda::CUDAEvent queued_start(cudaEventDefault), queued_end(cudaEventDefault);
+  queued_start.record();
+  for (int k = 0; k < 80; ++k) at::mm_out(product, a, a);  // about 2.7 ms each in FP32 on an H200
+  queued_end.record();
+  const auto call_start = std::chrono::steady_clock::now();
+  decode(kBatches - 1);
+  const double call_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - call_start).count();
+  decoder.drain();
+  at::cuda::getCurrentCUDAStream().synchronize();
+  const double queued_ms = queued_start.elapsed_time(queued_end);
+  std::printf("[ measured ] decode_into of %lld images: %.2f ms, with %.1f ms of work queued before it\n",
+              static_cast<long long>(n), call_ms, queued_ms);
+  ASSERT_GT(queued_ms, 50.0) << "too little work queued for the check to mean anything";
+  EXPECT_LT(call_ms, queued_ms / 2) << "decode_into waited for the work queued before it";
+  EXPECT_EQ(y.cpu().data_ptr<int64_t>()[0], 3);
 }
 
 // Every dtype and layout the step's input can have gets the same values (fp32 exact; fp16 and bf16 within their
