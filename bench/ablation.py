@@ -241,8 +241,10 @@ def write_report(opts, machine, runs, names, batches):
     timed = [r["process_s"] for r in runs if r.get("process_s") is not None]
     if timed:
         untimed = len(runs) - len(timed)
+        data_s = machine.get("data_s")
         lines += ["", f"Time: {sum(timed) / 60:.1f} minutes for {len(timed)} runs, start to exit of each process"
-                  + (f" ({untimed} runs made before the time was recorded are not in it)" if untimed else "") + "."]
+                  + (f" ({untimed} runs made before the time was recorded are not in it)" if untimed else "")
+                  + (f", plus {data_s:.0f} s making the JPEG files" if data_s else "") + "."]
     if opts.price_per_hour:
         lines += ["", f"Cost of one ImageNet epoch ({IMAGENET_TRAIN_IMAGES:,} images) at {opts.price_per_hour:g}/h, batch {batch}:", ""]
         for data in ["jpeg", "synthetic"]:
@@ -342,17 +344,20 @@ def main():
     names = [s for s in SWITCHES if not (cpu and s == "fp16")]  # fp16 autocast needs CUDA
 
     data_root = opts.data_root
+    data_s = 0.0  # making the JPEG files, part of the matrix's time
     if not data_root:
         data_root = os.path.join(opts.work, "jpeg")
         if not os.path.isdir(os.path.join(data_root, "train")):
             size = 48 if opts.quick else 375  # 375x500, like an average ImageNet photo
             per_class = 4 if opts.quick else 200
+            started = time.monotonic()
             subprocess.run([opts.rn50, "make-sample", "--out", data_root, "--classes", "16", "--per-class",
                             str(per_class), "--val-per-class", "1", "--size", str(size)], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            data_s = time.monotonic() - started
     datasets = [("synthetic", ["--data", "synthetic"]), ("jpeg", ["--data", "folder", "--data-root", data_root])]
     machine = {"date": datetime.date.today().isoformat(), "host": platform.node(), "device": opts.device,
-               "command": " ".join(sys.argv)}
+               "command": " ".join(sys.argv), "data_s": data_s}
     runs, pending = [], {}  # pending: kept runs not yet reached, saved with the others (a cut-short resume loses none)
     saved_path = os.path.join(opts.out, "ablation.json")
     if opts.resume and os.path.exists(saved_path):
@@ -365,6 +370,7 @@ def main():
         pending = {(r["data"], r["batch"], r["label"]): r for r in saved["runs"] if r["exit_code"] == 0}
         machine["command"] = saved["machine"]["command"] + "; then, resumed: " + machine["command"]
         machine["date"] = saved["machine"]["date"]
+        machine["data_s"] = saved["machine"].get("data_s", 0.0) + data_s
         print(f"resuming: {len(pending)} successful runs in {saved_path}", flush=True)
 
     def save():
