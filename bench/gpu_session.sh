@@ -2,8 +2,8 @@
 # bench/gpu_session.sh: one GPU-machine session: build against pip LibTorch, run every test (the GPU
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
-#   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp ddptune jpeg gpudecode doctor baseline ptx
-#           roundtrip ablation"
+#   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp ddptune jpeg gpudecode decodeprobe doctor
+#           baseline ptx roundtrip ablation"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
 #   gpudecode needs jpeg's generated files)
 set -uo pipefail
@@ -34,7 +34,7 @@ if has build; then
 fi
 if has test; then
   # The CPU-only suites (data, MIG/utilisation logic, config, schedule) run in CI; here the rest.
-  (cd "$build" && ctest -j8 --output-on-failure --timeout 900 -E "${CTEST_EXCLUDE:-^(JpegCodec|JpegHeader|CropResample|BatchLoader|BatchPool|Transforms|SampleMaker|ImageFolder|DatasetTest|EpochOrder|Mig|UtilisationSampler|CudaUuid|GpuLinks|DeferredReuseMemory|Percentile|LrSchedule|Config|Cost|Watchdog|GradientBuckets)}" > "$OUT/ctest.log" 2>&1)
+  (cd "$build" && ctest -j8 --output-on-failure --timeout 900 -E "${CTEST_EXCLUDE:-^(JpegCodec|JpegHeader|CropResample|BatchLoader|BatchPool|Transforms|SampleMaker|ImageFolder|DatasetTest|EpochOrder|Mig|UtilisationSampler|CudaUuid|GpuLinks|DeferredReuseMemory|ClockEventReasons|OtherProcesses|Health|Percentile|LrSchedule|Config|Cost|Watchdog|GradientBuckets)}" > "$OUT/ctest.log" 2>&1)
   grep -E "tests passed|tests failed|\*\*\*|Failed  " "$OUT/ctest.log" | head -20
   # Graph-vs-eager differences, printed by the tests themselves (ctest shows output only on failure).
   "$build/tests/rn50_cuda_tests" --gtest_filter='*Graph*:*Fp32*' > "$OUT/graph_tests.log" 2>&1
@@ -172,6 +172,19 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
     printf "%-34s %s\n" synthetic_optimized "$(summary /tmp/runs/synthetic_optimized/metrics.jsonl)" | tee -a "$OUT/table.txt"
   else
     echo "gpudecode: no /tmp/jpeg (the jpeg stage makes it): no training run"
+  fi
+  pack
+fi
+if has decodeprobe; then  # does nvJPEG's decode overlap a step queued before it? With more hardware queues?
+  for connections in default 32 1; do
+    env_args=(); [[ $connections == default ]] || env_args=(CUDA_DEVICE_MAX_CONNECTIONS=$connections)
+    echo "CUDA_DEVICE_MAX_CONNECTIONS=$connections:" | tee -a "$OUT/decode_probe.txt"
+    env "${env_args[@]}" "$build/rn50" bench-decode --decode gpu --files 256 --seconds 3 --step-ms 40 2>&1 \
+      | grep -E "train|simulated step|host thread" | tee -a "$OUT/decode_probe.txt"
+  done
+  if [[ -d /tmp/jpeg ]]; then
+    CUDA_DEVICE_MAX_CONNECTIONS=32 jpeg_run jpeg_gpu_decode_connections32 --decode gpu
+    epoch_keys /tmp/runs/jpeg_gpu_decode_connections32/metrics.jsonl wall_s gpu_decode_h | tee -a "$OUT/table.txt"
   fi
   pack
 fi

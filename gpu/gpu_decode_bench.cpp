@@ -1,13 +1,18 @@
 // gpu/gpu_decode_bench.cpp: the GPU decode-and-augment rate: batches of encoded samples (as the loader hands them
-// out) through GpuJpegDecoder into a half-precision channels-last input, timed until the device is done.
+// out) through GpuJpegDecoder into a half-precision channels-last input, timed until the device is done; and,
+// optionally, whether decoding overlaps a simulated training step queued before each batch.
 #include "gpu/gpu_decode_bench.h"
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <utility>
 
 #include "core/errors.h"
 #include "data/dataset.h"
@@ -17,8 +22,54 @@
 
 namespace rn50::gpu {
 
+namespace {
+
+// A stand-in for a training step: FP32 matrix products queued on the current stream, about `ms` of them.
+class SimulatedStep {
+ public:
+  SimulatedStep(int device, double ms) {
+    const auto options =
+        at::TensorOptions(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device))).dtype(at::kFloat);
+    a_ = at::rand({kSide, kSide}, options);
+    product_ = at::empty({kSide, kSide}, options);
+    product();  // cuBLAS's first-call set-up, outside the calibration
+    const double per_product = elapsed_ms([&] {
+      for (int k = 0; k < 20; ++k) product();
+    }) / 20;
+    products_ = std::max(1, static_cast<int>(std::lround(ms / per_product)));
+  }
+  void queue() {
+    for (int k = 0; k < products_; ++k) product();
+  }
+  // One step's time on an otherwise idle device: the median of five.
+  double alone_ms() {
+    std::vector<double> times;
+    for (int i = 0; i < 5; ++i) times.push_back(elapsed_ms([&] { queue(); }));
+    std::sort(times.begin(), times.end());
+    return times[2];
+  }
+
+ private:
+  static constexpr int64_t kSide = 4096;
+  void product() { at::mm_out(product_, a_, a_); }
+  template <class Work>
+  static double elapsed_ms(Work&& work) {
+    at::cuda::CUDAEvent start(cudaEventDefault), end(cudaEventDefault);
+    at::cuda::getCurrentCUDAStream().synchronize();
+    start.record();
+    work();
+    end.record();
+    end.synchronize();
+    return start.elapsed_time(end);
+  }
+  at::Tensor a_, product_;
+  int products_ = 1;
+};
+
+}  // namespace
+
 GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>>& files, int out_size, int batch_size,
-                                          double seconds, int device) {
+                                          double seconds, int device, double step_ms) {
   if (files.empty() || batch_size < 1) throw DataError("bench-decode: no files, or an empty batch");
   c10::cuda::CUDAGuard device_guard(static_cast<c10::DeviceIndex>(device));
   c10::cuda::CUDAStreamGuard stream_guard(c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device)));
@@ -46,7 +97,7 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
   const ReleaseBatch keep = [](const data::HostBatch&) {};  // the host batches live for the whole run
 
   using Clock = std::chrono::steady_clock;
-  auto measure = [&](bool train) {
+  auto measure = [&](bool train, SimulatedStep* step) {
     data::SampleTransform transform;
     transform.train = train;
     transform.image_size = out_size;
@@ -65,6 +116,7 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
       batch.size = batch_size;
       batch.index = batches;
       batch.encoded = samples[h].data();
+      if (step) step->queue();  // the step that trains while this batch decodes
       decoder.decode_into(batch, images, label_out, fail, keep);
       ++batches;
     };
@@ -80,13 +132,14 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
     decoder.drain();
     RN50_CUDA_CHECK(cudaStreamSynchronize(at::cuda::getCurrentCUDAStream().stream()));
     elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    return static_cast<double>((batches - warm_batches) * batch_size) / elapsed;
+    return std::make_pair(static_cast<double>((batches - warm_batches) * batch_size) / elapsed,
+                          elapsed * 1e3 / static_cast<double>(batches - warm_batches));
   };
 
   GpuDecodeBenchResult result;
   result.batch_size = batch_size;
-  result.train_per_s = measure(true);
-  result.val_per_s = measure(false);
+  result.train_per_s = measure(true, nullptr).first;
+  result.val_per_s = measure(false, nullptr).first;
   const GpuDecodeCounts counts = decoder.take_counts();
   result.hardware = counts.hardware;
   result.hybrid = counts.hybrid;
@@ -99,6 +152,11 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
     result.hardware_us_per_image = counts.hardware_call_s * 1e6 / static_cast<double>(routed);
   }
   result.routes = decoder.describe();
+  if (step_ms > 0) {
+    SimulatedStep step(device, step_ms);
+    result.step_ms = step.alone_ms();
+    result.step_and_decode_ms = measure(true, &step).second;
+  }
   return result;
 }
 

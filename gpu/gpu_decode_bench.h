@@ -18,12 +18,18 @@ struct GpuDecodeBenchResult {
   double route_us_per_image = 0;     // part of host_us_per_image: nvJPEG parsing headers to route them
   double hardware_us_per_image = 0;  // part of host_us_per_image: nvJPEG's batched hardware calls
   std::string routes;  // GpuJpegDecoder::describe()
+  // With a simulated training step (step_ms > 0): the step's time alone, and each batch's time with the step
+  // queued on the same stream before the batch's decode, as training queues it. A decode that overlaps the step
+  // adds little; one that runs only after it adds its whole time.
+  double step_ms = 0;
+  double step_and_decode_ms = 0;
 };
 
 // Decodes batches of the files (cycled) into half-precision channels-last batches on `device`, as training
-// would, for about `seconds` per measurement: host work, nvJPEG and the kernel, until the device is done.
+// would, for about `seconds` per measurement: host work, nvJPEG and the kernel, until the device is done. With
+// step_ms > 0, also measures the train batches with about step_ms of matrix products queued before each one.
 // Throws rn50::ConfigError in builds without nvJPEG, rn50::DecodeError when a file does not decode.
 GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>>& files, int out_size, int batch_size,
-                                          double seconds, int device);
+                                          double seconds, int device, double step_ms = 0);
 
 }  // namespace rn50::gpu

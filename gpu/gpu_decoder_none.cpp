@@ -28,7 +28,7 @@ void GpuJpegDecoder::drain() {}
 GpuDecodeCounts GpuJpegDecoder::take_counts() { return {}; }
 std::string GpuJpegDecoder::describe() const { return "no nvJPEG in this build"; }
 
-GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>>&, int, int, double, int) {
+GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>>&, int, int, double, int, double) {
   no_nvjpeg();
 }
 

@@ -87,10 +87,10 @@ std::vector<MigInstance> list_mig_instances(NvmlApi& nvml, unsigned gpu) {
 std::string describe_mig(NvmlApi& nvml, int gpu_index) {
   const unsigned gpu = checked_gpu(nvml, gpu_index);
   std::vector<MigInstance> instances;
-  if (const auto problem = mig_problem(nvml, gpu, instances)) return *problem + "\n";
+  if (const auto problem = mig_problem(nvml, gpu, instances)) return *problem;
 
   const std::optional<MigMode> mode = nvml.mig_mode(gpu);
-  std::string out = strprintf("%s: MIG enabled, %zu instance%s%s\n", gpu_label(nvml, gpu).c_str(), instances.size(),
+  std::string out = strprintf("%s: MIG enabled, %zu instance%s%s", gpu_label(nvml, gpu).c_str(), instances.size(),
                               instances.size() == 1 ? "" : "s",
                               mode && !mode->pending ? " (MIG will be disabled at the next GPU reset)" : "");
   std::vector<std::vector<std::string>> rows = {{"index", "uuid", "name", "memory"}};
@@ -105,7 +105,7 @@ std::string describe_mig(NvmlApi& nvml, int gpu_index) {
   for (const auto& row : rows) {
     std::string line = " ";
     for (size_t column = 0; column + 1 < row.size(); ++column) line += " " + pad(row[column], widths[column]) + " ";
-    out += line + " " + row.back() + "\n";
+    out += "\n" + line + " " + row.back();
   }
   return out;
 }

@@ -25,9 +25,9 @@ struct MigInstance {
 // The GPU's MIG instances in slot order, empty slots skipped; empty when MIG is off or unsupported.
 std::vector<MigInstance> list_mig_instances(NvmlApi& nvml, unsigned gpu);
 
-// For `--mig list`: a table of index, UUID, name and memory, or one line saying why GPU `gpu` has no usable
-// MIG instances (not supported, disabled, waiting for a reset, none created). Throws ConfigError (key 'mig')
-// only for a GPU index NVML does not have.
+// For `--mig list`: a summary line and a table of index, UUID, name and memory, or one line saying why GPU `gpu`
+// has no usable MIG instances (not supported, disabled, waiting for a reset, none created); no final newline.
+// Throws ConfigError (key 'mig') only for a GPU index NVML does not have.
 std::string describe_mig(NvmlApi& nvml, int gpu);
 
 // Resolves `spec`, a MIG UUID ("MIG-...") or an index into describe_mig's table, to the instance's UUID.

@@ -47,6 +47,22 @@ struct GpmMetrics {
   std::optional<double> dram_bw_util_pct;
 };
 
+// The PCIe link now and the best this GPU and its slot allow (NVML's "max" is the lower of the two).
+struct PcieLink {
+  unsigned generation = 0, width = 0;
+  unsigned max_generation = 0, max_width = 0;
+};
+
+struct PowerLimits {
+  double enforced_w = 0;  // the limit the GPU holds to now
+  double default_w = 0;   // the limit the GPU boots with
+};
+
+struct SmClocks {
+  double max_mhz = 0;
+  std::optional<double> application_mhz;  // nullopt where applications clocks are not supported or are gone
+};
+
 // One GPM counter snapshot; what it holds belongs to the NvmlApi that made it.
 class GpmSample {
  public:
@@ -78,6 +94,17 @@ class NvmlApi {
   virtual std::optional<MemoryInfo> memory(const NvmlDevice& device) = 0;
   virtual std::optional<double> pcie_rx_kb_per_s(const NvmlDevice& device) = 0;
   virtual std::optional<double> pcie_tx_kb_per_s(const NvmlDevice& device) = 0;
+
+  // Settings and state of a whole GPU (for a MIG instance, ask its GPU: NvmlDevice{device.gpu, {}}).
+  // An idle GPU may lower its link generation to save power: read the link while the GPU works.
+  virtual std::optional<PcieLink> pcie_link(const NvmlDevice& device) = 0;
+  virtual std::optional<PowerLimits> power_limits(const NvmlDevice& device) = 0;
+  virtual std::optional<SmClocks> sm_clocks(const NvmlDevice& device) = 0;
+  // Why the clocks are below their maximum now: a mask of gpu/health.h's kClockEvent* bits.
+  virtual std::optional<uint64_t> clock_event_reasons(const NvmlDevice& device) = 0;
+  // Compute processes on the device other than `own_pid` (see count_other_processes in gpu/health.h); the caller
+  // must hold a CUDA context on the device. For a MIG instance, the processes in that instance.
+  virtual std::optional<unsigned> other_compute_processes(const NvmlDevice& device, unsigned own_pid) = 0;
 
   // Links between whole GPUs: whether NVML reports NVLink peer-to-peer between two (nullopt: it cannot say),
   // and how many of a GPU's NVLinks are active (nullopt: no NVLink support).

@@ -5,8 +5,33 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "gpu/health.h"
 #include "gpu/nvml.h"
+
+// NVML 12.2 renamed the clock "throttle" reasons to "event" reasons (the hardware ones kept their old names) and
+// deprecated the old query; older headers know only the old names.
+#ifndef nvmlClocksEventReasonGpuIdle
+#define nvmlDeviceGetCurrentClocksEventReasons nvmlDeviceGetCurrentClocksThrottleReasons
+#define nvmlClocksEventReasonGpuIdle nvmlClocksThrottleReasonGpuIdle
+#define nvmlClocksEventReasonApplicationsClocksSetting nvmlClocksThrottleReasonApplicationsClocksSetting
+#define nvmlClocksEventReasonSwPowerCap nvmlClocksThrottleReasonSwPowerCap
+#define nvmlClocksEventReasonSyncBoost nvmlClocksThrottleReasonSyncBoost
+#define nvmlClocksEventReasonSwThermalSlowdown nvmlClocksThrottleReasonSwThermalSlowdown
+#define nvmlClocksEventReasonDisplayClockSetting nvmlClocksThrottleReasonDisplayClockSetting
+#endif
+
+// gpu/health.h names the bits without nvml.h; they must be NVML's.
+static_assert(rn50::gpu::kClockEventGpuIdle == nvmlClocksEventReasonGpuIdle);
+static_assert(rn50::gpu::kClockEventApplicationsClocksSetting == nvmlClocksEventReasonApplicationsClocksSetting);
+static_assert(rn50::gpu::kClockEventSwPowerCap == nvmlClocksEventReasonSwPowerCap);
+static_assert(rn50::gpu::kClockEventHwSlowdown == nvmlClocksThrottleReasonHwSlowdown);
+static_assert(rn50::gpu::kClockEventSyncBoost == nvmlClocksEventReasonSyncBoost);
+static_assert(rn50::gpu::kClockEventSwThermalSlowdown == nvmlClocksEventReasonSwThermalSlowdown);
+static_assert(rn50::gpu::kClockEventHwThermalSlowdown == nvmlClocksThrottleReasonHwThermalSlowdown);
+static_assert(rn50::gpu::kClockEventHwPowerBrakeSlowdown == nvmlClocksThrottleReasonHwPowerBrakeSlowdown);
+static_assert(rn50::gpu::kClockEventDisplayClockSetting == nvmlClocksEventReasonDisplayClockSetting);
 
 namespace rn50::gpu {
 namespace {
@@ -135,6 +160,78 @@ class RealNvml final : public NvmlApi {
   }
   std::optional<double> pcie_tx_kb_per_s(const NvmlDevice& device) override {
     return pcie_throughput(device, NVML_PCIE_UTIL_TX_BYTES);
+  }
+
+  std::optional<PcieLink> pcie_link(const NvmlDevice& device) override {
+    const nvmlDevice_t gpu = handle(device);
+    PcieLink link;
+    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetCurrPcieLinkGeneration(gpu, &link.generation),
+                                  NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION)) ||
+        !answered(RN50_NVML_CHECK(nvmlDeviceGetCurrPcieLinkWidth(gpu, &link.width), NVML_ERROR_NOT_SUPPORTED,
+                                  NVML_ERROR_NO_PERMISSION)) ||
+        !answered(RN50_NVML_CHECK(nvmlDeviceGetMaxPcieLinkGeneration(gpu, &link.max_generation),
+                                  NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION)) ||
+        !answered(RN50_NVML_CHECK(nvmlDeviceGetMaxPcieLinkWidth(gpu, &link.max_width), NVML_ERROR_NOT_SUPPORTED,
+                                  NVML_ERROR_NO_PERMISSION)))
+      return std::nullopt;
+    return link;
+  }
+
+  std::optional<PowerLimits> power_limits(const NvmlDevice& device) override {
+    const nvmlDevice_t gpu = handle(device);
+    unsigned enforced_mw = 0, default_mw = 0;
+    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetEnforcedPowerLimit(gpu, &enforced_mw), NVML_ERROR_NOT_SUPPORTED,
+                                  NVML_ERROR_NO_PERMISSION)) ||
+        !answered(RN50_NVML_CHECK(nvmlDeviceGetPowerManagementDefaultLimit(gpu, &default_mw),
+                                  NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION)))
+      return std::nullopt;
+    return PowerLimits{enforced_mw / 1000.0, default_mw / 1000.0};
+  }
+
+  std::optional<SmClocks> sm_clocks(const NvmlDevice& device) override {
+    const nvmlDevice_t gpu = handle(device);
+    unsigned max_mhz = 0, application_mhz = 0;
+    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetMaxClockInfo(gpu, NVML_CLOCK_SM, &max_mhz),
+                                  NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION)))
+      return std::nullopt;
+    SmClocks clocks{static_cast<double>(max_mhz), std::nullopt};
+    // Applications clocks are deprecated from CUDA 13.0 (compiler warnings from 13.1) and to be removed in 14.0,
+    // where the driver answers NVML_ERROR_DEPRECATED; until then they are the setting that can lower the clock.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    const nvmlReturn_t status =
+        RN50_NVML_CHECK(nvmlDeviceGetApplicationsClock(gpu, NVML_CLOCK_SM, &application_mhz),
+                        NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION, NVML_ERROR_DEPRECATED);
+#pragma GCC diagnostic pop
+    if (answered(status)) clocks.application_mhz = application_mhz;
+    return clocks;
+  }
+
+  std::optional<uint64_t> clock_event_reasons(const NvmlDevice& device) override {
+    unsigned long long reasons = 0;
+    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetCurrentClocksEventReasons(handle(device), &reasons),
+                                  NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION)))
+      return std::nullopt;
+    return static_cast<uint64_t>(reasons);
+  }
+
+  std::optional<unsigned> other_compute_processes(const NvmlDevice& device, unsigned own_pid) override {
+    const nvmlDevice_t gpu = handle(device);
+    std::vector<nvmlProcessInfo_t> processes(8);
+    for (;;) {
+      unsigned count = static_cast<unsigned>(processes.size());
+      const nvmlReturn_t status =
+          RN50_NVML_CHECK(nvmlDeviceGetComputeRunningProcesses(gpu, &count, processes.data()),
+                          NVML_ERROR_INSUFFICIENT_SIZE, NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION);
+      if (status == NVML_ERROR_INSUFFICIENT_SIZE) {
+        processes.resize(count + 8);  // `count` is what NVML needs now; processes may start before the next call
+        continue;
+      }
+      if (!answered(status)) return std::nullopt;
+      std::vector<unsigned> pids;
+      for (unsigned i = 0; i < count; ++i) pids.push_back(processes[i].pid);
+      return count_other_processes(pids, own_pid);
+    }
   }
 
   // GPM is a property of the whole GPU; a MIG instance is sampled through its parent and GPU instance id.

@@ -8,9 +8,13 @@
 #include <torch/cuda.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -20,8 +24,10 @@
 #include "data/decode_bench.h"
 #include "gpu/cuda_support.h"
 #include "gpu/device_ops.h"
+#include "gpu/health.h"
 #include "gpu/mig.h"
 #include "gpu/nvml.h"
+#include "gpu/utilisation.h"
 #include "models/model.h"
 #include "trainer/cost.h"
 #include "trainer/report.h"
@@ -175,12 +181,20 @@ int run_doctor(const DoctorOptions& options) {
                       fits ? "ok" : "bad", fits ? "" : "the driver is older than the CUDA runtime LibTorch needs"});
     }
     rows.push_back({"gpu", "visible GPUs", std::to_string(torch::cuda::device_count()), "info", gpu::describe_links()});
+    // NVML numbers GPUs its own way (CUDA_VISIBLE_DEVICES, CUDA's order): find this device by its UUID.
     std::string why_not;
-    if (auto nvml = gpu::open_nvml(&why_not)) {
-      rows.push_back({"gpu", "MIG", gpu::describe_mig(*nvml, device.index()), "info", ""});
+    const std::unique_ptr<gpu::NvmlApi> nvml = gpu::open_nvml(&why_not);
+    const std::string uuid = gpu::device_uuid(device.index());
+    const std::optional<gpu::NvmlDevice> nvml_device = nvml ? gpu::find_device_by_uuid(*nvml, uuid) : std::nullopt;
+    if (nvml_device) {
+      const std::string mig = gpu::describe_mig(*nvml, static_cast<int>(nvml_device->gpu));
+      const size_t end_of_summary = mig.find('\n');
+      rows.push_back({"gpu", "MIG", mig.substr(0, end_of_summary), "info",
+                      end_of_summary == std::string::npos ? "" : "'rn50 train --mig list' lists the instances"});
     } else {
-      rows.push_back({"gpu", "NVML", "unavailable", "warn", why_not});
+      rows.push_back({"gpu", "NVML", "unavailable", "warn", nvml ? "NVML has no device with UUID " + uuid : why_not});
     }
+    const size_t health_rows_at = rows.size();  // the NVML health rows follow the MIG row
     // Host-to-device copies: pageable against pinned.
     const int64_t bytes = quick ? (64 << 20) : (512 << 20);
     const auto dev = at::empty({bytes}, at::TensorOptions(device).dtype(at::kByte));
@@ -191,6 +205,20 @@ int run_doctor(const DoctorOptions& options) {
     rows.push_back({"gpu", "host->device, pageable / pinned", strprintf("%.1f / %.1f GB/s", pageable_gbs, pinned_gbs),
                     pinned_gbs < 10 ? "warn" : "ok",
                     pinned_gbs < 10 ? "below a PCIe 4.0 x16 link's ~25 GB/s: a narrow or slow link, or a shared host" : ""});
+    if (nvml_device) {
+      // Read while about 0.2 s of pinned copies run: an idle GPU may lower its PCIe link generation.
+      const int copies = std::clamp(static_cast<int>(0.2 * pinned_gbs * 1e9 / bytes) + 1, 1, 64);
+      for (int i = 0; i < copies; ++i) dev.copy_(pinned, /*non_blocking=*/true);
+      std::vector<Row> health;
+      try {
+        for (const auto& r : gpu::nvml_health_rows(*nvml, *nvml_device, static_cast<unsigned>(::getpid())))
+          health.push_back({"gpu", r.check, r.value, r.verdict, r.note});
+      } catch (const std::exception& e) {
+        health.push_back({"gpu", "NVML health", "failed", "warn", e.what()});
+      }
+      sync(device);
+      rows.insert(rows.begin() + static_cast<std::ptrdiff_t>(health_rows_at), health.begin(), health.end());
+    }
     const auto src = at::empty({bytes}, at::TensorOptions(device).dtype(at::kByte)).fill_(3);
     const double d2d = 2.0 * bytes / time_median(device, 10, [&] { dev.copy_(src); }) / 1e12;
     rows.push_back({"gpu", "device memory bandwidth (copy)", strprintf("%.2f TB/s", d2d), "info", "bytes read + written"});

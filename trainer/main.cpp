@@ -247,6 +247,8 @@ int bench_decode_command(int argc, char** argv) {
       "decode", "cpu (libjpeg-turbo) or gpu (nvJPEG and rn50's kernel, as decode: gpu trains)",
       cxxopts::value<std::string>()->default_value("cpu"))(
       "batch-size", "--decode gpu: images per batch", cxxopts::value<int>()->default_value("256"))(
+      "step-ms", "--decode gpu: also time the train batches with this many ms of matrix products queued before each, "
+      "as a training step is (0: not)", cxxopts::value<double>()->default_value("0"))(
       "device", "--decode gpu: the GPU", cxxopts::value<std::string>()->default_value("cuda:0"))("h,help",
                                                                                                  "print this help");
   const auto parsed = options.parse(argc, argv);
@@ -268,8 +270,10 @@ int bench_decode_command(int argc, char** argv) {
       throw rn50::ConfigError("--decode gpu needs a CUDA --device (got '" + device + "')");
     }
     rn50::init_logging("", 0);
-    const auto g =
-        rn50::gpu::run_gpu_decode_bench(jpegs, size, parsed["batch-size"].as<int>(), seconds, gpu_index(device));
+    const double step_ms = parsed["step-ms"].as<double>();
+    if (step_ms < 0) throw rn50::ConfigError("--step-ms must not be negative");
+    const auto g = rn50::gpu::run_gpu_decode_bench(jpegs, size, parsed["batch-size"].as<int>(), seconds,
+                                                   gpu_index(device), step_ms);
     std::printf("files %zu; output %dx%d; batches of %d into half-precision channels-last input\n", jpegs.size(), size,
                 size, g.batch_size);
     std::printf("%s\n", g.routes.c_str());
@@ -282,6 +286,15 @@ int bench_decode_command(int argc, char** argv) {
     std::printf("decoder on the host thread: %.1f us per image working (routing %.1f, nvJPEG's hardware calls %.1f), "
                 "%.1f us waiting for the device\n",
                 g.host_us_per_image, g.route_us_per_image, g.hardware_us_per_image, g.wait_us_per_image);
+    if (step_ms > 0) {
+      // Training queues step k, then decodes batch k+1: the decode should run while the step does.
+      const double extra = g.step_and_decode_ms - g.step_ms;
+      const double decode_ms = 1e3 * g.batch_size / g.train_per_s;  // a train batch alone, from above
+      std::printf("with a simulated step queued before each batch: step alone %.2f ms, step + decode %.2f ms per "
+                  "batch: decoding adds %.2f ms of its %.2f ms alone (%s)\n",
+                  g.step_ms, g.step_and_decode_ms, extra, decode_ms,
+                  extra < 0.5 * decode_ms ? "it overlaps the step" : "it does not overlap the step");
+    }
     return 0;
   }
   const int threads = parsed.count("threads") ? parsed["threads"].as<int>() : rn50::usable_cores();

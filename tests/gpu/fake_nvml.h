@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -11,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/health.h"
 #include "gpu/nvml.h"
 
 namespace rn50::gpu::testing {
@@ -24,6 +26,11 @@ struct FakeReadings {
   std::optional<double> pcie_rx_kb_per_s;
   std::optional<double> pcie_tx_kb_per_s;
   bool power_throws = false;  // plays a real NVML failure (e.g. GPU lost) on the power query
+  std::optional<PcieLink> pcie_link;
+  std::optional<PowerLimits> power_limits;
+  std::optional<SmClocks> sm_clocks;
+  std::optional<uint64_t> clock_event_reasons;
+  std::optional<std::vector<unsigned>> compute_pids;  // the PIDs NVML lists as compute processes on the device
   // GPM: a sample captures `gpm`; the metrics of an interval are those captured by its later sample.
   bool gpm_supported = false;
   GpmMetrics gpm;
@@ -89,6 +96,18 @@ class FakeNvml final : public NvmlApi {
   }
   std::optional<double> pcie_tx_kb_per_s(const NvmlDevice& device) override {
     return readings(device).pcie_tx_kb_per_s;
+  }
+
+  std::optional<PcieLink> pcie_link(const NvmlDevice& device) override { return readings(device).pcie_link; }
+  std::optional<PowerLimits> power_limits(const NvmlDevice& device) override { return readings(device).power_limits; }
+  std::optional<SmClocks> sm_clocks(const NvmlDevice& device) override { return readings(device).sm_clocks; }
+  std::optional<uint64_t> clock_event_reasons(const NvmlDevice& device) override {
+    return readings(device).clock_event_reasons;
+  }
+  std::optional<unsigned> other_compute_processes(const NvmlDevice& device, unsigned own_pid) override {
+    const auto& pids = readings(device).compute_pids;
+    if (!pids) return std::nullopt;
+    return count_other_processes(*pids, own_pid);
   }
 
   std::map<std::pair<unsigned, unsigned>, bool> nvlink;  // (lower, higher) NVML index; absent: NVML cannot say

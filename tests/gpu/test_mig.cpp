@@ -85,8 +85,10 @@ TEST_F(Mig, DescribeShowsATableOfInstances) {
   EXPECT_NE(table.find("MIG-bbbbbbbb-0000-0000-0000-000000000002"), std::string::npos);
   EXPECT_NE(table.find("NVIDIA H100 80GB HBM3 MIG 1g.10gb"), std::string::npos);
   EXPECT_NE(table.find("40.0 GiB"), std::string::npos);
-  // One header line, one column-title line, one line per instance; the instance rows start with their index.
-  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 5);
+  // One header line, one column-title line, one line per instance (no final newline); the instance rows start with
+  // their index.
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 4);
+  EXPECT_NE(table.back(), '\n');
   EXPECT_NE(table.find("\n  2  "), std::string::npos) << table;
 }
 
@@ -95,6 +97,7 @@ TEST_F(Mig, DescribeSaysWhyAGpuHasNoUsableInstances) {
   EXPECT_NE(describe_mig(nvml, 2).find("does not support MIG"), std::string::npos);
   EXPECT_NE(describe_mig(nvml, 3).find("waits for a GPU reset"), std::string::npos);
   EXPECT_NE(describe_mig(nvml, 4).find("no MIG instances"), std::string::npos);
+  EXPECT_EQ(describe_mig(nvml, 2).find('\n'), std::string::npos);  // one line: a row of the doctor's table
   EXPECT_THROW(describe_mig(nvml, 9), ConfigError);
 }
 
