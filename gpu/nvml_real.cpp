@@ -26,11 +26,17 @@
 static_assert(rn50::gpu::kClockEventGpuIdle == nvmlClocksEventReasonGpuIdle);
 static_assert(rn50::gpu::kClockEventApplicationsClocksSetting == nvmlClocksEventReasonApplicationsClocksSetting);
 static_assert(rn50::gpu::kClockEventSwPowerCap == nvmlClocksEventReasonSwPowerCap);
+#ifdef nvmlClocksThrottleReasonHwSlowdown  // a name a later NVML may rename too
 static_assert(rn50::gpu::kClockEventHwSlowdown == nvmlClocksThrottleReasonHwSlowdown);
+#endif
 static_assert(rn50::gpu::kClockEventSyncBoost == nvmlClocksEventReasonSyncBoost);
 static_assert(rn50::gpu::kClockEventSwThermalSlowdown == nvmlClocksEventReasonSwThermalSlowdown);
+#ifdef nvmlClocksThrottleReasonHwThermalSlowdown  // a name a later NVML may rename too
 static_assert(rn50::gpu::kClockEventHwThermalSlowdown == nvmlClocksThrottleReasonHwThermalSlowdown);
+#endif
+#ifdef nvmlClocksThrottleReasonHwPowerBrakeSlowdown  // a name a later NVML may rename too
 static_assert(rn50::gpu::kClockEventHwPowerBrakeSlowdown == nvmlClocksThrottleReasonHwPowerBrakeSlowdown);
+#endif
 static_assert(rn50::gpu::kClockEventDisplayClockSetting == nvmlClocksEventReasonDisplayClockSetting);
 
 namespace rn50::gpu {
