@@ -180,7 +180,7 @@ if has decodeprobe; then  # does nvJPEG's decode overlap a step queued before it
     env_args=(); [[ $connections == default ]] || env_args=(CUDA_DEVICE_MAX_CONNECTIONS=$connections)
     echo "CUDA_DEVICE_MAX_CONNECTIONS=$connections:" | tee -a "$OUT/decode_probe.txt"
     env "${env_args[@]}" "$build/rn50" bench-decode --decode gpu --files 256 --seconds 3 --step-ms 40 2>&1 \
-      | grep -E "train|simulated step|step queued|host thread" | tee -a "$OUT/decode_probe.txt"
+      | grep -E "train|simulated step|decode queued|host thread" | tee -a "$OUT/decode_probe.txt"
   done
   if [[ -d /tmp/jpeg ]]; then
     CUDA_DEVICE_MAX_CONNECTIONS=32 jpeg_run jpeg_gpu_decode_connections32 --decode gpu

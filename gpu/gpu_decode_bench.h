@@ -19,12 +19,12 @@ struct GpuDecodeBenchResult {
   double hardware_us_per_image = 0;  // part of host_us_per_image: nvJPEG's batched hardware calls
   std::string routes;  // GpuJpegDecoder::describe()
   // With a simulated training step (step_ms > 0): the step's time alone, and each batch's time with the step
-  // queued on the same stream before the batch's decode, as training queues it; and with the step queued after
-  // the decode instead. A decode that overlaps the step adds little; one that runs only after it adds its whole
-  // time.
+  // queued on the same stream right before the batch's decode; and with each batch's decode queued a step ahead
+  // (before the step that precedes its use), as training does. A decode that overlaps the step adds little; one
+  // that runs only after it adds its whole time.
   double step_ms = 0;
   double step_then_decode_ms = 0;
-  double decode_then_step_ms = 0;
+  double decode_ahead_ms = 0;
 };
 
 // Decodes batches of the files (cycled) into half-precision channels-last batches on `device`, as training

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
@@ -207,6 +208,8 @@ struct GpuJpegDecoder::Impl {
     StateOwner hardware_state;
     int hardware_batch = 0;  // the image count hardware_state was initialised for; 0: to initialise
     uint64_t sequence = 0;   // the number of the batch in flight
+    int count = 0;           // its samples
+    bool awaiting_finish = false;  // submitted; finish_into has not yet queued its kernel (kernel_done unrecorded)
     std::optional<data::HostBatch> in_flight;
     ReleaseBatch release;
   };
@@ -219,6 +222,9 @@ struct GpuJpegDecoder::Impl {
   // engines, the default backend's IDCT) need not wait behind the training step's, which fill every SM (a guess at
   // the measured per-step wait; not yet measured).
   c10::cuda::CUDAStream decode_stream;
+  // The default backend's images, each waited for on the host (see decode_hybrid): a stream of their own, so that
+  // the wait does not include the other batch's hardware decode, queued on decode_stream a step earlier.
+  c10::cuda::CUDAStream hybrid_stream;
   // Declared before the handles, the handles before their states and streams: destroyed in the reverse order.
   NvjpegMemory nvjpeg_memory;
   HandleOwner hardware, hybrid;
@@ -229,9 +235,10 @@ struct GpuJpegDecoder::Impl {
   bool interpolated_chroma = false;
   Slot slots[2];
   int next_slot = 0;
+  std::deque<int> submitted;  // slots awaiting finish_into, oldest first
   uint64_t batches = 0;  // batches decoded so far: the next one's number
   GpuDecodeCounts counts;
-  double wait_in_call = 0;  // waited() seconds in the current decode_into
+  double wait_in_call = 0;  // waited() seconds in the current submit, finish_into or drain
   bool hardware_failure_logged = false;
   data::DecodeScratch cpu_scratch;
 
@@ -250,7 +257,8 @@ struct GpuJpegDecoder::Impl {
       : device(device_in),
         max_batch(max_batch_in),
         out_size(out_size_in),
-        decode_stream(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, static_cast<c10::DeviceIndex>(device_in))) {
+        decode_stream(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, static_cast<c10::DeviceIndex>(device_in))),
+        hybrid_stream(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, static_cast<c10::DeviceIndex>(device_in))) {
     if (max_batch < 1 || out_size < 1) throw std::invalid_argument("GpuJpegDecoder: empty batches or images");
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
     const cudaStream_t stream = decode_stream.stream();
@@ -292,6 +300,7 @@ struct GpuJpegDecoder::Impl {
   ~Impl() {
     // Queued work still writes the buffers about to be freed. No release here: the loader may be gone.
     cudaStreamSynchronize(decode_stream.stream());
+    cudaStreamSynchronize(hybrid_stream.stream());
     for (Slot& slot : slots) {
       if (slot.in_flight && slot.kernel_done) cudaEventSynchronize(slot.kernel_done.get());
     }
@@ -317,7 +326,7 @@ struct GpuJpegDecoder::Impl {
 
   // Hands a slot's batch back once the device is done with it; with wait false only if it already is.
   void retire(Slot& slot, bool wait) {
-    if (!slot.in_flight) return;
+    if (!slot.in_flight || slot.awaiting_finish) return;  // kernel_done is recorded by finish_into
     if (wait) {
       waited([&] { RN50_CUDA_CHECK(cudaEventSynchronize(slot.kernel_done.get())); });
     } else {
@@ -406,13 +415,14 @@ struct GpuJpegDecoder::Impl {
       const data::EncodedSample& s = batch.encoded[i];
       nvjpegImage_t image = rgb_destination(base + offsets[i], s.info.width);
       const nvjpegStatus_t status = nvjpegDecode(hybrid.get(), hybrid_state.get(), s.bytes.data(), s.bytes.size(),
-                                                 NVJPEG_OUTPUT_RGBI, &image, decode_stream.stream());
+                                                 NVJPEG_OUTPUT_RGBI, &image, hybrid_stream.stream());
       // The state stages each image in one pinned buffer that the next nvjpegDecode overwrites while this one's
       // copy to the device may still be queued: on the H200 the first of a batch's two progressive images came
       // out wrong (mean 35 levels off) in every batch after the first. So each decode finishes first. On GPUs
       // with hardware engines this route takes only what they refuse; on others it takes every image, one round
       // trip each (nvJPEG's decoupled API with alternating pinned buffers would lift that).
-      waited([&] { RN50_CUDA_CHECK(cudaStreamSynchronize(decode_stream.stream())); });
+      // Finished here, so decode_done (recorded on decode_stream later) needs no event from hybrid_stream.
+      waited([&] { RN50_CUDA_CHECK(cudaStreamSynchronize(hybrid_stream.stream())); });
       if (status == NVJPEG_STATUS_SUCCESS) {
         decoded[i] = true;
         ++counts.hybrid;
@@ -447,21 +457,40 @@ struct GpuJpegDecoder::Impl {
     }
   }
 
-  void decode_into(const data::HostBatch& batch, at::Tensor& images, at::Tensor& labels, const BadDecodeHandler& on_bad,
-                   const ReleaseBatch& release) {
+  void submit(const data::HostBatch& batch, const BadDecodeHandler& on_bad, const ReleaseBatch& release) {
     const auto started = std::chrono::steady_clock::now();
     wait_in_call = 0;
-    const int n = static_cast<int>(batch.size);
-    check_arguments(batch, images, labels);
+    check_batch(batch);
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-    const cudaStream_t compute = at::cuda::getCurrentCUDAStream().stream();
 
     for (Slot& other : slots) retire(other, /*wait=*/false);
     Slot& slot = slots[next_slot];
+    if (slot.awaiting_finish)
+      throw std::logic_error("GpuJpegDecoder: two batches already submitted and not finished");
     retire(slot, /*wait=*/true);  // from here on nothing queued reads this slot's memory
     slot.sequence = batches++;
     nvjpeg_memory.set_batch(slot.sequence);
+    try {
+      queue_decode(batch, slot, on_bad);
+    } catch (...) {
+      // Work may be queued into this slot's memory, which the next submit reuses at once: let it finish first.
+      cudaStreamSynchronize(decode_stream.stream());
+      cudaStreamSynchronize(hybrid_stream.stream());
+      throw;
+    }
+    slot.in_flight = batch;
+    slot.release = release;
+    slot.count = static_cast<int>(batch.size);
+    slot.awaiting_finish = true;
+    submitted.push_back(next_slot);
+    next_slot = 1 - next_slot;
+    count_host_time(started);
+  }
 
+  // submit's work for `slot`: route, decode, replace what failed, fill the kernel's table and the labels, and
+  // record decode_done.
+  void queue_decode(const data::HostBatch& batch, Slot& slot, const BadDecodeHandler& on_bad) {
+    const int n = static_cast<int>(batch.size);
     routes.assign(n, Route::kCpu);
     offsets.assign(n, 0);
     plans.assign(n, data::ResamplePlan{});
@@ -481,8 +510,7 @@ struct GpuJpegDecoder::Impl {
     }
     uint8_t* base = slot.decoded.reserve(std::max<size_t>(total, 1), device, decode_stream.stream());
 
-    // The default backend first: each of its images ends with a wait for the decode stream, which would otherwise
-    // include the hardware batch queued before it. Then again for what the hardware batch failed.
+    // The default backend first, then the hardware batch, then the default backend again for what that failed.
     decode_hybrid(batch, base);
     decode_hardware(batch, slot, base);
     decode_hybrid(batch, base);
@@ -501,40 +529,78 @@ struct GpuJpegDecoder::Impl {
       jobs[i] = kernels::ResampleJob{base + offsets[from], plans[from]};
       if (from != i) batch.labels[i] = batch.labels[from];
     }
-
+    // Pinned, so that finish_into's copy does not wait for the compute stream as one from pageable memory would.
+    std::copy(batch.labels, batch.labels + n, static_cast<int64_t*>(slot.labels_host.get()));
     RN50_CUDA_CHECK(cudaEventRecord(slot.decode_done.get(), decode_stream.stream()));
+  }
+
+  void finish_into(at::Tensor& images, at::Tensor& labels) {
+    const auto started = std::chrono::steady_clock::now();
+    wait_in_call = 0;
+    if (submitted.empty()) throw std::logic_error("GpuJpegDecoder: finish_into without a submitted batch");
+    Slot& slot = slots[submitted.front()];
+    check_outputs(slot.count, images, labels);
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+    const cudaStream_t compute = at::cuda::getCurrentCUDAStream().stream();
+    const size_t n = static_cast<size_t>(slot.count);
     RN50_CUDA_CHECK(cudaStreamWaitEvent(compute, slot.decode_done.get(), 0));
-    RN50_CUDA_CHECK(cudaMemcpyAsync(slot.jobs_device.data_ptr(), jobs, sizeof(kernels::ResampleJob) * static_cast<size_t>(n),
-                                    cudaMemcpyHostToDevice, compute));
-    kernels::crop_resize_normalize(static_cast<const kernels::ResampleJob*>(slot.jobs_device.data_ptr()), n, out_size,
-                                   images.data_ptr(), output_type(images), is_channels_last(images), norm.scale,
-                                   norm.shift, compute);
-    auto* labels_host = static_cast<int64_t*>(slot.labels_host.get());
-    std::copy(batch.labels, batch.labels + n, labels_host);
-    RN50_CUDA_CHECK(cudaMemcpyAsync(labels.data_ptr(), labels_host, sizeof(int64_t) * static_cast<size_t>(n),
+    RN50_CUDA_CHECK(cudaMemcpyAsync(slot.jobs_device.data_ptr(), slot.jobs_host.get(),
+                                    sizeof(kernels::ResampleJob) * n, cudaMemcpyHostToDevice, compute));
+    kernels::crop_resize_normalize(static_cast<const kernels::ResampleJob*>(slot.jobs_device.data_ptr()), slot.count,
+                                   out_size, images.data_ptr(), output_type(images), is_channels_last(images),
+                                   norm.scale, norm.shift, compute);
+    RN50_CUDA_CHECK(cudaMemcpyAsync(labels.data_ptr(), slot.labels_host.get(), sizeof(int64_t) * n,
                                     cudaMemcpyHostToDevice, compute));
     RN50_CUDA_CHECK(cudaEventRecord(slot.kernel_done.get(), compute));
-    slot.in_flight = batch;
-    slot.release = release;
-    next_slot = 1 - next_slot;
+    slot.awaiting_finish = false;
+    submitted.pop_front();
+    count_host_time(started);
+  }
+
+  void count_host_time(std::chrono::steady_clock::time_point started) {
     counts.host_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() - wait_in_call;
     wait_in_call = 0;
   }
 
-  void check_arguments(const data::HostBatch& batch, const at::Tensor& images, const at::Tensor& labels) const {
+  // Every batch back: the device finishes what was queued; a batch never finished needs nothing more from its host
+  // memory once its decode is done (its labels were copied at submit).
+  void drain() {
+    waited([&] { RN50_CUDA_CHECK(cudaStreamSynchronize(decode_stream.stream())); });
+    waited([&] { RN50_CUDA_CHECK(cudaStreamSynchronize(hybrid_stream.stream())); });
+    for (int index : submitted) slots[index].awaiting_finish = false;
+    submitted.clear();
+    for (Slot& slot : slots) retire(slot, /*wait=*/true);
+  }
+
+  // After an error: waits for the device without handing anything back (the loader may be gone), and forgets
+  // every batch held.
+  void abandon() {
+    cudaStreamSynchronize(decode_stream.stream());
+    cudaStreamSynchronize(hybrid_stream.stream());
+    for (Slot& slot : slots) {
+      if (slot.in_flight && !slot.awaiting_finish) cudaEventSynchronize(slot.kernel_done.get());
+      slot.in_flight.reset();
+      slot.awaiting_finish = false;
+    }
+    submitted.clear();
+  }
+
+  void check_batch(const data::HostBatch& batch) const {
     if (batch.encoded == nullptr) throw std::invalid_argument("GpuJpegDecoder: the batch holds no encoded samples");
     if (batch.size < 1 || batch.size > max_batch)
       throw std::invalid_argument("GpuJpegDecoder: batch of " + std::to_string(batch.size) + " samples, at most " +
                                   std::to_string(max_batch) + " allowed");
-    TORCH_CHECK(
-        images.is_cuda() && images.device().index() == device && images.dim() == 4 && images.size(0) == batch.size &&
-            images.size(1) == 3 && images.size(2) == out_size && images.size(3) == out_size,
-        "GpuJpegDecoder: images must be [", batch.size, ", 3, ", out_size, ", ", out_size, "] on cuda:", device);
+  }
+
+  void check_outputs(int n, const at::Tensor& images, const at::Tensor& labels) const {
+    TORCH_CHECK(images.is_cuda() && images.device().index() == device && images.dim() == 4 && images.size(0) == n &&
+                    images.size(1) == 3 && images.size(2) == out_size && images.size(3) == out_size,
+                "GpuJpegDecoder: images must be [", n, ", 3, ", out_size, ", ", out_size, "] on cuda:", device);
     TORCH_CHECK(images.is_contiguous() || images.is_contiguous(at::MemoryFormat::ChannelsLast),
                 "GpuJpegDecoder: images must be NCHW or channels-last contiguous");
-    TORCH_CHECK(
-        labels.is_cuda() && labels.scalar_type() == at::kLong && labels.is_contiguous() && labels.numel() == batch.size,
-        "GpuJpegDecoder: labels must be int64 [", batch.size, "] on the device");
+    TORCH_CHECK(labels.is_cuda() && labels.scalar_type() == at::kLong && labels.is_contiguous() && labels.numel() == n,
+                "GpuJpegDecoder: labels must be int64 [", n, "] on the device");
+    output_type(images);  // throws for a dtype the kernel does not write
   }
 
   static bool is_channels_last(const at::Tensor& images) {
@@ -578,14 +644,26 @@ GpuJpegDecoder::GpuJpegDecoder(int device, int max_batch, int out_size)
 
 GpuJpegDecoder::~GpuJpegDecoder() = default;
 
-void GpuJpegDecoder::decode_into(const data::HostBatch& batch, at::Tensor& images, at::Tensor& labels,
-                                 const BadDecodeHandler& on_bad, const ReleaseBatch& release) {
-  impl_->decode_into(batch, images, labels, on_bad, release);
+void GpuJpegDecoder::submit(const data::HostBatch& batch, const BadDecodeHandler& on_bad,
+                            const ReleaseBatch& release) {
+  impl_->submit(batch, on_bad, release);
 }
 
-void GpuJpegDecoder::drain() {
-  for (Impl::Slot& slot : impl_->slots) impl_->retire(slot, /*wait=*/true);
+void GpuJpegDecoder::finish_into(at::Tensor& images, at::Tensor& labels) { impl_->finish_into(images, labels); }
+
+void GpuJpegDecoder::decode_into(const data::HostBatch& batch, at::Tensor& images, at::Tensor& labels,
+                                 const BadDecodeHandler& on_bad, const ReleaseBatch& release) {
+  // Refused before any work: a batch left submitted would be finished into the next call's tensors.
+  if (!impl_->submitted.empty())
+    throw std::logic_error("GpuJpegDecoder: decode_into while a submitted batch waits for finish_into");
+  impl_->check_outputs(static_cast<int>(batch.size), images, labels);
+  impl_->submit(batch, on_bad, release);
+  impl_->finish_into(images, labels);
 }
+
+void GpuJpegDecoder::drain() { impl_->drain(); }
+
+void GpuJpegDecoder::abandon() { impl_->abandon(); }
 
 GpuDecodeCounts GpuJpegDecoder::take_counts() {
   const GpuDecodeCounts out = impl_->counts;

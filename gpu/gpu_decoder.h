@@ -24,7 +24,7 @@ struct GpuDecodeCounts {
   int64_t hybrid = 0;        // nvJPEG's default backend, one by one: what the engines refuse (progressive, ...)
   int64_t cpu_fallback = 0;  // libjpeg on the calling thread: what nvJPEG refuses (CMYK, streams it cannot parse)
   int64_t bad = 0;           // nothing decoded them: replaced by another image of the batch
-  double host_s = 0;  // the calling thread's work inside decode_into (routing, nvJPEG's host side, libjpeg)
+  double host_s = 0;  // the calling thread's work in submit and finish_into (routing, nvJPEG's host side, libjpeg)
   double wait_s = 0;  // ... and its waits there for the device (a slot to free up, a default-backend image)
   double route_s = 0;          // part of host_s: parsing headers with nvJPEG to choose each image's route
   double hardware_call_s = 0;  // part of host_s: inside nvJPEG's batched hardware calls
@@ -44,14 +44,21 @@ class GpuJpegDecoder {
   GpuJpegDecoder(const GpuJpegDecoder&) = delete;
   GpuJpegDecoder& operator=(const GpuJpegDecoder&) = delete;
 
-  // Decodes batch.encoded[0, batch.size) into `images` ([N, 3, S, S] float, half or bfloat16 on the device, NCHW
-  // or channels-last) and copies batch.labels into `labels` (int64 [N]), both ready in order on the current
-  // stream. nvJPEG runs on a stream of its own, meant to let this batch decode while the previous one trains; the
-  // kernel and the label copy run on the current stream. A sample nothing could decode goes to on_bad and is
+  // Queues the decode of batch.encoded[0, batch.size): nvJPEG runs on a stream of its own, so that the batch can
+  // decode while the step queued before its use trains. A sample nothing could decode goes to on_bad and is
   // replaced by the next decoded sample of the batch, label included (batch.labels is rewritten). At most two
-  // batches are held; `release` gets each back when the device is done with it.
+  // batches are held (submitted, or finished and still read by the device): a third submit first waits for the
+  // oldest finished one; `release` gets each back when the device is done with it.
+  void submit(const data::HostBatch& batch, const BadDecodeHandler& on_bad, const ReleaseBatch& release);
+  // Makes the oldest submitted batch's input: crops, resizes, flips and normalises it into `images` ([N, 3, S, S]
+  // float, half or bfloat16 on the device, NCHW or channels-last) and copies its labels into `labels` (int64 [N]),
+  // both ready in order on the current stream, after the batch's decode.
+  void finish_into(at::Tensor& images, at::Tensor& labels);
+  // submit, then finish_into.
   void decode_into(const data::HostBatch& batch, at::Tensor& images, at::Tensor& labels, const BadDecodeHandler& on_bad,
                    const ReleaseBatch& release);
+  // After an error: waits for the device and forgets every batch held, releasing none (their loader may be gone).
+  void abandon();
   // Waits for the device and releases every batch still held (before the loader that owns them goes).
   void drain();
   GpuDecodeCounts take_counts();

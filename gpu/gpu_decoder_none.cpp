@@ -20,11 +20,14 @@ bool built_with_nvjpeg() { return false; }
 struct GpuJpegDecoder::Impl {};
 GpuJpegDecoder::GpuJpegDecoder(int, int, int) { no_nvjpeg(); }
 GpuJpegDecoder::~GpuJpegDecoder() = default;
+void GpuJpegDecoder::submit(const data::HostBatch&, const BadDecodeHandler&, const ReleaseBatch&) { no_nvjpeg(); }
+void GpuJpegDecoder::finish_into(at::Tensor&, at::Tensor&) { no_nvjpeg(); }
 void GpuJpegDecoder::decode_into(const data::HostBatch&, at::Tensor&, at::Tensor&, const BadDecodeHandler&,
                                  const ReleaseBatch&) {
   no_nvjpeg();
 }
 void GpuJpegDecoder::drain() {}
+void GpuJpegDecoder::abandon() {}
 GpuDecodeCounts GpuJpegDecoder::take_counts() { return {}; }
 std::string GpuJpegDecoder::describe() const { return "no nvJPEG in this build"; }
 

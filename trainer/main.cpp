@@ -287,17 +287,16 @@ int bench_decode_command(int argc, char** argv) {
                 "%.1f us waiting for the device\n",
                 g.host_us_per_image, g.route_us_per_image, g.hardware_us_per_image, g.wait_us_per_image);
     if (step_ms > 0) {
-      // Training queues step k, then decodes batch k+1: the decode should run while the step does.
       const double decode_ms = 1e3 * g.batch_size / g.train_per_s;  // a train batch alone, from above
       auto verdict = [&](double ms) {
         return ms - g.step_ms < 0.5 * decode_ms ? "overlaps the step" : "does not overlap the step";
       };
       std::printf("with a simulated step of %.2f ms (decode alone %.2f ms per batch), per batch:\n", g.step_ms,
                   decode_ms);
-      std::printf("  step queued before the decode (as training does): %.2f ms: decoding %s\n",
+      std::printf("  each decode queued right after the step before its use:   %.2f ms: decoding %s\n",
                   g.step_then_decode_ms, verdict(g.step_then_decode_ms));
-      std::printf("  step queued after the decode:                     %.2f ms: decoding %s\n",
-                  g.decode_then_step_ms, verdict(g.decode_then_step_ms));
+      std::printf("  each decode queued a step ahead (as training does):       %.2f ms: decoding %s\n",
+                  g.decode_ahead_ms, verdict(g.decode_ahead_ms));
     }
     return 0;
   }

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -54,6 +55,23 @@ double peak_host_rss_gib() {
 }
 
 // `local_rank`: a data-parallel process takes the GPU of its rank on this host.
+// On an exception out of an epoch, the GPU decoder forgets the batches it holds instead of handing them back
+// later: their loader goes as the exception unwinds. Declared after the loader, so destroyed before it.
+class AbandonDecodesOnError {
+ public:
+  explicit AbandonDecodesOnError(gpu::GpuJpegDecoder* decoder)
+      : decoder_(decoder), exceptions_(std::uncaught_exceptions()) {}
+  ~AbandonDecodesOnError() {
+    if (decoder_ != nullptr && std::uncaught_exceptions() > exceptions_) decoder_->abandon();
+  }
+  AbandonDecodesOnError(const AbandonDecodesOnError&) = delete;
+  AbandonDecodesOnError& operator=(const AbandonDecodesOnError&) = delete;
+
+ private:
+  gpu::GpuJpegDecoder* decoder_;
+  int exceptions_;
+};
+
 c10::Device resolve_device(const std::string& name, int local_rank) {
   const bool cuda_available = torch::cuda::is_available();
   // Under per-task GPU binding (Slurm) a process may see only its own GPU, whatever its local rank.
@@ -420,6 +438,17 @@ class Run {
     labels.copy_(y);
   }
 
+  // decode: gpu in training: the next batch from the loader, its decode queued (finished by finish_into later).
+  void submit_gpu_decode(data::BatchLoader& loader, EpochRecord& record) {
+    const auto wait_start = Clock::now();
+    const std::optional<data::HostBatch> batch = loader.next();
+    record.data_wait_s += seconds_since(wait_start);
+    gpu_decoder_->submit(
+        *batch,
+        [this](size_t index, const std::string& reason) { report_bad_gpu_decode(*train_set_, index, reason); },
+        [&loader](const data::HostBatch& b) { loader.release(b); });
+  }
+
   EpochRecord train_epoch(int64_t epoch) {
     if (device_.is_cuda()) gpu::reset_peak_memory(device_.index());
     std::unique_ptr<data::BatchLoader> loader;
@@ -428,6 +457,7 @@ class Run {
           *train_set_, data::epoch_order(train_set_->size(), config_.seed, epoch, /*shuffle=*/true, rank(), world()), epoch,
           loader_options(true), *train_pool_, report_bad_sample);
     }
+    const AbandonDecodesOnError abandon_on_error(gpu_decoder_.get());
     EpochRecord record;
     record.epoch = epoch + 1;
     at::Tensor loss_sum = at::zeros({}, at::TensorOptions(device_).dtype(at::kFloat));
@@ -441,7 +471,14 @@ class Run {
     int64_t interval_steps = 0;
     for (int64_t s = 0; s < steps_per_epoch_; ++s) {
       timer_->begin_step();
-      if (loader) {
+      if (loader && gpu_decoder_) {
+        // Batch s+1's decode is queued before step s, a step ahead of its use: queued just before its own step,
+        // after the step before, the hardware decode did not overlap that step on the H200 and the GPU waited for it
+        // (bench/results/2026-11-30-h200.md).
+        if (s == 0) submit_gpu_decode(*loader, record);
+        gpu_decoder_->finish_into(step_->images(), step_->labels());
+        if (s + 1 < steps_per_epoch_) submit_gpu_decode(*loader, record);
+      } else if (loader) {
         const auto wait_start = Clock::now();
         const std::optional<data::HostBatch> batch = loader->next();
         record.data_wait_s += seconds_since(wait_start);
@@ -520,6 +557,7 @@ class Run {
     std::vector<size_t> order;
     for (size_t i = static_cast<size_t>(rank()); i < val_set_->size(); i += static_cast<size_t>(world())) order.push_back(i);
     data::BatchLoader loader(*val_set_, std::move(order), 0, loader_options(false), *val_pool_, report_bad_sample);
+    const AbandonDecodesOnError abandon_on_error(gpu_decoder_.get());
     at::Tensor loss = at::zeros({}, at::TensorOptions(device_).dtype(at::kFloat));
     at::Tensor top1 = at::zeros_like(loss), top5 = at::zeros_like(loss);
     int64_t images = 0;
