@@ -254,85 +254,98 @@ TEST_F(GeneratedJpegs, GpuPathMatchesTheCpuPathForTheSameCrops) {
   }
 }
 
-// As validation calls it (decode_into): batches back to back, no drain between them, so that a batch is decoded
-// while the one before may still be on the device (each slot's nvJPEG state and buffer reused only after its kernel). Every
-// batch, checked after the last, against the CPU path with the tolerances above.
-TEST_F(GeneratedJpegs, BackToBackBatchesMatchTheCpuPath) {
-  const int size = 64;
-  const data::JpegFolderDataset set = dataset(true, size);
-  const int64_t n = static_cast<int64_t>(set.size());
-  constexpr int kBatches = 5;  // more than the decoder's two slots
-  gpu::GpuJpegDecoder decoder(0, static_cast<int>(n), size);
-  std::vector<std::vector<data::EncodedSample>> samples(kBatches, std::vector<data::EncodedSample>(n));
-  std::vector<std::vector<int64_t>> labels(kBatches, std::vector<int64_t>(n));
-  std::vector<at::Tensor> images;
-  int released = 0;
-  for (int b = 0; b < kBatches; ++b) {
-    for (int64_t i = 0; i < n; ++i) {
-      // Each batch rotates the files, so that a slot read or overwritten at the wrong time shows other pixels.
-      set.load_encoded(static_cast<size_t>((i + b) % n), static_cast<uint64_t>(b), samples[b][i]);
-      labels[b][i] = 10 * b + i;
+// Host batches of the generated files as the decoder tests feed them: batch b holds file (i + b) % n at position
+// i, so that a slot read or overwritten at the wrong time shows other pixels, and label 10 b + i.
+class RotatedBatches {
+ public:
+  RotatedBatches(const data::JpegFolderDataset& set, int count)
+      : set_(set),
+        n_(static_cast<int64_t>(set.size())),
+        samples_(count, std::vector<data::EncodedSample>(static_cast<size_t>(n_))),
+        labels_(count, std::vector<int64_t>(static_cast<size_t>(n_))) {}
+
+  int64_t size() const { return n_; }
+
+  data::HostBatch batch(int b) {
+    for (int64_t i = 0; i < n_; ++i) {
+      set_.load_encoded(file(b, i), static_cast<uint64_t>(b), samples_[b][i]);
+      labels_[b][i] = 10 * b + i;
     }
     data::HostBatch batch;
-    batch.labels = labels[b].data();
-    batch.size = n;
+    batch.labels = labels_[b].data();
+    batch.size = n_;
     batch.index = b;
-    batch.encoded = samples[b].data();
-    images.push_back(at::empty({n, 3, size, size}, at::TensorOptions(at::kCUDA).dtype(at::kFloat)));
-    at::Tensor y = at::empty({n}, at::TensorOptions(at::kCUDA).dtype(at::kLong));
-    decoder.decode_into(
-        batch, images.back(), y, [](size_t, const std::string& reason) { ADD_FAILURE() << reason; },
-        [&](const data::HostBatch&) { ++released; });
+    batch.encoded = samples_[b].data();
+    return batch;
   }
-  decoder.drain();
-  EXPECT_EQ(released, kBatches);
-  for (int b = 0; b < kBatches; ++b) {
-    for (int64_t i = 0; i < n; ++i) {
-      const size_t file = static_cast<size_t>((i + b) % n);
+
+  // Batch b's images against the CPU path with the tolerances above.
+  void expect_matches_cpu(int b, const at::Tensor& images, int size) const {
+    for (int64_t i = 0; i < n_; ++i) {
       std::vector<uint8_t> cpu(static_cast<size_t>(size) * size * 3);
       data::WorkerScratch scratch;
-      set.load(file, static_cast<uint64_t>(b), cpu.data(), scratch);
-      const Difference d = difference(levels_of(images[b][i]), cpu);
-      const std::string name = file_stem(set.describe(file));
+      set_.load(file(b, i), static_cast<uint64_t>(b), cpu.data(), scratch);
+      const Difference d = difference(levels_of(images[i]), cpu);
+      const std::string name = file_stem(set_.describe(file(b, i)));
       const bool noisy = name == "b_photo_like";
       EXPECT_LT(d.mean, noisy ? 6.0 : 2.0) << name << " in batch " << b;
       EXPECT_LE(d.p99, noisy ? 40.0 : 10.0) << name << " in batch " << b;
     }
   }
+
+ private:
+  size_t file(int b, int64_t i) const { return static_cast<size_t>((i + b) % n_); }
+  const data::JpegFolderDataset& set_;
+  int64_t n_;
+  std::vector<std::vector<data::EncodedSample>> samples_;
+  std::vector<std::vector<int64_t>> labels_;
+};
+
+// As validation calls it (decode_into): batches back to back, no drain between them, so that a batch is decoded
+// while the one before may still be on the device (each slot's nvJPEG state and buffer reused only after its
+// kernel). Every batch, checked after the last, against the CPU path.
+TEST_F(GeneratedJpegs, BackToBackBatchesMatchTheCpuPath) {
+  const int size = 64;
+  constexpr int kBatches = 5;  // more than the decoder's two slots
+  const data::JpegFolderDataset set = dataset(true, size);
+  RotatedBatches batches(set, kBatches);  // keeps a reference to `set`
+  const int64_t n = batches.size();
+  gpu::GpuJpegDecoder decoder(0, static_cast<int>(n), size);
+  std::vector<at::Tensor> images;
+  int released = 0;
+  for (int b = 0; b < kBatches; ++b) {
+    images.push_back(at::empty({n, 3, size, size}, at::TensorOptions(at::kCUDA).dtype(at::kFloat)));
+    at::Tensor y = at::empty({n}, at::TensorOptions(at::kCUDA).dtype(at::kLong));
+    decoder.decode_into(
+        batches.batch(b), images.back(), y, [](size_t, const std::string& reason) { ADD_FAILURE() << reason; },
+        [&](const data::HostBatch&) { ++released; });
+  }
+  decoder.drain();
+  EXPECT_EQ(released, kBatches);
+  for (int b = 0; b < kBatches; ++b) batches.expect_matches_cpu(b, images[b], size);
 }
 
 // As training calls it: each batch submitted a step ahead (submit k+1 after finish_into k), and also two batches
-// submitted before either is finished. Files rotate from batch to batch; every batch, checked after the last,
-// against the CPU path with the tolerances above; labels follow their batch.
+// submitted before either is finished. Every batch, checked after the last, against the CPU path; labels follow
+// their batch.
 TEST_F(GeneratedJpegs, BatchesSubmittedAheadMatchTheCpuPath) {
   const int size = 64;
-  const data::JpegFolderDataset set = dataset(true, size);
-  const int64_t n = static_cast<int64_t>(set.size());
   constexpr int kBatches = 5;
+  const data::JpegFolderDataset set = dataset(true, size);
+  RotatedBatches batches(set, kBatches);  // keeps a reference to `set`
+  const int64_t n = batches.size();
   gpu::GpuJpegDecoder decoder(0, static_cast<int>(n), size);
-  std::vector<std::vector<data::EncodedSample>> samples(kBatches, std::vector<data::EncodedSample>(n));
-  std::vector<std::vector<int64_t>> labels(kBatches, std::vector<int64_t>(n));
   std::vector<at::Tensor> images, label_out;
-  int released = 0;
-  auto submit = [&](int b) {
-    for (int64_t i = 0; i < n; ++i) {
-      set.load_encoded(static_cast<size_t>((i + b) % n), static_cast<uint64_t>(b), samples[b][i]);
-      labels[b][i] = 10 * b + i;
-    }
-    data::HostBatch batch;
-    batch.labels = labels[b].data();
-    batch.size = n;
-    batch.index = b;
-    batch.encoded = samples[b].data();
-    decoder.submit(
-        batch, [](size_t, const std::string& reason) { ADD_FAILURE() << reason; },
-        [&](const data::HostBatch&) { ++released; });
-  };
   for (int b = 0; b < kBatches; ++b) {
     images.push_back(at::empty({n, 3, size, size}, at::TensorOptions(at::kCUDA).dtype(at::kFloat)));
     label_out.push_back(at::empty({n}, at::TensorOptions(at::kCUDA).dtype(at::kLong)));
   }
-  int next_finish = 0;
+  int released = 0, next_finish = 0;
+  auto submit = [&](int b) {
+    decoder.submit(
+        batches.batch(b), [](size_t, const std::string& reason) { ADD_FAILURE() << reason; },
+        [&](const data::HostBatch&) { ++released; });
+  };
   auto finish = [&] {
     decoder.finish_into(images[next_finish], label_out[next_finish]);
     ++next_finish;
@@ -351,18 +364,8 @@ TEST_F(GeneratedJpegs, BatchesSubmittedAheadMatchTheCpuPath) {
   EXPECT_EQ(released, kBatches);
   for (int b = 0; b < kBatches; ++b) {
     const at::Tensor y = label_out[b].cpu();
-    for (int64_t i = 0; i < n; ++i) {
-      EXPECT_EQ(y.data_ptr<int64_t>()[i], 10 * b + i) << "batch " << b;
-      const size_t file = static_cast<size_t>((i + b) % n);
-      std::vector<uint8_t> cpu(static_cast<size_t>(size) * size * 3);
-      data::WorkerScratch scratch;
-      set.load(file, static_cast<uint64_t>(b), cpu.data(), scratch);
-      const Difference d = difference(levels_of(images[b][i]), cpu);
-      const std::string name = file_stem(set.describe(file));
-      const bool noisy = name == "b_photo_like";
-      EXPECT_LT(d.mean, noisy ? 6.0 : 2.0) << name << " in batch " << b;
-      EXPECT_LE(d.p99, noisy ? 40.0 : 10.0) << name << " in batch " << b;
-    }
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(y.data_ptr<int64_t>()[i], 10 * b + i) << "batch " << b;
+    batches.expect_matches_cpu(b, images[b], size);
   }
 }
 
