@@ -2,8 +2,8 @@
 # bench/gpu_session.sh: one GPU-machine session: build against pip LibTorch, run every test (the GPU
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
-#   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp ddptune jpeg gpudecode decodeprobe doctor
-#           baseline ptx roundtrip ablation"
+#   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode decodeprobe
+#           doctor baseline ptx roundtrip ablation"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
 #   gpudecode needs jpeg's generated files)
 set -uo pipefail
@@ -149,6 +149,23 @@ if has jpeg; then  # the full pipeline on ImageNet-sized JPEGs: decode threads, 
   du -sh /tmp/jpeg/train | tee -a "$OUT/table.txt"
   jpeg_run jpeg_optimized
   epoch_keys /tmp/runs/jpeg_optimized/metrics.jsonl data_wait h2d gpu_util sm_util tensor_util power | tee -a "$OUT/table.txt"
+  pack
+fi
+if has ddpjpeg; then  # the fastest configuration on JPEG files, one GPU against two (issue 8's run at the size lent)
+  [[ -d /tmp/jpeg ]] || echo "ddpjpeg: no /tmp/jpeg (the jpeg stage makes it)"
+  for n in 1 2; do
+    for decode in cpu gpu; do
+      name=ddp${n}_jpeg_decode_$decode
+      rm -f "/tmp/runs/$name/metrics.jsonl"
+      timeout 240 "$build/rn50" launch --nproc $n -- train --config configs/optimized.yaml --data-root /tmp/jpeg \
+        --device cuda --epochs 3 --warmup-epochs 0 --log-every 100000 --validate=off --decode $decode \
+        --out-dir "/tmp/runs/$name" > "$OUT/$name.log" 2>&1 || { echo "$name failed (exit $?)"; tail -3 "$OUT/$name.log"; }
+      [[ -s "/tmp/runs/$name/metrics.jsonl" ]] || continue
+      cp "/tmp/runs/$name/metrics.jsonl" "$OUT/$name.jsonl"
+      printf "%-34s %s\n" "$name" "$(summary /tmp/runs/$name/metrics.jsonl)" | tee -a "$OUT/table.txt"
+      epoch_keys "/tmp/runs/$name/metrics.jsonl" communication data_wait gpu_decode_hardware_call | tee -a "$OUT/table.txt"
+    done
+  done
   pack
 fi
 if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured differences, the decode rate, training
