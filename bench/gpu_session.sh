@@ -193,10 +193,14 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
   pack
 fi
 if has decodeprobe; then  # does nvJPEG's decode overlap a step queued before it? With more hardware queues?
-  for connections in default 32 1; do
-    env_args=(); [[ $connections == default ]] || env_args=(CUDA_DEVICE_MAX_CONNECTIONS=$connections)
-    echo "CUDA_DEVICE_MAX_CONNECTIONS=$connections:" | tee -a "$OUT/decode_probe.txt"
-    env "${env_args[@]}" "$build/rn50" bench-decode --decode gpu --files 256 --seconds 3 --step-ms 40 2>&1 \
+  for variant in default connections32 connections1 no_pipeline; do
+    env_args=(); extra=()
+    case $variant in
+      connections*) env_args=(CUDA_DEVICE_MAX_CONNECTIONS=${variant#connections}) ;;
+      no_pipeline) extra=(--nvjpeg-no-pipeline) ;;
+    esac
+    echo "$variant:" | tee -a "$OUT/decode_probe.txt"
+    env "${env_args[@]}" "$build/rn50" bench-decode --decode gpu --files 256 --seconds 3 --step-ms 40 "${extra[@]}" 2>&1 \
       | grep -E "train|simulated step|decode queued|host thread" | tee -a "$OUT/decode_probe.txt"
   done
   if [[ -d /tmp/jpeg ]]; then

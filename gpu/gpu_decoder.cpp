@@ -152,15 +152,16 @@ nvjpegStatus_t create_with(nvjpegBackend_t backend, unsigned flags, NvjpegMemory
 
 // nvJPEG handles with chroma upsampling by interpolation where the library has it: libjpeg's "fancy"
 // upsampling, which the CPU path uses, is an interpolation too. Returns the creation status.
-nvjpegStatus_t create_handle(nvjpegBackend_t backend, NvjpegMemory& memory, HandleOwner& out, bool& interpolated) {
+nvjpegStatus_t create_handle(nvjpegBackend_t backend, unsigned flags, NvjpegMemory& memory, HandleOwner& out,
+                             bool& interpolated) {
   nvjpegHandle_t handle = nullptr;
   nvjpegStatus_t status = NVJPEG_STATUS_NOT_INITIALIZED;
   interpolated = false;
 #ifdef NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION
-  status = create_with(backend, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, memory, &handle);
+  status = create_with(backend, flags | NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, memory, &handle);
   interpolated = status == NVJPEG_STATUS_SUCCESS;
 #endif
-  if (status != NVJPEG_STATUS_SUCCESS) status = create_with(backend, NVJPEG_FLAGS_DEFAULT, memory, &handle);
+  if (status != NVJPEG_STATUS_SUCCESS) status = create_with(backend, flags, memory, &handle);
   if (status != NVJPEG_STATUS_SUCCESS) return status;
   out.reset(handle);
   // Headroom on every allocation, so that buffers are regrown rarely as image sizes vary from batch to batch
@@ -233,6 +234,7 @@ struct GpuJpegDecoder::Impl {
   std::string hardware_status;  // why there is no hardware route, when there is none
   unsigned hardware_engines = 0;
   bool interpolated_chroma = false;
+  bool no_pipeline = false;  // the hardware decoder without nvJPEG's buffering across calls
   Slot slots[2];
   int next_slot = 0;
   std::deque<int> submitted;  // slots awaiting finish_into, oldest first
@@ -253,7 +255,7 @@ struct GpuJpegDecoder::Impl {
   std::vector<size_t> hardware_lengths;
   std::vector<nvjpegImage_t> hardware_images;
 
-  Impl(int device_in, int max_batch_in, int out_size_in)
+  Impl(int device_in, int max_batch_in, int out_size_in, bool hardware_no_pipeline)
       : device(device_in),
         max_batch(max_batch_in),
         out_size(out_size_in),
@@ -264,7 +266,10 @@ struct GpuJpegDecoder::Impl {
     const cudaStream_t stream = decode_stream.stream();
 
     bool hardware_interpolated = false;
-    const nvjpegStatus_t hw = create_handle(NVJPEG_BACKEND_HARDWARE, nvjpeg_memory, hardware, hardware_interpolated);
+    const unsigned hardware_flags = hardware_no_pipeline ? NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE : NVJPEG_FLAGS_DEFAULT;
+    const nvjpegStatus_t hw =
+        create_handle(NVJPEG_BACKEND_HARDWARE, hardware_flags, nvjpeg_memory, hardware, hardware_interpolated);
+    no_pipeline = hardware_no_pipeline && hw == NVJPEG_STATUS_SUCCESS;
     if (hw == NVJPEG_STATUS_SUCCESS) {
       hardware_parse = make_parser(hardware.get());
       unsigned cores = 0;
@@ -273,7 +278,8 @@ struct GpuJpegDecoder::Impl {
     } else {
       hardware_status = nvjpeg_status_name(hw);  // NVJPEG_STATUS_ARCH_MISMATCH on GPUs without the engines
     }
-    RN50_NVJPEG_CHECK(create_handle(NVJPEG_BACKEND_DEFAULT, nvjpeg_memory, hybrid, interpolated_chroma));
+    RN50_NVJPEG_CHECK(
+        create_handle(NVJPEG_BACKEND_DEFAULT, NVJPEG_FLAGS_DEFAULT, nvjpeg_memory, hybrid, interpolated_chroma));
     interpolated_chroma = interpolated_chroma && (!hardware || hardware_interpolated);
     hybrid_state = make_state(hybrid.get());
     hybrid_parse = make_parser(hybrid.get());
@@ -635,12 +641,13 @@ struct GpuJpegDecoder::Impl {
     text += ", libjpeg for what nvJPEG refuses; ";
     text += interpolated_chroma ? "chroma upsampling with interpolation" : "nvJPEG's default chroma upsampling";
     text += kOwnAllocators ? "; nvJPEG's memory reused after each batch" : "; nvJPEG's own cudaMalloc/cudaFree";
+    if (no_pipeline) text += "; hardware decoder without pipelining (NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE)";
     return text;
   }
 };
 
-GpuJpegDecoder::GpuJpegDecoder(int device, int max_batch, int out_size)
-    : impl_(std::make_unique<Impl>(device, max_batch, out_size)) {}
+GpuJpegDecoder::GpuJpegDecoder(int device, int max_batch, int out_size, bool hardware_no_pipeline)
+    : impl_(std::make_unique<Impl>(device, max_batch, out_size, hardware_no_pipeline)) {}
 
 GpuJpegDecoder::~GpuJpegDecoder() = default;
 

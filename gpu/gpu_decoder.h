@@ -38,8 +38,9 @@ using ReleaseBatch = std::function<void(const data::HostBatch&)>;
 class GpuJpegDecoder {
  public:
   // Batches of up to max_batch samples into out_size x out_size images on CUDA device `device`. Throws
-  // rn50::ConfigError in builds without nvJPEG.
-  GpuJpegDecoder(int device, int max_batch, int out_size);
+  // rn50::ConfigError in builds without nvJPEG. hardware_no_pipeline: NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE for the
+  // hardware decoder (nvJPEG otherwise buffers images across batched calls; for `bench-decode` experiments).
+  GpuJpegDecoder(int device, int max_batch, int out_size, bool hardware_no_pipeline = false);
   ~GpuJpegDecoder();
   GpuJpegDecoder(const GpuJpegDecoder&) = delete;
   GpuJpegDecoder& operator=(const GpuJpegDecoder&) = delete;

@@ -249,6 +249,7 @@ int bench_decode_command(int argc, char** argv) {
       "batch-size", "--decode gpu: images per batch", cxxopts::value<int>()->default_value("256"))(
       "step-ms", "--decode gpu: also time the train batches with this many ms of matrix products queued before each, "
       "as a training step is (0: not)", cxxopts::value<double>()->default_value("0"))(
+      "nvjpeg-no-pipeline", "--decode gpu: the hardware decoder with NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE")(
       "device", "--decode gpu: the GPU", cxxopts::value<std::string>()->default_value("cuda:0"))("h,help",
                                                                                                  "print this help");
   const auto parsed = options.parse(argc, argv);
@@ -273,7 +274,7 @@ int bench_decode_command(int argc, char** argv) {
     const double step_ms = parsed["step-ms"].as<double>();
     if (step_ms < 0) throw rn50::ConfigError("--step-ms must not be negative");
     const auto g = rn50::gpu::run_gpu_decode_bench(jpegs, size, parsed["batch-size"].as<int>(), seconds,
-                                                   gpu_index(device), step_ms);
+                                                   gpu_index(device), step_ms, parsed.count("nvjpeg-no-pipeline") > 0);
     std::printf("files %zu; output %dx%d; batches of %d into half-precision channels-last input\n", jpegs.size(), size,
                 size, g.batch_size);
     std::printf("%s\n", g.routes.c_str());
