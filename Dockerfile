@@ -11,7 +11,11 @@ RUN apt-get update \
 
 WORKDIR /opt/rn50
 COPY . .
-RUN RN50_TORCH=pip scripts/build.sh /opt/rn50/build \
+# A docker build sees no GPU, so rn50's kernels are built for named architectures (A100: 80, H100/H200: 90)
+# rather than the default "native"; TORCH_CUDA_ARCH_LIST keeps LibTorch's CMake from looking for a GPU too.
+ARG RN50_CUDA_ARCHS="80;90"
+ENV TORCH_CUDA_ARCH_LIST="8.0;9.0"
+RUN RN50_TORCH=pip RN50_CMAKE_ARGS="-DRN50_CUDA_ARCHS=${RN50_CUDA_ARCHS}" scripts/build.sh /opt/rn50/build \
  && ln -s /opt/rn50/build/rn50 /usr/local/bin/rn50
 
 ENTRYPOINT ["rn50"]
