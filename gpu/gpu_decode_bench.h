@@ -29,7 +29,8 @@ struct GpuDecodeBenchResult {
 
 // Decodes batches of the files (cycled) into half-precision channels-last batches on `device`, as training
 // would, for about `seconds` per measurement: host work, nvJPEG and the kernel, until the device is done. With
-// step_ms > 0, also measures the train batches with about step_ms of matrix products queued before each one.
+// step_ms > 0, also measures the train batches with a simulated step of about step_ms (matrix products) in two
+// orders (see step_then_decode_ms, decode_ahead_ms).
 // hardware_no_pipeline: see GpuJpegDecoder.
 // Throws rn50::ConfigError in builds without nvJPEG, rn50::DecodeError when a file does not decode.
 GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>>& files, int out_size, int batch_size,

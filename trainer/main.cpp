@@ -247,8 +247,9 @@ int bench_decode_command(int argc, char** argv) {
       "decode", "cpu (libjpeg-turbo) or gpu (nvJPEG and rn50's kernel, as decode: gpu trains)",
       cxxopts::value<std::string>()->default_value("cpu"))(
       "batch-size", "--decode gpu: images per batch", cxxopts::value<int>()->default_value("256"))(
-      "step-ms", "--decode gpu: also time the train batches with this many ms of matrix products queued before each, "
-      "as a training step is (0: not)", cxxopts::value<double>()->default_value("0"))(
+      "step-ms", "--decode gpu: also time the train batches with a simulated step of this many ms (matrix products), "
+      "queued right before each decode and with each decode queued a step ahead (0: not)",
+      cxxopts::value<double>()->default_value("0"))(
       "nvjpeg-no-pipeline", "--decode gpu: the hardware decoder with NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE")(
       "device", "--decode gpu: the GPU", cxxopts::value<std::string>()->default_value("cuda:0"))("h,help",
                                                                                                  "print this help");
