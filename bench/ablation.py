@@ -245,6 +245,8 @@ def write_report(opts, machine, runs, names, batches):
         lines += ["", f"Time: {sum(timed) / 60:.1f} minutes for {len(timed)} runs, start to exit of each process"
                   + (f" ({untimed} runs made before the time was recorded are not in it)" if untimed else "")
                   + (f", plus {data_s:.0f} s making the JPEG files" if data_s else "") + "."]
+    if machine.get("command_s"):
+        lines += [f"The whole command (every call of it, with --resume): {machine['command_s'] / 60:.1f} minutes."]
     if opts.price_per_hour:
         lines += ["", f"Cost of one ImageNet epoch ({IMAGENET_TRAIN_IMAGES:,} images) at {opts.price_per_hour:g}/h, batch {batch}:", ""]
         for data in ["jpeg", "synthetic"]:
@@ -343,6 +345,7 @@ def main():
     cpu = opts.device == "cpu"
     names = [s for s in SWITCHES if not (cpu and s == "fp16")]  # fp16 autocast needs CUDA
 
+    command_started = time.monotonic()  # the whole command's time, against the 10-minute goal
     data_root = opts.data_root
     data_s = 0.0  # making the JPEG files, part of the matrix's time
     if not data_root:
@@ -357,7 +360,8 @@ def main():
             data_s = time.monotonic() - started
     datasets = [("synthetic", ["--data", "synthetic"]), ("jpeg", ["--data", "folder", "--data-root", data_root])]
     machine = {"date": datetime.date.today().isoformat(), "host": platform.node(), "device": opts.device,
-               "command": " ".join(sys.argv), "data_s": data_s}
+               "command": " ".join(sys.argv), "data_s": data_s, "command_s": 0.0}
+    earlier_command_s = 0.0  # with --resume, the cut-short commands' time before this one
     runs, pending = [], {}  # pending: kept runs not yet reached, saved with the others (a cut-short resume loses none)
     saved_path = os.path.join(opts.out, "ablation.json")
     if opts.resume and os.path.exists(saved_path):
@@ -371,9 +375,13 @@ def main():
         machine["command"] = saved["machine"]["command"] + "; then, resumed: " + machine["command"]
         machine["date"] = saved["machine"]["date"]
         machine["data_s"] = saved["machine"].get("data_s", 0.0) + data_s
+        earlier_command_s = saved["machine"].get("command_s")  # None: made before the command's time was recorded
         print(f"resuming: {len(pending)} successful runs in {saved_path}", flush=True)
 
     def save():
+        # This command's time so far, plus the cut-short commands' before it (all of them, if each recorded it).
+        machine["command_s"] = (None if earlier_command_s is None
+                                else earlier_command_s + time.monotonic() - command_started)
         with open(saved_path, "w") as f:
             json.dump({"machine": machine, "switches": names, "runs": runs + list(pending.values())}, f, indent=1)
 

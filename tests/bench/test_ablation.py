@@ -76,6 +76,8 @@ def main():
     check("(images_per_s.svg)" in report and "(step_split.svg)" in report, "report.md: pictures not referenced")
     check(all(r["process_s"] > 0 for r in runs), "a run without its process time")
     check(re.search(r"Time: [\d.]+ minutes for 22 runs", report), "report.md: no time for the matrix")
+    check(re.search(r"The whole command \(every call of it, with --resume\): [\d.]+ minutes", report),
+          "report.md: no time for the whole command")
 
     # --render writes the same report again from ablation.json alone (a run cut short by a time limit).
     os.remove(os.path.join(opts.out, "report.md"))
