@@ -104,4 +104,24 @@ std::vector<HealthRow> nvml_health_rows(NvmlApi& nvml, const NvmlDevice& device,
   return rows;
 }
 
+std::optional<HealthRow> under_load_row(NvmlApi& nvml, const NvmlDevice& device) {
+  const NvmlDevice gpu{device.gpu, {}};
+  const std::optional<double> sm_mhz = nvml.sm_clock_mhz(gpu);
+  const std::optional<double> watts = nvml.power_w(gpu);
+  const std::optional<uint64_t> reasons = nvml.clock_event_reasons(gpu);
+  if (!sm_mhz && !watts && !reasons) return std::nullopt;
+  std::string value;
+  auto append = [&](const std::string& part) { value += (value.empty() ? "" : ", ") + part; };
+  if (sm_mhz) append(strprintf("SM %.0f MHz", *sm_mhz));
+  if (watts) {
+    const std::optional<PowerLimits> limits = nvml.power_limits(gpu);
+    append(limits ? strprintf("%.0f W of %.0f W", *watts, limits->enforced_w) : strprintf("%.0f W", *watts));
+  }
+  if (reasons) append("clock limits: " + describe_clock_event_reasons(*reasons));
+  const bool held_down = reasons && (*reasons & kClockEventsThatSlowTraining) != 0;
+  return HealthRow{"under training load", value, held_down ? "warn" : "info",
+                   held_down ? "read during the ResNet-50 steps: the clocks are held down (power, heat or the board)"
+                             : "read during the ResNet-50 steps"};
+}
+
 }  // namespace rn50::gpu

@@ -5,6 +5,7 @@
 // Torch-free and CUDA-free: everything goes through NvmlApi, so the verdicts are tested against a fake NVML.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,5 +42,10 @@ struct HealthRow {
 // while the GPU works: an idle GPU may slow its PCIe link, and the PCIe row says it was read under load. A row is
 // left out where NVML does not answer (not supported, no permission). Throws where NVML fails (NvmlApi).
 std::vector<HealthRow> nvml_health_rows(NvmlApi& nvml, const NvmlDevice& device, unsigned own_pid);
+
+// One row read while the GPU trains (the doctor calls it during its ResNet-50 steps): the SM clock, the power drawn
+// against the enforced limit and the clock event reasons at that moment, where a power cap or heat shows; warns
+// when the clocks are held down. nullopt where NVML answers none of them.
+std::optional<HealthRow> under_load_row(NvmlApi& nvml, const NvmlDevice& device);
 
 }  // namespace rn50::gpu

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -75,7 +76,8 @@ double matmul_tflops(const c10::Device& device, at::ScalarType dtype, bool tf32,
 }
 
 // ResNet-50 training steps on synthetic data: fp16 + channels-last + CUDA graph on a GPU, fp32 on the CPU.
-double resnet50_rate(const c10::Device& device, bool quick) {
+// Images/s of ResNet-50 training steps on synthetic data; `while_busy` runs once while the timed steps are queued.
+double resnet50_rate(const c10::Device& device, bool quick, const std::function<void()>& while_busy = {}) {
   Config config;
   config.precision = device.is_cuda() ? "fp16" : "fp32";
   config.channels_last = device.is_cuda();
@@ -100,6 +102,7 @@ double resnet50_rate(const c10::Device& device, bool quick) {
   sync(device);
   const auto t = Clock::now();
   for (int i = 0; i < steps; ++i) step.run(0.01);
+  if (while_busy) while_busy();
   step.run(0.01).item<double>();  // waits for the device
   timer->take_totals();
   return (steps + 1) * batch / seconds_since(t);
@@ -166,6 +169,8 @@ int run_doctor(const DoctorOptions& options) {
   }
 
   const bool cuda = torch::cuda::is_available() && options.device != "cpu";
+  std::unique_ptr<gpu::NvmlApi> nvml;  // CUDA devices with NVML only
+  std::optional<gpu::NvmlDevice> nvml_device;
   const c10::Device device = cuda ? c10::Device(options.device == "auto" || options.device == "cuda" ? "cuda:0" : options.device)
                                   : c10::Device(c10::kCPU);
   if (!cuda) {
@@ -183,9 +188,9 @@ int run_doctor(const DoctorOptions& options) {
     rows.push_back({"gpu", "visible GPUs", std::to_string(torch::cuda::device_count()), "info", gpu::describe_links()});
     // NVML numbers GPUs its own way (CUDA_VISIBLE_DEVICES, CUDA's order): find this device by its UUID.
     std::string why_not;
-    const std::unique_ptr<gpu::NvmlApi> nvml = gpu::open_nvml(&why_not);
+    nvml = gpu::open_nvml(&why_not);
     const std::string uuid = gpu::device_uuid(device.index());
-    const std::optional<gpu::NvmlDevice> nvml_device = nvml ? gpu::find_device_by_uuid(*nvml, uuid) : std::nullopt;
+    nvml_device = nvml ? gpu::find_device_by_uuid(*nvml, uuid) : std::nullopt;
     if (nvml_device) {
       const std::string mig = gpu::describe_mig(*nvml, static_cast<int>(nvml_device->gpu));
       const size_t end_of_summary = mig.find('\n');
@@ -233,11 +238,20 @@ int run_doctor(const DoctorOptions& options) {
                     bf16 < 4 * fp32 ? "warn" : "ok",
                     bf16 < 4 * fp32 ? "low-precision matrix units far below their usual lead: clocks, power cap or a shared GPU" : ""});
   }
-  const double step_rate = resnet50_rate(device, quick);
+  std::optional<gpu::HealthRow> under_load;
+  const double step_rate = resnet50_rate(device, quick, [&] {
+    if (!nvml_device) return;
+    try {
+      under_load = gpu::under_load_row(*nvml, *nvml_device);
+    } catch (const std::exception& e) {
+      under_load = gpu::HealthRow{"under training load", "NVML failed", "warn", e.what()};
+    }
+  });
   rows.push_back({"compute",
                   cuda ? "ResNet-50 training (fp16, channels-last, graph, b256)"
                        : strprintf("ResNet-50 training (fp32, CPU, %d px)", quick ? 64 : 224),
                   fmt_rate(step_rate), "info", "synthetic data: compute alone"});
+  if (under_load) rows.push_back({"compute", under_load->check, under_load->value, under_load->verdict, under_load->note});
 
   // Verdicts.
   const double feed = decode.train_all_threads;

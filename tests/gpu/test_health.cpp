@@ -1,6 +1,6 @@
 // tests/gpu/test_health.cpp: the doctor's NVML health rows against FakeNvml (a healthy H200 all ok, each degraded
-// reading its warning, rows left out where NVML does not answer), clock event reasons as words, and the count of
-// other processes (PIDs of another namespace included).
+// reading its warning, rows left out where NVML does not answer, the row read under training load), clock event
+// reasons as words, and the count of other processes (PIDs of another namespace included).
 #include "gpu/health.h"
 
 #include <functional>
@@ -161,6 +161,37 @@ TEST_F(Health, AMigInstanceReadsItsGpuButCountsItsOwnProcesses) {
   EXPECT_EQ(row("power limit", mig)->verdict, "warn");  // the GPU's limit
   EXPECT_EQ(row("PCIe link", mig)->value, "Gen5 x16 (max Gen5 x16)");
   EXPECT_EQ(row("other processes on this GPU", mig)->value, "0");
+}
+
+// Under training load: clock, power against the limit and the reasons in one row, a warning only when the clocks
+// are held down; left out where NVML answers none of the three.
+TEST_F(Health, UnderLoadRowWarnsWhenTheClocksAreHeldDown) {
+  readings().sm_clock_mhz = 1980.0;
+  readings().power_w = 655.0;
+  readings().clock_event_reasons = 0;
+  std::optional<HealthRow> load = under_load_row(nvml, {0, {}});
+  ASSERT_TRUE(load);
+  EXPECT_EQ(load->check, "under training load");
+  EXPECT_EQ(load->value, "SM 1980 MHz, 655 W of 700 W, clock limits: none");
+  EXPECT_EQ(load->verdict, "info");
+
+  readings().sm_clock_mhz = 1410.0;
+  readings().clock_event_reasons = kClockEventSwPowerCap;
+  load = under_load_row(nvml, {0, {}});
+  ASSERT_TRUE(load);
+  EXPECT_EQ(load->value, "SM 1410 MHz, 655 W of 700 W, clock limits: power cap");
+  EXPECT_EQ(load->verdict, "warn");
+
+  readings().clock_event_reasons = kClockEventApplicationsClocksSetting;  // a setting, not a load limit
+  EXPECT_EQ(under_load_row(nvml, {0, {}})->verdict, "info");
+
+  readings().power_limits.reset();
+  readings().clock_event_reasons.reset();
+  EXPECT_EQ(under_load_row(nvml, {0, {}})->value, "SM 1410 MHz, 655 W");
+
+  readings().sm_clock_mhz.reset();
+  readings().power_w.reset();
+  EXPECT_FALSE(under_load_row(nvml, {0, {}}));
 }
 
 TEST(ClockEventReasons, InWords) {
