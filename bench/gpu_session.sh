@@ -180,6 +180,8 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
     jpeg_run jpeg_gpu_decode --decode gpu
     grep -E "\(decode\)|gpu decode" "$OUT/jpeg_gpu_decode.log"
     epoch_keys /tmp/runs/jpeg_gpu_decode/metrics.jsonl wall_s steps input_s data_wait gpu_decode | tee -a "$OUT/table.txt"
+    jpeg_run jpeg_gpu_decode_not_ahead --decode gpu --decode-ahead=off  # the order first measured, for comparison
+    epoch_keys /tmp/runs/jpeg_gpu_decode_not_ahead/metrics.jsonl wall_s gpu_decode_h | tee -a "$OUT/table.txt"
     # The same configuration and steps on synthetic data, in the same session: what "within 3%" compares against.
     n_train=$(find /tmp/jpeg/train -name '*.JPEG' | wc -l)
     "$build/rn50" train --config configs/optimized.yaml --data synthetic --synthetic-images "$n_train" --device cuda:0 \

@@ -471,7 +471,7 @@ class Run {
     int64_t interval_steps = 0;
     for (int64_t s = 0; s < steps_per_epoch_; ++s) {
       timer_->begin_step();
-      if (loader && gpu_decoder_) {
+      if (loader && gpu_decoder_ && config_.decode_ahead) {
         // Batch s+1's decode is queued before step s, a step ahead of its use: queued just before its own step,
         // after the step before, the hardware decode did not overlap that step on the H200 and the GPU waited for it
         // (bench/results/2026-11-30-h200.md).
