@@ -76,20 +76,22 @@ r = [json.loads(l) for l in open(sys.argv[1]) if '"type":"epoch"' in l][-1]
 print('   ', {k: round(v, 4) if isinstance(v, float) else v for k, v in r.items() if k.startswith(tuple(sys.argv[2:]))})
 PY
 }
+record() {  # run name: its metrics into $OUT and its summary line into the table
+  cp "/tmp/runs/$1/metrics.jsonl" "$OUT/$1.jsonl"
+  printf "%-34s %s\n" "$1" "$(summary "/tmp/runs/$1/metrics.jsonl")" | tee -a "$OUT/table.txt"
+}
 jpeg_run() {  # name, extra args: configs/optimized.yaml on /tmp/jpeg for three epochs; the last is the measurement
   local name=$1
   "$build/rn50" train --config configs/optimized.yaml --data-root /tmp/jpeg --device cuda:0 --epochs 3 --warmup-epochs 0 \
     --log-every 100000 --validate=off --out-dir "/tmp/runs/$name" "${@:2}" > "$OUT/$name.log" 2>&1 || tail -3 "$OUT/$name.log"
-  cp "/tmp/runs/$name/metrics.jsonl" "$OUT/$name.jsonl"
-  printf "%-34s %s\n" "$name" "$(summary "/tmp/runs/$name/metrics.jsonl")" | tee -a "$OUT/table.txt"
+  record "$name"
 }
 synthetic() {  # name, batch, steps, extra args: two epochs; the second is the measurement
   local name=$1 batch=$2 steps=$3
   "$build/rn50" train --data synthetic --device cuda:0 --batch-size "$batch" --synthetic-images $((batch * steps)) \
     --epochs 2 --warmup-epochs 0 --log-every 100000 --validate=off --out-dir "/tmp/runs/$name" "${@:4}" > "$OUT/$name.log" 2>&1 \
     || { echo "$name failed"; tail -3 "$OUT/$name.log"; return; }
-  cp "/tmp/runs/$name/metrics.jsonl" "$OUT/$name.jsonl"
-  printf "%-34s %s\n" "$name" "$(summary /tmp/runs/$name/metrics.jsonl)" | tee -a "$OUT/table.txt"; pack
+  record "$name"; pack
 }
 if has synthetic; then
   echo "--- synthetic ResNet-50 on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1): second epoch ---"
@@ -107,19 +109,22 @@ if has graphmem; then  # peak memory of the graphed runs (the cache is emptied a
   synthetic b256_fp16_cl_bench_graph 256 100 --precision fp16 --channels-last --cudnn-benchmark --cuda-graph
   synthetic b64_fp16_cl_graph 64 200 --precision fp16 --channels-last --cuda-graph
 fi
-ddp() {  # name, processes, extra args: synthetic batch 256 per GPU, 100 steps per rank per epoch
+launched() {  # name, processes, train args: one `rn50 launch` run with its summary and the keys that explain it
   local name=$1 n=$2 start=$SECONDS
   rm -f "/tmp/runs/$name/metrics.jsonl"  # metrics are appended to: no earlier call's numbers in this summary
   # A bound on the whole run: a hang at exit (seen once, in ProcessGroupNCCL's destructor) shows as exit 124.
-  timeout 240 "$build/rn50" launch --nproc "$n" -- train --data synthetic --device cuda --batch-size 256 --synthetic-images $((256 * 100 * n)) \
-    --epochs 2 --warmup-epochs 0 --log-every 100000 --validate=off --out-dir "/tmp/runs/$name" "${@:3}" > "$OUT/$name.log" 2>&1 \
+  timeout 240 "$build/rn50" launch --nproc "$n" -- train --device cuda --warmup-epochs 0 --log-every 100000 \
+    --validate=off --out-dir "/tmp/runs/$name" "${@:3}" > "$OUT/$name.log" 2>&1 \
     || { echo "$name failed (exit $?, after $((SECONDS - start)) s)"; tail -3 "$OUT/$name.log"
          [[ -s "/tmp/runs/$name/metrics.jsonl" ]] || return; }  # a hang at exit still leaves its measurements
   echo "$name: whole run, start to exit of every process: $((SECONDS - start)) s" | tee -a "$OUT/table.txt"
-  cp "/tmp/runs/$name/metrics.jsonl" "$OUT/$name.jsonl"
-  printf "%-34s %s\n" "$name" "$(summary /tmp/runs/$name/metrics.jsonl)" | tee -a "$OUT/table.txt"
-  epoch_keys "/tmp/runs/$name/metrics.jsonl" communication data_wait forward gpu_util sm_util | tee -a "$OUT/table.txt"
+  record "$name"
+  epoch_keys "/tmp/runs/$name/metrics.jsonl" communication data_wait forward gpu_util sm_util gpu_decode_hardware_call \
+    | tee -a "$OUT/table.txt"
   pack
+}
+ddp() {  # name, processes, extra args: synthetic batch 256 per GPU, 100 steps per rank per epoch, two epochs
+  launched "$1" "$2" --data synthetic --batch-size 256 --synthetic-images $((256 * 100 * $2)) --epochs 2 "${@:3}"
 }
 if has ddp; then  # data-parallel scaling on two GPUs: the same per-GPU work as the one-GPU run
   nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
@@ -155,15 +160,8 @@ if has ddpjpeg; then  # the fastest configuration on JPEG files, one GPU against
   [[ -d /tmp/jpeg ]] || echo "ddpjpeg: no /tmp/jpeg (the jpeg stage makes it)"
   for n in 1 2; do
     for decode in cpu gpu; do
-      name=ddp${n}_jpeg_decode_$decode
-      rm -f "/tmp/runs/$name/metrics.jsonl"
-      timeout 240 "$build/rn50" launch --nproc $n -- train --config configs/optimized.yaml --data-root /tmp/jpeg \
-        --device cuda --epochs 3 --warmup-epochs 0 --log-every 100000 --validate=off --decode $decode \
-        --out-dir "/tmp/runs/$name" > "$OUT/$name.log" 2>&1 || { echo "$name failed (exit $?)"; tail -3 "$OUT/$name.log"; }
-      [[ -s "/tmp/runs/$name/metrics.jsonl" ]] || continue
-      cp "/tmp/runs/$name/metrics.jsonl" "$OUT/$name.jsonl"
-      printf "%-34s %s\n" "$name" "$(summary /tmp/runs/$name/metrics.jsonl)" | tee -a "$OUT/table.txt"
-      epoch_keys "/tmp/runs/$name/metrics.jsonl" communication data_wait gpu_decode_hardware_call | tee -a "$OUT/table.txt"
+      launched ddp${n}_jpeg_decode_$decode $n --config configs/optimized.yaml --data-root /tmp/jpeg --epochs 3 \
+        --decode $decode
     done
   done
   pack
@@ -187,8 +185,7 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
     "$build/rn50" train --config configs/optimized.yaml --data synthetic --synthetic-images "$n_train" --device cuda:0 \
       --epochs 3 --warmup-epochs 0 --log-every 100000 --validate=off --out-dir /tmp/runs/synthetic_optimized \
       > "$OUT/synthetic_optimized.log" 2>&1 || tail -3 "$OUT/synthetic_optimized.log"
-    cp /tmp/runs/synthetic_optimized/metrics.jsonl "$OUT/synthetic_optimized.jsonl"
-    printf "%-34s %s\n" synthetic_optimized "$(summary /tmp/runs/synthetic_optimized/metrics.jsonl)" | tee -a "$OUT/table.txt"
+    record synthetic_optimized
   else
     echo "gpudecode: no /tmp/jpeg (the jpeg stage makes it): no training run"
   fi

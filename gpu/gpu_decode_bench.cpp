@@ -163,10 +163,11 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
   result.cpu_fallback = counts.cpu_fallback;
   const int64_t routed = counts.hardware + counts.hybrid + counts.cpu_fallback + counts.bad;
   if (routed > 0) {
-    result.host_us_per_image = counts.host_s * 1e6 / static_cast<double>(routed);
-    result.wait_us_per_image = counts.wait_s * 1e6 / static_cast<double>(routed);
-    result.route_us_per_image = counts.route_s * 1e6 / static_cast<double>(routed);
-    result.hardware_us_per_image = counts.hardware_call_s * 1e6 / static_cast<double>(routed);
+    auto per_image_us = [&](double seconds) { return seconds * 1e6 / static_cast<double>(routed); };
+    result.host_us_per_image = per_image_us(counts.host_s);
+    result.wait_us_per_image = per_image_us(counts.wait_s);
+    result.route_us_per_image = per_image_us(counts.route_s);
+    result.hardware_us_per_image = per_image_us(counts.hardware_call_s);
   }
   result.routes = decoder.describe();
   if (step_ms > 0) {

@@ -209,7 +209,6 @@ struct GpuJpegDecoder::Impl {
     StateOwner hardware_state;
     int hardware_batch = 0;  // the image count hardware_state was initialised for; 0: to initialise
     uint64_t sequence = 0;   // the number of the batch in flight
-    int count = 0;           // its samples
     bool awaiting_finish = false;  // submitted; finish_into has not yet queued its kernel (kernel_done unrecorded)
     std::optional<data::HostBatch> in_flight;
     ReleaseBatch release;
@@ -220,8 +219,8 @@ struct GpuJpegDecoder::Impl {
   int out_size = 0;
   data::Normalization norm = data::imagenet_normalization();
   // From LibTorch's pool at high priority, so that nvJPEG's kernels (the colour conversion after the hardware
-  // engines, the default backend's IDCT) need not wait behind the training step's, which fill every SM (a guess at
-  // the measured per-step wait; not yet measured).
+  // engines, the default backend's IDCT) need not wait behind the training step's, which fill every SM. (It did not
+  // remove the per-step wait measured on the H200: bench/results/2026-11-30-h200.md.)
   c10::cuda::CUDAStream decode_stream;
   // The default backend's images, each waited for on the host (see decode_hybrid): a stream of their own, so that
   // the wait does not include the other batch's hardware decode, queued on decode_stream a step earlier.
@@ -303,24 +302,8 @@ struct GpuJpegDecoder::Impl {
     hardware_images.reserve(max_batch);
   }
 
-  ~Impl() {
-    // Queued work still writes the buffers about to be freed. No release here: the loader may be gone.
-    cudaStreamSynchronize(decode_stream.stream());
-    cudaStreamSynchronize(hybrid_stream.stream());
-    for (Slot& slot : slots) {
-      if (slot.in_flight && slot.kernel_done) cudaEventSynchronize(slot.kernel_done.get());
-    }
-  }
-
-  // Runs `wait` (a blocking CUDA call) and counts its time as waiting, not as the decoder's host work.
-  template <class Wait>
-  void waited(Wait&& wait) {
-    const auto start = std::chrono::steady_clock::now();
-    wait();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    counts.wait_s += seconds;
-    wait_in_call += seconds;
-  }
+  // Queued work still writes the buffers about to be freed. No release here: the loader may be gone.
+  ~Impl() { abandon(); }
 
   // Runs `call` and adds its seconds to `total`.
   template <class Call>
@@ -328,6 +311,15 @@ struct GpuJpegDecoder::Impl {
     const auto start = std::chrono::steady_clock::now();
     call();
     total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  // Runs `wait` (a blocking CUDA call) and counts its time as waiting, not as the decoder's host work.
+  template <class Wait>
+  void waited(Wait&& wait) {
+    double seconds = 0;
+    timed(seconds, wait);
+    counts.wait_s += seconds;
+    wait_in_call += seconds;
   }
 
   // Hands a slot's batch back once the device is done with it; with wait false only if it already is.
@@ -486,7 +478,6 @@ struct GpuJpegDecoder::Impl {
     }
     slot.in_flight = batch;
     slot.release = release;
-    slot.count = static_cast<int>(batch.size);
     slot.awaiting_finish = true;
     submitted.push_back(next_slot);
     next_slot = 1 - next_slot;
@@ -545,14 +536,15 @@ struct GpuJpegDecoder::Impl {
     wait_in_call = 0;
     if (submitted.empty()) throw std::logic_error("GpuJpegDecoder: finish_into without a submitted batch");
     Slot& slot = slots[submitted.front()];
-    check_outputs(slot.count, images, labels);
+    const int count = static_cast<int>(slot.in_flight->size);
+    check_outputs(count, images, labels);
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
     const cudaStream_t compute = at::cuda::getCurrentCUDAStream().stream();
-    const size_t n = static_cast<size_t>(slot.count);
+    const size_t n = static_cast<size_t>(count);
     RN50_CUDA_CHECK(cudaStreamWaitEvent(compute, slot.decode_done.get(), 0));
     RN50_CUDA_CHECK(cudaMemcpyAsync(slot.jobs_device.data_ptr(), slot.jobs_host.get(),
                                     sizeof(kernels::ResampleJob) * n, cudaMemcpyHostToDevice, compute));
-    kernels::crop_resize_normalize(static_cast<const kernels::ResampleJob*>(slot.jobs_device.data_ptr()), slot.count,
+    kernels::crop_resize_normalize(static_cast<const kernels::ResampleJob*>(slot.jobs_device.data_ptr()), count,
                                    out_size, images.data_ptr(), output_type(images), is_channels_last(images),
                                    norm.scale, norm.shift, compute);
     RN50_CUDA_CHECK(cudaMemcpyAsync(labels.data_ptr(), slot.labels_host.get(), sizeof(int64_t) * n,

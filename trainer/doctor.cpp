@@ -75,8 +75,13 @@ double matmul_tflops(const c10::Device& device, at::ScalarType dtype, bool tf32,
   return 2.0 * n * n * static_cast<double>(n) / t / 1e12;
 }
 
-// ResNet-50 training steps on synthetic data: fp16 + channels-last + CUDA graph on a GPU, fp32 on the CPU.
-// Images/s of ResNet-50 training steps on synthetic data; `while_busy` runs once while the timed steps are queued.
+// One of the NVML health rows in the doctor's table, under `section`.
+Row as_row(const char* section, const gpu::HealthRow& health) {
+  return {section, health.check, health.value, health.verdict, health.note};
+}
+
+// Images/s of ResNet-50 training steps on synthetic data: fp16 + channels-last + CUDA graph on a GPU, fp32 on the
+// CPU; `while_busy` runs once while the timed steps are queued.
 double resnet50_rate(const c10::Device& device, bool quick, const std::function<void()>& while_busy = {}) {
   Config config;
   config.precision = device.is_cuda() ? "fp16" : "fp32";
@@ -217,7 +222,7 @@ int run_doctor(const DoctorOptions& options) {
       std::vector<Row> health;
       try {
         for (const auto& r : gpu::nvml_health_rows(*nvml, *nvml_device, static_cast<unsigned>(::getpid())))
-          health.push_back({"gpu", r.check, r.value, r.verdict, r.note});
+          health.push_back(as_row("gpu", r));
       } catch (const std::exception& e) {
         health.push_back({"gpu", "NVML health", "failed", "warn", e.what()});
       }
@@ -251,7 +256,7 @@ int run_doctor(const DoctorOptions& options) {
                   cuda ? "ResNet-50 training (fp16, channels-last, graph, b256)"
                        : strprintf("ResNet-50 training (fp32, CPU, %d px)", quick ? 64 : 224),
                   fmt_rate(step_rate), "info", "synthetic data: compute alone"});
-  if (under_load) rows.push_back({"compute", under_load->check, under_load->value, under_load->verdict, under_load->note});
+  if (under_load) rows.push_back(as_row("compute", *under_load));
 
   // Verdicts.
   const double feed = decode.train_all_threads;

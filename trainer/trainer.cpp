@@ -54,7 +54,6 @@ double peak_host_rss_gib() {
   return static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0);  // ru_maxrss is in KiB
 }
 
-// `local_rank`: a data-parallel process takes the GPU of its rank on this host.
 // On an exception out of an epoch, the GPU decoder forgets the batches it holds instead of handing them back
 // later: their loader goes as the exception unwinds. Declared after the loader, so destroyed before it.
 class AbandonDecodesOnError {
@@ -72,6 +71,7 @@ class AbandonDecodesOnError {
   int exceptions_;
 };
 
+// `local_rank`: a data-parallel process takes the GPU of its rank on this host.
 c10::Device resolve_device(const std::string& name, int local_rank) {
   const bool cuda_available = torch::cuda::is_available();
   // Under per-task GPU binding (Slurm) a process may see only its own GPU, whatever its local rank.
@@ -408,11 +408,18 @@ class Run {
     log_warn("bad sample skipped: " + what + ": " + reason);
   }
 
-  // A sample the GPU could not decode although its header was fine: counted and replaced like the loader's bad
-  // samples, or the end of the run under strict_data.
-  void report_bad_gpu_decode(const data::ImageDataset& dataset, size_t index, const std::string& reason) {
-    if (config_.strict_data) throw DecodeError("bad sample (strict mode): " + dataset.describe(index) + ": " + reason);
-    report_bad_sample(dataset.describe(index), reason);
+  // A sample of `dataset` the GPU could not decode although its header was fine: counted and replaced like the
+  // loader's bad samples, or the end of the run under strict_data.
+  gpu::BadDecodeHandler bad_gpu_decode_handler(const data::ImageDataset& dataset) const {
+    return [this, &dataset](size_t index, const std::string& reason) {
+      if (config_.strict_data) throw DecodeError("bad sample (strict mode): " + dataset.describe(index) + ": " + reason);
+      report_bad_sample(dataset.describe(index), reason);
+    };
+  }
+
+  // Hands a host batch back to `loader` once the device no longer reads it.
+  static gpu::ReleaseBatch release_to(data::BatchLoader& loader) {
+    return [&loader](const data::HostBatch& b) { loader.release(b); };
   }
 
   // Host batch -> normalised device images and labels in `images` / `labels` (which may be the step's
@@ -420,10 +427,7 @@ class Run {
   void load_input(const data::HostBatch& batch, data::BatchLoader& loader, const data::ImageDataset& dataset,
                   at::Tensor& images, at::Tensor& labels) {
     if (gpu_decoder_) {
-      gpu_decoder_->decode_into(
-          batch, images, labels,
-          [this, &dataset](size_t index, const std::string& reason) { report_bad_gpu_decode(dataset, index, reason); },
-          [&loader](const data::HostBatch& b) { loader.release(b); });
+      gpu_decoder_->decode_into(batch, images, labels, bad_gpu_decode_handler(dataset), release_to(loader));
       return;
     }
     if (async_upload_) {
@@ -443,10 +447,7 @@ class Run {
     const auto wait_start = Clock::now();
     const std::optional<data::HostBatch> batch = loader.next();
     record.data_wait_s += seconds_since(wait_start);
-    gpu_decoder_->submit(
-        *batch,
-        [this](size_t index, const std::string& reason) { report_bad_gpu_decode(*train_set_, index, reason); },
-        [&loader](const data::HostBatch& b) { loader.release(b); });
+    gpu_decoder_->submit(*batch, bad_gpu_decode_handler(*train_set_), release_to(loader));
   }
 
   EpochRecord train_epoch(int64_t epoch) {
@@ -596,7 +597,7 @@ class Run {
   void add_gpu_decode_counts(EpochRecord& record) {
     std::optional<gpu::GpuDecodeCounts> counts;
     if (gpu_decoder_) counts = gpu_decoder_->take_counts();
-    auto value = [&](int64_t gpu::GpuDecodeCounts::*member) {
+    auto value = [&](auto gpu::GpuDecodeCounts::*member) {
       return counts ? std::optional<double>(static_cast<double>((*counts).*member)) : std::nullopt;
     };
     record.extra.emplace_back("gpu_decode_hardware", value(&gpu::GpuDecodeCounts::hardware));
@@ -604,12 +605,11 @@ class Run {
     record.extra.emplace_back("gpu_decode_cpu_fallback", value(&gpu::GpuDecodeCounts::cpu_fallback));
     // The training thread's work in the decoder, and its waits there for the device: against the epoch's wall
     // time they tell a host-bound GPU decode from a device-bound one.
-    record.extra.emplace_back("gpu_decode_host_s", counts ? std::optional<double>(counts->host_s) : std::nullopt);
-    record.extra.emplace_back("gpu_decode_wait_s", counts ? std::optional<double>(counts->wait_s) : std::nullopt);
+    record.extra.emplace_back("gpu_decode_host_s", value(&gpu::GpuDecodeCounts::host_s));
+    record.extra.emplace_back("gpu_decode_wait_s", value(&gpu::GpuDecodeCounts::wait_s));
     // Parts of host_s: choosing routes (nvJPEG parses each header), and nvJPEG's batched hardware calls.
-    record.extra.emplace_back("gpu_decode_route_s", counts ? std::optional<double>(counts->route_s) : std::nullopt);
-    record.extra.emplace_back("gpu_decode_hardware_call_s",
-                              counts ? std::optional<double>(counts->hardware_call_s) : std::nullopt);
+    record.extra.emplace_back("gpu_decode_route_s", value(&gpu::GpuDecodeCounts::route_s));
+    record.extra.emplace_back("gpu_decode_hardware_call_s", value(&gpu::GpuDecodeCounts::hardware_call_s));
     if (!counts) return;
     record.bad_samples += counts->bad;
     if (counts->hybrid + counts->cpu_fallback + counts->bad > 0) {
