@@ -360,7 +360,7 @@ def main():
             data_s = time.monotonic() - started
     datasets = [("synthetic", ["--data", "synthetic"]), ("jpeg", ["--data", "folder", "--data-root", data_root])]
     machine = {"date": datetime.date.today().isoformat(), "host": platform.node(), "device": opts.device,
-               "command": " ".join(sys.argv), "data_s": data_s, "command_s": 0.0}
+               "command": " ".join(sys.argv), "data_s": data_s}  # command_s: set by save()
     earlier_command_s = 0.0  # with --resume, the cut-short commands' time before this one
     runs, pending = [], {}  # pending: kept runs not yet reached, saved with the others (a cut-short resume loses none)
     saved_path = os.path.join(opts.out, "ablation.json")
