@@ -71,4 +71,9 @@ LaunchEnv read_launch_env() {
   });
 }
 
+std::string widen_cuda_hardware_queues(int queues) {
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", std::to_string(queues).c_str(), /*overwrite=*/0);
+  return std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+}
+
 }  // namespace rn50

@@ -1,4 +1,5 @@
-// core/launch_env.h: which process of a multi-process launch this is, read from torchrun, Slurm or Open MPI variables.
+// core/launch_env.h: which process of a multi-process launch this is, read from torchrun, Slurm or Open MPI variables;
+// and the CUDA variable rn50 sets for itself before CUDA starts.
 #pragma once
 
 #include <functional>
@@ -24,5 +25,12 @@ struct LaunchEnv {
 // inconsistent value throws ConfigError naming the variable.
 LaunchEnv read_launch_env(const std::function<std::optional<std::string>(const std::string&)>& getenv);
 LaunchEnv read_launch_env();  // from the process environment
+
+// The hardware queues CUDA gives this process (CUDA_DEVICE_MAX_CONNECTIONS, CUDA's default 8) for decode: gpu.
+// With 8, LibTorch's pooled streams share queues, and nvJPEG's work queued a step ahead waited behind the training
+// step on its queue: on the H200 decoding then took a whole step per batch; with 32 it overlaps the step
+// (bench/results/2026-11-30-h200.md). Sets `queues` unless the user set the variable; returns the value in force.
+// Only effective before CUDA starts in this process.
+std::string widen_cuda_hardware_queues(int queues);
 
 }  // namespace rn50

@@ -371,6 +371,8 @@ class Run {
     if (device_.is_cuda()) rows.emplace_back("(kernels)", gpu::describe_kernels(device_.index()));
     if (gpu_decoder_) {
       rows.emplace_back("(decode)", gpu_decoder_->describe());
+      const char* queues = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+      rows.emplace_back("(cuda hardware queues)", queues ? queues : "CUDA's default (8)");
     } else {
       rows.emplace_back("(input copy)", async_upload_ ? "pinned, asynchronous on a copy stream" : "blocking copy");
     }

@@ -1,6 +1,7 @@
 // tests/core/test_launch_env.cpp: rank and world size from torchrun, Slurm and Open MPI variables.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <map>
 
 #include "core/launch_env.h"
@@ -68,6 +69,17 @@ TEST(LaunchEnv, BadValuesNameTheVariable) {
   EXPECT_NE(config_error_of([] { read({{"RANK", "0"}, {"WORLD_SIZE", "0"}}); }).find("WORLD_SIZE"), std::string::npos);
   EXPECT_NE(config_error_of([] { read({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "-4"}}); }).find("MASTER_PORT"),
             std::string::npos);
+}
+
+TEST(LaunchEnv, CudaHardwareQueuesSetOnlyWhereTheUserDidNot) {
+  const char* before = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  const std::string saved = before ? before : "";
+  unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  EXPECT_EQ(widen_cuda_hardware_queues(32), "32");
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "4", 1);
+  EXPECT_EQ(widen_cuda_hardware_queues(32), "4");  // the user's value is kept
+  EXPECT_STREQ(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"), "4");
+  if (before) setenv("CUDA_DEVICE_MAX_CONNECTIONS", saved.c_str(), 1); else unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
 }
 
 }  // namespace
