@@ -52,10 +52,17 @@ struct PinnedFree {
 using CudaEventOwner = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, CudaEventDeleter>;
 using PinnedMemory = std::unique_ptr<void, PinnedFree>;
 
-CudaEventOwner make_event() {
+CudaEventOwner make_timing_event() {
   cudaEvent_t event = nullptr;
-  RN50_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  RN50_CUDA_CHECK(cudaEventCreate(&event));
   return CudaEventOwner(event);
+}
+
+// Seconds between two completed events.
+double seconds_between(const CudaEventOwner& from, const CudaEventOwner& to) {
+  float ms = 0;
+  RN50_CUDA_CHECK(cudaEventElapsedTime(&ms, from.get(), to.get()));
+  return ms / 1e3;
 }
 
 // Device memory as byte tensors from LibTorch's caching allocator, allocated for use on `stream` (a pool stream,
@@ -203,6 +210,10 @@ struct GpuJpegDecoder::Impl {
     PinnedMemory fallback_host;  // libjpeg's images, allocated on the first fallback
     CudaEventOwner decode_done;  // on the decode stream: `decoded` holds the batch
     CudaEventOwner kernel_done;  // on the compute stream: kernel and label copy finished; the slot is free
+    // For the device times in GpuDecodeCounts only: read once kernel_done has completed, so never waited for.
+    CudaEventOwner decode_started;  // on the decode stream, before the batch's device work
+    CudaEventOwner input_wanted;    // on the compute stream, before it waits for decode_done
+    CudaEventOwner kernel_started;  // on the compute stream, after that wait
     // The hardware decoder's state, one per slot: a batch's decode may still run when the next batch starts, and
     // a state reused then could have its staging overwritten (as happened on the default backend). Reused only
     // after kernel_done, which follows this slot's whole decode.
@@ -210,6 +221,7 @@ struct GpuJpegDecoder::Impl {
     int hardware_batch = 0;  // the image count hardware_state was initialised for; 0: to initialise
     uint64_t sequence = 0;   // the number of the batch in flight
     bool awaiting_finish = false;  // submitted; finish_into has not yet queued its kernel (kernel_done unrecorded)
+    bool input_made = false;       // finish_into queued the kernel for the batch in flight (drain may drop one)
     std::optional<data::HostBatch> in_flight;
     ReleaseBatch release;
   };
@@ -287,8 +299,9 @@ struct GpuJpegDecoder::Impl {
       slot.jobs_host = pinned_alloc(sizeof(kernels::ResampleJob) * static_cast<size_t>(max_batch));
       slot.labels_host = pinned_alloc(sizeof(int64_t) * static_cast<size_t>(max_batch));
       slot.jobs_device = device_alloc(sizeof(kernels::ResampleJob) * static_cast<size_t>(max_batch), device, stream);
-      slot.decode_done = make_event();
-      slot.kernel_done = make_event();
+      for (CudaEventOwner* e :
+           {&slot.decode_done, &slot.kernel_done, &slot.decode_started, &slot.input_wanted, &slot.kernel_started})
+        *e = make_timing_event();
       if (hardware) slot.hardware_state = make_state(hardware.get());
     }
     routes.reserve(max_batch);
@@ -336,6 +349,12 @@ struct GpuJpegDecoder::Impl {
       RN50_CUDA_CHECK(status);
     }
     nvjpeg_memory.completed(slot.sequence);  // and, in order, every batch before it
+    if (slot.input_made) {  // else its compute-stream events are a previous batch's, or were never recorded
+      ++counts.device_batches;
+      counts.device_decode_s += seconds_between(slot.decode_started, slot.decode_done);
+      counts.input_stall_s += seconds_between(slot.input_wanted, slot.kernel_started);
+      counts.crop_s += seconds_between(slot.kernel_started, slot.kernel_done);
+    }
     const data::HostBatch batch = *slot.in_flight;
     slot.in_flight.reset();
     if (slot.release) slot.release(batch);
@@ -479,6 +498,7 @@ struct GpuJpegDecoder::Impl {
     slot.in_flight = batch;
     slot.release = release;
     slot.awaiting_finish = true;
+    slot.input_made = false;
     submitted.push_back(next_slot);
     next_slot = 1 - next_slot;
     count_host_time(started);
@@ -506,6 +526,7 @@ struct GpuJpegDecoder::Impl {
       if (routes[i] != Route::kCpu) plans[i] = data::plan_resample(s.info.width, s.info.height, s.geometry, out_size);
     }
     uint8_t* base = slot.decoded.reserve(std::max<size_t>(total, 1), device, decode_stream.stream());
+    RN50_CUDA_CHECK(cudaEventRecord(slot.decode_started.get(), decode_stream.stream()));
 
     // The default backend first, then the hardware batch, then the default backend again for what that failed.
     decode_hybrid(batch, base);
@@ -541,7 +562,9 @@ struct GpuJpegDecoder::Impl {
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
     const cudaStream_t compute = at::cuda::getCurrentCUDAStream().stream();
     const size_t n = static_cast<size_t>(count);
+    RN50_CUDA_CHECK(cudaEventRecord(slot.input_wanted.get(), compute));
     RN50_CUDA_CHECK(cudaStreamWaitEvent(compute, slot.decode_done.get(), 0));
+    RN50_CUDA_CHECK(cudaEventRecord(slot.kernel_started.get(), compute));
     RN50_CUDA_CHECK(cudaMemcpyAsync(slot.jobs_device.data_ptr(), slot.jobs_host.get(),
                                     sizeof(kernels::ResampleJob) * n, cudaMemcpyHostToDevice, compute));
     kernels::crop_resize_normalize(static_cast<const kernels::ResampleJob*>(slot.jobs_device.data_ptr()), count,
@@ -551,6 +574,7 @@ struct GpuJpegDecoder::Impl {
                                     cudaMemcpyHostToDevice, compute));
     RN50_CUDA_CHECK(cudaEventRecord(slot.kernel_done.get(), compute));
     slot.awaiting_finish = false;
+    slot.input_made = true;
     submitted.pop_front();
     count_host_time(started);
   }

@@ -28,6 +28,12 @@ struct GpuDecodeCounts {
   double wait_s = 0;  // ... and its waits there for the device (a slot to free up, a default-backend image)
   double route_s = 0;          // part of host_s: parsing headers with nvJPEG to choose each image's route
   double hardware_call_s = 0;  // part of host_s: inside nvJPEG's batched hardware calls
+  // On the device, from CUDA events, for the batches handed back so far (a batch is handed back when its slot is
+  // next needed, so the last one or two of an epoch count in the next):
+  int64_t device_batches = 0;  // the batches these three cover
+  double device_decode_s = 0;  // each batch's decode, from its stream reaching it to its images being ready
+  double input_stall_s = 0;    // the compute stream waiting for a batch's decode before making its input
+  double crop_s = 0;           // the crop kernel and the label copy, on the compute stream
 };
 
 // Called for a sample that no decoder could read: its dataset index and the reasons. May throw (strict mode).

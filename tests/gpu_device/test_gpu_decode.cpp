@@ -362,6 +362,15 @@ TEST_F(GeneratedJpegs, BatchesSubmittedAheadMatchTheCpuPath) {
   ASSERT_EQ(next_finish, kBatches);
   decoder.drain();
   EXPECT_EQ(released, kBatches);
+  // Every batch handed back has its device times, read from its events (the decode and the kernel take time).
+  const gpu::GpuDecodeCounts counts = decoder.take_counts();
+  EXPECT_EQ(counts.device_batches, kBatches);
+  EXPECT_GT(counts.device_decode_s, 0);
+  EXPECT_GT(counts.crop_s, 0);
+  EXPECT_GE(counts.input_stall_s, 0);
+  std::printf("[ measured ] %d batches of %lld on the device: decode %.3f ms, waited for %.3f ms, crop %.3f ms\n",
+              kBatches, static_cast<long long>(n), counts.device_decode_s * 1e3, counts.input_stall_s * 1e3,
+              counts.crop_s * 1e3);
   for (int b = 0; b < kBatches; ++b) {
     const at::Tensor y = label_out[b].cpu();
     for (int64_t i = 0; i < n; ++i) EXPECT_EQ(y.data_ptr<int64_t>()[i], 10 * b + i) << "batch " << b;
