@@ -33,4 +33,8 @@ LaunchEnv read_launch_env();  // from the process environment
 // Only effective before CUDA starts in this process.
 std::string widen_cuda_hardware_queues(int queues);
 
+// For rn50 doctor: what a user-set CUDA_DEVICE_MAX_CONNECTIONS (`value`, nullptr when unset) means for decode: gpu;
+// empty when unset or at least 32, as rn50 would set it.
+std::string cuda_hardware_queues_warning(const char* value);
+
 }  // namespace rn50

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <functional>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/launch_env.h"
 #include "core/log.h"
 #include "data/decode_bench.h"
 #include "gpu/cuda_support.h"
@@ -191,6 +193,9 @@ int run_doctor(const DoctorOptions& options) {
                       fits ? "ok" : "bad", fits ? "" : "the driver is older than the CUDA runtime LibTorch needs"});
     }
     rows.push_back({"gpu", "visible GPUs", std::to_string(torch::cuda::device_count()), "info", gpu::describe_links()});
+    const char* queues = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    if (const std::string warning = cuda_hardware_queues_warning(queues); !warning.empty())
+      rows.push_back({"gpu", "CUDA hardware queues", queues, "warn", warning});
     // NVML numbers GPUs its own way (CUDA_VISIBLE_DEVICES, CUDA's order): find this device by its UUID.
     std::string why_not;
     nvml = gpu::open_nvml(&why_not);

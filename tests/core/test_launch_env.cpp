@@ -71,6 +71,15 @@ TEST(LaunchEnv, BadValuesNameTheVariable) {
             std::string::npos);
 }
 
+TEST(LaunchEnv, FewCudaHardwareQueuesAreWarnedAbout) {
+  EXPECT_EQ(cuda_hardware_queues_warning(nullptr), "");
+  EXPECT_EQ(cuda_hardware_queues_warning("32"), "");
+  EXPECT_EQ(cuda_hardware_queues_warning("64"), "");
+  EXPECT_NE(cuda_hardware_queues_warning("1").find("CUDA_DEVICE_MAX_CONNECTIONS=1 "), std::string::npos);
+  EXPECT_NE(cuda_hardware_queues_warning("8").find("waits behind the training step"), std::string::npos);
+  EXPECT_NE(cuda_hardware_queues_warning("lots"), "");  // not a number: not known to give 32 queues
+}
+
 TEST(LaunchEnv, CudaHardwareQueuesSetOnlyWhereTheUserDidNot) {
   const char* before = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
   const std::string saved = before ? before : "";
