@@ -83,7 +83,8 @@ std::string cuda_hardware_queues_warning(const char* value) {
 
 std::string widen_cuda_hardware_queues(int queues) {
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", std::to_string(queues).c_str(), /*overwrite=*/0);
-  return std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  const char* value = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  return value ? value : "";  // unset only if setenv failed
 }
 
 }  // namespace rn50

@@ -170,7 +170,7 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
     result.hardware_us_per_image = per_image_us(counts.hardware_call_s);
   }
   if (counts.device_batches > 0) {
-    result.device_decode_ms_per_batch = counts.device_decode_s * 1e3 / static_cast<double>(counts.device_batches);
+    result.decode_latency_ms_per_batch = counts.decode_latency_s * 1e3 / static_cast<double>(counts.device_batches);
     result.crop_ms_per_batch = counts.crop_s * 1e3 / static_cast<double>(counts.device_batches);
   }
   result.routes = decoder.describe();

@@ -17,7 +17,7 @@ struct GpuDecodeBenchResult {
   double wait_us_per_image = 0;  // ... and its waits there for the device
   double route_us_per_image = 0;     // part of host_us_per_image: nvJPEG parsing headers to route them
   double hardware_us_per_image = 0;  // part of host_us_per_image: nvJPEG's batched hardware calls
-  double device_decode_ms_per_batch = 0;  // on the device: a batch's decode (GpuDecodeCounts::device_decode_s)
+  double decode_latency_ms_per_batch = 0;  // a batch from submit to ready (GpuDecodeCounts::decode_latency_s)
   double crop_ms_per_batch = 0;           // ... and its crop kernel
   std::string routes;  // GpuJpegDecoder::describe()
   // With a simulated training step (step_ms > 0): the step's time alone, and each batch's time with the step

@@ -211,7 +211,7 @@ struct GpuJpegDecoder::Impl {
     CudaEventOwner decode_done;  // on the decode stream: `decoded` holds the batch
     CudaEventOwner kernel_done;  // on the compute stream: kernel and label copy finished; the slot is free
     // For the device times in GpuDecodeCounts only: read once kernel_done has completed, so never waited for.
-    CudaEventOwner decode_started;  // on the decode stream, before the batch's device work
+    CudaEventOwner decode_started;  // on the decode stream, before nvJPEG's calls for the batch
     CudaEventOwner input_wanted;    // on the compute stream, before it waits for decode_done
     CudaEventOwner kernel_started;  // on the compute stream, after that wait
     // The hardware decoder's state, one per slot: a batch's decode may still run when the next batch starts, and
@@ -351,7 +351,7 @@ struct GpuJpegDecoder::Impl {
     nvjpeg_memory.completed(slot.sequence);  // and, in order, every batch before it
     if (slot.input_made) {  // else its compute-stream events are a previous batch's, or were never recorded
       ++counts.device_batches;
-      counts.device_decode_s += seconds_between(slot.decode_started, slot.decode_done);
+      counts.decode_latency_s += seconds_between(slot.decode_started, slot.decode_done);
       counts.input_stall_s += seconds_between(slot.input_wanted, slot.kernel_started);
       counts.crop_s += seconds_between(slot.kernel_started, slot.kernel_done);
     }

@@ -31,7 +31,9 @@ struct GpuDecodeCounts {
   // On the device, from CUDA events, for the batches handed back so far (a batch is handed back when its slot is
   // next needed, so the last one or two of an epoch count in the next):
   int64_t device_batches = 0;  // the batches these three cover
-  double device_decode_s = 0;  // each batch's decode, from its stream reaching it to its images being ready
+  // Each batch from submit queuing it to its images being ready on the device: nvJPEG's host calls feed the device
+  // work as they go, so this includes them (at least gpu_decode_hardware_call_s), not the device work alone.
+  double decode_latency_s = 0;
   double input_stall_s = 0;    // the compute stream waiting for a batch's decode before making its input
   double crop_s = 0;           // the crop kernel and the label copy, on the compute stream
 };

@@ -614,9 +614,9 @@ class Run {
     // Parts of host_s: choosing routes (nvJPEG parses each header), and nvJPEG's batched hardware calls.
     record.extra.emplace_back("gpu_decode_route_s", value(&gpu::GpuDecodeCounts::route_s));
     record.extra.emplace_back("gpu_decode_hardware_call_s", value(&gpu::GpuDecodeCounts::hardware_call_s));
-    // On the device: the decode's own time, the step's stream waiting for it (what decoding costs training), and
-    // the crop kernel.
-    record.extra.emplace_back("gpu_decode_device_s", value(&gpu::GpuDecodeCounts::device_decode_s));
+    // From CUDA events: each batch from submit to ready (nvJPEG's host calls included), the compute stream waiting
+    // for a decode before making the input, and the crop kernel.
+    record.extra.emplace_back("gpu_decode_latency_s", value(&gpu::GpuDecodeCounts::decode_latency_s));
     record.extra.emplace_back("gpu_decode_stall_s", value(&gpu::GpuDecodeCounts::input_stall_s));
     record.extra.emplace_back("gpu_decode_crop_s", value(&gpu::GpuDecodeCounts::crop_s));
     if (!counts) return;

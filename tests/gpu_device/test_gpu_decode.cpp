@@ -365,11 +365,11 @@ TEST_F(GeneratedJpegs, BatchesSubmittedAheadMatchTheCpuPath) {
   // Every batch handed back has its device times, read from its events (the decode and the kernel take time).
   const gpu::GpuDecodeCounts counts = decoder.take_counts();
   EXPECT_EQ(counts.device_batches, kBatches);
-  EXPECT_GT(counts.device_decode_s, 0);
+  EXPECT_GT(counts.decode_latency_s, 0);
   EXPECT_GT(counts.crop_s, 0);
   EXPECT_GE(counts.input_stall_s, 0);
-  std::printf("[ measured ] %d batches of %lld on the device: decode %.3f ms, waited for %.3f ms, crop %.3f ms\n",
-              kBatches, static_cast<long long>(n), counts.device_decode_s * 1e3, counts.input_stall_s * 1e3,
+  std::printf("[ measured ] %d batches of %lld submit to ready %.3f ms, waited for %.3f ms, crop %.3f ms\n",
+              kBatches, static_cast<long long>(n), counts.decode_latency_s * 1e3, counts.input_stall_s * 1e3,
               counts.crop_s * 1e3);
   for (int b = 0; b < kBatches; ++b) {
     const at::Tensor y = label_out[b].cpu();
