@@ -474,10 +474,13 @@ class Run {
     int64_t interval_steps = 0;
     for (int64_t s = 0; s < steps_per_epoch_; ++s) {
       timer_->begin_step();
-      const bool gpu_decode_ahead = loader && gpu_decoder_ && config_.decode_ahead;
-      if (gpu_decode_ahead) {
+      if (loader && gpu_decoder_ && config_.decode_ahead) {
+        // Batch s+1's decode is queued before step s, a step ahead of its use: queued just before its own step,
+        // after the step before, the hardware decode did not overlap that step on the H200 and the GPU waited for it
+        // (bench/results/2026-11-30-h200.md).
         if (s == 0) submit_gpu_decode(*loader, record);
-        gpu_decoder_->finish_into(step_->images(), step_->labels());  // batch s, submitted during step s-1
+        gpu_decoder_->finish_into(step_->images(), step_->labels());
+        if (s + 1 < steps_per_epoch_) submit_gpu_decode(*loader, record);
       } else if (loader) {
         const auto wait_start = Clock::now();
         const std::optional<data::HostBatch> batch = loader->next();
@@ -491,11 +494,6 @@ class Run {
       timer_->mark(Phase::kInput);
       const double lr = schedule_.at(global_step_);
       const at::Tensor& loss = step_->run(lr);
-      // Batch s+1's decode, a step ahead of its use and after step s is queued: nvJPEG's host call (about 20 ms a
-      // batch of 256 under training load on the H200) then runs while the device has step s to work on. Queued
-      // before step s instead, the device went idle whenever the call outlasted the step still running, 1.5-2.9 ms a
-      // step on average (bench/results/2026-11-30-h200-c.md).
-      if (gpu_decode_ahead && s + 1 < steps_per_epoch_) submit_gpu_decode(*loader, record);
       beat();
       loss_sum.add_(loss);
       interval_loss.add_(loss);
