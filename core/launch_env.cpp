@@ -75,14 +75,15 @@ std::string cuda_hardware_queues_warning(const char* value) {
   if (value == nullptr) return "";
   char* end = nullptr;
   const long queues = std::strtol(value, &end, 10);
-  if (end != value && *end == '\0' && queues >= 32) return "";
-  return std::string("CUDA_DEVICE_MAX_CONNECTIONS=") + value +
-         " in this environment, kept by rn50: with fewer than 32 hardware queues GPU decoding (--decode gpu) waits "
-         "behind the training step (on an H200, 14-21% slower with 8)";
+  if (end != value && *end == '\0' && queues >= kGpuDecodeCudaQueues) return "";
+  return std::string("CUDA_DEVICE_MAX_CONNECTIONS=") + value + " in this environment, kept by rn50: with fewer than " +
+         std::to_string(kGpuDecodeCudaQueues) +
+         " hardware queues GPU decoding (--decode gpu) waits behind the training step (on an H200, 14-21% slower "
+         "with 8)";
 }
 
-std::string widen_cuda_hardware_queues(int queues) {
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", std::to_string(queues).c_str(), /*overwrite=*/0);
+std::string widen_cuda_hardware_queues() {
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", std::to_string(kGpuDecodeCudaQueues).c_str(), /*overwrite=*/0);
   const char* value = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
   return value ? value : "";  // unset only if setenv failed
 }

@@ -28,13 +28,16 @@ LaunchEnv read_launch_env();  // from the process environment
 
 // The hardware queues CUDA gives this process (CUDA_DEVICE_MAX_CONNECTIONS, CUDA's default 8) for decode: gpu.
 // With 8, LibTorch's pooled streams share queues, and nvJPEG's work queued a step ahead waited behind the training
-// step on its queue: on the H200 decoding then took a whole step per batch; with 32 it overlaps the step
-// (bench/results/2026-11-30-h200.md). Sets `queues` unless the user set the variable; returns the value in force.
-// Only effective before CUDA starts in this process.
-std::string widen_cuda_hardware_queues(int queues);
+// step on its queue: on the H200 training ran 14-21% below synthetic data, 4-5% with 32
+// (bench/results/2026-11-30-h200-c.md).
+inline constexpr int kGpuDecodeCudaQueues = 32;
+
+// Sets CUDA_DEVICE_MAX_CONNECTIONS to kGpuDecodeCudaQueues unless the user set it; returns the value in force. Only
+// effective before CUDA starts in this process.
+std::string widen_cuda_hardware_queues();
 
 // For rn50 doctor: what a user-set CUDA_DEVICE_MAX_CONNECTIONS (`value`, nullptr when unset) means for decode: gpu;
-// empty when unset or at least 32, as rn50 would set it.
+// empty when unset or at least kGpuDecodeCudaQueues.
 std::string cuda_hardware_queues_warning(const char* value);
 
 }  // namespace rn50

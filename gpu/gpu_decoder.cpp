@@ -221,7 +221,6 @@ struct GpuJpegDecoder::Impl {
     int hardware_batch = 0;  // the image count hardware_state was initialised for; 0: to initialise
     uint64_t sequence = 0;   // the number of the batch in flight
     bool awaiting_finish = false;  // submitted; finish_into has not yet queued its kernel (kernel_done unrecorded)
-    bool input_made = false;       // finish_into queued the kernel for the batch in flight (drain may drop one)
     std::optional<data::HostBatch> in_flight;
     ReleaseBatch release;
   };
@@ -231,8 +230,8 @@ struct GpuJpegDecoder::Impl {
   int out_size = 0;
   data::Normalization norm = data::imagenet_normalization();
   // From LibTorch's pool at high priority, so that nvJPEG's kernels (the colour conversion after the hardware
-  // engines, the default backend's IDCT) need not wait behind the training step's, which fill every SM. (It did not
-  // remove the per-step wait measured on the H200: bench/results/2026-11-30-h200.md.)
+  // engines, the default backend's IDCT) need not wait behind the training step's, which fill every SM. (Low
+  // priority trained as fast on the H200: bench/results/2026-11-30-h200-c.md.)
   c10::cuda::CUDAStream decode_stream;
   // The default backend's images, each waited for on the host (see decode_hybrid): a stream of their own, so that
   // the wait does not include the other batch's hardware decode, queued on decode_stream a step earlier.
@@ -348,15 +347,19 @@ struct GpuJpegDecoder::Impl {
       }
       RN50_CUDA_CHECK(status);
     }
+    ++counts.device_batches;  // finished, so all five of its events are this batch's and complete
+    counts.decode_latency_s += seconds_between(slot.decode_started, slot.decode_done);
+    counts.input_stall_s += seconds_between(slot.input_wanted, slot.kernel_started);
+    counts.crop_s += seconds_between(slot.kernel_started, slot.kernel_done);
+    hand_back(slot);
+  }
+
+  // The slot's batch back to its loader, the device done with it.
+  void hand_back(Slot& slot) {
     nvjpeg_memory.completed(slot.sequence);  // and, in order, every batch before it
-    if (slot.input_made) {  // else its compute-stream events are a previous batch's, or were never recorded
-      ++counts.device_batches;
-      counts.decode_latency_s += seconds_between(slot.decode_started, slot.decode_done);
-      counts.input_stall_s += seconds_between(slot.input_wanted, slot.kernel_started);
-      counts.crop_s += seconds_between(slot.kernel_started, slot.kernel_done);
-    }
     const data::HostBatch batch = *slot.in_flight;
     slot.in_flight.reset();
+    slot.awaiting_finish = false;
     if (slot.release) slot.release(batch);
   }
 
@@ -498,7 +501,6 @@ struct GpuJpegDecoder::Impl {
     slot.in_flight = batch;
     slot.release = release;
     slot.awaiting_finish = true;
-    slot.input_made = false;
     submitted.push_back(next_slot);
     next_slot = 1 - next_slot;
     count_host_time(started);
@@ -574,7 +576,6 @@ struct GpuJpegDecoder::Impl {
                                     cudaMemcpyHostToDevice, compute));
     RN50_CUDA_CHECK(cudaEventRecord(slot.kernel_done.get(), compute));
     slot.awaiting_finish = false;
-    slot.input_made = true;
     submitted.pop_front();
     count_host_time(started);
   }
@@ -589,7 +590,7 @@ struct GpuJpegDecoder::Impl {
   void drain() {
     waited([&] { RN50_CUDA_CHECK(cudaStreamSynchronize(decode_stream.stream())); });
     waited([&] { RN50_CUDA_CHECK(cudaStreamSynchronize(hybrid_stream.stream())); });
-    for (int index : submitted) slots[index].awaiting_finish = false;
+    for (int index : submitted) hand_back(slots[index]);  // decoded, never finished: nothing on the compute stream
     submitted.clear();
     for (Slot& slot : slots) retire(slot, /*wait=*/true);
   }

@@ -113,7 +113,7 @@ int train_command(int argc, char** argv) {
   rn50::validate(config);
   // NCCL reads its variables when the communicator is created, later in this process.
   if (!config.nvlink) setenv("NCCL_P2P_DISABLE", "1", /*overwrite=*/1);
-  if (config.decode == "gpu") rn50::widen_cuda_hardware_queues(32);  // before CUDA starts: see launch_env.h
+  if (config.decode == "gpu") rn50::widen_cuda_hardware_queues();  // before CUDA starts: see launch_env.h
   const auto models = rn50::models::names();
   if (std::find(models.begin(), models.end(), config.model) == models.end()) {
     rn50::models::create(config.model, {});  // throws the ConfigError that lists the known models
@@ -268,7 +268,7 @@ int bench_decode_command(int argc, char** argv) {
   const int size = parsed["size"].as<int>();
   const double seconds = parsed["seconds"].as<double>();
   if (decode == "gpu") {
-    rn50::widen_cuda_hardware_queues(32);  // as training with decode: gpu does
+    rn50::widen_cuda_hardware_queues();  // as training with decode: gpu does
     const std::string device = parsed["device"].as<std::string>();
     if (device.rfind("cuda", 0) != 0) {
       throw rn50::ConfigError("--decode gpu needs a CUDA --device (got '" + device + "')");

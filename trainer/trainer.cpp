@@ -475,9 +475,9 @@ class Run {
     for (int64_t s = 0; s < steps_per_epoch_; ++s) {
       timer_->begin_step();
       if (loader && gpu_decoder_ && config_.decode_ahead) {
-        // Batch s+1's decode is queued before step s, a step ahead of its use: queued just before its own step,
-        // after the step before, the hardware decode did not overlap that step on the H200 and the GPU waited for it
-        // (bench/results/2026-11-30-h200.md).
+        // Batch s+1's decode is queued before step s, a step ahead of its use (first measured with CUDA's 8 hardware
+        // queues, where neither order overlapped; with rn50's 32 both train at the same rate on the H200:
+        // bench/results/2026-11-30-h200-c.md).
         if (s == 0) submit_gpu_decode(*loader, record);
         gpu_decoder_->finish_into(step_->images(), step_->labels());
         if (s + 1 < steps_per_epoch_) submit_gpu_decode(*loader, record);

@@ -84,9 +84,9 @@ TEST(LaunchEnv, CudaHardwareQueuesSetOnlyWhereTheUserDidNot) {
   const char* before = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
   const std::string saved = before ? before : "";
   unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
-  EXPECT_EQ(widen_cuda_hardware_queues(32), "32");
+  EXPECT_EQ(widen_cuda_hardware_queues(), "32");
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "4", 1);
-  EXPECT_EQ(widen_cuda_hardware_queues(32), "4");  // the user's value is kept
+  EXPECT_EQ(widen_cuda_hardware_queues(), "4");  // the user's value is kept
   EXPECT_STREQ(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"), "4");
   if (before) setenv("CUDA_DEVICE_MAX_CONNECTIONS", saved.c_str(), 1); else unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
 }
