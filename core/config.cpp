@@ -139,7 +139,7 @@ std::vector<ConfigKey> make_keys() {
                  "where JPEGs are decoded and augmented: cpu (libjpeg-turbo on the decode threads) or gpu (nvJPEG and "
                  "one kernel on the device; the decode threads only read files)"),
       bool_key("decode_ahead", &C::decode_ahead,
-               "decode: gpu: queue batch k+1's decode before training step k (off: right before its own step)"),
+               "decode: gpu: queue batch k+1's decode right after training step k is queued (off: right before its own step)"),
       bool_key("strict_data", &C::strict_data, "stop at the first unreadable image instead of skipping it"),
       int_key("synthetic_images", &C::synthetic_images, "images per epoch when data is synthetic"),
       int_key("epochs", &C::epochs, "epochs to train"),

@@ -8,6 +8,7 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <algorithm>
 #include <deque>
 #include <stdexcept>
 
@@ -270,10 +271,10 @@ class CudaStepTimer final : public trainer::StepTimer {
     pending_.push_back({static_cast<int>(phase), start_, end});
     start_ = end;
   }
-  std::array<double, trainer::kNumPhases> take_totals() override {
+  trainer::PhaseTimes take_totals() override {
     while (!pending_.empty()) settle_oldest();
-    auto out = totals_;
-    totals_ = {};
+    const trainer::PhaseTimes out = times_;
+    times_ = {};
     return out;
   }
 
@@ -297,14 +298,16 @@ class CudaStepTimer final : public trainer::StepTimer {
     const Interval i = pending_.front();
     pending_.pop_front();
     RN50_CUDA_CHECK(cudaEventSynchronize(events_[i.end]->event));
-    totals_[i.phase] += elapsed_seconds(events_[i.start]->event, events_[i.end]->event);
+    const double seconds = elapsed_seconds(events_[i.start]->event, events_[i.end]->event);
+    times_.total[i.phase] += seconds;
+    times_.slowest[i.phase] = std::max(times_.slowest[i.phase], seconds);
   }
   static constexpr size_t kRing = 1024;
   std::vector<std::unique_ptr<Event>> events_;
   size_t cursor_ = 0;
   size_t start_ = 0;
   std::deque<Interval> pending_;
-  std::array<double, trainer::kNumPhases> totals_{};
+  trainer::PhaseTimes times_;
 };
 
 }  // namespace

@@ -98,8 +98,8 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
 
   using Clock = std::chrono::steady_clock;
   // Where the simulated step goes: right before each batch's decode (training's order until 2026-11-30), or
-  // after the next batch's decode is queued, so that each decode is queued a step ahead of its use (training's
-  // order now).
+  // right after its batch's input is made, with the next batch's decode queued after it, a step ahead of its use
+  // (training's order now; until call 5 of bench/results/2026-11-30-h200-c.md the decode went before the step).
   enum class StepOrder { kBeforeDecode, kDecodeAhead };
   auto measure = [&](bool train, SimulatedStep* step, StepOrder order) {
     data::SampleTransform transform;
@@ -130,9 +130,9 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
       } else {
         if (!ahead_submitted) decoder.submit(next_batch(), fail, keep);
         decoder.finish_into(images, label_out);
+        if (step) step->queue();
         decoder.submit(next_batch(), fail, keep);
         ahead_submitted = true;
-        if (step) step->queue();
       }
       ++finished;
     };

@@ -474,13 +474,10 @@ class Run {
     int64_t interval_steps = 0;
     for (int64_t s = 0; s < steps_per_epoch_; ++s) {
       timer_->begin_step();
-      if (loader && gpu_decoder_ && config_.decode_ahead) {
-        // Batch s+1's decode is queued before step s, a step ahead of its use (first measured with CUDA's 8 hardware
-        // queues, where neither order overlapped; with rn50's 32 both train at the same rate on the H200:
-        // bench/results/2026-11-30-h200-c.md).
+      const bool gpu_decode_ahead = loader && gpu_decoder_ && config_.decode_ahead;
+      if (gpu_decode_ahead) {
         if (s == 0) submit_gpu_decode(*loader, record);
-        gpu_decoder_->finish_into(step_->images(), step_->labels());
-        if (s + 1 < steps_per_epoch_) submit_gpu_decode(*loader, record);
+        gpu_decoder_->finish_into(step_->images(), step_->labels());  // batch s, submitted during step s-1
       } else if (loader) {
         const auto wait_start = Clock::now();
         const std::optional<data::HostBatch> batch = loader->next();
@@ -494,6 +491,11 @@ class Run {
       timer_->mark(Phase::kInput);
       const double lr = schedule_.at(global_step_);
       const at::Tensor& loss = step_->run(lr);
+      // Batch s+1's decode, a step ahead of its use, queued after step s: nvJPEG's batched call returns only once its
+      // batch is decoded (about 20 ms for 256 under training load on the H200), and the device has step s to work on
+      // meanwhile. Queued before step s, the call stood between every point where the device runs dry (an epoch's
+      // start, the log's sync every log_every steps) and the next step's launch.
+      if (gpu_decode_ahead && s + 1 < steps_per_epoch_) submit_gpu_decode(*loader, record);
       beat();
       loss_sum.add_(loss);
       interval_loss.add_(loss);
@@ -542,8 +544,10 @@ class Run {
       // No communication on one process: unavailable, not 0. Under a CUDA graph the all-reduces are inside
       // the replayed forward+backward and not timed apart.
       const bool measured = static_cast<Phase>(p) != Phase::kCommunication || (distributed_ && !step_->graphed());
-      record.extra.emplace_back(kPhaseNames[p], measured ? std::optional<double>(phases[p]) : std::nullopt);
+      record.extra.emplace_back(kPhaseNames[p], measured ? std::optional<double>(phases.total[p]) : std::nullopt);
     }
+    // The slowest step's input phase: near input_s, one stall (an epoch's first step, say); far below, a steady cost.
+    record.extra.emplace_back("input_slowest_step_s", phases.slowest[static_cast<int>(Phase::kInput)]);
     record.extra.emplace_back("h2d_copy_s", async_upload_ ? std::optional<double>(async_upload_->take_copy_seconds())
                                                           : std::nullopt);
     record.extra.emplace_back("cuda_graph", step_->graphed() ? 1.0 : 0.0);

@@ -1,0 +1,38 @@
+// tests/trainer/test_step_timer.cpp: the host step timer sums each phase and keeps its slowest step apart.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "trainer/step_timer.h"
+
+namespace rn50::trainer {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(HostStepTimer, SumsPhasesAndKeepsTheSlowestStep) {
+  HostStepTimer timer;
+  for (const auto input : {2ms, 30ms, 2ms}) {  // one slow input phase among three
+    timer.begin_step();
+    std::this_thread::sleep_for(input);
+    timer.mark(Phase::kInput);
+    std::this_thread::sleep_for(1ms);
+    timer.mark(Phase::kForwardBackward);
+  }
+  const PhaseTimes times = timer.take_totals();
+  const int input = static_cast<int>(Phase::kInput), compute = static_cast<int>(Phase::kForwardBackward);
+  EXPECT_GE(times.total[input], 0.034);
+  EXPECT_GE(times.slowest[input], 0.030);
+  EXPECT_LT(times.slowest[input], times.total[input] - 0.003);  // the two short ones are not in it
+  EXPECT_GE(times.total[compute], 0.003);
+  EXPECT_LE(times.slowest[compute], times.total[compute]);
+  EXPECT_EQ(times.total[static_cast<int>(Phase::kOptimizer)], 0.0);
+  // Taken: the next span starts empty.
+  const PhaseTimes next = timer.take_totals();
+  EXPECT_EQ(next.total[input], 0.0);
+  EXPECT_EQ(next.slowest[input], 0.0);
+}
+
+}  // namespace
+}  // namespace rn50::trainer
