@@ -38,9 +38,13 @@ class DeferredReuseMemory {
       free_.erase(reusable);
       return 0;
     }
-    void* fresh = raw_alloc_(size);
+    // A fresh block is a power of two: a later request a little larger (the next batch's compressed bytes, say)
+    // fits it instead of allocating again, and cudaHostAlloc or cudaMalloc stay off the steady state.
+    const size_t rounded = next_power_of_two(size);
+    void* fresh = raw_alloc_(rounded);
     if (fresh == nullptr) return 1;
-    owned_.emplace(fresh, size);
+    ++raw_allocations_;
+    owned_.emplace(fresh, rounded);
     *ptr = fresh;
     return 0;
   }
@@ -70,6 +74,12 @@ class DeferredReuseMemory {
     pending_.erase(done, pending_.end());
   }
 
+  // Blocks taken from raw_alloc so far.
+  uint64_t raw_allocations() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return raw_allocations_;
+  }
+
   size_t owned_bytes() const {
     std::lock_guard<std::mutex> lock(mutex_);
     size_t total = 0;
@@ -78,6 +88,11 @@ class DeferredReuseMemory {
   }
 
  private:
+  static size_t next_power_of_two(size_t size) {
+    size_t p = 1;
+    while (p < size) p <<= 1;
+    return p;
+  }
   static constexpr size_t kSlack = size_t{1} << 20;
   struct Pending {
     void* ptr;
@@ -91,6 +106,7 @@ class DeferredReuseMemory {
   std::multimap<size_t, void*> free_;  // by size
   std::vector<Pending> pending_;
   uint64_t batch_ = 0;
+  uint64_t raw_allocations_ = 0;
 };
 
 }  // namespace rn50::gpu

@@ -123,6 +123,7 @@ struct NvjpegMemory {
     device.completed(batch);
     pinned.completed(batch);
   }
+  uint64_t raw_allocations() const { return device.raw_allocations() + pinned.raw_allocations(); }
 };
 
 #if defined(NVJPEG_VER_MAJOR) && NVJPEG_VER_MAJOR >= 12
@@ -249,6 +250,7 @@ struct GpuJpegDecoder::Impl {
   int next_slot = 0;
   std::deque<int> submitted;  // slots awaiting finish_into, oldest first
   uint64_t batches = 0;  // batches decoded so far: the next one's number
+  uint64_t allocations_counted = 0;  // nvJPEG's raw allocations up to the last take_counts
   GpuDecodeCounts counts;
   double wait_in_call = 0;  // waited() seconds in the current submit, finish_into or drain
   bool hardware_failure_logged = false;
@@ -690,7 +692,10 @@ void GpuJpegDecoder::drain() { impl_->drain(); }
 void GpuJpegDecoder::abandon() { impl_->abandon(); }
 
 GpuDecodeCounts GpuJpegDecoder::take_counts() {
-  const GpuDecodeCounts out = impl_->counts;
+  GpuDecodeCounts out = impl_->counts;
+  const uint64_t allocations = impl_->nvjpeg_memory.raw_allocations();
+  out.new_buffers = static_cast<int64_t>(allocations - impl_->allocations_counted);
+  impl_->allocations_counted = allocations;
   impl_->counts = {};
   return out;
 }

@@ -36,6 +36,9 @@ struct GpuDecodeCounts {
   double decode_latency_s = 0;
   double input_stall_s = 0;    // the compute stream waiting for a batch's decode before making its input
   double crop_s = 0;           // the crop kernel and the label copy, on the compute stream
+  // Buffers nvJPEG had to have freshly allocated (cudaMalloc, cudaHostAlloc: slow, and the host waits in them);
+  // none once its memory pool has grown to what the batches need.
+  int64_t new_buffers = 0;
 };
 
 // Called for a sample that no decoder could read: its dataset index and the reasons. May throw (strict mode).

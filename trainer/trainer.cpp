@@ -621,6 +621,7 @@ class Run {
     record.extra.emplace_back("gpu_decode_latency_s", value(&gpu::GpuDecodeCounts::decode_latency_s));
     record.extra.emplace_back("gpu_decode_stall_s", value(&gpu::GpuDecodeCounts::input_stall_s));
     record.extra.emplace_back("gpu_decode_crop_s", value(&gpu::GpuDecodeCounts::crop_s));
+    record.extra.emplace_back("gpu_decode_new_buffers", value(&gpu::GpuDecodeCounts::new_buffers));
     if (!counts) return;
     record.bad_samples += counts->bad;
     if (counts->hybrid + counts->cpu_fallback + counts->bad > 0) {
