@@ -38,13 +38,10 @@ class DeferredReuseMemory {
       free_.erase(reusable);
       return 0;
     }
-    // A fresh block is a power of two: a later request a little larger (the next batch's compressed bytes, say)
-    // fits it instead of allocating again, and cudaHostAlloc or cudaMalloc stay off the steady state.
-    const size_t rounded = next_power_of_two(size);
-    void* fresh = raw_alloc_(rounded);
+    void* fresh = raw_alloc_(size);
     if (fresh == nullptr) return 1;
     ++raw_allocations_;
-    owned_.emplace(fresh, rounded);
+    owned_.emplace(fresh, size);
     *ptr = fresh;
     return 0;
   }
@@ -88,11 +85,6 @@ class DeferredReuseMemory {
   }
 
  private:
-  static size_t next_power_of_two(size_t size) {
-    size_t p = 1;
-    while (p < size) p <<= 1;
-    return p;
-  }
   static constexpr size_t kSlack = size_t{1} << 20;
   struct Pending {
     void* ptr;

@@ -202,7 +202,7 @@ enum class Route { kHardware, kHybrid, kCpu };
 bool built_with_nvjpeg() { return true; }
 
 struct GpuJpegDecoder::Impl {
-  // One of the two batches in flight: its decoded images, tables and the events that guard their reuse.
+  // One of the batches in flight: its decoded images, tables and the events that guard their reuse.
   struct Slot {
     GrowingDeviceBuffer decoded;  // the batch's decoded RGB images, written on the decode stream
     PinnedMemory jobs_host;       // kernel table, copied to jobs_device on the compute stream
@@ -246,7 +246,7 @@ struct GpuJpegDecoder::Impl {
   unsigned hardware_engines = 0;
   bool interpolated_chroma = false;
   bool no_pipeline = false;  // the hardware decoder without nvJPEG's buffering across calls
-  Slot slots[2];
+  Slot slots[kSlots];
   int next_slot = 0;
   std::deque<int> submitted;  // slots awaiting finish_into, oldest first
   uint64_t batches = 0;  // batches decoded so far: the next one's number
@@ -488,7 +488,7 @@ struct GpuJpegDecoder::Impl {
     for (Slot& other : slots) retire(other, /*wait=*/false);
     Slot& slot = slots[next_slot];
     if (slot.awaiting_finish)
-      throw std::logic_error("GpuJpegDecoder: two batches already submitted and not finished");
+      throw std::logic_error("GpuJpegDecoder: every slot holds a batch submitted and not finished");
     retire(slot, /*wait=*/true);  // from here on nothing queued reads this slot's memory
     slot.sequence = batches++;
     nvjpeg_memory.set_batch(slot.sequence);
@@ -504,7 +504,7 @@ struct GpuJpegDecoder::Impl {
     slot.release = release;
     slot.awaiting_finish = true;
     submitted.push_back(next_slot);
-    next_slot = 1 - next_slot;
+    next_slot = (next_slot + 1) % kSlots;
     count_host_time(started);
   }
 

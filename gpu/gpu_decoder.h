@@ -48,6 +48,11 @@ using ReleaseBatch = std::function<void(const data::HostBatch&)>;
 
 class GpuJpegDecoder {
  public:
+  // Batches held at once. Training submits a batch after queuing the step before its use, and that submit reuses
+  // the slot of three batches back: it waits for the step three before to start, so the host may take up to about
+  // two steps for nvJPEG's call (which returns once its batch is decoded) before the device runs dry.
+  static constexpr int kSlots = 3;
+
   // Batches of up to max_batch samples into out_size x out_size images on CUDA device `device`. Throws
   // rn50::ConfigError in builds without nvJPEG. hardware_no_pipeline: NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE for the
   // hardware decoder (nvJPEG otherwise buffers images across batched calls; for `bench-decode` experiments).
@@ -58,8 +63,8 @@ class GpuJpegDecoder {
 
   // Queues the decode of batch.encoded[0, batch.size): nvJPEG runs on a stream of its own, so that the batch can
   // decode while the step queued before its use trains. A sample nothing could decode goes to on_bad and is
-  // replaced by the next decoded sample of the batch, label included (batch.labels is rewritten). At most two
-  // batches are held (submitted, or finished and still read by the device): a third submit first waits for the
+  // replaced by the next decoded sample of the batch, label included (batch.labels is rewritten). At most kSlots
+  // batches are held (submitted, or finished and still read by the device): one more submit first waits for the
   // oldest finished one; `release` gets each back when the device is done with it.
   void submit(const data::HostBatch& batch, const BadDecodeHandler& on_bad, const ReleaseBatch& release);
   // Makes the oldest submitted batch's input: crops, resizes, flips and normalises it into `images` ([N, 3, S, S]

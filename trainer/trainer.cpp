@@ -661,7 +661,7 @@ class Run {
   std::shared_ptr<models::Classifier> model_;
   std::unique_ptr<Sgd> sgd_;
   static constexpr int kCopySlots = 2;
-  static constexpr int kDecodeSlots = 2;  // batches GpuJpegDecoder holds
+  static constexpr int kDecodeSlots = gpu::GpuJpegDecoder::kSlots;  // batches the decoder holds
   std::unique_ptr<StepTimer> timer_;
   std::unique_ptr<TrainStep> step_;
   std::unique_ptr<InputUploader> uploader_;

@@ -306,7 +306,7 @@ class RotatedBatches {
 // kernel). Every batch, checked after the last, against the CPU path.
 TEST_F(GeneratedJpegs, BackToBackBatchesMatchTheCpuPath) {
   const int size = 64;
-  constexpr int kBatches = 5;  // more than the decoder's two slots
+  constexpr int kBatches = gpu::GpuJpegDecoder::kSlots + 2;  // more than the decoder's slots
   const data::JpegFolderDataset set = dataset(true, size);
   RotatedBatches batches(set, kBatches);  // keeps a reference to `set`
   const int64_t n = batches.size();
@@ -378,8 +378,8 @@ TEST_F(GeneratedJpegs, BatchesSubmittedAheadMatchTheCpuPath) {
   }
 }
 
-// Misuse is an error, not a silent wrong batch: finish_into with nothing submitted, a third batch submitted while
-// two wait for finish_into.
+// Misuse is an error, not a silent wrong batch: finish_into with nothing submitted, one batch more submitted while
+// every slot holds one waiting for finish_into.
 TEST_F(GeneratedJpegs, SubmitAndFinishRefuseMisuse) {
   const int size = 64;
   const data::JpegFolderDataset set = dataset(true, size);
@@ -391,11 +391,9 @@ TEST_F(GeneratedJpegs, SubmitAndFinishRefuseMisuse) {
   RotatedBatches batches(set, 1);
   const data::HostBatch batch = batches.batch(0);
   const gpu::BadDecodeHandler fail = [](size_t, const std::string& reason) { ADD_FAILURE() << reason; };
-  decoder.submit(batch, fail, {});
-  decoder.submit(batch, fail, {});
+  for (int i = 0; i < gpu::GpuJpegDecoder::kSlots; ++i) decoder.submit(batch, fail, {});
   EXPECT_THROW(decoder.submit(batch, fail, {}), std::logic_error);
-  decoder.finish_into(x, y);
-  decoder.finish_into(x, y);
+  for (int i = 0; i < gpu::GpuJpegDecoder::kSlots; ++i) decoder.finish_into(x, y);
   decoder.drain();
 }
 
@@ -425,7 +423,7 @@ TEST_F(GeneratedJpegs, DecodingDoesNotWaitForWorkQueuedBeforeIt) {
     decoder.decode_into(
         batch, x, y, [](size_t, const std::string& reason) { ADD_FAILURE() << reason; }, [](const data::HostBatch&) {});
   };
-  for (int b = 0; b + 1 < kBatches; ++b) decode(b);  // nvJPEG's buffers and both slots in use once
+  for (int b = 0; b + 1 < kBatches; ++b) decode(b);  // nvJPEG's buffers and every slot in use once
   decoder.drain();
 
   const auto options = at::TensorOptions(at::kCUDA).dtype(at::kFloat);
