@@ -48,10 +48,10 @@ using ReleaseBatch = std::function<void(const data::HostBatch&)>;
 
 class GpuJpegDecoder {
  public:
-  // Batches held at once. Training submits a batch after queuing the step before its use, and that submit reuses
-  // the slot of three batches back: it waits for the step three before to start, so the host may take up to about
-  // two steps for nvJPEG's call (which returns once its batch is decoded) before the device runs dry.
-  static constexpr int kSlots = 3;
+  // Batches held at once. Training submits a batch after queuing the step before its use; that submit reuses the
+  // slot of two batches back, so it waits for the step before that to start. Three slots (the host a step further
+  // ahead) trained no faster on the H200 (bench/results/2026-11-30-h200-d.md).
+  static constexpr int kSlots = 2;
 
   // Batches of up to max_batch samples into out_size x out_size images on CUDA device `device`. Throws
   // rn50::ConfigError in builds without nvJPEG. hardware_no_pipeline: NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE for the
