@@ -178,6 +178,10 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
     jpeg_run jpeg_gpu_decode --decode gpu
     grep -E "\(decode\)|gpu decode" "$OUT/jpeg_gpu_decode.log"
     epoch_keys /tmp/runs/jpeg_gpu_decode/metrics.jsonl wall_s steps input_s data_wait gpu_decode | tee -a "$OUT/table.txt"
+    jpeg_run jpeg_gpu_decode_yuv --decode gpu --decode-yuv=on  # YCbCr planes, converted in rn50's kernel
+    epoch_keys /tmp/runs/jpeg_gpu_decode_yuv/metrics.jsonl wall_s input_s gpu_decode_h gpu_decode_crop | tee -a "$OUT/table.txt"
+    "$build/rn50" bench-decode --decode gpu --decode-yuv --data-root /tmp/jpeg/train --files 512 --seconds 5 2>&1 \
+      | tee -a "$OUT/bench_decode_gpu_yuv.txt"
     jpeg_run jpeg_gpu_decode_not_ahead --decode gpu --decode-ahead=off  # the order first measured, for comparison
     epoch_keys /tmp/runs/jpeg_gpu_decode_not_ahead/metrics.jsonl wall_s gpu_decode_h | tee -a "$OUT/table.txt"
     # The same configuration and steps on synthetic data, in the same session: what "within 3%" compares against.

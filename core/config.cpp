@@ -138,6 +138,9 @@ std::vector<ConfigKey> make_keys() {
       choice_key("decode", &C::decode, {"cpu", "gpu"},
                  "where JPEGs are decoded and augmented: cpu (libjpeg-turbo on the decode threads) or gpu (nvJPEG and "
                  "one kernel on the device; the decode threads only read files)"),
+      bool_key("decode_yuv", &C::decode_yuv,
+               "decode: gpu: the hardware decoder hands out the JPEG's YCbCr planes and rn50's crop kernel converts only "
+               "the pixels it samples (off: nvJPEG converts every whole image to RGB, one kernel per image)"),
       bool_key("decode_ahead", &C::decode_ahead,
                "decode: gpu: queue batch k+1's decode right after training step k is queued (off: right before its own step)"),
       bool_key("strict_data", &C::strict_data, "stop at the first unreadable image instead of skipping it"),

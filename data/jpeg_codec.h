@@ -12,6 +12,9 @@ struct JpegInfo {
   int height = 0;
   int components = 0;  // 1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK
   bool progressive = false;
+  // 3 components stored as R, G, B rather than YCbCr, as libjpeg decides it: no JFIF marker, and an Adobe marker
+  // with transform 0 or, without one, component ids 'R', 'G', 'B'. (Set by the frame-header walk only.)
+  bool rgb_coded = false;
 };
 
 // A rectangle in source-image pixels; always inside the image.

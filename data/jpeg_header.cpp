@@ -2,6 +2,7 @@
 #include "data/jpeg_header.h"
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "core/errors.h"
@@ -30,6 +31,8 @@ bool is_progressive(uint8_t marker) { return (marker & 0x03) == 0x02; }
 JpegInfo parse_jpeg_frame_header(const uint8_t* bytes, size_t size) {
   check_jpeg_container(bytes, size);
   size_t pos = 2;  // after the start-of-image marker
+  bool jfif = false;
+  int adobe_transform = -1;  // none seen
   for (;;) {
     // Stray bytes before a marker, and 0xFF 0x00, are skipped, as libjpeg skips them (with a warning), so that
     // both decode paths take the files the CPU decoder takes.
@@ -48,6 +51,10 @@ JpegInfo parse_jpeg_frame_header(const uint8_t* bytes, size_t size) {
     if (length > size - pos)
       throw DecodeError("truncated JPEG (segment " + marker_name(marker) + " runs past the end of the data)");
     if (!is_start_of_frame(marker)) {
+      const uint8_t* data = bytes + pos + 2;  // after the length
+      const size_t data_length = length - 2;
+      if (marker == 0xE0 && data_length >= 14 && std::memcmp(data, "JFIF\0", 5) == 0) jfif = true;
+      if (marker == 0xEE && data_length >= 12 && std::memcmp(data, "Adobe", 5) == 0) adobe_transform = data[11];
       pos += length;
       continue;
     }
@@ -64,6 +71,10 @@ JpegInfo parse_jpeg_frame_header(const uint8_t* bytes, size_t size) {
     if (info.height == 0) throw DecodeError("unsupported JPEG (height defined by a DNL marker)");
     if (info.components != 1 && info.components != 3 && info.components != 4)
       throw DecodeError("unsupported JPEG with " + std::to_string(info.components) + " colour components");
+    if (info.components == 3 && !jfif) {  // libjpeg's jdapimin.c default_decompress_parms
+      const bool rgb_ids = frame[8] == 'R' && frame[11] == 'G' && frame[14] == 'B';
+      info.rgb_coded = adobe_transform >= 0 ? adobe_transform == 0 : rgb_ids;
+    }
     return info;
   }
 }

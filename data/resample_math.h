@@ -14,14 +14,22 @@
 
 namespace rn50::data {
 
-// How one output image is made from a whole decoded RGB image (interleaved, `pitch` bytes per row), mirroring
+// How one output image is made from a whole decoded image, mirroring
 // decode_crop_resize: libjpeg's DCT scaling by 1/box is emulated by the mean of box x box source pixels (what a
 // scaled inverse DCT approximates); the crop's region of that scaled image is resized as cv::resize does it
 // (INTER_AREA when shrinking in both directions and 2x or more in one, INTER_LINEAR otherwise, half-pixel
 // centres); the result is mirrored when `flip`. Plain ints and floats, so that it copies to the device as is.
+// The decoded image is interleaved RGB (`pitch` bytes per row), or, with `planar`, the planes a JPEG stores, as
+// nvJPEG hands them out for NVJPEG_OUTPUT_YUV: a Y plane of width x height (`pitch` bytes per row) at the image's
+// start, and Cb and Cr planes of chroma_width x chroma_height at cb_offset and cr_offset, one sample per
+// chroma_step_x x chroma_step_y pixels (chroma_pitch bytes per row; chroma_step_x 0: grey, Y only).
 struct ResamplePlan {
   int32_t width = 0, height = 0;  // the decoded image
-  int32_t pitch = 0;              // bytes per row
+  int32_t pitch = 0;              // bytes per row (of the Y plane when planar)
+  int32_t planar = 0;
+  int32_t chroma_step_x = 0, chroma_step_y = 0;  // 1 or 2 pixels per chroma sample; 0: grey
+  int32_t chroma_width = 0, chroma_height = 0, chroma_pitch = 0;
+  int64_t cb_offset = 0, cr_offset = 0;  // bytes from the image's start
   int32_t box = 1;                // 1, 2, 4 or 8
   int32_t region_x = 0, region_y = 0, region_width = 0, region_height = 0;  // in scaled pixels
   int32_t area = 0;               // 1: area resampling; 0: bilinear
@@ -33,29 +41,75 @@ namespace resample {
 
 RN50_HOST_DEVICE inline int min_int(int a, int b) { return a < b ? a : b; }
 
-// Pixel (sx, sy) of the image scaled by 1/box: the mean of its box, cut at the image's edge, rounded to a
-// whole level as libjpeg's scaled IDCT hands out bytes.
-RN50_HOST_DEVICE inline void scaled_pixel(const uint8_t* image, const ResamplePlan& p, int sx, int sy, float rgb[3]) {
-  if (p.box == 1) {
-    const uint8_t* px = image + static_cast<int64_t>(sy) * p.pitch + 3 * sx;
+RN50_HOST_DEVICE inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+// One sample of a chroma plane, the plane's edge repeated beyond it.
+RN50_HOST_DEVICE inline int chroma_sample(const uint8_t* plane, const ResamplePlan& p, int cx, int cy) {
+  return plane[static_cast<int64_t>(clamp_int(cy, 0, p.chroma_height - 1)) * p.chroma_pitch +
+               clamp_int(cx, 0, p.chroma_width - 1)];
+}
+
+// A chroma plane's value at full-resolution pixel (x, y), upsampled as libjpeg does by default ("fancy"
+// upsampling, jdsample.c), in its integer arithmetic: for 2x, 3/4 of the nearest sample and 1/4 of the next one
+// toward the pixel, with libjpeg's alternating rounding biases. (libjpeg repeats samples instead for planes at most
+// 2 samples wide: the GPU decoder sends such images to nvJPEG's RGB output.)
+RN50_HOST_DEVICE inline int chroma_at(const uint8_t* plane, const ResamplePlan& p, int x, int y) {
+  const int sx = p.chroma_step_x, sy = p.chroma_step_y;
+  if (sx == 1 && sy == 1) return chroma_sample(plane, p, x, y);
+  const int i = x / sx, j = y / sy;
+  const int ni = sx == 2 ? ((x & 1) ? i + 1 : i - 1) : i;  // the next sample toward the pixel
+  const int nj = sy == 2 ? ((y & 1) ? j + 1 : j - 1) : j;
+  if (sy == 1) return (3 * chroma_sample(plane, p, i, j) + chroma_sample(plane, p, ni, j) + ((x & 1) ? 2 : 1)) >> 2;
+  if (sx == 1) return (3 * chroma_sample(plane, p, i, j) + chroma_sample(plane, p, i, nj) + ((y & 1) ? 2 : 1)) >> 2;
+  const int here = 3 * chroma_sample(plane, p, i, j) + chroma_sample(plane, p, i, nj);
+  const int next = 3 * chroma_sample(plane, p, ni, j) + chroma_sample(plane, p, ni, nj);
+  return (3 * here + next + ((x & 1) ? 7 : 8)) >> 4;
+}
+
+// Pixel (x, y) of the decoded image in RGB levels. Planar: JPEG's YCbCr to RGB (JFIF, full range) in libjpeg's
+// fixed point (jdcolor.c: 16 fraction bits, each product rounded), clamped to 0..255.
+RN50_HOST_DEVICE inline void source_pixel(const uint8_t* image, const ResamplePlan& p, int x, int y, float rgb[3]) {
+  if (!p.planar) {
+    const uint8_t* px = image + static_cast<int64_t>(y) * p.pitch + 3 * x;
     rgb[0] = px[0];
     rgb[1] = px[1];
     rgb[2] = px[2];
     return;
   }
+  if (p.chroma_step_x == 0) {
+    rgb[0] = rgb[1] = rgb[2] = image[static_cast<int64_t>(y) * p.pitch + x];
+    return;
+  }
+  const int y_level = image[static_cast<int64_t>(y) * p.pitch + x];
+  const int cb = chroma_at(image + p.cb_offset, p, x, y) - 128;
+  const int cr = chroma_at(image + p.cr_offset, p, x, y) - 128;
+  const int levels[3] = {y_level + ((91881 * cr + 32768) >> 16),              // 1.40200 Cr
+                         y_level + ((-22554 * cb - 46802 * cr + 32768) >> 16),  // -0.34414 Cb - 0.71414 Cr
+                         y_level + ((116130 * cb + 32768) >> 16)};             // 1.77200 Cb
+  for (int c = 0; c < 3; ++c) rgb[c] = static_cast<float>(clamp_int(levels[c], 0, 255));
+}
+
+// Pixel (sx, sy) of the image scaled by 1/box: the mean of its box, cut at the image's edge, rounded to a
+// whole level as libjpeg's scaled IDCT hands out bytes.
+RN50_HOST_DEVICE inline void scaled_pixel(const uint8_t* image, const ResamplePlan& p, int sx, int sy, float rgb[3]) {
+  if (p.box == 1) {
+    source_pixel(image, p, sx, sy, rgb);
+    return;
+  }
   const int x0 = sx * p.box, y0 = sy * p.box;
   const int x1 = min_int(x0 + p.box, p.width), y1 = min_int(y0 + p.box, p.height);
-  int sum[3] = {0, 0, 0};
+  float sum[3] = {0.0f, 0.0f, 0.0f};
   for (int y = y0; y < y1; ++y) {
-    const uint8_t* px = image + static_cast<int64_t>(y) * p.pitch + 3 * x0;
-    for (int x = x0; x < x1; ++x, px += 3) {
+    for (int x = x0; x < x1; ++x) {
+      float px[3];
+      source_pixel(image, p, x, y, px);
       sum[0] += px[0];
       sum[1] += px[1];
       sum[2] += px[2];
     }
   }
   const float count = static_cast<float>((x1 - x0) * (y1 - y0));
-  for (int c = 0; c < 3; ++c) rgb[c] = rintf(static_cast<float>(sum[c]) / count);
+  for (int c = 0; c < 3; ++c) rgb[c] = rintf(sum[c] / count);
 }
 
 // cv::resize INTER_LINEAR's two source taps for output index `o`: half-pixel centres, clamped to the edges.

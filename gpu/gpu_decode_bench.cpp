@@ -69,11 +69,12 @@ class SimulatedStep {
 }  // namespace
 
 GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>>& files, int out_size, int batch_size,
-                                          double seconds, int device, double step_ms, bool hardware_no_pipeline) {
+                                          double seconds, int device, double step_ms,
+                                          const GpuDecoderOptions& decoder_options) {
   if (files.empty() || batch_size < 1) throw DataError("bench-decode: no files, or an empty batch");
   c10::cuda::CUDAGuard device_guard(static_cast<c10::DeviceIndex>(device));
   c10::cuda::CUDAStreamGuard stream_guard(c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device)));
-  GpuJpegDecoder decoder(device, batch_size, out_size, hardware_no_pipeline);
+  GpuJpegDecoder decoder(device, batch_size, out_size, decoder_options);
 
   // Three host batches, as the loader's pool would hold them while the decoder holds two: file bytes and
   // headers fixed, crops and flips drawn anew for every batch.

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "gpu/gpu_decoder_options.h"
+
 namespace rn50::gpu {
 
 struct GpuDecodeBenchResult {
@@ -33,10 +35,10 @@ struct GpuDecodeBenchResult {
 // would, for about `seconds` per measurement: host work, nvJPEG and the kernel, until the device is done. With
 // step_ms > 0, also measures the train batches with a simulated step of about step_ms (matrix products) in two
 // orders (see step_then_decode_ms, decode_ahead_ms).
-// hardware_no_pipeline: see GpuJpegDecoder.
+// decoder: the decoder's options (gpu/gpu_decoder.h).
 // Throws rn50::ConfigError in builds without nvJPEG, rn50::DecodeError when a file does not decode.
 GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>>& files, int out_size, int batch_size,
                                           double seconds, int device, double step_ms = 0,
-                                          bool hardware_no_pipeline = false);
+                                          const GpuDecoderOptions& decoder = {});
 
 }  // namespace rn50::gpu

@@ -246,6 +246,7 @@ struct GpuJpegDecoder::Impl {
   unsigned hardware_engines = 0;
   bool interpolated_chroma = false;
   bool no_pipeline = false;  // the hardware decoder without nvJPEG's buffering across calls
+  bool planar = false;       // the hardware decoder hands out YCbCr planes (GpuDecoderOptions::planar)
   Slot slots[kSlots];
   int next_slot = 0;
   std::deque<int> submitted;  // slots awaiting finish_into, oldest first
@@ -266,8 +267,14 @@ struct GpuJpegDecoder::Impl {
   std::vector<const unsigned char*> hardware_data;
   std::vector<size_t> hardware_lengths;
   std::vector<nvjpegImage_t> hardware_images;
+  // With `planar`: each hardware image's chroma planes, read from its header by route_of.
+  struct ChromaLayout {
+    int step_x = 0, step_y = 0;  // pixels per chroma sample, 1 or 2; 0: grey (Y only)
+    int width = 0, height = 0;   // of the Cb and Cr planes
+  };
+  std::vector<ChromaLayout> layouts;
 
-  Impl(int device_in, int max_batch_in, int out_size_in, bool hardware_no_pipeline)
+  Impl(int device_in, int max_batch_in, int out_size_in, const GpuDecoderOptions& options)
       : device(device_in),
         max_batch(max_batch_in),
         out_size(out_size_in),
@@ -278,10 +285,12 @@ struct GpuJpegDecoder::Impl {
     const cudaStream_t stream = decode_stream.stream();
 
     bool hardware_interpolated = false;
-    const unsigned hardware_flags = hardware_no_pipeline ? NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE : NVJPEG_FLAGS_DEFAULT;
+    const unsigned hardware_flags =
+        options.hardware_no_pipeline ? NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE : NVJPEG_FLAGS_DEFAULT;
     const nvjpegStatus_t hw =
         create_handle(NVJPEG_BACKEND_HARDWARE, hardware_flags, nvjpeg_memory, hardware, hardware_interpolated);
-    no_pipeline = hardware_no_pipeline && hw == NVJPEG_STATUS_SUCCESS;
+    no_pipeline = options.hardware_no_pipeline && hw == NVJPEG_STATUS_SUCCESS;
+    planar = options.planar && hw == NVJPEG_STATUS_SUCCESS;
     if (hw == NVJPEG_STATUS_SUCCESS) {
       hardware_parse = make_parser(hardware.get());
       unsigned cores = 0;
@@ -314,6 +323,7 @@ struct GpuJpegDecoder::Impl {
     hardware_data.reserve(max_batch);
     hardware_lengths.reserve(max_batch);
     hardware_images.reserve(max_batch);
+    layouts.reserve(max_batch);
   }
 
   // Queued work still writes the buffers about to be freed. No release here: the loader may be gone.
@@ -365,8 +375,9 @@ struct GpuJpegDecoder::Impl {
     if (slot.release) slot.release(batch);
   }
 
-  // Which decoder takes sample `s`, parsing its header with nvJPEG.
-  Route route_of(const data::EncodedSample& s) {
+  // Which decoder takes sample `s`, parsing its header with nvJPEG; with `planar`, `layout` gets the planes of a
+  // sample for the hardware decoder.
+  Route route_of(const data::EncodedSample& s, ChromaLayout& layout) {
     if (s.info.components == 4) return Route::kCpu;  // CMYK/YCCK: libjpeg applies the Adobe inversion the CPU path does
     nvjpegHandle_t handle = hardware ? hardware.get() : hybrid.get();
     nvjpegJpegStream_t parse = hardware ? hardware_parse.get() : hybrid_parse.get();
@@ -380,7 +391,74 @@ struct GpuJpegDecoder::Impl {
     int unsupported = -1;  // nvJPEG's convention: 0 means supported
     if (nvjpegDecodeBatchedSupported(hardware.get(), parse, &unsupported) != NVJPEG_STATUS_SUCCESS)
       return Route::kHybrid;
-    return unsupported == 0 ? Route::kHardware : Route::kHybrid;
+    if (unsupported != 0) return Route::kHybrid;
+    // Planes the crop kernel does not convert (4:1:1, say) go to the default backend, which hands out RGB.
+    if (planar && (s.info.rgb_coded || !chroma_layout(parse, s.info.width, s.info.height, layout)))
+      return Route::kHybrid;
+    return Route::kHardware;
+  }
+
+  // The chroma planes of a parsed 1- or 3-component stream whose Y plane is the whole frame, when each chroma
+  // sample covers 1 or 2 pixels a side and the planes are more than 2 samples a side (below that libjpeg repeats
+  // samples instead of interpolating, and a 1-sample side would not tell 4:2:0 from 4:4:0).
+  static bool chroma_layout(nvjpegJpegStream_t parse, int width, int height, ChromaLayout& layout) {
+    layout = ChromaLayout{};
+    unsigned components = 0, luma_width = 0, luma_height = 0;
+    if (nvjpegJpegStreamGetComponentsNum(parse, &components) != NVJPEG_STATUS_SUCCESS ||
+        nvjpegJpegStreamGetComponentDimensions(parse, 0, &luma_width, &luma_height) != NVJPEG_STATUS_SUCCESS ||
+        static_cast<int>(luma_width) != width || static_cast<int>(luma_height) != height)
+      return false;
+    if (components == 1) return true;  // grey
+    if (components != 3) return false;
+    unsigned cb_width = 0, cb_height = 0, cr_width = 0, cr_height = 0;
+    if (nvjpegJpegStreamGetComponentDimensions(parse, 1, &cb_width, &cb_height) != NVJPEG_STATUS_SUCCESS ||
+        nvjpegJpegStreamGetComponentDimensions(parse, 2, &cr_width, &cr_height) != NVJPEG_STATUS_SUCCESS ||
+        cb_width != cr_width || cb_height != cr_height || cb_width <= 2 || cb_height <= 2)
+      return false;
+    const int w = static_cast<int>(cb_width), h = static_cast<int>(cb_height);
+    const int step_x = (width + w - 1) / w, step_y = (height + h - 1) / h;
+    if (step_x < 1 || step_x > 2 || step_y < 1 || step_y > 2 || (width + step_x - 1) / step_x != w ||
+        (height + step_y - 1) / step_y != h)
+      return false;
+    layout = ChromaLayout{step_x, step_y, w, h};
+    return true;
+  }
+
+  // Where the hardware decoder writes image i: interleaved RGB, or with `planar` the Y plane and then the Cb and
+  // Cr planes (a grey image's chroma pointers lead to unused room: its whole-image allocation holds three planes).
+  nvjpegImage_t hardware_destination(uint8_t* pixels, int i, int width, int height) const {
+    if (!planar) return rgb_destination(pixels, width);
+    const ChromaLayout& c = layouts[i];
+    const size_t luma = static_cast<size_t>(width) * static_cast<size_t>(height);
+    nvjpegImage_t image{};
+    image.channel[0] = pixels;
+    image.pitch[0] = static_cast<size_t>(width);
+    if (c.step_x == 0) {
+      image.channel[1] = pixels + luma;
+      image.channel[2] = pixels + 2 * luma;
+      image.pitch[1] = image.pitch[2] = static_cast<size_t>(width);
+      return image;
+    }
+    const size_t chroma = static_cast<size_t>(c.width) * static_cast<size_t>(c.height);
+    image.channel[1] = pixels + luma;
+    image.channel[2] = pixels + luma + chroma;
+    image.pitch[1] = image.pitch[2] = static_cast<size_t>(c.width);
+    return image;
+  }
+
+  // The plan of image i once the hardware decoder has written its planes (hardware_destination's layout).
+  void use_planes(data::ResamplePlan& plan, int i) const {
+    const ChromaLayout& c = layouts[i];
+    const int64_t luma = static_cast<int64_t>(plan.width) * plan.height;
+    plan.planar = 1;
+    plan.pitch = plan.width;
+    plan.chroma_step_x = c.step_x;
+    plan.chroma_step_y = c.step_y;
+    plan.chroma_width = c.width;
+    plan.chroma_height = c.height;
+    plan.chroma_pitch = c.width;
+    plan.cb_offset = luma;
+    plan.cr_offset = luma + static_cast<int64_t>(c.width) * c.height;
   }
 
   static nvjpegImage_t rgb_destination(uint8_t* pixels, int width) {
@@ -401,7 +479,7 @@ struct GpuJpegDecoder::Impl {
       hardware_positions.push_back(i);
       hardware_data.push_back(s.bytes.data());
       hardware_lengths.push_back(s.bytes.size());
-      hardware_images.push_back(rgb_destination(base + offsets[i], s.info.width));
+      hardware_images.push_back(hardware_destination(base + offsets[i], i, s.info.width, s.info.height));
     }
     if (hardware_positions.empty()) return;
     const int count = static_cast<int>(hardware_positions.size());
@@ -409,7 +487,8 @@ struct GpuJpegDecoder::Impl {
     timed(counts.hardware_call_s, [&] {
       // Initialised again only when the count changes or a batch failed: initialising resizes nvJPEG's buffers.
       if (slot.hardware_batch != count) {
-        status = nvjpegDecodeBatchedInitialize(hardware.get(), slot.hardware_state.get(), count, 1, NVJPEG_OUTPUT_RGBI);
+        status = nvjpegDecodeBatchedInitialize(hardware.get(), slot.hardware_state.get(), count, 1,
+                                               planar ? NVJPEG_OUTPUT_YUV : NVJPEG_OUTPUT_RGBI);
         slot.hardware_batch = status == NVJPEG_STATUS_SUCCESS ? count : 0;
       }
       if (status == NVJPEG_STATUS_SUCCESS)
@@ -417,7 +496,10 @@ struct GpuJpegDecoder::Impl {
                                      hardware_lengths.data(), hardware_images.data(), decode_stream.stream());
     });
     if (status == NVJPEG_STATUS_SUCCESS) {
-      for (int i : hardware_positions) decoded[i] = true;
+      for (int i : hardware_positions) {
+        decoded[i] = true;
+        if (planar) use_planes(plans[i], i);
+      }
       counts.hardware += static_cast<int64_t>(hardware_positions.size());
       return;
     }
@@ -518,7 +600,8 @@ struct GpuJpegDecoder::Impl {
     decoded.assign(n, false);
     reasons.assign(n, std::string());
     timed(counts.route_s, [&] {
-      for (int i = 0; i < n; ++i) routes[i] = route_of(batch.encoded[i]);
+      layouts.assign(n, ChromaLayout{});
+      for (int i = 0; i < n; ++i) routes[i] = route_of(batch.encoded[i], layouts[i]);
     });
     size_t total = 0;
     for (int i = 0; i < n; ++i) {
@@ -661,12 +744,13 @@ struct GpuJpegDecoder::Impl {
     text += interpolated_chroma ? "chroma upsampling with interpolation" : "nvJPEG's default chroma upsampling";
     text += kOwnAllocators ? "; nvJPEG's memory reused after each batch" : "; nvJPEG's own cudaMalloc/cudaFree";
     if (no_pipeline) text += "; hardware decoder without pipelining (NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE)";
+    if (planar) text += "; the hardware decoder's YCbCr planes converted to RGB in the crop kernel (libjpeg's upsampling)";
     return text;
   }
 };
 
-GpuJpegDecoder::GpuJpegDecoder(int device, int max_batch, int out_size, bool hardware_no_pipeline)
-    : impl_(std::make_unique<Impl>(device, max_batch, out_size, hardware_no_pipeline)) {}
+GpuJpegDecoder::GpuJpegDecoder(int device, int max_batch, int out_size, const GpuDecoderOptions& options)
+    : impl_(std::make_unique<Impl>(device, max_batch, out_size, options)) {}
 
 GpuJpegDecoder::~GpuJpegDecoder() = default;
 

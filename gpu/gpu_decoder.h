@@ -12,6 +12,7 @@
 #include <string>
 
 #include "data/loader.h"
+#include "gpu/gpu_decoder_options.h"
 
 namespace rn50::gpu {
 
@@ -54,9 +55,8 @@ class GpuJpegDecoder {
   static constexpr int kSlots = 2;
 
   // Batches of up to max_batch samples into out_size x out_size images on CUDA device `device`. Throws
-  // rn50::ConfigError in builds without nvJPEG. hardware_no_pipeline: NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE for the
-  // hardware decoder (nvJPEG otherwise buffers images across batched calls; for `bench-decode` experiments).
-  GpuJpegDecoder(int device, int max_batch, int out_size, bool hardware_no_pipeline = false);
+  // rn50::ConfigError in builds without nvJPEG.
+  GpuJpegDecoder(int device, int max_batch, int out_size, const GpuDecoderOptions& options = {});
   ~GpuJpegDecoder();
   GpuJpegDecoder(const GpuJpegDecoder&) = delete;
   GpuJpegDecoder& operator=(const GpuJpegDecoder&) = delete;

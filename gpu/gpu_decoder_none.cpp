@@ -18,7 +18,7 @@ namespace {
 bool built_with_nvjpeg() { return false; }
 
 struct GpuJpegDecoder::Impl {};
-GpuJpegDecoder::GpuJpegDecoder(int, int, int, bool) { no_nvjpeg(); }
+GpuJpegDecoder::GpuJpegDecoder(int, int, int, const GpuDecoderOptions&) { no_nvjpeg(); }
 GpuJpegDecoder::~GpuJpegDecoder() = default;
 void GpuJpegDecoder::submit(const data::HostBatch&, const BadDecodeHandler&, const ReleaseBatch&) { no_nvjpeg(); }
 void GpuJpegDecoder::finish_into(at::Tensor&, at::Tensor&) { no_nvjpeg(); }
@@ -32,7 +32,7 @@ GpuDecodeCounts GpuJpegDecoder::take_counts() { return {}; }
 std::string GpuJpegDecoder::describe() const { return "no nvJPEG in this build"; }
 
 GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>>&, int, int, double, int, double,
-                                          bool) {
+                                          const GpuDecoderOptions&) {
   no_nvjpeg();
 }
 

@@ -252,6 +252,8 @@ int bench_decode_command(int argc, char** argv) {
       "queued right before each decode and with each decode queued a step ahead (0: not)",
       cxxopts::value<double>()->default_value("0"))(
       "nvjpeg-no-pipeline", "--decode gpu: the hardware decoder with NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE")(
+      "decode-yuv", "--decode gpu: the hardware decoder hands out YCbCr planes, converted in rn50's kernel (as the "
+      "config key decode_yuv)")(
       "device", "--decode gpu: the GPU", cxxopts::value<std::string>()->default_value("cuda:0"))("h,help",
                                                                                                  "print this help");
   const auto parsed = options.parse(argc, argv);
@@ -276,8 +278,11 @@ int bench_decode_command(int argc, char** argv) {
     rn50::init_logging("", 0);
     const double step_ms = parsed["step-ms"].as<double>();
     if (step_ms < 0) throw rn50::ConfigError("--step-ms must not be negative");
+    rn50::gpu::GpuDecoderOptions decoder;
+    decoder.hardware_no_pipeline = parsed.count("nvjpeg-no-pipeline") > 0;
+    decoder.planar = parsed.count("decode-yuv") > 0;
     const auto g = rn50::gpu::run_gpu_decode_bench(jpegs, size, parsed["batch-size"].as<int>(), seconds,
-                                                   gpu_index(device), step_ms, parsed.count("nvjpeg-no-pipeline") > 0);
+                                                   gpu_index(device), step_ms, decoder);
     std::printf("files %zu; output %dx%d; batches of %d into half-precision channels-last input\n", jpegs.size(), size,
                 size, g.batch_size);
     std::printf("%s\n", g.routes.c_str());

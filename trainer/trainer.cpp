@@ -241,7 +241,10 @@ class Run {
       val_pool_ = std::make_unique<data::BatchPool>(slots, config_.batch_size, config_.image_size, host,
                                                     data::BatchContent::kEncoded);
     }
-    gpu_decoder_ = std::make_unique<gpu::GpuJpegDecoder>(device_.index(), config_.batch_size, config_.image_size);
+    gpu::GpuDecoderOptions options;
+    options.planar = config_.decode_yuv;
+    gpu_decoder_ =
+        std::make_unique<gpu::GpuJpegDecoder>(device_.index(), config_.batch_size, config_.image_size, options);
   }
 
   void build_model() {

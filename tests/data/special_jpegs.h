@@ -49,6 +49,36 @@ inline std::vector<uint8_t> adobe_cmyk_jpeg(int width, int height) {
   return jpeg;
 }
 
+// A 3-component JPEG stored as R, G, B instead of YCbCr (libjpeg's jpeg_set_colorspace JCS_RGB): no JFIF marker,
+// an Adobe marker with transform 0, component ids 'R', 'G', 'B'.
+inline std::vector<uint8_t> rgb_coded_jpeg(int width, int height) {
+  std::vector<uint8_t> rgb(static_cast<size_t>(width) * height * 3);
+  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>(i * 7 % 256);
+  jpeg_compress_struct cinfo{};
+  jpeg_error_mgr err{};
+  cinfo.err = jpeg_std_error(&err);
+  jpeg_create_compress(&cinfo);
+  unsigned char* buffer = nullptr;
+  unsigned long size = 0;
+  jpeg_mem_dest(&cinfo, &buffer, &size);
+  cinfo.image_width = static_cast<JDIMENSION>(width);
+  cinfo.image_height = static_cast<JDIMENSION>(height);
+  cinfo.input_components = 3;
+  cinfo.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&cinfo);
+  jpeg_set_colorspace(&cinfo, JCS_RGB);
+  jpeg_start_compress(&cinfo, TRUE);
+  while (cinfo.next_scanline < cinfo.image_height) {
+    JSAMPROW row = &rgb[static_cast<size_t>(cinfo.next_scanline) * width * 3];
+    jpeg_write_scanlines(&cinfo, &row, 1);
+  }
+  jpeg_finish_compress(&cinfo);
+  jpeg_destroy_compress(&cinfo);
+  std::vector<uint8_t> jpeg(buffer, buffer + size);
+  std::free(buffer);
+  return jpeg;
+}
+
 // Byte offset of the first segment with `marker` (its 0xFF), found by the segment lengths.
 inline size_t segment_offset(const std::vector<uint8_t>& jpeg, uint8_t marker) {
   size_t pos = 2;

@@ -47,6 +47,26 @@ void expect_same_header(const std::vector<uint8_t>& jpeg, const std::string& wha
   EXPECT_EQ(mine.progressive, libjpeg.progressive);
 }
 
+// Whether libjpeg itself reads the file's three components as R, G, B (its jpeg_color_space after the header).
+bool libjpeg_reads_rgb(const std::vector<uint8_t>& jpeg) {
+  jpeg_decompress_struct cinfo{};
+  jpeg_error_mgr err{};
+  cinfo.err = jpeg_std_error(&err);
+  jpeg_create_decompress(&cinfo);
+  jpeg_mem_src(&cinfo, jpeg.data(), static_cast<unsigned long>(jpeg.size()));
+  jpeg_read_header(&cinfo, TRUE);
+  const bool rgb = cinfo.jpeg_color_space == JCS_RGB;
+  jpeg_destroy_decompress(&cinfo);
+  return rgb;
+}
+
+// The file without the segment at `offset` (found by segment_offset).
+std::vector<uint8_t> without_segment(std::vector<uint8_t> jpeg, size_t offset) {
+  const size_t length = 2 + ((static_cast<size_t>(jpeg[offset + 2]) << 8) | jpeg[offset + 3]);
+  jpeg.erase(jpeg.begin() + static_cast<ptrdiff_t>(offset), jpeg.begin() + static_cast<ptrdiff_t>(offset + length));
+  return jpeg;
+}
+
 TEST(JpegHeader, MatchesLibjpegOnGeneratedJpegsOfEveryKind) {
   const int sizes[][2] = {{1, 1}, {17, 9}, {64, 48}, {500, 375}, {375, 500}, {2049, 3}, {3, 1500}, {4000, 16}};
   for (const auto& size : sizes) {
@@ -179,6 +199,32 @@ TEST(JpegHeader, ParsesTheHeaderOfAFileThatDoesNotDecode) {
   } catch (const DecodeError& e) {
     EXPECT_NE(std::string(e.what()).find("Quantization table 0x03 was not defined"), std::string::npos) << e.what();
   }
+}
+
+TEST(JpegHeader, TellsRgbCodedFramesAsLibjpegDoes) {
+  const std::vector<uint8_t> rgb_coded = test::rgb_coded_jpeg(40, 24);
+  const std::vector<uint8_t> ycbcr = rgb_jpeg(40, 24, false);  // JFIF marker, ids 1, 2, 3
+  ASSERT_LT(segment_offset(rgb_coded, 0xEE), rgb_coded.size()) << "libjpeg wrote no Adobe marker";
+  ASSERT_LT(segment_offset(ycbcr, 0xE0), ycbcr.size()) << "libjpeg wrote no JFIF marker";
+  struct Case {
+    const char* name;
+    std::vector<uint8_t> jpeg;
+  };
+  const Case cases[] = {
+      {"RGB with its Adobe marker", rgb_coded},
+      {"RGB without it: the ids decide", without_segment(rgb_coded, segment_offset(rgb_coded, 0xEE))},
+      {"YCbCr with JFIF", ycbcr},
+      {"YCbCr without JFIF: the ids decide", without_segment(ycbcr, segment_offset(ycbcr, 0xE0))},
+      {"grey", gray_jpeg(40, 24, false)},
+  };
+  int rgb_seen = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const bool libjpeg = libjpeg_reads_rgb(c.jpeg);
+    EXPECT_EQ(parse_jpeg_frame_header(c.jpeg.data(), c.jpeg.size()).rgb_coded, libjpeg);
+    rgb_seen += libjpeg ? 1 : 0;
+  }
+  EXPECT_EQ(rgb_seen, 2);  // both RGB files, neither YCbCr one: the cases test both answers
 }
 
 }  // namespace

@@ -1,0 +1,16 @@
+// gpu/gpu_decoder_options.h: GpuDecoderOptions, how decode: gpu's decoder uses nvJPEG. No LibTorch, no CUDA.
+#pragma once
+
+namespace rn50::gpu {
+
+struct GpuDecoderOptions {
+  // NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE for the hardware decoder (nvJPEG otherwise buffers images across batched
+  // calls; for `bench-decode` experiments).
+  bool hardware_no_pipeline = false;
+  // The hardware decoder hands out the planes a JPEG stores (NVJPEG_OUTPUT_YUV) and the crop kernel converts only
+  // the pixels it samples, in libjpeg's arithmetic; otherwise nvJPEG converts each whole image to interleaved RGB,
+  // with a kernel of its own per image (config key decode_yuv).
+  bool planar = false;
+};
+
+}  // namespace rn50::gpu
