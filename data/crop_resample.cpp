@@ -49,6 +49,18 @@ ResamplePlan plan_identity(int out_size) {
   return plan;
 }
 
+void use_packed_planes(ResamplePlan& plan, int step_x, int step_y, int chroma_width, int chroma_height) {
+  const int64_t luma = static_cast<int64_t>(plan.width) * plan.height;
+  plan.planar = 1;
+  plan.pitch = plan.width;
+  plan.chroma_step_x = step_x;
+  plan.chroma_step_y = step_y;
+  plan.chroma_width = plan.chroma_pitch = chroma_width;
+  plan.chroma_height = chroma_height;
+  plan.cb_offset = luma;
+  plan.cr_offset = luma + static_cast<int64_t>(chroma_width) * chroma_height;
+}
+
 Normalization imagenet_normalization() {
   Normalization n{};
   for (int c = 0; c < 3; ++c) {

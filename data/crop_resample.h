@@ -18,6 +18,11 @@ ResamplePlan plan_resample(int width, int height, const SampleGeometry& geometry
 // to out_size x out_size on the CPU (decode_crop_resize, the fallback for what nvJPEG cannot decode).
 ResamplePlan plan_identity(int out_size);
 
+// Makes `plan` read a decoded YCbCr (or grey) image as packed planes, the layout the GPU decoder gives nvJPEG's
+// planar output: Y (width x height), then Cb, then Cr (each chroma_width x chroma_height), rows unpadded, one chroma
+// sample per step_x x step_y pixels (1 or 2; step_x 0: grey, Y only).
+void use_packed_planes(ResamplePlan& plan, int step_x, int step_y, int chroma_width, int chroma_height);
+
 // Per-channel affine of the ImageNet normalisation on whole levels x: x * scale[c] - shift[c], which is
 // (x / 255 - mean) / std; the same constants as the CPU path's upload (trainer/input.cpp).
 struct Normalization {

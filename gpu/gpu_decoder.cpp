@@ -446,20 +446,7 @@ struct GpuJpegDecoder::Impl {
     return image;
   }
 
-  // The plan of image i once the hardware decoder has written its planes (hardware_destination's layout).
-  void use_planes(data::ResamplePlan& plan, int i) const {
-    const ChromaLayout& c = layouts[i];
-    const int64_t luma = static_cast<int64_t>(plan.width) * plan.height;
-    plan.planar = 1;
-    plan.pitch = plan.width;
-    plan.chroma_step_x = c.step_x;
-    plan.chroma_step_y = c.step_y;
-    plan.chroma_width = c.width;
-    plan.chroma_height = c.height;
-    plan.chroma_pitch = c.width;
-    plan.cb_offset = luma;
-    plan.cr_offset = luma + static_cast<int64_t>(c.width) * c.height;
-  }
+
 
   static nvjpegImage_t rgb_destination(uint8_t* pixels, int width) {
     nvjpegImage_t image{};
@@ -498,7 +485,10 @@ struct GpuJpegDecoder::Impl {
     if (status == NVJPEG_STATUS_SUCCESS) {
       for (int i : hardware_positions) {
         decoded[i] = true;
-        if (planar) use_planes(plans[i], i);
+        if (planar) {  // hardware_destination's layout
+          const ChromaLayout& c = layouts[i];
+          data::use_packed_planes(plans[i], c.step_x, c.step_y, c.width, c.height);
+        }
       }
       counts.hardware += static_cast<int64_t>(hardware_positions.size());
       return;

@@ -49,15 +49,7 @@ void expect_same_header(const std::vector<uint8_t>& jpeg, const std::string& wha
 
 // Whether libjpeg itself reads the file's three components as R, G, B (its jpeg_color_space after the header).
 bool libjpeg_reads_rgb(const std::vector<uint8_t>& jpeg) {
-  jpeg_decompress_struct cinfo{};
-  jpeg_error_mgr err{};
-  cinfo.err = jpeg_std_error(&err);
-  jpeg_create_decompress(&cinfo);
-  jpeg_mem_src(&cinfo, jpeg.data(), static_cast<unsigned long>(jpeg.size()));
-  jpeg_read_header(&cinfo, TRUE);
-  const bool rgb = cinfo.jpeg_color_space == JCS_RGB;
-  jpeg_destroy_decompress(&cinfo);
-  return rgb;
+  return test::libjpeg_decode(jpeg, [](jpeg_decompress_struct& cinfo) { return cinfo.jpeg_color_space == JCS_RGB; });
 }
 
 // The file without the segment at `offset` (found by segment_offset).

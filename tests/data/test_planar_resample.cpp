@@ -4,16 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <csetjmp>
-#include <cstdio>  // jpeglib.h uses FILE without including stdio.h
-#include <cstdlib>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <jpeglib.h>
-
 #include "data/crop_resample.h"
+#include "special_jpegs.h"
 
 namespace rn50::data {
 namespace {
@@ -36,145 +33,86 @@ std::vector<uint8_t> photo_like(int width, int height) {
   return pixels;
 }
 
-struct ErrorManager {
-  jpeg_error_mgr base;
-  jmp_buf jump;
+// Encoded with the luma sampling factors h x v (1x1: 4:4:4, 2x1: 4:2:2, 2x2: 4:2:0, 1x2: 4:4:0); 1 channel: grey.
+std::vector<uint8_t> encode(const std::vector<uint8_t>& pixels, int width, int height, int channels, int h, int v) {
+  return test::libjpeg_encode(pixels.data(), width, height, channels, channels == 1 ? JCS_GRAYSCALE : JCS_RGB,
+                              [&](jpeg_compress_struct& cinfo) {
+                                jpeg_set_quality(&cinfo, 95, TRUE);
+                                if (channels == 3) {
+                                  cinfo.comp_info[0].h_samp_factor = h;
+                                  cinfo.comp_info[0].v_samp_factor = v;
+                                }
+                              });
+}
+
+// libjpeg's RGB decode (interleaved), with its default ("fancy") chroma upsampling; grey comes out as RGB too.
+std::vector<uint8_t> decode_rgb(const std::vector<uint8_t>& jpeg) {
+  return test::libjpeg_decode(jpeg, [](jpeg_decompress_struct& cinfo) {
+    cinfo.out_color_space = JCS_RGB;
+    jpeg_start_decompress(&cinfo);
+    std::vector<uint8_t> out(static_cast<size_t>(cinfo.output_width) * cinfo.output_height * 3);
+    while (cinfo.output_scanline < cinfo.output_height) {
+      JSAMPROW row = out.data() + static_cast<size_t>(cinfo.output_scanline) * cinfo.output_width * 3;
+      jpeg_read_scanlines(&cinfo, &row, 1);
+    }
+    jpeg_finish_decompress(&cinfo);
+    return out;
+  });
+}
+
+struct Planes {
+  std::vector<uint8_t> packed;  // Y, then Cb, then Cr, rows unpadded (use_packed_planes' layout)
+  int step_x = 0, step_y = 0, chroma_width = 0, chroma_height = 0;
 };
 
-[[noreturn]] void on_error(j_common_ptr cinfo) {
-  std::longjmp(reinterpret_cast<ErrorManager*>(cinfo->err)->jump, 1);
-}
-
-// Encodes with the luma sampling factors h x v (1x1: 4:4:4, 2x1: 4:2:2, 2x2: 4:2:0); channels 1: grey.
-std::vector<uint8_t> encode(const std::vector<uint8_t>& pixels, int width, int height, int channels, int h, int v) {
-  jpeg_compress_struct cinfo{};
-  ErrorManager err{};
-  cinfo.err = jpeg_std_error(&err.base);
-  err.base.error_exit = on_error;
-  unsigned char* buffer = nullptr;
-  unsigned long size = 0;
-  if (setjmp(err.jump)) {
-    jpeg_destroy_compress(&cinfo);
-    std::free(buffer);
-    ADD_FAILURE() << "libjpeg failed to encode";
-    return {};
-  }
-  jpeg_create_compress(&cinfo);
-  jpeg_mem_dest(&cinfo, &buffer, &size);
-  cinfo.image_width = static_cast<JDIMENSION>(width);
-  cinfo.image_height = static_cast<JDIMENSION>(height);
-  cinfo.input_components = channels;
-  cinfo.in_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
-  jpeg_set_defaults(&cinfo);
-  jpeg_set_quality(&cinfo, 95, TRUE);
-  if (channels == 3) {
-    cinfo.comp_info[0].h_samp_factor = h;
-    cinfo.comp_info[0].v_samp_factor = v;
-  }
-  jpeg_start_compress(&cinfo, TRUE);
-  std::vector<uint8_t> grey;
-  for (int y = 0; y < height; ++y) {
-    JSAMPROW row = const_cast<JSAMPROW>(pixels.data() + static_cast<size_t>(y) * width * channels);
-    jpeg_write_scanlines(&cinfo, &row, 1);
-  }
-  jpeg_finish_compress(&cinfo);
-  jpeg_destroy_compress(&cinfo);
-  std::vector<uint8_t> out(buffer, buffer + size);
-  std::free(buffer);
-  return out;
-}
-
-// libjpeg's RGB decode (interleaved), with its default ("fancy") chroma upsampling.
-std::vector<uint8_t> decode_rgb(const std::vector<uint8_t>& jpeg) {
-  jpeg_decompress_struct cinfo{};
-  ErrorManager err{};
-  cinfo.err = jpeg_std_error(&err.base);
-  err.base.error_exit = on_error;
-  if (setjmp(err.jump)) {
-    jpeg_destroy_decompress(&cinfo);
-    ADD_FAILURE() << "libjpeg failed to decode";
-    return {};
-  }
-  jpeg_create_decompress(&cinfo);
-  jpeg_mem_src(&cinfo, jpeg.data(), static_cast<unsigned long>(jpeg.size()));
-  jpeg_read_header(&cinfo, TRUE);
-  cinfo.out_color_space = JCS_RGB;
-  jpeg_start_decompress(&cinfo);
-  std::vector<uint8_t> out(static_cast<size_t>(cinfo.output_width) * cinfo.output_height * 3);
-  while (cinfo.output_scanline < cinfo.output_height) {
-    JSAMPROW row = out.data() + static_cast<size_t>(cinfo.output_scanline) * cinfo.output_width * 3;
-    jpeg_read_scanlines(&cinfo, &row, 1);
-  }
-  jpeg_finish_decompress(&cinfo);
-  jpeg_destroy_decompress(&cinfo);
-  return out;
-}
-
-// The JPEG's planes as stored (libjpeg's raw data output), packed into one buffer the way rn50's GPU decoder lays
-// nvJPEG's planar output out: Y (width x height), then Cb, then Cr (each chroma_width x chroma_height). Fills the
-// plan's planar fields.
-std::vector<uint8_t> decode_planes(const std::vector<uint8_t>& jpeg, ResamplePlan& plan) {
-  jpeg_decompress_struct cinfo{};
-  ErrorManager err{};
-  cinfo.err = jpeg_std_error(&err.base);
-  err.base.error_exit = on_error;
-  if (setjmp(err.jump)) {
-    jpeg_destroy_decompress(&cinfo);
-    ADD_FAILURE() << "libjpeg failed to decode raw data";
-    return {};
-  }
-  jpeg_create_decompress(&cinfo);
-  jpeg_mem_src(&cinfo, jpeg.data(), static_cast<unsigned long>(jpeg.size()));
-  jpeg_read_header(&cinfo, TRUE);
-  cinfo.raw_data_out = TRUE;
-  jpeg_start_decompress(&cinfo);
-  const int components = cinfo.num_components;
-  const int width = static_cast<int>(cinfo.image_width), height = static_cast<int>(cinfo.image_height);
-  std::vector<int> plane_width(components), plane_height(components), padded_width(components), rows(components);
-  std::vector<std::vector<uint8_t>> padded(components);
-  for (int c = 0; c < components; ++c) {
-    const jpeg_component_info& info = cinfo.comp_info[c];
-    plane_width[c] = static_cast<int>(info.downsampled_width);
-    plane_height[c] = static_cast<int>(info.downsampled_height);
-    padded_width[c] = static_cast<int>(info.width_in_blocks) * DCTSIZE;
-    rows[c] = info.v_samp_factor * DCTSIZE;
-    const size_t padded_rows = (static_cast<size_t>(info.height_in_blocks) + info.v_samp_factor) * DCTSIZE;
-    padded[c].assign(static_cast<size_t>(padded_width[c]) * padded_rows, 0);
-  }
-  // One iMCU row at a time: max_v_samp_factor * 8 image lines, rows[c] rows of component c.
-  std::vector<std::vector<JSAMPROW>> row_pointers(components);
-  for (int imcu = 0; cinfo.output_scanline < cinfo.output_height; ++imcu) {
-    std::vector<JSAMPARRAY> planes(components);
+// The JPEG's planes as stored (libjpeg's raw data output), packed the way rn50's GPU decoder lays out nvJPEG's
+// planar output.
+Planes decode_planes(const std::vector<uint8_t>& jpeg) {
+  return test::libjpeg_decode(jpeg, [](jpeg_decompress_struct& cinfo) {
+    cinfo.raw_data_out = TRUE;
+    jpeg_start_decompress(&cinfo);
+    const int components = cinfo.num_components;
+    const int width = static_cast<int>(cinfo.image_width), height = static_cast<int>(cinfo.image_height);
+    std::vector<int> plane_width(components), plane_height(components), padded_width(components), rows(components);
+    std::vector<std::vector<uint8_t>> padded(components);
     for (int c = 0; c < components; ++c) {
-      row_pointers[c].resize(rows[c]);
-      for (int r = 0; r < rows[c]; ++r)
-        row_pointers[c][r] = padded[c].data() + static_cast<size_t>(imcu * rows[c] + r) * padded_width[c];
-      planes[c] = row_pointers[c].data();
+      const jpeg_component_info& info = cinfo.comp_info[c];
+      plane_width[c] = static_cast<int>(info.downsampled_width);
+      plane_height[c] = static_cast<int>(info.downsampled_height);
+      padded_width[c] = static_cast<int>(info.width_in_blocks) * DCTSIZE;
+      rows[c] = info.v_samp_factor * DCTSIZE;
+      const size_t padded_rows = (static_cast<size_t>(info.height_in_blocks) + info.v_samp_factor) * DCTSIZE;
+      padded[c].assign(static_cast<size_t>(padded_width[c]) * padded_rows, 0);
     }
-    const auto lines = static_cast<JDIMENSION>(cinfo.max_v_samp_factor * DCTSIZE);
-    if (jpeg_read_raw_data(&cinfo, planes.data(), lines) == 0) break;
-  }
-  jpeg_finish_decompress(&cinfo);
-  jpeg_destroy_decompress(&cinfo);
-
-  plan.planar = 1;
-  plan.pitch = width;
-  std::vector<uint8_t> packed;
-  for (int c = 0; c < components; ++c) {
-    if (c == 1) plan.cb_offset = static_cast<int64_t>(packed.size());
-    if (c == 2) plan.cr_offset = static_cast<int64_t>(packed.size());
-    for (int y = 0; y < plane_height[c]; ++y)
-      packed.insert(packed.end(), padded[c].begin() + static_cast<ptrdiff_t>(y) * padded_width[c],
-                    padded[c].begin() + static_cast<ptrdiff_t>(y) * padded_width[c] + plane_width[c]);
-  }
-  if (components == 3) {
-    plan.chroma_step_x = (width + plane_width[1] - 1) / plane_width[1];
-    plan.chroma_step_y = (height + plane_height[1] - 1) / plane_height[1];
-    plan.chroma_width = plane_width[1];
-    plan.chroma_height = plane_height[1];
-    plan.chroma_pitch = plane_width[1];
-  }
-  return packed;
+    // One iMCU row at a time: max_v_samp_factor * 8 image lines, rows[c] rows of component c.
+    std::vector<std::vector<JSAMPROW>> row_pointers(components);
+    for (int imcu = 0; cinfo.output_scanline < cinfo.output_height; ++imcu) {
+      std::vector<JSAMPARRAY> planes(components);
+      for (int c = 0; c < components; ++c) {
+        row_pointers[c].resize(rows[c]);
+        for (int r = 0; r < rows[c]; ++r)
+          row_pointers[c][r] = padded[c].data() + static_cast<size_t>(imcu * rows[c] + r) * padded_width[c];
+        planes[c] = row_pointers[c].data();
+      }
+      const auto lines = static_cast<JDIMENSION>(cinfo.max_v_samp_factor * DCTSIZE);
+      if (jpeg_read_raw_data(&cinfo, planes.data(), lines) == 0) break;
+    }
+    jpeg_finish_decompress(&cinfo);
+    Planes out;
+    for (int c = 0; c < components; ++c) {
+      for (int y = 0; y < plane_height[c]; ++y) {
+        const auto row = padded[c].begin() + static_cast<ptrdiff_t>(y) * padded_width[c];
+        out.packed.insert(out.packed.end(), row, row + plane_width[c]);
+      }
+    }
+    if (components == 3) {  // the sampling factors, read back from the planes' sizes
+      out.step_x = (width + plane_width[1] - 1) / plane_width[1];
+      out.step_y = (height + plane_height[1] - 1) / plane_height[1];
+      out.chroma_width = plane_width[1];
+      out.chroma_height = plane_height[1];
+    }
+    return out;
+  });
 }
 
 struct Stats {
@@ -215,20 +153,21 @@ TEST(PlanarResample, YCbCrPlanesGiveLibjpegsRgb) {
     }
     const std::vector<uint8_t> jpeg = encode(pixels, width, height, c.channels, c.h, c.v);
     const std::vector<uint8_t> rgb = decode_rgb(jpeg);  // grey too comes out as RGB
+    const Planes planes = decode_planes(jpeg);
     ResamplePlan planar;
-    const std::vector<uint8_t> planes = decode_planes(jpeg, planar);
     planar.width = width;
     planar.height = height;
-    if (c.channels == 3) {  // the encoder's sampling, read back from the planes' sizes
-      EXPECT_EQ(planar.chroma_step_x, c.h);
-      EXPECT_EQ(planar.chroma_step_y, c.v);
+    use_packed_planes(planar, planes.step_x, planes.step_y, planes.chroma_width, planes.chroma_height);
+    if (c.channels == 3) {
+      EXPECT_EQ(planes.step_x, c.h);
+      EXPECT_EQ(planes.step_y, c.v);
     }
 
     std::vector<uint8_t> converted(rgb.size());
     for (int y = 0; y < height; ++y) {
       for (int x = 0; x < width; ++x) {
         float px[3];
-        resample::source_pixel(planes.data(), planar, x, y, px);
+        resample::source_pixel(planes.packed.data(), planar, x, y, px);
         for (int k = 0; k < 3; ++k)
           converted[(static_cast<size_t>(y) * width + x) * 3 + k] = static_cast<uint8_t>(px[k]);
       }
@@ -248,19 +187,11 @@ TEST(PlanarResample, YCbCrPlanesGiveLibjpegsRgb) {
                              Crop{{0, 0, 203, 157}, 40, false}, Crop{{101, 77, 102, 80}, 50, true}}) {
       ResamplePlan interleaved = plan_resample(width, height, {crop.rect, crop.flip}, crop.out);
       ResamplePlan from_planes = interleaved;
-      from_planes.planar = 1;
-      from_planes.pitch = planar.pitch;
-      from_planes.chroma_step_x = planar.chroma_step_x;
-      from_planes.chroma_step_y = planar.chroma_step_y;
-      from_planes.chroma_width = planar.chroma_width;
-      from_planes.chroma_height = planar.chroma_height;
-      from_planes.chroma_pitch = planar.chroma_pitch;
-      from_planes.cb_offset = planar.cb_offset;
-      from_planes.cr_offset = planar.cr_offset;
+      use_packed_planes(from_planes, planes.step_x, planes.step_y, planes.chroma_width, planes.chroma_height);
       const size_t out_bytes = static_cast<size_t>(crop.out) * crop.out * 3;
       std::vector<uint8_t> expected(out_bytes), mine(out_bytes);
       resample_reference(rgb.data(), interleaved, crop.out, expected.data());
-      resample_reference(planes.data(), from_planes, crop.out, mine.data());
+      resample_reference(planes.packed.data(), from_planes, crop.out, mine.data());
       const Stats s = compare(mine, expected);
       EXPECT_EQ(s.max, 0) << "box " << interleaved.box << " area " << interleaved.area;
       boxes_seen |= 1 << interleaved.box;

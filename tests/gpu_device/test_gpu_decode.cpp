@@ -112,14 +112,7 @@ TEST_F(GpuDecode, KernelMatchesItsCpuReferenceInEveryDtypeAndLayout) {
   // The same bytes read as 4:2:0 and 4:2:2 planes (decode_yuv): noise, so the conversion's clamps are exercised.
   for (const int step_y : {2, 1}) {
     data::ResamplePlan plan = data::plan_resample(width, height, geometries[step_y == 2 ? 0 : 2], out);
-    plan.planar = 1;
-    plan.pitch = width;
-    plan.chroma_step_x = 2;
-    plan.chroma_step_y = step_y;
-    plan.chroma_width = plan.chroma_pitch = width / 2;
-    plan.chroma_height = height / step_y;
-    plan.cb_offset = static_cast<int64_t>(width) * height;
-    plan.cr_offset = plan.cb_offset + static_cast<int64_t>(plan.chroma_width) * plan.chroma_height;
+    data::use_packed_planes(plan, 2, step_y, width / 2, height / step_y);
     plans.push_back(plan);
   }
   const int64_t n = static_cast<int64_t>(plans.size());
