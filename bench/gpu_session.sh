@@ -5,7 +5,7 @@
 #   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode decodeprobe
 #           doctor baseline ptx roundtrip ablation"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
-#   gpudecode needs jpeg's generated files)
+#   gpudecode makes the JPEG files when the jpeg stage did not run)
 set -uo pipefail
 FINAL_OUT=${OUT:-/tmp/rn50-out}
 OUT=/tmp/rn50-logs  # everything here is packed into $FINAL_OUT/logs.tar.gz at the end
@@ -82,6 +82,7 @@ record() {  # run name: its metrics into $OUT and its summary line into the tabl
 }
 jpeg_run() {  # name, extra args: configs/optimized.yaml on /tmp/jpeg for EPOCHS (3) epochs; the last is the measurement
   local name=$1
+  rm -rf "/tmp/runs/$name" "$OUT/$name.jsonl"  # the trainer appends to a metrics file: no earlier call's epochs
   "$build/rn50" train --config configs/optimized.yaml --data-root /tmp/jpeg --device cuda:0 --epochs "${EPOCHS:-3}" \
     --warmup-epochs 0 \
     --log-every 100000 --validate=off --out-dir "/tmp/runs/$name" "${@:2}" > "$OUT/$name.log" 2>&1 || tail -3 "$OUT/$name.log"
@@ -89,6 +90,7 @@ jpeg_run() {  # name, extra args: configs/optimized.yaml on /tmp/jpeg for EPOCHS
 }
 synthetic() {  # name, batch, steps, extra args: two epochs; the second is the measurement
   local name=$1 batch=$2 steps=$3
+  rm -rf "/tmp/runs/$name" "$OUT/$name.jsonl"
   "$build/rn50" train --data synthetic --device cuda:0 --batch-size "$batch" --synthetic-images $((batch * steps)) \
     --epochs 2 --warmup-epochs 0 --log-every 100000 --validate=off --out-dir "/tmp/runs/$name" "${@:4}" > "$OUT/$name.log" 2>&1 \
     || { echo "$name failed"; tail -3 "$OUT/$name.log"; return; }
@@ -148,10 +150,12 @@ if has ddptune; then  # what NCCL's share of the SMs costs the overlapped backwa
   ddp ddp2_graph_bucket50 2 $fast --bucket-mb 50
   ddp ddp1_graph_again 1 $fast
 fi
-if has jpeg; then  # the full pipeline on ImageNet-sized JPEGs: decode threads, pinned buffers, copy stream
-  # JPEG_PER_CLASS x 16 files: 800 gives 50 steps of 256 per epoch (200, the earlier size, gave 12: too short to time)
+make_jpeg_files() {  # JPEG_PER_CLASS x 16 files: 800 gives 50 steps of 256 per epoch (200 gave 12: too short to time)
   "$build/rn50" make-sample --out /tmp/jpeg --classes 16 --per-class "${JPEG_PER_CLASS:-800}" --val-per-class 8 --size 375 \
     > "$OUT/make_jpeg.log" 2>&1
+}
+if has jpeg; then  # the full pipeline on ImageNet-sized JPEGs: decode threads, pinned buffers, copy stream
+  make_jpeg_files
   du -sh /tmp/jpeg/train | tee -a "$OUT/table.txt"
   jpeg_run jpeg_optimized
   epoch_keys /tmp/runs/jpeg_optimized/metrics.jsonl data_wait h2d gpu_util sm_util tensor_util power | tee -a "$OUT/table.txt"
@@ -172,12 +176,14 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
   "$build/tests/rn50_cuda_tests" --gtest_filter='GpuDecode*:GeneratedJpegs*' > "$OUT/gpu_decode_tests.log" 2>&1
   grep -E "^\[ measured|FAILED  \]|PASSED" "$OUT/gpu_decode_tests.log" | tail -40
   "$build/rn50" bench-decode --decode gpu --seconds 5 2>&1 | tee "$OUT/bench_decode_gpu.txt"
+  "$build/rn50" bench-decode --decode gpu --decode-yuv --seconds 5 2>&1 | tee "$OUT/bench_decode_gpu_yuv.txt"
   "$build/rn50" bench-decode --seconds 3 2>&1 | tee "$OUT/bench_decode_cpu.txt"
-  if [[ -d /tmp/jpeg ]]; then  # the jpeg stage's files
+  [[ -d /tmp/jpeg ]] || make_jpeg_files  # the jpeg stage's files, made here when that stage did not run
+  if [[ -d /tmp/jpeg ]]; then
     "$build/rn50" bench-decode --decode gpu --data-root /tmp/jpeg/train --files 512 --seconds 5 2>&1 \
       | tee -a "$OUT/bench_decode_gpu.txt"
     "$build/rn50" bench-decode --decode gpu --decode-yuv --data-root /tmp/jpeg/train --files 512 --seconds 5 2>&1 \
-      | tee "$OUT/bench_decode_gpu_yuv.txt"
+      | tee -a "$OUT/bench_decode_gpu_yuv.txt"
     # Against the same configuration and steps on synthetic data, in the same session: what "within 3%" compares.
     # Five epochs each, interleaved, twice: GPU decoding gets faster over a run's first epochs, so the steady
     # epochs (4 and 5) are compared (bench/results/2026-11-30-h200-d.md).
@@ -185,6 +191,7 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
     for rep in 1 2; do
       EPOCHS=5 jpeg_run gpu_decode_$rep --decode gpu
       EPOCHS=5 jpeg_run gpu_decode_yuv_$rep --decode gpu --decode-yuv=on  # YCbCr planes, converted in rn50's kernel
+      rm -rf "/tmp/runs/synthetic_$rep" "$OUT/synthetic_$rep.jsonl"
       "$build/rn50" train --config configs/optimized.yaml --data synthetic --synthetic-images "$n_train" \
         --device cuda:0 --epochs 5 --warmup-epochs 0 --log-every 100000 --validate=off \
         --out-dir "/tmp/runs/synthetic_$rep" > "$OUT/synthetic_$rep.log" 2>&1 || tail -3 "$OUT/synthetic_$rep.log"

@@ -495,10 +495,10 @@ class Run {
       const double lr = schedule_.at(global_step_);
       const at::Tensor& loss = step_->run(lr);
       // Batch s+1's decode, a step ahead of its use, queued after step s: nvJPEG's batched call returns only once its
-      // batch is decoded (14-36 ms for 256 under training load on the H200), and the device has step s to work on
-      // meanwhile. Queued before step s, the call stood between every point where the device runs dry (an epoch's
-      // start, the log's sync every log_every steps) and the next step's launch: with a sync every 10 steps that
-      // order trained 1.5% slower, this one not at all (bench/results/2026-11-30-h200-d.md).
+      // batch is decoded (14-36 ms for 256, averaged per epoch, under training load on the H200), and the device has
+      // step s to work on meanwhile. Queued before step s, the call stood between every point where the device runs
+      // dry (an epoch's start, the log's sync every log_every steps) and the next step's launch: a sync every 10
+      // steps cost that order 1.35%, this one nothing (bench/results/2026-11-30-h200-d.md).
       if (gpu_decode_ahead && s + 1 < steps_per_epoch_) submit_gpu_decode(*loader, record);
       beat();
       loss_sum.add_(loss);
