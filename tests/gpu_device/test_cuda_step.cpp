@@ -1,5 +1,6 @@
 // tests/gpu_device/test_cuda_step.cpp (GPU machine only): fast paths against their references, on fresh random inputs.
 #include <ATen/Context.h>
+#include <ATen/cuda/Sleep.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -93,6 +94,29 @@ TEST_F(Cuda, NormalizeKernelMatchesAtenInEveryLayoutAndDtype) {
       EXPECT_LT(rel_err(out, ref), tol) << dtype << " channels_last " << channels_last;
     }
   }
+}
+
+// The event timer times each phase on the device and keeps each phase's slowest step: three steps whose input
+// phase spins 1, 20 and 1 million cycles on the device (the exact times do not matter, their ratio does).
+TEST_F(Cuda, StepTimerKeepsEachPhasesSlowestStep) {
+  auto timer = gpu::make_cuda_step_timer();
+  for (const int64_t cycles : {1'000'000, 20'000'000, 1'000'000}) {
+    timer->begin_step();
+    at::cuda::sleep(cycles);
+    timer->mark(trainer::Phase::kInput);
+    at::cuda::sleep(1'000'000);
+    timer->mark(trainer::Phase::kForwardBackward);
+  }
+  const trainer::PhaseTimes t = timer->take_totals();
+  const int input = static_cast<int>(trainer::Phase::kInput);
+  const int compute = static_cast<int>(trainer::Phase::kForwardBackward);
+  EXPECT_GT(t.slowest[input], 2.5 * (t.total[input] - t.slowest[input]));  // about 10 times the two short ones
+  EXPECT_LT(t.slowest[input], t.total[input]);
+  EXPECT_GT(t.total[compute], 0.0);
+  EXPECT_LT(t.slowest[compute], t.slowest[input]);
+  EXPECT_EQ(t.total[static_cast<int>(trainer::Phase::kOptimizer)], 0.0);
+  const trainer::PhaseTimes next = timer->take_totals();
+  EXPECT_EQ(next.slowest[input], 0.0);
 }
 
 TEST_F(Cuda, AsyncUploadDeliversTheHostBytesAndReleasesEachBatch) {
