@@ -459,29 +459,15 @@ struct GpuJpegDecoder::Impl {
     hardware_positions.clear();
     hardware_data.clear();
     hardware_lengths.clear();
-    hardware_images.clear();
     for (int i = 0; i < static_cast<int>(batch.size); ++i) {
       if (routes[i] != Route::kHardware) continue;
       const data::EncodedSample& s = batch.encoded[i];
       hardware_positions.push_back(i);
       hardware_data.push_back(s.bytes.data());
       hardware_lengths.push_back(s.bytes.size());
-      hardware_images.push_back(hardware_destination(base + offsets[i], i, s.info.width, s.info.height));
     }
     if (hardware_positions.empty()) return;
-    const int count = static_cast<int>(hardware_positions.size());
-    nvjpegStatus_t status = NVJPEG_STATUS_SUCCESS;
-    timed(counts.hardware_call_s, [&] {
-      // Initialised again only when the count changes or a batch failed: initialising resizes nvJPEG's buffers.
-      if (slot.hardware_batch != count) {
-        status = nvjpegDecodeBatchedInitialize(hardware.get(), slot.hardware_state.get(), count, 1,
-                                               planar ? NVJPEG_OUTPUT_YUV : NVJPEG_OUTPUT_RGBI);
-        slot.hardware_batch = status == NVJPEG_STATUS_SUCCESS ? count : 0;
-      }
-      if (status == NVJPEG_STATUS_SUCCESS)
-        status = nvjpegDecodeBatched(hardware.get(), slot.hardware_state.get(), hardware_data.data(),
-                                     hardware_lengths.data(), hardware_images.data(), decode_stream.stream());
-    });
+    nvjpegStatus_t status = decode_hardware_batch(batch, slot, base);
     if (status == NVJPEG_STATUS_SUCCESS) {
       for (int i : hardware_positions) {
         decoded[i] = true;
@@ -501,6 +487,46 @@ struct GpuJpegDecoder::Impl {
       hardware_failure_logged = true;
     }
     for (int i : hardware_positions) routes[i] = Route::kHybrid;
+  }
+
+  // One batched hardware call for the images at hardware_positions. When a planar batch fails and the same batch
+  // then decodes as RGB, nvJPEG does not take planar output here: decode_yuv is turned off for good (logged).
+  nvjpegStatus_t decode_hardware_batch(const data::HostBatch& batch, Slot& slot, uint8_t* base) {
+    const nvjpegStatus_t status = hardware_call(batch, slot, base);
+    if (status == NVJPEG_STATUS_SUCCESS || !planar) return status;
+    planar = false;
+    for (Slot& other : slots) other.hardware_batch = 0;  // initialised for the other output format
+    const nvjpegStatus_t as_rgb = hardware_call(batch, slot, base);
+    if (as_rgb == NVJPEG_STATUS_SUCCESS) {
+      log_warn("nvJPEG's hardware decoder failed a batch with planar output (" + nvjpeg_status_name(status) +
+               ") and decoded it as RGB: decode_yuv is off from here on");
+      return as_rgb;
+    }
+    planar = true;  // the batch itself is bad: planar output stays
+    for (Slot& other : slots) other.hardware_batch = 0;
+    return status;
+  }
+
+  nvjpegStatus_t hardware_call(const data::HostBatch& batch, Slot& slot, uint8_t* base) {
+    const int count = static_cast<int>(hardware_positions.size());
+    hardware_images.clear();
+    for (int i : hardware_positions) {
+      const data::EncodedSample& s = batch.encoded[i];
+      hardware_images.push_back(hardware_destination(base + offsets[i], i, s.info.width, s.info.height));
+    }
+    nvjpegStatus_t status = NVJPEG_STATUS_SUCCESS;
+    timed(counts.hardware_call_s, [&] {
+      // Initialised again only when the count changes or a batch failed: initialising resizes nvJPEG's buffers.
+      if (slot.hardware_batch != count) {
+        status = nvjpegDecodeBatchedInitialize(hardware.get(), slot.hardware_state.get(), count, 1,
+                                               planar ? NVJPEG_OUTPUT_YUV : NVJPEG_OUTPUT_RGBI);
+        slot.hardware_batch = status == NVJPEG_STATUS_SUCCESS ? count : 0;
+      }
+      if (status == NVJPEG_STATUS_SUCCESS)
+        status = nvjpegDecodeBatched(hardware.get(), slot.hardware_state.get(), hardware_data.data(),
+                                     hardware_lengths.data(), hardware_images.data(), decode_stream.stream());
+    });
+    return status;
   }
 
   void decode_hybrid(const data::HostBatch& batch, uint8_t* base) {
