@@ -204,7 +204,7 @@ bool built_with_nvjpeg() { return true; }
 struct GpuJpegDecoder::Impl {
   // One of the batches in flight: its decoded images, tables and the events that guard their reuse.
   struct Slot {
-    GrowingDeviceBuffer decoded;  // the batch's decoded RGB images, written on the decode stream
+    GrowingDeviceBuffer decoded;  // the batch's decoded images (RGB, or planes), written on the decode stream
     PinnedMemory jobs_host;       // kernel table, copied to jobs_device on the compute stream
     at::Tensor jobs_device;
     PinnedMemory labels_host;  // the batch's labels: a copy from pageable memory would wait for the compute stream
@@ -425,28 +425,22 @@ struct GpuJpegDecoder::Impl {
   }
 
   // Where the hardware decoder writes image i: interleaved RGB, or with `planar` the Y plane and then the Cb and
-  // Cr planes (a grey image's chroma pointers lead to unused room: its whole-image allocation holds three planes).
+  // Cr planes (data::use_packed_planes' layout; a grey image's chroma pointers lead to unused full-size room: its
+  // whole-image allocation holds three planes).
   nvjpegImage_t hardware_destination(uint8_t* pixels, int i, int width, int height) const {
     if (!planar) return rgb_destination(pixels, width);
     const ChromaLayout& c = layouts[i];
+    const bool grey = c.step_x == 0;
+    const size_t chroma_width = static_cast<size_t>(grey ? width : c.width);
     const size_t luma = static_cast<size_t>(width) * static_cast<size_t>(height);
     nvjpegImage_t image{};
     image.channel[0] = pixels;
     image.pitch[0] = static_cast<size_t>(width);
-    if (c.step_x == 0) {
-      image.channel[1] = pixels + luma;
-      image.channel[2] = pixels + 2 * luma;
-      image.pitch[1] = image.pitch[2] = static_cast<size_t>(width);
-      return image;
-    }
-    const size_t chroma = static_cast<size_t>(c.width) * static_cast<size_t>(c.height);
     image.channel[1] = pixels + luma;
-    image.channel[2] = pixels + luma + chroma;
-    image.pitch[1] = image.pitch[2] = static_cast<size_t>(c.width);
+    image.channel[2] = pixels + luma + chroma_width * static_cast<size_t>(grey ? height : c.height);
+    image.pitch[1] = image.pitch[2] = chroma_width;
     return image;
   }
-
-
 
   static nvjpegImage_t rgb_destination(uint8_t* pixels, int width) {
     nvjpegImage_t image{};

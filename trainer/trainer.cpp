@@ -475,9 +475,9 @@ class Run {
     const auto t0 = Clock::now();
     auto interval_start = t0;
     int64_t interval_steps = 0;
+    const bool gpu_decode_ahead = loader && gpu_decoder_ && config_.decode_ahead;
     for (int64_t s = 0; s < steps_per_epoch_; ++s) {
       timer_->begin_step();
-      const bool gpu_decode_ahead = loader && gpu_decoder_ && config_.decode_ahead;
       if (gpu_decode_ahead) {
         if (s == 0) submit_gpu_decode(*loader, record);
         gpu_decoder_->finish_into(step_->images(), step_->labels());  // batch s, submitted during step s-1
