@@ -106,8 +106,10 @@ STEP_PARTS = {
     "host-to-device copy": ["input_s"],
     "compute": ["forward_backward_s", "optimizer_s"],
     "communication": ["communication_s"],
+    "between steps": ["between_steps_s"],  # the device waiting for the host to queue the next step
 }
-PART_COLOURS = {"data wait": "#d95f02", "host-to-device copy": "#7570b3", "compute": "#1b9e77", "communication": "#e7298a"}
+PART_COLOURS = {"data wait": "#d95f02", "host-to-device copy": "#7570b3", "compute": "#1b9e77", "communication": "#e7298a",
+                "between steps": "#666666"}
 
 
 def summarise(run):

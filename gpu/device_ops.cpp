@@ -265,16 +265,22 @@ namespace {
 
 class CudaStepTimer final : public trainer::StepTimer {
  public:
-  void begin_step() override { start_ = record(); }
+  void begin_step() override {
+    const size_t begin = record();
+    if (marked_) pending_.push_back({static_cast<int>(trainer::Phase::kBetweenSteps), start_, begin});
+    start_ = begin;
+  }
   void mark(trainer::Phase phase) override {
     const size_t end = record();
     pending_.push_back({static_cast<int>(phase), start_, end});
     start_ = end;
+    marked_ = true;
   }
   trainer::PhaseTimes take_totals() override {
     while (!pending_.empty()) settle_oldest();
     const trainer::PhaseTimes out = times_;
     times_ = {};
+    marked_ = false;
     return out;
   }
 
@@ -306,6 +312,7 @@ class CudaStepTimer final : public trainer::StepTimer {
   std::vector<std::unique_ptr<Event>> events_;
   size_t cursor_ = 0;
   size_t start_ = 0;
+  bool marked_ = false;  // a mark since take_totals: the next begin_step ends a gap between steps
   std::deque<Interval> pending_;
   trainer::PhaseTimes times_;
 };

@@ -680,13 +680,9 @@ struct GpuJpegDecoder::Impl {
     wait_in_call = 0;
   }
 
-  // Every batch back: the device finishes what was queued; a batch never finished needs nothing more from its host
-  // memory once its decode is done (its labels were copied at submit).
+  // Every finished batch back once the device has read it. A batch submitted and not yet finished stays for the
+  // next finish_into: the next epoch's first batch, decoding while this epoch's last step trains.
   void drain() {
-    waited([&] { RN50_CUDA_CHECK(cudaStreamSynchronize(decode_stream.stream())); });
-    waited([&] { RN50_CUDA_CHECK(cudaStreamSynchronize(hybrid_stream.stream())); });
-    for (int index : submitted) hand_back(slots[index]);  // decoded, never finished: nothing on the compute stream
-    submitted.clear();
     for (Slot& slot : slots) retire(slot, /*wait=*/true);
   }
 

@@ -76,7 +76,8 @@ class GpuJpegDecoder {
                    const ReleaseBatch& release);
   // After an error: waits for the device and forgets every batch held, releasing none (their loader may be gone).
   void abandon();
-  // Waits for the device and releases every batch still held (before the loader that owns them goes).
+  // Waits for the device to finish reading every finished batch and releases them (before the loader that owns
+  // them goes). A batch submitted and not yet finished stays held, for the next finish_into.
   void drain();
   GpuDecodeCounts take_counts();
   // The routes in use, for the start-up table.

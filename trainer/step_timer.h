@@ -1,4 +1,5 @@
-// trainer/step_timer.h: where a training step's time goes: input copy, forward+backward, optimizer, communication.
+// trainer/step_timer.h: where a training step's time goes: input copy, forward+backward, optimizer, communication,
+// and the time between one step's last mark and the next step's start.
 #pragma once
 
 #include <algorithm>
@@ -8,9 +9,13 @@
 
 namespace rn50::trainer {
 
-enum class Phase { kInput = 0, kForwardBackward, kOptimizer, kCommunication };
-inline constexpr int kNumPhases = 4;
-inline constexpr const char* kPhaseNames[kNumPhases] = {"input_s", "forward_backward_s", "optimizer_s", "communication_s"};
+// kBetweenSteps is not marked: the timer measures it from a step's last mark to the next begin_step. On the device
+// it is the compute stream waiting for the host to queue the next step (plus the few untimed kernels queued
+// between steps); the first step after take_totals has none, so that a span's gaps exclude what ran between spans.
+enum class Phase { kInput = 0, kForwardBackward, kOptimizer, kCommunication, kBetweenSteps };
+inline constexpr int kNumPhases = 5;
+inline constexpr const char* kPhaseNames[kNumPhases] = {"input_s", "forward_backward_s", "optimizer_s",
+                                                        "communication_s", "between_steps_s"};
 
 // Seconds per phase over a span of steps: in all, and the longest single interval (one step's phase, unless a
 // phase is marked more than once a step). The longest tells a steady cost from one slow step.
@@ -33,24 +38,34 @@ class StepTimer {
 
 class HostStepTimer final : public StepTimer {
  public:
-  void begin_step() override { last_ = Clock::now(); }
+  void begin_step() override {
+    const auto now = Clock::now();
+    if (marked_) add(Phase::kBetweenSteps, now);
+    last_ = now;
+  }
   void mark(Phase phase) override {
     const auto now = Clock::now();
-    const double seconds = std::chrono::duration<double>(now - last_).count();
-    const int p = static_cast<int>(phase);
-    times_.total[p] += seconds;
-    times_.slowest[p] = std::max(times_.slowest[p], seconds);
+    add(phase, now);
     last_ = now;
+    marked_ = true;
   }
   PhaseTimes take_totals() override {
     const PhaseTimes out = times_;
     times_ = {};
+    marked_ = false;
     return out;
   }
 
  private:
   using Clock = std::chrono::steady_clock;
+  void add(Phase phase, Clock::time_point now) {
+    const double seconds = std::chrono::duration<double>(now - last_).count();
+    const int p = static_cast<int>(phase);
+    times_.total[p] += seconds;
+    times_.slowest[p] = std::max(times_.slowest[p], seconds);
+  }
   Clock::time_point last_ = Clock::now();
+  bool marked_ = false;  // a mark since take_totals: the next begin_step ends a gap between steps
   PhaseTimes times_;
 };
 

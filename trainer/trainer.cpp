@@ -241,6 +241,12 @@ class Run {
       val_pool_ = std::make_unique<data::BatchPool>(slots, config_.batch_size, config_.image_size, host,
                                                     data::BatchContent::kEncoded);
     }
+    // The next epoch's first batch decodes during this epoch's last step, from a loader that needs a pool of its own
+    // (a loader fills every slot of its pool). Not across a validation, which decodes through the same slots.
+    if (config_.decode_ahead && !(config_.validate && val_set_)) {
+      ahead_pool_ = std::make_unique<data::BatchPool>(slots, config_.batch_size, config_.image_size, host,
+                                                      data::BatchContent::kEncoded);
+    }
     gpu::GpuDecoderOptions options;
     options.planar = config_.decode_yuv;
     gpu_decoder_ =
@@ -455,13 +461,22 @@ class Run {
     gpu_decoder_->submit(*batch, bad_gpu_decode_handler(*train_set_), release_to(loader));
   }
 
+  std::unique_ptr<data::BatchLoader> make_train_loader(int64_t epoch, data::BatchPool& pool) const {
+    return std::make_unique<data::BatchLoader>(
+        *train_set_, data::epoch_order(train_set_->size(), config_.seed, epoch, /*shuffle=*/true, rank(), world()), epoch,
+        loader_options(true), pool, report_bad_sample);
+  }
+
   EpochRecord train_epoch(int64_t epoch) {
     if (device_.is_cuda()) gpu::reset_peak_memory(device_.index());
     std::unique_ptr<data::BatchLoader> loader;
-    if (train_set_) {
-      loader = std::make_unique<data::BatchLoader>(
-          *train_set_, data::epoch_order(train_set_->size(), config_.seed, epoch, /*shuffle=*/true, rank(), world()), epoch,
-          loader_options(true), *train_pool_, report_bad_sample);
+    // Made during the previous epoch's last step, its first batch submitted then: its pool becomes the train pool.
+    const bool first_batch_submitted = next_epoch_loader_ != nullptr;
+    if (next_epoch_loader_) {
+      loader = std::move(next_epoch_loader_);
+      std::swap(train_pool_, ahead_pool_);
+    } else if (train_set_) {
+      loader = make_train_loader(epoch, *train_pool_);
     }
     const AbandonDecodesOnError abandon_on_error(gpu_decoder_.get());
     EpochRecord record;
@@ -479,7 +494,7 @@ class Run {
     for (int64_t s = 0; s < steps_per_epoch_; ++s) {
       timer_->begin_step();
       if (gpu_decode_ahead) {
-        if (s == 0) submit_gpu_decode(*loader, record);
+        if (s == 0 && !first_batch_submitted) submit_gpu_decode(*loader, record);
         gpu_decoder_->finish_into(step_->images(), step_->labels());  // batch s, submitted during step s-1
       } else if (loader) {
         const auto wait_start = Clock::now();
@@ -499,7 +514,14 @@ class Run {
       // step s to work on meanwhile. Queued before step s, the call stood between every point where the device runs
       // dry (an epoch's start, the log's sync every log_every steps) and the next step's launch: a sync every 10
       // steps cost that order 1.35%, this one nothing (bench/results/2026-11-30-h200-d.md).
-      if (gpu_decode_ahead && s + 1 < steps_per_epoch_) submit_gpu_decode(*loader, record);
+      if (gpu_decode_ahead && s + 1 < steps_per_epoch_) {
+        submit_gpu_decode(*loader, record);
+      } else if (gpu_decode_ahead && ahead_pool_ && epoch + 1 < config_.epochs) {
+        // Else the next epoch would start with the device idle for a whole decode (8-20 ms in each 2.2 s epoch of
+        // 50 steps on the H200: bench/results/2026-11-30-h200-e.md). Its routes count in this epoch's record.
+        next_epoch_loader_ = make_train_loader(epoch + 1, *ahead_pool_);
+        submit_gpu_decode(*next_epoch_loader_, record);
+      }
       beat();
       loss_sum.add_(loss);
       interval_loss.add_(loss);
@@ -521,7 +543,8 @@ class Run {
       }
     }
     if (async_upload_) async_upload_->drain();
-    if (gpu_decoder_) gpu_decoder_->drain();  // the loader, which owns the batches it holds, goes next
+    if (gpu_decoder_) gpu_decoder_->drain();  // the loader, which owns the batches it holds, goes next (a batch of
+                                              // the next epoch's loader stays submitted)
     if (distributed_) {
       distributed_->comm().sum(loss_sum);
       loss_sum.div_(world());
@@ -552,6 +575,8 @@ class Run {
     }
     // The slowest step's input phase: near input_s, one stall (an epoch's first step, say); far below, a steady cost.
     record.extra.emplace_back("input_slowest_step_s", phases.slowest[static_cast<int>(Phase::kInput)]);
+    // Likewise for the gaps between steps: the host late to queue a step, every step or once.
+    record.extra.emplace_back("between_steps_slowest_s", phases.slowest[static_cast<int>(Phase::kBetweenSteps)]);
     record.extra.emplace_back("h2d_copy_s", async_upload_ ? std::optional<double>(async_upload_->take_copy_seconds())
                                                           : std::nullopt);
     record.extra.emplace_back("cuda_graph", step_->graphed() ? 1.0 : 0.0);
@@ -659,6 +684,8 @@ class Run {
   std::unique_ptr<Distributed> distributed_;  // declared first: destroyed after everything that uses it
   std::unique_ptr<data::JpegFolderDataset> train_set_, val_set_;
   std::unique_ptr<data::BatchPool> train_pool_, val_pool_;
+  std::unique_ptr<data::BatchPool> ahead_pool_;  // decode: gpu: the next epoch's loader fills it (null: no such loader)
+  std::unique_ptr<data::BatchLoader> next_epoch_loader_;  // made in an epoch's last step; after the pools it uses
   std::vector<std::string> classes_;
   int64_t num_classes_ = 0;
   int64_t steps_per_epoch_ = 0;

@@ -232,6 +232,27 @@ TEST_F(Cli, GpuDecodeCountsBadImagesAsTheCpuPathDoes) {
   EXPECT_NE(r.output.find("truncated.JPEG"), std::string::npos) << r.output;
 }
 
+// decode: gpu without validation: each epoch's last step submits the next epoch's first batch, counted in the
+// earlier epoch's routes (30 images in batches of 5: 35, 30, 25); with validation between epochs it does not.
+TEST_F(Cli, GpuDecodeSubmitsTheNextEpochsFirstBatchDuringTheLastStep) {
+  if (!RN50_NVJPEG_BUILD) GTEST_SKIP() << "needs a build with nvJPEG, and a GPU";
+  make_sample("--classes 3 --per-class 10 --val-per-class 2 --size 32");
+  for (const bool validate : {false, true}) {
+    const std::string run = path(validate ? "run_validated" : "run");
+    const Result r = rn50("train --data-root " + path("data") + " --out-dir " + run +
+                          " --device cuda:0 --decode gpu --image-size 48 --val-resize 48 --batch-size 5 --workers 2"
+                          " --epochs 3 --warmup-epochs 0 --validate=" + (validate ? "on" : "off"));
+    ASSERT_EQ(r.code, 0) << r.output;
+    std::vector<double> routed;
+    for (const auto& epoch : records(run + "/metrics.jsonl", "epoch")) {
+      EXPECT_EQ(epoch["steps"], 6);
+      routed.push_back(epoch["gpu_decode_hardware"].get<double>() + epoch["gpu_decode_hybrid"].get<double>() +
+                       epoch["gpu_decode_cpu_fallback"].get<double>());
+    }
+    EXPECT_EQ(routed, validate ? std::vector<double>{30, 30, 30} : std::vector<double>{35, 30, 25});
+  }
+}
+
 TEST_F(Cli, MigWithoutNvmlIsAClearError) {
   if (RN50_CUDA_BUILD) GTEST_SKIP() << "a CUDA build has NVML; the GPU session checks --mig there";
   Result r = rn50("train --mig list");

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/config.h"
@@ -117,6 +119,27 @@ TEST_F(Cuda, StepTimerKeepsEachPhasesSlowestStep) {
   EXPECT_EQ(t.total[static_cast<int>(trainer::Phase::kOptimizer)], 0.0);
   const trainer::PhaseTimes next = timer->take_totals();
   EXPECT_EQ(next.slowest[input], 0.0);
+}
+
+// The gap between steps is the device idle waiting for the host: 30 ms of host sleep after a short step counts;
+// a step queued while the device still spins on the previous one (the host ahead) adds about nothing.
+TEST_F(Cuda, StepTimerTimesTheDeviceWaitingForTheHostBetweenSteps) {
+  auto timer = gpu::make_cuda_step_timer();
+  const int gap = static_cast<int>(trainer::Phase::kBetweenSteps);
+  timer->begin_step();
+  at::cuda::sleep(1'000'000);
+  timer->mark(trainer::Phase::kInput);
+  torch::cuda::synchronize();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the device idle, the host late
+  timer->begin_step();
+  at::cuda::sleep(100'000'000);  // tens of milliseconds: the next step is queued long before this ends
+  timer->mark(trainer::Phase::kInput);
+  timer->begin_step();
+  timer->mark(trainer::Phase::kInput);
+  const trainer::PhaseTimes t = timer->take_totals();
+  std::printf("[ measured ] gaps between steps: total %.4f s, slowest %.4f s\n", t.total[gap], t.slowest[gap]);
+  EXPECT_GE(t.slowest[gap], 0.025);
+  EXPECT_LT(t.total[gap] - t.slowest[gap], 0.002);  // the second gap: the host was ahead
 }
 
 TEST_F(Cuda, AsyncUploadDeliversTheHostBytesAndReleasesEachBatch) {

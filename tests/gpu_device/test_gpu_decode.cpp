@@ -422,6 +422,33 @@ TEST_F(GeneratedJpegs, SubmitAndFinishRefuseMisuse) {
   decoder.drain();
 }
 
+// The trainer's epoch boundary: the next epoch's first batch is submitted during the last step, then the epoch
+// drains. drain hands back the finished batch only; the submitted one stays, and the next finish_into makes it.
+TEST_F(GeneratedJpegs, DrainKeepsASubmittedBatchForTheNextFinish) {
+  const int size = 64;
+  const data::JpegFolderDataset set = dataset(true, size);
+  const int64_t n = static_cast<int64_t>(set.size());
+  gpu::GpuJpegDecoder decoder(0, static_cast<int>(n), size);
+  RotatedBatches batches(set, 2);
+  const data::HostBatch held[2] = {batches.batch(0), batches.batch(1)};  // labels 10 * b + i
+  std::vector<int> released(2, 0);
+  const gpu::BadDecodeHandler fail = [](size_t, const std::string& reason) { ADD_FAILURE() << reason; };
+  auto release = [&](const data::HostBatch& b) { ++released.at(static_cast<size_t>(b.index)); };
+  at::Tensor x = at::empty({n, 3, size, size}, at::TensorOptions(at::kCUDA).dtype(at::kFloat));
+  at::Tensor y = at::empty({n}, at::TensorOptions(at::kCUDA).dtype(at::kLong));
+  decoder.submit(held[0], fail, release);
+  decoder.finish_into(x, y);  // the epoch's last step's input
+  decoder.submit(held[1], fail, release);  // the next epoch's first batch
+  decoder.drain();
+  EXPECT_EQ(released, (std::vector<int>{1, 0}));
+  decoder.finish_into(x, y);
+  decoder.drain();
+  EXPECT_EQ(released, (std::vector<int>{1, 1}));
+  const at::Tensor got = y.cpu();
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(got.data_ptr<int64_t>()[i], 10 + i);
+  batches.expect_matches_cpu(1, x, size);
+}
+
 // A batch's decode must not wait on the host for a step queued before it (nvJPEG resizing its buffers through
 // cudaFree, or a label copy from pageable memory, would). With about 200 ms of matrix products queued on the
 // current stream (their time measured with events), one decode_into of these 8 images must return in less than

@@ -34,5 +34,28 @@ TEST(HostStepTimer, SumsPhasesAndKeepsTheSlowestStep) {
   EXPECT_EQ(next.slowest[input], 0.0);
 }
 
+TEST(HostStepTimer, TimesTheGapsBetweenStepsButNotBeforeASpansFirstStep) {
+  HostStepTimer timer;
+  const int gap = static_cast<int>(Phase::kBetweenSteps);
+  std::this_thread::sleep_for(20ms);  // before the span's first step: not a gap between steps
+  for (const auto pause : {1ms, 25ms, 1ms}) {
+    timer.begin_step();
+    timer.mark(Phase::kInput);
+    std::this_thread::sleep_for(pause);  // after the step's last mark, before the next begin_step
+  }
+  timer.begin_step();
+  timer.mark(Phase::kInput);
+  const PhaseTimes times = timer.take_totals();
+  EXPECT_GE(times.total[gap], 0.027);
+  EXPECT_LT(times.total[gap], 0.045);  // 20 ms more if the wait before the first step had counted
+  EXPECT_GE(times.slowest[gap], 0.025);
+  EXPECT_LT(times.slowest[gap], times.total[gap] - 0.0015);
+  // After take_totals the next step again starts a span: the sleep below is not a gap between steps.
+  std::this_thread::sleep_for(20ms);
+  timer.begin_step();
+  timer.mark(Phase::kInput);
+  EXPECT_EQ(timer.take_totals().total[gap], 0.0);
+}
+
 }  // namespace
 }  // namespace rn50::trainer
