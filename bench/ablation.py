@@ -10,7 +10,7 @@ graph capture) is dropped and the others are the repeats (median and spread repo
 Writes OUT/ablation.json (every epoch record of every run), OUT/report.md (the headline, what each switch
 bought, a table; with --price-per-hour the cost of an ImageNet epoch) and two self-contained SVG pictures:
 OUT/images_per_s.svg (median images/s per configuration, min..max as an error bar) and OUT/step_split.svg
-(each configuration's step time as data wait, host-to-device copy, compute, communication). Standard
+(each configuration's step time as data wait, host-to-device copy, compute, communication, between steps). Standard
 library only (no matplotlib).
 
   bench/ablation.py --rn50 build/rn50 --out bench/results/DATE-MACHINE [--quick] [--steps 256:6,64:14] [--data-root DIR]

@@ -56,9 +56,9 @@ def main():
     split = ET.parse(os.path.join(opts.out, "step_split.svg")).getroot()
     check(split.tag == SVG + "svg", f"step_split.svg: root is {split.tag}")
     parts = [r for r in split.iter(SVG + "rect") if r.find(SVG + "title") is not None]
-    check(len(parts) == 4 * len(runs), f"step_split.svg: {len(parts)} bar parts for {len(runs)} runs (4 each)")
+    check(len(parts) == 5 * len(runs), f"step_split.svg: {len(parts)} bar parts for {len(runs)} runs (5 each)")
     texts = " ".join(t.text or "" for t in split.iter(SVG + "text"))
-    for part in ["data wait", "host-to-device copy", "compute", "communication"]:
+    for part in ["data wait", "host-to-device copy", "compute", "communication", "between steps"]:
         check(part in texts, f"step_split.svg: no legend entry '{part}'")
 
     report = open(os.path.join(opts.out, "report.md")).read()

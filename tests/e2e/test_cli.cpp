@@ -249,7 +249,8 @@ TEST_F(Cli, GpuDecodeSubmitsTheNextEpochsFirstBatchDuringTheLastStep) {
       routed.push_back(epoch["gpu_decode_hardware"].get<double>() + epoch["gpu_decode_hybrid"].get<double>() +
                        epoch["gpu_decode_cpu_fallback"].get<double>());
     }
-    EXPECT_EQ(routed, validate ? std::vector<double>{30, 30, 30} : std::vector<double>{35, 30, 25});
+    const std::vector<double> expected = validate ? std::vector<double>{30, 30, 30} : std::vector<double>{35, 30, 25};
+    EXPECT_EQ(routed, expected);
   }
 }
 

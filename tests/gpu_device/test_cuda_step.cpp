@@ -98,9 +98,17 @@ TEST_F(Cuda, NormalizeKernelMatchesAtenInEveryLayoutAndDtype) {
   }
 }
 
+// A phase runs from one event to the next on the device, so it includes the device idle while the host launches:
+// the sleep kernel's first launch (its module loaded then, milliseconds) must come before the timed steps.
+void warm_up_sleep_kernel() {
+  at::cuda::sleep(1000);
+  torch::cuda::synchronize();
+}
+
 // The event timer times each phase on the device and keeps each phase's slowest step: three steps whose input
 // phase spins 1, 20 and 1 million cycles on the device (the exact times do not matter, their ratio does).
 TEST_F(Cuda, StepTimerKeepsEachPhasesSlowestStep) {
+  warm_up_sleep_kernel();
   auto timer = gpu::make_cuda_step_timer();
   for (const int64_t cycles : {1'000'000, 20'000'000, 1'000'000}) {
     timer->begin_step();
@@ -124,6 +132,7 @@ TEST_F(Cuda, StepTimerKeepsEachPhasesSlowestStep) {
 // The gap between steps is the device idle waiting for the host: 30 ms of host sleep after a short step counts;
 // a step queued while the device still spins on the previous one (the host ahead) adds about nothing.
 TEST_F(Cuda, StepTimerTimesTheDeviceWaitingForTheHostBetweenSteps) {
+  warm_up_sleep_kernel();
   auto timer = gpu::make_cuda_step_timer();
   const int gap = static_cast<int>(trainer::Phase::kBetweenSteps);
   timer->begin_step();
