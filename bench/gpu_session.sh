@@ -185,10 +185,10 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
     "$build/rn50" bench-decode --decode gpu --decode-yuv --data-root /tmp/jpeg/train --files 512 --seconds 5 2>&1 \
       | tee -a "$OUT/bench_decode_gpu_yuv.txt"
     # Against the same configuration and steps on synthetic data, in the same session: what "within 3%" compares.
-    # Five epochs each, interleaved, twice: GPU decoding gets faster over a run's first epochs, so the steady
+    # Five epochs each, interleaved, GPUDECODE_REPS (2) times: GPU decoding gets faster over a run's first epochs, so the steady
     # epochs (4 and 5) are compared (bench/results/2026-11-30-h200-d.md).
     n_train=$(find /tmp/jpeg/train -name '*.JPEG' | wc -l)
-    for rep in 1 2; do
+    for rep in $(seq "${GPUDECODE_REPS:-2}"); do
       EPOCHS=5 jpeg_run gpu_decode_$rep --decode gpu
       # YCbCr planes converted in rn50's kernel: 1.6 points further below synthetic data than RGB on 2026-11-30 (e)
       [[ $rep == 1 ]] && EPOCHS=5 jpeg_run gpu_decode_yuv_$rep --decode gpu --decode-yuv=on
