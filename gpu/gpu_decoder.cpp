@@ -509,7 +509,8 @@ struct GpuJpegDecoder::Impl {
       hardware_images.push_back(hardware_destination(base + offsets[i], i, s.info.width, s.info.height));
     }
     nvjpegStatus_t status = NVJPEG_STATUS_SUCCESS;
-    timed(counts.hardware_call_s, [&] {
+    double call_s = 0;
+    timed(call_s, [&] {
       // Initialised again only when the count changes or a batch failed: initialising resizes nvJPEG's buffers.
       if (slot.hardware_batch != count) {
         status = nvjpegDecodeBatchedInitialize(hardware.get(), slot.hardware_state.get(), count, 1,
@@ -520,6 +521,8 @@ struct GpuJpegDecoder::Impl {
         status = nvjpegDecodeBatched(hardware.get(), slot.hardware_state.get(), hardware_data.data(),
                                      hardware_lengths.data(), hardware_images.data(), decode_stream.stream());
     });
+    counts.hardware_call_s += call_s;
+    counts.slowest_hardware_call_s = std::max(counts.slowest_hardware_call_s, call_s);
     return status;
   }
 

@@ -29,6 +29,7 @@ struct GpuDecodeCounts {
   double wait_s = 0;  // ... and its waits there for the device (a slot to free up, a default-backend image)
   double route_s = 0;          // part of host_s: parsing headers with nvJPEG to choose each image's route
   double hardware_call_s = 0;  // part of host_s: inside nvJPEG's batched hardware calls
+  double slowest_hardware_call_s = 0;  // the longest of those calls: one far above the mean stalls the host
   // On the device, from CUDA events, for the batches handed back so far (a batch is handed back when its slot is
   // next needed, so the last one or two of an epoch count in the next):
   int64_t device_batches = 0;  // the batches these three cover

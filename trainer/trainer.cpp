@@ -645,6 +645,8 @@ class Run {
     // Parts of host_s: choosing routes (nvJPEG parses each header), and nvJPEG's batched hardware calls.
     record.extra.emplace_back("gpu_decode_route_s", value(&gpu::GpuDecodeCounts::route_s));
     record.extra.emplace_back("gpu_decode_hardware_call_s", value(&gpu::GpuDecodeCounts::hardware_call_s));
+    record.extra.emplace_back("gpu_decode_slowest_hardware_call_s",
+                              value(&gpu::GpuDecodeCounts::slowest_hardware_call_s));
     // From CUDA events: each batch from submit to ready (nvJPEG's host calls included), the compute stream waiting
     // for a decode before making the input, and the crop kernel.
     record.extra.emplace_back("gpu_decode_latency_s", value(&gpu::GpuDecodeCounts::decode_latency_s));
