@@ -190,7 +190,7 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
     n_train=$(find /tmp/jpeg/train -name '*.JPEG' | wc -l)
     for rep in $(seq "${GPUDECODE_REPS:-2}"); do
       EPOCHS=5 jpeg_run gpu_decode_$rep --decode gpu
-      # YCbCr planes converted in rn50's kernel: 1.6 points further below synthetic data than RGB on 2026-11-30 (e)
+      # YCbCr planes converted in rn50's kernel: 1.0-1.6 points further below synthetic data than RGB (2026-11-30-h200-e)
       [[ $rep == 1 ]] && EPOCHS=5 jpeg_run gpu_decode_yuv_$rep --decode gpu --decode-yuv=on
       rm -rf "/tmp/runs/synthetic_$rep" "$OUT/synthetic_$rep.jsonl"
       "$build/rn50" train --config configs/optimized.yaml --data synthetic --synthetic-images "$n_train" \

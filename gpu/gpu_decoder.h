@@ -52,7 +52,8 @@ class GpuJpegDecoder {
  public:
   // Batches held at once. Training submits a batch after queuing the step before its use; that submit reuses the
   // slot of two batches back, so it waits for the step before that to start. Three slots (the host a step further
-  // ahead) trained no faster on the H200 (bench/results/2026-11-30-h200-d.md).
+  // ahead) trained no faster on the H200, and nvJPEG's slowest call per epoch grew from 88-91 to 110-115 ms
+  // (bench/results/2026-11-30-h200-d.md, -e.md).
   static constexpr int kSlots = 2;
 
   // Batches of up to max_batch samples into out_size x out_size images on CUDA device `device`. Throws

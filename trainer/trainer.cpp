@@ -243,7 +243,7 @@ class Run {
     }
     // The next epoch's first batch decodes during this epoch's last step, from a loader that needs a pool of its own
     // (a loader fills every slot of its pool). Not across a validation, which decodes through the same slots.
-    if (config_.decode_ahead && !(config_.validate && val_set_)) {
+    if (config_.decode_ahead && config_.epochs > 1 && !(config_.validate && val_set_)) {
       ahead_pool_ = std::make_unique<data::BatchPool>(slots, config_.batch_size, config_.image_size, host,
                                                       data::BatchContent::kEncoded);
     }
@@ -467,6 +467,19 @@ class Run {
         loader_options(true), pool, report_bad_sample);
   }
 
+  // A bad file or a read error in it (strict_data) must not cost this epoch its record and checkpoint: on any
+  // error the next epoch makes its own loader and meets the error at its own first step.
+  void submit_next_epochs_first_batch(int64_t next_epoch, EpochRecord& record) {
+    try {
+      next_epoch_loader_ = make_train_loader(next_epoch, *ahead_pool_);
+      submit_gpu_decode(*next_epoch_loader_, record);
+    } catch (const std::exception& e) {
+      next_epoch_loader_.reset();  // a failed submit holds nothing of it
+      log_warn(std::string("the next epoch's first batch, decoded ahead, failed (it is read again at its start): ") +
+               first_line(e.what()));
+    }
+  }
+
   EpochRecord train_epoch(int64_t epoch) {
     if (device_.is_cuda()) gpu::reset_peak_memory(device_.index());
     std::unique_ptr<data::BatchLoader> loader;
@@ -519,8 +532,7 @@ class Run {
       } else if (gpu_decode_ahead && ahead_pool_ && epoch + 1 < config_.epochs) {
         // Else the next epoch would start with the device idle for a whole decode (8-20 ms in each 2.2 s epoch of
         // 50 steps on the H200: bench/results/2026-11-30-h200-e.md). Its routes count in this epoch's record.
-        next_epoch_loader_ = make_train_loader(epoch + 1, *ahead_pool_);
-        submit_gpu_decode(*next_epoch_loader_, record);
+        submit_next_epochs_first_batch(epoch + 1, record);
       }
       beat();
       loss_sum.add_(loss);

@@ -233,10 +233,14 @@ TEST_F(Cli, GpuDecodeCountsBadImagesAsTheCpuPathDoes) {
 }
 
 // decode: gpu without validation: each epoch's last step submits the next epoch's first batch, counted in the
-// earlier epoch's routes (30 images in batches of 5: 35, 30, 25); with validation between epochs it does not.
+// earlier epoch's routes (30 images in batches of 5: 35, 30, 25); with validation between epochs it does not. Both
+// train on the same batches in the same order (validation changes no weights), so their losses agree to within
+// the device's floating-point nondeterminism; a first batch from the wrong epoch's order would not (1e-3 relative:
+// one batch in six changed moves an epoch's mean loss by far more; not yet run on a GPU).
 TEST_F(Cli, GpuDecodeSubmitsTheNextEpochsFirstBatchDuringTheLastStep) {
   if (!RN50_NVJPEG_BUILD) GTEST_SKIP() << "needs a build with nvJPEG, and a GPU";
   make_sample("--classes 3 --per-class 10 --val-per-class 2 --size 32");
+  std::vector<std::vector<double>> losses;
   for (const bool validate : {false, true}) {
     const std::string run = path(validate ? "run_validated" : "run");
     const Result r = rn50("train --data-root " + path("data") + " --out-dir " + run +
@@ -244,14 +248,19 @@ TEST_F(Cli, GpuDecodeSubmitsTheNextEpochsFirstBatchDuringTheLastStep) {
                           " --epochs 3 --warmup-epochs 0 --validate=" + (validate ? "on" : "off"));
     ASSERT_EQ(r.code, 0) << r.output;
     std::vector<double> routed;
+    losses.emplace_back();
     for (const auto& epoch : records(run + "/metrics.jsonl", "epoch")) {
       EXPECT_EQ(epoch["steps"], 6);
+      losses.back().push_back(epoch["train_loss"].get<double>());
       routed.push_back(epoch["gpu_decode_hardware"].get<double>() + epoch["gpu_decode_hybrid"].get<double>() +
                        epoch["gpu_decode_cpu_fallback"].get<double>());
     }
     const std::vector<double> expected = validate ? std::vector<double>{30, 30, 30} : std::vector<double>{35, 30, 25};
     EXPECT_EQ(routed, expected);
   }
+  ASSERT_EQ(losses[0].size(), 3u);
+  ASSERT_EQ(losses[1].size(), 3u);
+  for (size_t e = 0; e < 3; ++e) EXPECT_NEAR(losses[0][e], losses[1][e], 1e-3 * losses[1][e]) << "epoch " << e + 1;
 }
 
 TEST_F(Cli, MigWithoutNvmlIsAClearError) {
