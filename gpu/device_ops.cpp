@@ -8,7 +8,6 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include <algorithm>
 #include <deque>
 #include <stdexcept>
 
@@ -304,9 +303,7 @@ class CudaStepTimer final : public trainer::StepTimer {
     const Interval i = pending_.front();
     pending_.pop_front();
     RN50_CUDA_CHECK(cudaEventSynchronize(events_[i.end]->event));
-    const double seconds = elapsed_seconds(events_[i.start]->event, events_[i.end]->event);
-    times_.total[i.phase] += seconds;
-    times_.slowest[i.phase] = std::max(times_.slowest[i.phase], seconds);
+    times_.add(static_cast<trainer::Phase>(i.phase), elapsed_seconds(events_[i.start]->event, events_[i.end]->event));
   }
   static constexpr size_t kRing = 1024;
   std::vector<std::unique_ptr<Event>> events_;

@@ -363,15 +363,9 @@ struct GpuJpegDecoder::Impl {
     counts.decode_latency_s += seconds_between(slot.decode_started, slot.decode_done);
     counts.input_stall_s += seconds_between(slot.input_wanted, slot.kernel_started);
     counts.crop_s += seconds_between(slot.kernel_started, slot.kernel_done);
-    hand_back(slot);
-  }
-
-  // The slot's batch back to its loader, the device done with it.
-  void hand_back(Slot& slot) {
     nvjpeg_memory.completed(slot.sequence);  // and, in order, every batch before it
     const data::HostBatch batch = *slot.in_flight;
     slot.in_flight.reset();
-    slot.awaiting_finish = false;
     if (slot.release) slot.release(batch);
   }
 

@@ -296,8 +296,7 @@ int bench_decode_command(int argc, char** argv) {
                 "%.1f us waiting for the device\n",
                 g.host_us_per_image, g.route_us_per_image, g.hardware_us_per_image, g.wait_us_per_image);
     std::printf("per batch, from CUDA events: submit to ready %.2f ms (nvJPEG's host calls included), crop kernel "
-                "%.2f ms\n", g.decode_latency_ms_per_batch,
-                g.crop_ms_per_batch);
+                "%.2f ms\n", g.decode_latency_ms_per_batch, g.crop_ms_per_batch);
     if (step_ms > 0) {
       const double decode_ms = 1e3 * g.batch_size / g.train_per_s;  // a train batch alone, from above
       auto verdict = [&](double ms) {

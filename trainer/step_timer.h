@@ -22,6 +22,11 @@ inline constexpr const char* kPhaseNames[kNumPhases] = {"input_s", "forward_back
 struct PhaseTimes {
   std::array<double, kNumPhases> total{};
   std::array<double, kNumPhases> slowest{};
+  void add(Phase phase, double seconds) {
+    const int p = static_cast<int>(phase);
+    total[p] += seconds;
+    slowest[p] = std::max(slowest[p], seconds);
+  }
 };
 
 // Marks the end of each phase; the time of a phase runs from the previous mark (or begin_step).
@@ -40,12 +45,12 @@ class HostStepTimer final : public StepTimer {
  public:
   void begin_step() override {
     const auto now = Clock::now();
-    if (marked_) add(Phase::kBetweenSteps, now);
+    if (marked_) times_.add(Phase::kBetweenSteps, seconds(now));
     last_ = now;
   }
   void mark(Phase phase) override {
     const auto now = Clock::now();
-    add(phase, now);
+    times_.add(phase, seconds(now));
     last_ = now;
     marked_ = true;
   }
@@ -58,12 +63,7 @@ class HostStepTimer final : public StepTimer {
 
  private:
   using Clock = std::chrono::steady_clock;
-  void add(Phase phase, Clock::time_point now) {
-    const double seconds = std::chrono::duration<double>(now - last_).count();
-    const int p = static_cast<int>(phase);
-    times_.total[p] += seconds;
-    times_.slowest[p] = std::max(times_.slowest[p], seconds);
-  }
+  double seconds(Clock::time_point now) const { return std::chrono::duration<double>(now - last_).count(); }
   Clock::time_point last_ = Clock::now();
   bool marked_ = false;  // a mark since take_totals: the next begin_step ends a gap between steps
   PhaseTimes times_;
