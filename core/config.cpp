@@ -144,9 +144,6 @@ std::vector<ConfigKey> make_keys() {
       bool_key("decode_ahead", &C::decode_ahead,
                "decode: gpu: queue batch k+1's decode right after training step k is queued, and the next epoch's first "
                "during an epoch's last step unless a validation follows (off: each right before its own step)"),
-      bool_key("decode_crop_ahead", &C::decode_crop_ahead,
-               "decode: gpu: crop each batch on the decode stream as soon as it is decoded, into a buffer that the "
-               "step's input is copied from (off: the crop kernel runs on the training stream before the step)"),
       bool_key("strict_data", &C::strict_data, "stop at the first unreadable image instead of skipping it"),
       int_key("synthetic_images", &C::synthetic_images, "images per epoch when data is synthetic"),
       int_key("epochs", &C::epochs, "epochs to train"),

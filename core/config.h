@@ -26,7 +26,6 @@ struct Config {
   std::string decode = "cpu";  // cpu: libjpeg-turbo on the decode threads | gpu: nvJPEG, the threads only read files
   bool decode_yuv = false;     // decode: gpu: YCbCr planes out of the hardware decoder, converted in rn50's kernel
   bool decode_ahead = true;    // decode: gpu in training: batch k+1's decode queued right after step k (off: before its own)
-  bool decode_crop_ahead = false;  // decode: gpu: each batch cropped on the decode stream once decoded, then copied
   bool strict_data = false;
   int64_t synthetic_images = 25600;  // images per epoch in synthetic mode
 

@@ -15,6 +15,9 @@ struct JpegInfo {
   // 3 components stored as R, G, B rather than YCbCr, as libjpeg decides it: no JFIF marker, and an Adobe marker
   // with transform 0 or, without one, component ids 'R', 'G', 'B'. (Set by the frame-header walk only.)
   bool rgb_coded = false;
+  // The bytes up to the end of the first scan's header (its SOS segment): every table and header a decoder reads
+  // before the entropy-coded data; 0 when the walk finds no scan. (Set by the frame-header walk only.)
+  size_t header_bytes = 0;
 };
 
 // A rectangle in source-image pixels; always inside the image.

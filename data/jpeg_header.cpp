@@ -1,4 +1,5 @@
-// data/jpeg_header.cpp: the marker walk from the start-of-image marker to the first start-of-frame segment.
+// data/jpeg_header.cpp: the marker walk from the start-of-image marker to the first start-of-frame segment, and on
+// to the end of the first scan's header.
 #include "data/jpeg_header.h"
 
 #include <cstdio>
@@ -25,6 +26,23 @@ bool is_start_of_frame(uint8_t marker) {
 
 // SOF2, SOF6, SOF10 and SOF14 are the progressive processes (Huffman and arithmetic, plain and differential).
 bool is_progressive(uint8_t marker) { return (marker & 0x03) == 0x02; }
+
+// From `pos`, a segment boundary after the frame header: the end of the first SOS segment, or 0 when the data
+// ends or breaks before one (the frame header is what callers need; this never throws).
+size_t scan_header_end(const uint8_t* bytes, size_t size, size_t pos) {
+  for (;;) {
+    while (pos < size && bytes[pos] != 0xFF) ++pos;
+    while (pos < size && bytes[pos] == 0xFF) ++pos;
+    if (pos >= size) return 0;
+    const uint8_t marker = bytes[pos++];
+    if (marker == 0x00 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) continue;
+    if (marker == 0xD8 || marker == 0xD9 || pos + 2 > size) return 0;
+    const size_t length = static_cast<size_t>(read_u16(bytes + pos));
+    if (length < 2 || length > size - pos) return 0;
+    pos += length;
+    if (marker == 0xDA) return pos;
+  }
+}
 
 }  // namespace
 
@@ -75,6 +93,7 @@ JpegInfo parse_jpeg_frame_header(const uint8_t* bytes, size_t size) {
       const bool rgb_ids = frame[8] == 'R' && frame[11] == 'G' && frame[14] == 'B';
       info.rgb_coded = adobe_transform >= 0 ? adobe_transform == 0 : rgb_ids;
     }
+    info.header_bytes = scan_header_end(bytes, size, pos + length);
     return info;
   }
 }

@@ -202,15 +202,6 @@ enum class Route { kHardware, kHybrid, kCpu };
 bool built_with_nvjpeg() { return true; }
 
 struct GpuJpegDecoder::Impl {
-  // The dtype and layout of a step's input.
-  struct OutputFormat {
-    kernels::OutType type = kernels::OutType::F32;
-    bool channels_last = false;
-    bool operator==(const OutputFormat& other) const {
-      return type == other.type && channels_last == other.channels_last;
-    }
-  };
-
   // One of the batches in flight: its decoded images, tables and the events that guard their reuse.
   struct Slot {
     GrowingDeviceBuffer decoded;  // the batch's decoded images (RGB, or planes), written on the decode stream
@@ -218,12 +209,8 @@ struct GpuJpegDecoder::Impl {
     at::Tensor jobs_device;
     PinnedMemory labels_host;  // the batch's labels: a copy from pageable memory would wait for the compute stream
     PinnedMemory fallback_host;  // libjpeg's images, allocated on the first fallback
-    // With crop_at_submit: the batch's input and labels, made on the decode stream before decode_done in
-    // staged_format (unset: the batch is cropped by finish_into on the compute stream).
-    at::Tensor staged_images, staged_labels;  // bytes
-    std::optional<OutputFormat> staged_format;
     CudaEventOwner decode_done;  // on the decode stream: `decoded` holds the batch
-    CudaEventOwner kernel_done;  // on the compute stream: the input made (kernel or copies); the slot is free
+    CudaEventOwner kernel_done;  // on the compute stream: kernel and label copy finished; the slot is free
     // For the device times in GpuDecodeCounts only: read once kernel_done has completed, so never waited for.
     CudaEventOwner decode_started;  // on the decode stream, before nvJPEG's calls for the batch
     CudaEventOwner input_wanted;    // on the compute stream, before it waits for decode_done
@@ -260,8 +247,6 @@ struct GpuJpegDecoder::Impl {
   bool interpolated_chroma = false;
   bool no_pipeline = false;  // the hardware decoder without nvJPEG's buffering across calls
   bool planar = false;       // the hardware decoder hands out YCbCr planes (GpuDecoderOptions::planar)
-  bool crop_at_submit = false;  // GpuDecoderOptions::crop_at_submit
-  std::optional<OutputFormat> step_format;  // the input finish_into last wrote: what submit crops ahead into
   Slot slots[kSlots];
   int next_slot = 0;
   std::deque<int> submitted;  // slots awaiting finish_into, oldest first
@@ -271,6 +256,7 @@ struct GpuJpegDecoder::Impl {
   double wait_in_call = 0;  // waited() seconds in the current submit, finish_into or drain
   bool hardware_failure_logged = false;
   data::DecodeScratch cpu_scratch;
+  std::vector<unsigned char> header_copy;  // parse_header's
 
   // Per-batch scratch, reserved once for max_batch samples.
   std::vector<Route> routes;
@@ -306,7 +292,6 @@ struct GpuJpegDecoder::Impl {
         create_handle(NVJPEG_BACKEND_HARDWARE, hardware_flags, nvjpeg_memory, hardware, hardware_interpolated);
     no_pipeline = options.hardware_no_pipeline && hw == NVJPEG_STATUS_SUCCESS;
     planar = options.planar && hw == NVJPEG_STATUS_SUCCESS;
-    crop_at_submit = options.crop_at_submit;
     if (hw == NVJPEG_STATUS_SUCCESS) {
       hardware_parse = make_parser(hardware.get());
       unsigned cores = 0;
@@ -385,14 +370,28 @@ struct GpuJpegDecoder::Impl {
     if (slot.release) slot.release(batch);
   }
 
+  // nvJPEG's header parse walks the whole file for its markers (11-15 us a 95 KiB file on the H200 machine's host,
+  // on the training thread): it gets the headers up to the first scan's, ended by an end-of-image marker, and the
+  // whole file only if that fails. The entropy-coded data it skips is for the decoders to check.
+  bool parse_header(nvjpegHandle_t handle, const data::EncodedSample& s, nvjpegJpegStream_t parse) {
+    const size_t header = s.info.header_bytes;
+    if (header > 0 && header < s.bytes.size()) {
+      header_copy.assign(s.bytes.data(), s.bytes.data() + header);
+      header_copy.push_back(0xFF);
+      header_copy.push_back(0xD9);
+      if (nvjpegJpegStreamParseHeader(handle, header_copy.data(), header_copy.size(), parse) == NVJPEG_STATUS_SUCCESS)
+        return true;
+    }
+    return nvjpegJpegStreamParseHeader(handle, s.bytes.data(), s.bytes.size(), parse) == NVJPEG_STATUS_SUCCESS;
+  }
+
   // Which decoder takes sample `s`, parsing its header with nvJPEG; with `planar`, `layout` gets the planes of a
   // sample for the hardware decoder.
   Route route_of(const data::EncodedSample& s, ChromaLayout& layout) {
     if (s.info.components == 4) return Route::kCpu;  // CMYK/YCCK: libjpeg applies the Adobe inversion the CPU path does
     nvjpegHandle_t handle = hardware ? hardware.get() : hybrid.get();
     nvjpegJpegStream_t parse = hardware ? hardware_parse.get() : hybrid_parse.get();
-    if (nvjpegJpegStreamParseHeader(handle, s.bytes.data(), s.bytes.size(), parse) != NVJPEG_STATUS_SUCCESS)
-      return Route::kCpu;
+    if (!parse_header(handle, s, parse)) return Route::kCpu;
     unsigned width = 0, height = 0;
     if (nvjpegJpegStreamGetFrameDimensions(parse, &width, &height) != NVJPEG_STATUS_SUCCESS ||
         static_cast<int>(width) != s.info.width || static_cast<int>(height) != s.info.height)
@@ -659,36 +658,7 @@ struct GpuJpegDecoder::Impl {
     }
     // Pinned, so that finish_into's copy does not wait for the compute stream as one from pageable memory would.
     std::copy(batch.labels, batch.labels + n, static_cast<int64_t*>(slot.labels_host.get()));
-    slot.staged_format.reset();
-    if (crop_at_submit && step_format) crop_on_decode_stream(slot, n, *step_format);
     RN50_CUDA_CHECK(cudaEventRecord(slot.decode_done.get(), decode_stream.stream()));
-  }
-
-  static size_t element_size(kernels::OutType type) { return type == kernels::OutType::F32 ? 4 : 2; }
-
-  size_t input_bytes(int images, kernels::OutType type) const {
-    return static_cast<size_t>(images) * 3 * static_cast<size_t>(out_size) * static_cast<size_t>(out_size) *
-           element_size(type);
-  }
-
-  // crop_at_submit: the batch's crop kernel right after its decode, on the decode stream, into the slot's own
-  // buffers, so that it runs beside the step queued before it; finish_into then only copies.
-  void crop_on_decode_stream(Slot& slot, int n, const OutputFormat& format) {
-    const cudaStream_t stream = decode_stream.stream();
-    const size_t bytes = input_bytes(max_batch, format.type);
-    if (!slot.staged_images.defined() || static_cast<size_t>(slot.staged_images.numel()) < bytes)
-      slot.staged_images = device_alloc(bytes, device, stream);  // the slot's last batch is done with it (retired)
-    if (!slot.staged_labels.defined())
-      slot.staged_labels = device_alloc(sizeof(int64_t) * static_cast<size_t>(max_batch), device, stream);
-    const size_t count = static_cast<size_t>(n);
-    RN50_CUDA_CHECK(cudaMemcpyAsync(slot.jobs_device.data_ptr(), slot.jobs_host.get(),
-                                    sizeof(kernels::ResampleJob) * count, cudaMemcpyHostToDevice, stream));
-    kernels::crop_resize_normalize(static_cast<const kernels::ResampleJob*>(slot.jobs_device.data_ptr()), n, out_size,
-                                   slot.staged_images.data_ptr(), format.type, format.channels_last, norm.scale,
-                                   norm.shift, stream);
-    RN50_CUDA_CHECK(cudaMemcpyAsync(slot.staged_labels.data_ptr(), slot.labels_host.get(), sizeof(int64_t) * count,
-                                    cudaMemcpyHostToDevice, stream));
-    slot.staged_format = format;
   }
 
   void finish_into(at::Tensor& images, at::Tensor& labels) {
@@ -704,25 +674,14 @@ struct GpuJpegDecoder::Impl {
     RN50_CUDA_CHECK(cudaEventRecord(slot.input_wanted.get(), compute));
     RN50_CUDA_CHECK(cudaStreamWaitEvent(compute, slot.decode_done.get(), 0));
     RN50_CUDA_CHECK(cudaEventRecord(slot.kernel_started.get(), compute));
-    const OutputFormat format{output_type(images), is_channels_last(images)};
-    if (slot.staged_format == format) {
-      // The first `count` images of the staging buffer have the layout of `images` ([N, 3, S, S] contiguous in
-      // either memory format puts image i at the same offset).
-      RN50_CUDA_CHECK(cudaMemcpyAsync(images.data_ptr(), slot.staged_images.data_ptr(), input_bytes(count, format.type),
-                                      cudaMemcpyDeviceToDevice, compute));
-      RN50_CUDA_CHECK(cudaMemcpyAsync(labels.data_ptr(), slot.staged_labels.data_ptr(), sizeof(int64_t) * n,
-                                      cudaMemcpyDeviceToDevice, compute));
-    } else {
-      RN50_CUDA_CHECK(cudaMemcpyAsync(slot.jobs_device.data_ptr(), slot.jobs_host.get(),
-                                      sizeof(kernels::ResampleJob) * n, cudaMemcpyHostToDevice, compute));
-      kernels::crop_resize_normalize(static_cast<const kernels::ResampleJob*>(slot.jobs_device.data_ptr()), count,
-                                     out_size, images.data_ptr(), format.type, format.channels_last, norm.scale,
-                                     norm.shift, compute);
-      RN50_CUDA_CHECK(cudaMemcpyAsync(labels.data_ptr(), slot.labels_host.get(), sizeof(int64_t) * n,
-                                      cudaMemcpyHostToDevice, compute));
-    }
+    RN50_CUDA_CHECK(cudaMemcpyAsync(slot.jobs_device.data_ptr(), slot.jobs_host.get(),
+                                    sizeof(kernels::ResampleJob) * n, cudaMemcpyHostToDevice, compute));
+    kernels::crop_resize_normalize(static_cast<const kernels::ResampleJob*>(slot.jobs_device.data_ptr()), count,
+                                   out_size, images.data_ptr(), output_type(images), is_channels_last(images),
+                                   norm.scale, norm.shift, compute);
+    RN50_CUDA_CHECK(cudaMemcpyAsync(labels.data_ptr(), slot.labels_host.get(), sizeof(int64_t) * n,
+                                    cudaMemcpyHostToDevice, compute));
     RN50_CUDA_CHECK(cudaEventRecord(slot.kernel_done.get(), compute));
-    step_format = format;
     slot.awaiting_finish = false;
     submitted.pop_front();
     count_host_time(started);
@@ -804,7 +763,6 @@ struct GpuJpegDecoder::Impl {
     text += kOwnAllocators ? "; nvJPEG's memory reused after each batch" : "; nvJPEG's own cudaMalloc/cudaFree";
     if (no_pipeline) text += "; hardware decoder without pipelining (NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE)";
     if (planar) text += "; the hardware decoder's YCbCr planes converted to RGB in the crop kernel (libjpeg's upsampling)";
-    if (crop_at_submit) text += "; each batch cropped on the decode stream once decoded, copied into the step's input";
     return text;
   }
 };

@@ -37,10 +37,7 @@ struct GpuDecodeCounts {
   // work as they go, so this includes them (at least gpu_decode_hardware_call_s), not the device work alone.
   double decode_latency_s = 0;
   double input_stall_s = 0;    // the compute stream waiting for a batch's decode before making its input
-  // Making the step's input on the compute stream: the crop kernel and the label copy, or, for a batch cropped at
-  // submit (GpuDecoderOptions::crop_at_submit), the copies of its images and labels; a crop at submit counts in
-  // decode_latency_s.
-  double crop_s = 0;
+  double crop_s = 0;           // the crop kernel and the label copy, on the compute stream
   // Buffers nvJPEG had to have freshly allocated (cudaMalloc, cudaHostAlloc: slow, and the host waits in them);
   // none once its memory pool has grown to what the batches need.
   int64_t new_buffers = 0;

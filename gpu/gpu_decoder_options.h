@@ -11,12 +11,6 @@ struct GpuDecoderOptions {
   // the pixels it samples, in libjpeg's arithmetic; otherwise nvJPEG converts each whole image to interleaved RGB,
   // with a kernel of its own per image (config key decode_yuv).
   bool planar = false;
-  // Each batch is cropped on the decode stream as soon as it is decoded, into a buffer of its own in the format of
-  // the step's input that finish_into last wrote; finish_into then only copies it (and its labels) into the step's
-  // input, so the compute stream runs a copy between steps instead of the kernel. The first batch, and one after the
-  // input's dtype or layout changes, are cropped on the compute stream as without it. Costs a batch of input memory
-  // per slot (config key decode_crop_ahead).
-  bool crop_at_submit = false;
 };
 
 }  // namespace rn50::gpu

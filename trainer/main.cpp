@@ -254,8 +254,6 @@ int bench_decode_command(int argc, char** argv) {
       "nvjpeg-no-pipeline", "--decode gpu: the hardware decoder with NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE")(
       "decode-yuv", "--decode gpu: the hardware decoder hands out YCbCr planes, converted in rn50's kernel (as the "
       "config key decode_yuv)")(
-      "decode-crop-ahead", "--decode gpu: each batch cropped on the decode stream once decoded, then copied into the "
-      "input (as the config key decode_crop_ahead)")(
       "device", "--decode gpu: the GPU", cxxopts::value<std::string>()->default_value("cuda:0"))("h,help",
                                                                                                  "print this help");
   const auto parsed = options.parse(argc, argv);
@@ -283,7 +281,6 @@ int bench_decode_command(int argc, char** argv) {
     rn50::gpu::GpuDecoderOptions decoder;
     decoder.hardware_no_pipeline = parsed.count("nvjpeg-no-pipeline") > 0;
     decoder.planar = parsed.count("decode-yuv") > 0;
-    decoder.crop_at_submit = parsed.count("decode-crop-ahead") > 0;
     const auto g = rn50::gpu::run_gpu_decode_bench(jpegs, size, parsed["batch-size"].as<int>(), seconds,
                                                    gpu_index(device), step_ms, decoder);
     std::printf("files %zu; output %dx%d; batches of %d into half-precision channels-last input\n", jpegs.size(), size,

@@ -249,7 +249,6 @@ class Run {
     }
     gpu::GpuDecoderOptions options;
     options.planar = config_.decode_yuv;
-    options.crop_at_submit = config_.decode_crop_ahead;
     gpu_decoder_ =
         std::make_unique<gpu::GpuJpegDecoder>(device_.index(), config_.batch_size, config_.image_size, options);
   }

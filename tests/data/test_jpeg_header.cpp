@@ -180,6 +180,40 @@ TEST(JpegHeader, RejectsWhatIsNotAWholeJpegWithTheCpuDecodersReasons) {
 
 // The header parser reads only what it needs: a file whose data no decoder can use still parses (the GPU decode
 // path counts such files when the device and libjpeg both fail on them).
+// header_bytes ends at the first scan's header, whatever came before it (the GPU path hands nvJPEG only those
+// bytes to route an image): libjpeg reads the same header from them, ended by an end-of-image marker; 0 without a
+// scan.
+TEST(JpegHeader, EndsTheHeadersAfterTheFirstScansHeader) {
+  std::vector<uint8_t> with_app1 = rgb_jpeg(123, 45, false);
+  std::vector<uint8_t> app1 = {0xFF, 0xE1, 0x00, 0x42};  // marker-like bytes inside a segment
+  for (int i = 0; i < 0x40; ++i) app1.push_back(i % 2 == 0 ? 0xFF : 0xDA);
+  with_app1.insert(with_app1.begin() + 2, app1.begin(), app1.end());
+  const std::vector<std::pair<std::string, std::vector<uint8_t>>> files = {
+      {"baseline RGB", rgb_jpeg(500, 375, false)}, {"progressive RGB", rgb_jpeg(500, 375, true)},
+      {"baseline grey", gray_jpeg(64, 48, false)}, {"progressive grey", gray_jpeg(64, 48, true)},
+      {"APP1 with marker-like bytes", with_app1}};
+  for (const auto& [what, jpeg] : files) {
+    SCOPED_TRACE(what);
+    const JpegInfo info = parse_jpeg_frame_header(jpeg.data(), jpeg.size());
+    const size_t sos = segment_offset(jpeg, 0xDA);
+    ASSERT_LT(sos + 4, jpeg.size());
+    EXPECT_EQ(info.header_bytes, sos + 2 + ((static_cast<size_t>(jpeg[sos + 2]) << 8) | jpeg[sos + 3]));
+    std::vector<uint8_t> headers(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(info.header_bytes));
+    headers.insert(headers.end(), {0xFF, 0xD9});
+    const JpegInfo again = read_jpeg_header(headers.data(), headers.size());
+    EXPECT_EQ(again.width, info.width);
+    EXPECT_EQ(again.height, info.height);
+    EXPECT_EQ(again.components, info.components);
+    EXPECT_EQ(again.progressive, info.progressive);
+    // Cut before the scan's header: no scan found, the frame header still read.
+    std::vector<uint8_t> no_scan(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(sos));
+    no_scan.insert(no_scan.end(), {0xFF, 0xD9});
+    const JpegInfo cut = parse_jpeg_frame_header(no_scan.data(), no_scan.size());
+    EXPECT_EQ(cut.header_bytes, 0u);
+    EXPECT_EQ(cut.width, info.width);
+  }
+}
+
 TEST(JpegHeader, ParsesTheHeaderOfAFileThatDoesNotDecode) {
   const std::vector<uint8_t> bad = test::undefined_table_jpeg(rgb_jpeg(64, 48, false));
   EXPECT_EQ(parse_jpeg_frame_header(bad.data(), bad.size()).width, 64);

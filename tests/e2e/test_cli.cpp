@@ -263,28 +263,6 @@ TEST_F(Cli, GpuDecodeSubmitsTheNextEpochsFirstBatchDuringTheLastStep) {
   for (size_t e = 0; e < 3; ++e) EXPECT_NEAR(losses[0][e], losses[1][e], 1e-3 * losses[1][e]) << "epoch " << e + 1;
 }
 
-// decode_crop_ahead trains as the crop before the step does: the same inputs (the GPU test checks them bitwise),
-// so the same losses up to cuDNN's nondeterminism (1e-3 relative, as above).
-TEST_F(Cli, GpuDecodeCropAheadTrainsAsTheCropBeforeTheStep) {
-  if (!RN50_NVJPEG_BUILD) GTEST_SKIP() << "needs a build with nvJPEG, and a GPU";
-  make_sample("--classes 3 --per-class 10 --val-per-class 2 --size 32");
-  std::vector<std::vector<double>> losses;
-  for (const bool crop_ahead : {false, true}) {
-    const std::string run = path(crop_ahead ? "run_crop_ahead" : "run");
-    const Result r = rn50("train --data-root " + path("data") + " --out-dir " + run +
-                          " --device cuda:0 --decode gpu --image-size 48 --batch-size 5 --workers 2 --epochs 2"
-                          " --warmup-epochs 0 --validate=off --decode-crop-ahead=" + (crop_ahead ? "on" : "off"));
-    ASSERT_EQ(r.code, 0) << r.output;
-    losses.emplace_back();
-    for (const auto& epoch : records(run + "/metrics.jsonl", "epoch"))
-      losses.back().push_back(epoch["train_loss"].get<double>());
-    if (crop_ahead) EXPECT_NE(r.output.find("cropped on the decode stream"), std::string::npos) << r.output;
-  }
-  ASSERT_EQ(losses[0].size(), 2u);
-  ASSERT_EQ(losses[1].size(), 2u);
-  for (size_t e = 0; e < 2; ++e) EXPECT_NEAR(losses[0][e], losses[1][e], 1e-3 * losses[0][e]) << "epoch " << e + 1;
-}
-
 TEST_F(Cli, MigWithoutNvmlIsAClearError) {
   if (RN50_CUDA_BUILD) GTEST_SKIP() << "a CUDA build has NVML; the GPU session checks --mig there";
   Result r = rn50("train --mig list");

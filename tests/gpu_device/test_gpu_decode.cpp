@@ -403,54 +403,6 @@ TEST_F(GeneratedJpegs, BatchesSubmittedAheadMatchTheCpuPath) {
   }
 }
 
-// decode_crop_ahead: batches cropped on the decode stream at submit and copied into the input give exactly the
-// input of the crop kernel run by finish_into (the same kernel and jobs: bitwise), labels included, in the trainer's
-// order (finish k, submit k+1) and across a change of the input's dtype and layout (the batch submitted before the
-// change was cropped in the old format: finish_into crops it again itself).
-TEST_F(GeneratedJpegs, CropAtSubmitGivesTheInputOfTheCropAtFinish) {
-  const int size = 64;
-  constexpr int kBatches = 6;
-  const data::JpegFolderDataset set = dataset(true, size);
-  RotatedBatches batches(set, kBatches);
-  const int64_t n = batches.size();
-  const auto fail = [](size_t, const std::string& reason) { ADD_FAILURE() << reason; };
-  // Batches 0-2 into fp16 channels-last, 3-4 into fp32 NCHW, 5 into bf16 channels-last.
-  auto input_for = [&](int b) {
-    const at::ScalarType dtype = b < 3 ? at::kHalf : (b < 5 ? at::kFloat : at::kBFloat16);
-    at::Tensor x = at::full({n, 3, size, size}, std::nan(""), at::TensorOptions(at::kCUDA).dtype(dtype));
-    return b < 3 || b == 5 ? x.contiguous(at::MemoryFormat::ChannelsLast) : x;
-  };
-  std::vector<at::Tensor> images[2], labels[2];
-  std::string routes[2];
-  for (int ahead = 0; ahead < 2; ++ahead) {
-    gpu::GpuDecoderOptions options;
-    options.crop_at_submit = ahead == 1;
-    gpu::GpuJpegDecoder decoder(0, static_cast<int>(n), size, options);
-    routes[ahead] = decoder.describe();
-    decoder.submit(batches.batch(0), fail, {});
-    for (int b = 0; b < kBatches; ++b) {
-      images[ahead].push_back(input_for(b));
-      labels[ahead].push_back(at::full({n}, -1, at::TensorOptions(at::kCUDA).dtype(at::kLong)));
-      const void* storage = images[ahead].back().data_ptr();
-      decoder.finish_into(images[ahead].back(), labels[ahead].back());
-      EXPECT_EQ(images[ahead].back().data_ptr(), storage);  // written in place
-      if (b + 1 < kBatches) decoder.submit(batches.batch(b + 1), fail, {});
-    }
-    decoder.drain();
-    EXPECT_GT(decoder.take_counts().crop_s, 0);
-  }
-  EXPECT_NE(routes[1].find("cropped on the decode stream"), std::string::npos) << routes[1];
-  EXPECT_EQ(routes[0].find("cropped on the decode stream"), std::string::npos) << routes[0];
-  for (int b = 0; b < kBatches; ++b) {
-    ASSERT_FALSE(images[1][b].isnan().any().item<bool>()) << "batch " << b;
-    EXPECT_TRUE(at::equal(images[0][b], images[1][b])) << "batch " << b;
-    EXPECT_TRUE(at::equal(labels[0][b], labels[1][b])) << "batch " << b;
-    const at::Tensor y = labels[1][b].cpu();
-    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(y.data_ptr<int64_t>()[i], 10 * b + i) << "batch " << b;
-  }
-  batches.expect_matches_cpu(4, images[1][4], size);  // and the values are the CPU path's, as for every batch
-}
-
 // Misuse is an error, not a silent wrong batch: finish_into with nothing submitted, one batch more submitted while
 // every slot holds one waiting for finish_into.
 TEST_F(GeneratedJpegs, SubmitAndFinishRefuseMisuse) {
