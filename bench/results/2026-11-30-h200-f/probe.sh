@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # 2026-11-30 (f): decode_crop_ahead (the crop kernel on the decode stream at submit, the input copied between
 # steps) against the committed path (crop on the compute stream) and synthetic data; its GPU and e2e tests.
+# Run at commit db11d45 (call 3); decode_crop_ahead was reverted after it: apply crop_ahead.patch.txt (made against
+# 61ca7dd) first to run it again.
 # Run from the repository root after
 #   RN50_BUILD_TARGETS="rn50 rn50_cuda_tests rn50_e2e_tests" STAGES="build" bench/gpu_session.sh
 # as: OUT=$OUT REPS=2 timeout 500 bash bench/results/2026-11-30-h200-f/probe.sh
