@@ -370,9 +370,10 @@ struct GpuJpegDecoder::Impl {
     if (slot.release) slot.release(batch);
   }
 
-  // nvJPEG's header parse walks the whole file for its markers (11-15 us a 95 KiB file on the H200 machine's host,
-  // on the training thread): it gets the headers up to the first scan's, ended by an end-of-image marker, and the
-  // whole file only if that fails. The entropy-coded data it skips is for the decoders to check.
+  // nvJPEG's header parse walks the whole file for its markers: routing took 10-15 us an image of 95 KiB on the
+  // training thread, 1 us with the headers up to the first scan's, ended by an end-of-image marker (the H200
+  // machine, bench/results/2026-11-30-h200-f.md). The whole file only if that fails; the entropy-coded data it
+  // skips is for the decoders to check.
   bool parse_header(nvjpegHandle_t handle, const data::EncodedSample& s, nvjpegJpegStream_t parse) {
     const size_t header = s.info.header_bytes;
     if (header > 0 && header < s.bytes.size()) {
