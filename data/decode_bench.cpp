@@ -101,6 +101,12 @@ std::vector<std::vector<uint8_t>> read_jpegs(const std::string& folder, int limi
   return files;
 }
 
+double mean_kib(const std::vector<std::vector<uint8_t>>& files) {
+  double kib = 0;
+  for (const auto& f : files) kib += static_cast<double>(f.size()) / 1024.0;
+  return files.empty() ? 0.0 : kib / static_cast<double>(files.size());
+}
+
 DecodeBenchResult run_decode_bench(const std::vector<std::vector<uint8_t>>& files, int output_size, int threads,
                                    double seconds) {
   DecodeBenchResult result;
@@ -112,12 +118,11 @@ DecodeBenchResult run_decode_bench(const std::vector<std::vector<uint8_t>>& file
     infos.push_back(read_jpeg_header(f.data(), f.size()));
     result.mean_width += infos.back().width;
     result.mean_height += infos.back().height;
-    result.mean_kib += static_cast<double>(f.size()) / 1024.0;
   }
   if (files.empty()) return result;
   result.mean_width /= files.size();
   result.mean_height /= files.size();
-  result.mean_kib /= files.size();
+  result.mean_kib = mean_kib(files);
 
   TrainDecoder train{files, infos, output_size, {}};
   result.train_per_core = rate(seconds, train);

@@ -14,6 +14,9 @@ std::vector<std::vector<uint8_t>> make_benchmark_jpegs(int count, int width, int
 // Reads up to `limit` JPEG files below a folder (recursively), for benchmarking a user's own data.
 std::vector<std::vector<uint8_t>> read_jpegs(const std::string& folder, int limit);
 
+// The files' mean size in KiB (0 for none): decode time follows the compressed size, so each benchmark prints it.
+double mean_kib(const std::vector<std::vector<uint8_t>>& files);
+
 struct DecodeBenchResult {
   int files = 0;
   double mean_width = 0, mean_height = 0, mean_kib = 0;

@@ -27,16 +27,26 @@ bool is_start_of_frame(uint8_t marker) {
 // SOF2, SOF6, SOF10 and SOF14 are the progressive processes (Huffman and arithmetic, plain and differential).
 bool is_progressive(uint8_t marker) { return (marker & 0x03) == 0x02; }
 
+// From `pos`, the next marker that starts a segment, `pos` then just after it; -1 when the data ends first. Stray
+// bytes before a marker, fill bytes, 0xFF 0x00 and the markers without a length (TEM, RSTn) are skipped, as libjpeg
+// skips them (with a warning), so that both decode paths take the files the CPU decoder takes.
+int next_marker(const uint8_t* bytes, size_t size, size_t& pos) {
+  for (;;) {
+    while (pos < size && bytes[pos] != 0xFF) ++pos;
+    while (pos < size && bytes[pos] == 0xFF) ++pos;
+    if (pos >= size) return -1;
+    const uint8_t marker = bytes[pos++];
+    if (marker == 0x00 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) continue;
+    return marker;
+  }
+}
+
 // From `pos`, a segment boundary after the frame header: the end of the first SOS segment, or 0 when the data
 // ends or breaks before one (the frame header is what callers need; this never throws).
 size_t scan_header_end(const uint8_t* bytes, size_t size, size_t pos) {
   for (;;) {
-    while (pos < size && bytes[pos] != 0xFF) ++pos;
-    while (pos < size && bytes[pos] == 0xFF) ++pos;
-    if (pos >= size) return 0;
-    const uint8_t marker = bytes[pos++];
-    if (marker == 0x00 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) continue;
-    if (marker == 0xD8 || marker == 0xD9 || pos + 2 > size) return 0;
+    const int marker = next_marker(bytes, size, pos);
+    if (marker < 0 || marker == 0xD8 || marker == 0xD9 || pos + 2 > size) return 0;
     const size_t length = static_cast<size_t>(read_u16(bytes + pos));
     if (length < 2 || length > size - pos) return 0;
     pos += length;
@@ -52,14 +62,9 @@ JpegInfo parse_jpeg_frame_header(const uint8_t* bytes, size_t size) {
   bool jfif = false;
   int adobe_transform = -1;  // none seen
   for (;;) {
-    // Stray bytes before a marker, and 0xFF 0x00, are skipped, as libjpeg skips them (with a warning), so that
-    // both decode paths take the files the CPU decoder takes.
-    while (pos < size && bytes[pos] != 0xFF) ++pos;
-    while (pos < size && bytes[pos] == 0xFF) ++pos;  // fill bytes may precede a marker
-    if (pos >= size) throw DecodeError("truncated JPEG (the data ends before the frame header)");
-    const uint8_t marker = bytes[pos++];
-    if (marker == 0x00) continue;
-    if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) continue;  // TEM, RSTn: no length field
+    const int next = next_marker(bytes, size, pos);
+    if (next < 0) throw DecodeError("truncated JPEG (the data ends before the frame header)");
+    const uint8_t marker = static_cast<uint8_t>(next);
     if (marker == 0xD8 || marker == 0xD9 || marker == 0xDA)
       throw DecodeError("corrupt JPEG (marker " + marker_name(marker) + " before the frame header)");
     if (pos + 2 > size) throw DecodeError("truncated JPEG (the data ends inside segment " + marker_name(marker) + ")");

@@ -283,10 +283,8 @@ int bench_decode_command(int argc, char** argv) {
     decoder.planar = parsed.count("decode-yuv") > 0;
     const auto g = rn50::gpu::run_gpu_decode_bench(jpegs, size, parsed["batch-size"].as<int>(), seconds,
                                                    gpu_index(device), step_ms, decoder);
-    double mean_kib = 0;  // decode time follows the compressed size: printed so that runs on different files compare
-    for (const auto& f : jpegs) mean_kib += static_cast<double>(f.size()) / 1024.0 / static_cast<double>(jpegs.size());
     std::printf("files %zu, mean %.1f KiB; output %dx%d; batches of %d into half-precision channels-last input\n",
-                jpegs.size(), mean_kib, size, size, g.batch_size);
+                jpegs.size(), rn50::data::mean_kib(jpegs), size, size, g.batch_size);
     std::printf("%s\n", g.routes.c_str());
     std::printf("train (RandomResizedCrop + flip), GPU decode + augment: %8.0f img/s\n", g.train_per_s);
     std::printf("val (resize + centre crop), GPU decode + augment:       %8.0f img/s\n", g.val_per_s);
