@@ -200,6 +200,9 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
     done
     grep -E "\(decode\)" "$OUT/gpu_decode_1.log" "$OUT/gpu_decode_yuv_1.log"
     epoch_keys /tmp/runs/gpu_decode_yuv_1/metrics.jsonl input_s gpu_decode_h gpu_decode_crop gpu_decode_new | tee -a "$OUT/table.txt"
+    # The training thread's waits in finish_into (for the decode thread, for the device) and nvJPEG's slowest call
+    epoch_keys /tmp/runs/gpu_decode_1/metrics.jsonl between_steps gpu_decode_batch gpu_decode_pace gpu_decode_slowest \
+      gpu_decode_wait | tee -a "$OUT/table.txt"
     python3 - "$OUT" <<'PY' | tee -a "$OUT/table.txt"
 import glob, json, os, statistics, sys
 def steady(name, records=False):  # images/s (or the records) of epochs 4 and 5 of each run

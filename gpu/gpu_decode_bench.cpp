@@ -76,9 +76,9 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
   c10::cuda::CUDAStreamGuard stream_guard(c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device)));
   GpuJpegDecoder decoder(device, batch_size, out_size, decoder_options);
 
-  // Three host batches, as the loader's pool would hold them while the decoder holds two: file bytes and
-  // headers fixed, crops and flips drawn anew for every batch.
-  constexpr int kHostBatches = 3;
+  // Host batches as the loader's pool would hold them, one more than the decoder holds: file bytes and headers
+  // fixed, crops and flips drawn anew for every batch.
+  constexpr int kHostBatches = GpuJpegDecoder::kHeldBatches + 1;
   std::vector<std::vector<data::EncodedSample>> samples(kHostBatches, std::vector<data::EncodedSample>(batch_size));
   std::vector<std::vector<int64_t>> labels(kHostBatches, std::vector<int64_t>(batch_size, 0));
   for (int h = 0; h < kHostBatches; ++h) {
@@ -99,8 +99,9 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
 
   using Clock = std::chrono::steady_clock;
   // Where the simulated step goes: right before each batch's decode (training's order until 2026-11-30), or
-  // right after its batch's input is made, with the next batch's decode queued after it, a step ahead of its use
-  // (training's order now; until call 5 of bench/results/2026-11-30-h200-c.md the decode went before the step).
+  // right after its batch's input is made, with the decode of the batch two ahead submitted after it (training's
+  // order now; until call 5 of bench/results/2026-11-30-h200-c.md the decode went before the step, until
+  // bench/results/2026-11-30-h200-g.md one batch ahead).
   enum class StepOrder { kBeforeDecode, kDecodeAhead };
   auto measure = [&](bool train, SimulatedStep* step, StepOrder order) {
     data::SampleTransform transform;
@@ -123,24 +124,22 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
       batch.encoded = samples[h].data();
       return batch;
     };
-    bool ahead_submitted = false;
+    int ahead = 0;  // batches submitted and not yet finished
     auto run_batch = [&] {
       if (order == StepOrder::kBeforeDecode) {
         if (step) step->queue();
         decoder.decode_into(next_batch(), images, label_out, fail, keep);
       } else {
-        if (!ahead_submitted) decoder.submit(next_batch(), fail, keep);
+        for (; ahead < GpuJpegDecoder::kSubmitAhead; ++ahead) decoder.submit(next_batch(), fail, keep);
         decoder.finish_into(images, label_out);
         if (step) step->queue();
         decoder.submit(next_batch(), fail, keep);
-        ahead_submitted = true;
       }
       ++finished;
     };
-    // A batch submitted ahead is made into the input too (drain keeps a submitted batch), and not counted.
+    // Batches submitted ahead are made into the input too (drain keeps submitted batches), and not counted.
     auto finish_all = [&] {
-      if (ahead_submitted) decoder.finish_into(images, label_out);
-      ahead_submitted = false;
+      for (; ahead > 0; --ahead) decoder.finish_into(images, label_out);
       decoder.drain();
     };
     for (int warm = 0; warm < 2; ++warm) run_batch();  // allocations and nvJPEG's first-use set-up

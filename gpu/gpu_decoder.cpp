@@ -1,6 +1,7 @@
-// gpu/gpu_decoder.cpp: GpuJpegDecoder on nvJPEG (built only when CMake found it). Per batch: route each sample
-// (hardware engines, nvJPEG's default backend, libjpeg), decode into one of two reusable device buffers on the
-// decode stream, then plan, replace what failed, and run the crop-resize-normalise kernel on the current stream.
+// gpu/gpu_decoder.cpp: GpuJpegDecoder on nvJPEG (built only when CMake found it). On the decoder's own thread, per
+// batch: route each sample (hardware engines, nvJPEG's default backend, libjpeg), decode into one of three reusable
+// device buffers on the decode stream, plan, and replace what failed; on the caller's thread, the
+// crop-resize-normalise kernel on the current stream.
 #include "gpu/gpu_decoder.h"
 
 #include <ATen/cuda/CUDAContext.h>
@@ -10,11 +11,16 @@
 #include <nvjpeg.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -202,6 +208,15 @@ enum class Route { kHardware, kHybrid, kCpu };
 bool built_with_nvjpeg() { return true; }
 
 struct GpuJpegDecoder::Impl {
+  // Where a slot is in its cycle. The decode thread takes a slot that is kFree or kFinished; finish_into takes
+  // the oldest kDecoded one; drain and the decode thread hand a kFinished slot's batch back through kRetiring.
+  enum class SlotState {
+    kFree,
+    kDecoding,  // the decode thread writes it
+    kDecoded,   // ready for finish_into (or failed: `error`)
+    kFinished,  // finish_into queued its kernel, which may still read it; its host batch is still held
+    kRetiring,  // its host batch is being handed back once the kernel is done
+  };
   // One of the batches in flight: its decoded images, tables and the events that guard their reuse.
   struct Slot {
     GrowingDeviceBuffer decoded;  // the batch's decoded images (RGB, or planes), written on the decode stream
@@ -221,8 +236,14 @@ struct GpuJpegDecoder::Impl {
     StateOwner hardware_state;
     int hardware_batch = 0;  // the image count hardware_state was initialised for; 0: to initialise
     uint64_t sequence = 0;   // the number of the batch in flight
-    bool awaiting_finish = false;  // submitted; finish_into has not yet queued its kernel (kernel_done unrecorded)
+    SlotState state = SlotState::kFree;
+    std::exception_ptr error;  // kDecoded: the decode failed with this, and nothing of the batch is held
     std::optional<data::HostBatch> in_flight;
+    ReleaseBatch release;
+  };
+  struct Job {
+    data::HostBatch batch;
+    BadDecodeHandler on_bad;
     ReleaseBatch release;
   };
 
@@ -246,14 +267,29 @@ struct GpuJpegDecoder::Impl {
   unsigned hardware_engines = 0;
   bool interpolated_chroma = false;
   bool no_pipeline = false;  // the hardware decoder without nvJPEG's buffering across calls
-  bool planar = false;       // the hardware decoder hands out YCbCr planes (GpuDecoderOptions::planar)
+  // The hardware decoder hands out YCbCr planes (GpuDecoderOptions::planar); the decode thread may turn it off.
+  std::atomic<bool> planar{false};
   Slot slots[kSlots];
-  int next_slot = 0;
-  std::deque<int> submitted;  // slots awaiting finish_into, oldest first
-  uint64_t batches = 0;  // batches decoded so far: the next one's number
-  uint64_t allocations_counted = 0;  // nvJPEG's raw allocations up to the last take_counts
+
+  // Shared by the caller's thread and the decode thread, under `mutex`: the slots' states, the jobs, the counts.
+  // Batch b (numbered in submit order) decodes into slots[b % kSlots], so slots are finished in submit order.
+  std::mutex mutex;
+  std::condition_variable changed;  // a job, a slot's state, `stopping`
+  std::deque<Job> jobs;             // submitted, not yet taken by the decode thread
+  uint64_t submitted = 0;           // batches submitted so far
+  uint64_t taken = 0;               // ... taken by the decode thread (the next one's number)
+  uint64_t finished = 0;            // ... made into input by finish_into
+  bool decode_failed = false;       // a failed batch awaits finish_into: no later one starts before it is taken
+  bool stopping = false;
   GpuDecodeCounts counts;
-  double wait_in_call = 0;  // waited() seconds in the current submit, finish_into or drain
+  uint64_t allocations_counted = 0;  // nvJPEG's raw allocations up to the last take_counts
+  // finish_into's pace: an event after everything queued before the previous finish_into (its step's previous step)
+  CudaEventOwner previous_finish_queued;
+  bool previous_finish_recorded = false;
+
+  // The decode thread's own, merged into `counts` after each batch.
+  GpuDecodeCounts job_counts;
+  double wait_in_call = 0;  // waited() seconds in the current batch
   bool hardware_failure_logged = false;
   data::DecodeScratch cpu_scratch;
   std::vector<unsigned char> header_copy;  // parse_header's
@@ -274,6 +310,8 @@ struct GpuJpegDecoder::Impl {
     int width = 0, height = 0;   // of the Cb and Cr planes
   };
   std::vector<ChromaLayout> layouts;
+
+  std::thread decode_thread;  // started last in the constructor, joined first in the destructor
 
   Impl(int device_in, int max_batch_in, int out_size_in, const GpuDecoderOptions& options)
       : device(device_in),
@@ -325,10 +363,20 @@ struct GpuJpegDecoder::Impl {
     hardware_lengths.reserve(max_batch);
     hardware_images.reserve(max_batch);
     layouts.reserve(max_batch);
+    previous_finish_queued = make_timing_event();
+    decode_thread = std::thread([this] { decode_loop(); });
   }
 
   // Queued work still writes the buffers about to be freed. No release here: the loader may be gone.
-  ~Impl() { abandon(); }
+  ~Impl() {
+    abandon();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+    }
+    changed.notify_all();
+    decode_thread.join();
+  }
 
   // Runs `call` and adds its seconds to `total`.
   template <class Call>
@@ -343,31 +391,66 @@ struct GpuJpegDecoder::Impl {
   void waited(Wait&& wait) {
     double seconds = 0;
     timed(seconds, wait);
-    counts.wait_s += seconds;
+    job_counts.wait_s += seconds;
     wait_in_call += seconds;
   }
 
-  // Hands a slot's batch back once the device is done with it; with wait false only if it already is.
-  void retire(Slot& slot, bool wait) {
-    if (!slot.in_flight || slot.awaiting_finish) return;  // kernel_done is recorded by finish_into
-    if (wait) {
-      waited([&] { RN50_CUDA_CHECK(cudaEventSynchronize(slot.kernel_done.get())); });
-    } else {
-      const cudaError_t status = cudaEventQuery(slot.kernel_done.get());
-      if (status == cudaErrorNotReady) {
-        cudaGetLastError();  // not an error here
-        return;
+  // Hands the batches of kFinished slots back once the device has run their kernels: every such slot, or with
+  // `wait` false only those whose kernel is done already. Called with `lock` held; lets it go while it waits and
+  // while `release` runs (each slot is kRetiring meanwhile, so nothing else takes it). Returns how many it retired.
+  int retire_finished(std::unique_lock<std::mutex>& lock, bool wait) {
+    int retired = 0;
+    for (Slot& slot : slots) {
+      if (slot.state != SlotState::kFinished) continue;
+      if (!wait) {
+        const cudaError_t status = cudaEventQuery(slot.kernel_done.get());
+        if (status == cudaErrorNotReady) {
+          cudaGetLastError();  // not an error here
+          continue;
+        }
+        RN50_CUDA_CHECK(status);
       }
-      RN50_CUDA_CHECK(status);
+      slot.state = SlotState::kRetiring;
+      lock.unlock();
+      GpuDecodeCounts times;
+      std::exception_ptr error;
+      try {
+        retire(slot, times);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      add_device_times(times);
+      slot.state = SlotState::kFree;
+      ++retired;
+      changed.notify_all();
+      if (error) std::rethrow_exception(error);
     }
-    ++counts.device_batches;  // finished, so all five of its events are this batch's and complete
-    counts.decode_latency_s += seconds_between(slot.decode_started, slot.decode_done);
-    counts.input_stall_s += seconds_between(slot.input_wanted, slot.kernel_started);
-    counts.crop_s += seconds_between(slot.kernel_started, slot.kernel_done);
+    return retired;
+  }
+
+  // retire_finished's work for one slot, outside the lock; its waits and device times go to `times`.
+  void retire(Slot& slot, GpuDecodeCounts& times) {
+    const auto wait_start = std::chrono::steady_clock::now();
+    RN50_CUDA_CHECK(cudaEventSynchronize(slot.kernel_done.get()));
+    times.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+    ++times.device_batches;  // finished, so all five of its events are this batch's and complete
+    times.decode_latency_s += seconds_between(slot.decode_started, slot.decode_done);
+    times.input_stall_s += seconds_between(slot.input_wanted, slot.kernel_started);
+    times.crop_s += seconds_between(slot.kernel_started, slot.kernel_done);
     nvjpeg_memory.completed(slot.sequence);  // and, in order, every batch before it
     const data::HostBatch batch = *slot.in_flight;
     slot.in_flight.reset();
     if (slot.release) slot.release(batch);
+  }
+
+  // Under `mutex`.
+  void add_device_times(const GpuDecodeCounts& times) {
+    counts.wait_s += times.wait_s;
+    counts.device_batches += times.device_batches;
+    counts.decode_latency_s += times.decode_latency_s;
+    counts.input_stall_s += times.input_stall_s;
+    counts.crop_s += times.crop_s;
   }
 
   // nvJPEG's header parse walks the whole file for its markers: routing took 10-15 us an image of 95 KiB on the
@@ -480,7 +563,7 @@ struct GpuJpegDecoder::Impl {
           data::use_packed_planes(plans[i], c.step_x, c.step_y, c.width, c.height);
         }
       }
-      counts.hardware += static_cast<int64_t>(hardware_positions.size());
+      job_counts.hardware += static_cast<int64_t>(hardware_positions.size());
       return;
     }
     // The batched call does not say which image failed: the default backend retries each one.
@@ -531,8 +614,8 @@ struct GpuJpegDecoder::Impl {
         status = nvjpegDecodeBatched(hardware.get(), slot.hardware_state.get(), hardware_data.data(),
                                      hardware_lengths.data(), hardware_images.data(), decode_stream.stream());
     });
-    counts.hardware_call_s += call_s;
-    counts.slowest_hardware_call_s = std::max(counts.slowest_hardware_call_s, call_s);
+    job_counts.hardware_call_s += call_s;
+    job_counts.slowest_hardware_call_s = std::max(job_counts.slowest_hardware_call_s, call_s);
     return status;
   }
 
@@ -552,7 +635,7 @@ struct GpuJpegDecoder::Impl {
       waited([&] { RN50_CUDA_CHECK(cudaStreamSynchronize(hybrid_stream.stream())); });
       if (status == NVJPEG_STATUS_SUCCESS) {
         decoded[i] = true;
-        ++counts.hybrid;
+        ++job_counts.hybrid;
       } else {
         routes[i] = Route::kCpu;
         reasons[i] = "nvJPEG: " + nvjpeg_status_name(status);
@@ -580,41 +663,112 @@ struct GpuJpegDecoder::Impl {
           cudaMemcpyAsync(base + offsets[i], host, image_bytes, cudaMemcpyHostToDevice, decode_stream.stream()));
       plans[i] = data::plan_identity(out_size);
       decoded[i] = true;
-      ++counts.cpu_fallback;
+      ++job_counts.cpu_fallback;
     }
   }
 
   void submit(const data::HostBatch& batch, const BadDecodeHandler& on_bad, const ReleaseBatch& release) {
+    check_batch(batch);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (submitted - finished >= static_cast<uint64_t>(kSlots))
+        throw std::logic_error("GpuJpegDecoder: every slot holds a batch submitted and not finished");
+      jobs.push_back(Job{batch, on_bad, release});
+      ++submitted;
+    }
+    changed.notify_all();
+  }
+
+  // The decode thread: takes the jobs in order, each into its slot once finish_into has made that slot's previous
+  // batch into input and the device has run that batch's kernel. A slot is marked kDecoding in the same hold of
+  // the lock that takes its job, so that abandon() waits for the decode instead of forgetting it halfway.
+  void decode_loop() {
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      changed.wait(lock, [&] {
+        if (stopping) return true;
+        if (jobs.empty() || decode_failed) return false;
+        const SlotState state = slots[taken % kSlots].state;
+        return state == SlotState::kFree || state == SlotState::kFinished;
+      });
+      if (stopping) return;
+      Slot& slot = slots[taken % kSlots];
+      std::exception_ptr error;
+      try {
+        // Back early what the device is done with, so that the loader can refill it; then the slot's own batch.
+        // The lock was let go in between: everything is checked again.
+        if (retire_finished(lock, /*wait=*/false) > 0) continue;
+        if (slot.state == SlotState::kFinished) {
+          retire_finished(lock, /*wait=*/true);
+          continue;
+        }
+      } catch (...) {
+        error = std::current_exception();  // a CUDA error: reported as this job's
+        if (jobs.empty() || slot.state != SlotState::kFree) continue;
+      }
+      const uint64_t number = taken++;
+      const Job job = std::move(jobs.front());
+      jobs.pop_front();
+      slot.state = SlotState::kDecoding;
+      lock.unlock();
+      if (!error) {
+        try {
+          decode_job(job, slot, number);
+        } catch (...) {
+          error = std::current_exception();
+        }
+      }
+      lock.lock();
+      add_job_counts();
+      slot.sequence = number;
+      slot.error = error;
+      slot.state = SlotState::kDecoded;
+      decode_failed = error != nullptr;
+      changed.notify_all();
+    }
+  }
+
+  // Under `mutex`.
+  void add_job_counts() {
+    GpuDecodeCounts& c = job_counts;
+    counts.hardware += c.hardware;
+    counts.hybrid += c.hybrid;
+    counts.cpu_fallback += c.cpu_fallback;
+    counts.bad += c.bad;
+    counts.host_s += c.host_s;
+    counts.wait_s += c.wait_s;
+    counts.route_s += c.route_s;
+    counts.hardware_call_s += c.hardware_call_s;
+    counts.slowest_hardware_call_s = std::max(counts.slowest_hardware_call_s, c.slowest_hardware_call_s);
+    job_counts = {};
+  }
+
+  // On the decode thread: batch `number` into `slot`. On an exception nothing of the batch is held.
+  void decode_job(const Job& job, Slot& slot, uint64_t number) {
     const auto started = std::chrono::steady_clock::now();
     wait_in_call = 0;
-    check_batch(batch);
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
-
-    for (Slot& other : slots) retire(other, /*wait=*/false);
-    Slot& slot = slots[next_slot];
-    if (slot.awaiting_finish)
-      throw std::logic_error("GpuJpegDecoder: every slot holds a batch submitted and not finished");
-    retire(slot, /*wait=*/true);  // from here on nothing queued reads this slot's memory
-    slot.sequence = batches++;
-    nvjpeg_memory.set_batch(slot.sequence);
+    slot.sequence = number;
+    nvjpeg_memory.set_batch(number);
     try {
-      queue_decode(batch, slot, on_bad);
+      queue_decode(job.batch, slot, job.on_bad);
     } catch (...) {
-      // Work may be queued into this slot's memory, which the next submit reuses at once: let it finish first.
+      // Work may be queued into this slot's memory, which the next batch reuses at once: let it finish first.
       cudaStreamSynchronize(decode_stream.stream());
       cudaStreamSynchronize(hybrid_stream.stream());
       throw;
     }
-    slot.in_flight = batch;
-    slot.release = release;
-    slot.awaiting_finish = true;
-    submitted.push_back(next_slot);
-    next_slot = (next_slot + 1) % kSlots;
-    count_host_time(started);
+    slot.in_flight = job.batch;
+    slot.release = job.release;
+    job_counts.host_s += seconds_since(started) - wait_in_call;
   }
 
-  // submit's work for `slot`: route, decode, replace what failed, fill the kernel's table and the labels, and
-  // record decode_done.
+  static double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  // decode_job's work for `slot`: route, decode, replace what failed, fill the kernel's table and the labels,
+  // and record decode_done.
   void queue_decode(const data::HostBatch& batch, Slot& slot, const BadDecodeHandler& on_bad) {
     const int n = static_cast<int>(batch.size);
     routes.assign(n, Route::kCpu);
@@ -622,7 +776,7 @@ struct GpuJpegDecoder::Impl {
     plans.assign(n, data::ResamplePlan{});
     decoded.assign(n, false);
     reasons.assign(n, std::string());
-    timed(counts.route_s, [&] {
+    timed(job_counts.route_s, [&] {
       layouts.assign(n, ChromaLayout{});
       for (int i = 0; i < n; ++i) routes[i] = route_of(batch.encoded[i], layouts[i]);
     });
@@ -647,7 +801,7 @@ struct GpuJpegDecoder::Impl {
     // What nothing decoded: reported (strict mode stops here), then replaced as the loader replaces bad files.
     for (int i = 0; i < n; ++i) {
       if (decoded[i]) continue;
-      ++counts.bad;
+      ++job_counts.bad;
       if (on_bad) on_bad(batch.encoded[i].index, reasons[i]);
     }
     const std::vector<int> sources = data::replacement_sources(decoded);
@@ -663,14 +817,40 @@ struct GpuJpegDecoder::Impl {
   }
 
   void finish_into(at::Tensor& images, at::Tensor& labels) {
-    const auto started = std::chrono::steady_clock::now();
-    wait_in_call = 0;
-    if (submitted.empty()) throw std::logic_error("GpuJpegDecoder: finish_into without a submitted batch");
-    Slot& slot = slots[submitted.front()];
+    std::unique_lock<std::mutex> lock(mutex);
+    if (finished == submitted) throw std::logic_error("GpuJpegDecoder: finish_into without a submitted batch");
+    Slot& slot = slots[finished % kSlots];
+    const auto ready_start = std::chrono::steady_clock::now();
+    changed.wait(lock, [&] { return slot.state == SlotState::kDecoded && slot.sequence == finished; });
+    counts.batch_wait_s += seconds_since(ready_start);
+    if (slot.error) {  // taken, so that the decoder goes on with the next batch; nothing of this one is held
+      const std::exception_ptr error = slot.error;
+      slot.error = nullptr;
+      slot.state = SlotState::kFree;
+      ++finished;
+      decode_failed = false;
+      changed.notify_all();
+      std::rethrow_exception(error);
+    }
     const int count = static_cast<int>(slot.in_flight->size);
-    check_outputs(count, images, labels);
+    check_outputs(count, images, labels);  // a bad tensor leaves the batch for a finish_into with good ones
+    lock.unlock();
+
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
     const cudaStream_t compute = at::cuda::getCurrentCUDAStream().stream();
+    // The host at most two steps ahead of the device: a batch's nvJPEG call can last until the device has run
+    // everything queued before it (bench/results/2026-11-30-h200-g.md), so the step queued before that call
+    // must not be the last one the device has to run.
+    if (previous_finish_recorded) {
+      const auto pace_start = std::chrono::steady_clock::now();
+      RN50_CUDA_CHECK(cudaEventSynchronize(previous_finish_queued.get()));
+      const double paced = seconds_since(pace_start);
+      std::lock_guard<std::mutex> relock(mutex);
+      counts.pace_wait_s += paced;
+    }
+    const auto started = std::chrono::steady_clock::now();
+    RN50_CUDA_CHECK(cudaEventRecord(previous_finish_queued.get(), compute));
+    previous_finish_recorded = true;
     const size_t n = static_cast<size_t>(count);
     RN50_CUDA_CHECK(cudaEventRecord(slot.input_wanted.get(), compute));
     RN50_CUDA_CHECK(cudaStreamWaitEvent(compute, slot.decode_done.get(), 0));
@@ -683,33 +863,53 @@ struct GpuJpegDecoder::Impl {
     RN50_CUDA_CHECK(cudaMemcpyAsync(labels.data_ptr(), slot.labels_host.get(), sizeof(int64_t) * n,
                                     cudaMemcpyHostToDevice, compute));
     RN50_CUDA_CHECK(cudaEventRecord(slot.kernel_done.get(), compute));
-    slot.awaiting_finish = false;
-    submitted.pop_front();
-    count_host_time(started);
+    lock.lock();
+    slot.state = SlotState::kFinished;
+    ++finished;
+    counts.host_s += seconds_since(started);
+    changed.notify_all();
   }
 
-  void count_host_time(std::chrono::steady_clock::time_point started) {
-    counts.host_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() - wait_in_call;
-    wait_in_call = 0;
+  bool holds_submitted() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return submitted != finished;
   }
 
   // Every finished batch back once the device has read it. A batch submitted and not yet finished stays for the
-  // next finish_into: the next epoch's first batch, decoding while this epoch's last step trains.
+  // next finish_into: the next epoch's first batches, decoding while this epoch's last steps train.
   void drain() {
-    for (Slot& slot : slots) retire(slot, /*wait=*/true);
+    std::unique_lock<std::mutex> lock(mutex);
+    auto any = [&](SlotState state) {
+      return std::any_of(std::begin(slots), std::end(slots), [&](const Slot& s) { return s.state == state; });
+    };
+    for (;;) {  // the decode thread may be handing one back itself
+      changed.wait(lock, [&] { return !any(SlotState::kRetiring); });
+      if (!any(SlotState::kFinished)) return;
+      retire_finished(lock, /*wait=*/true);
+    }
   }
 
-  // After an error: waits for the device without handing anything back (the loader may be gone), and forgets
-  // every batch held.
+  // After an error: forgets every batch held, releasing none (their loader may be gone), once the decode thread
+  // and the device are done with them.
   void abandon() {
+    std::unique_lock<std::mutex> lock(mutex);
+    jobs.clear();
+    changed.wait(lock, [&] {
+      return std::none_of(std::begin(slots), std::end(slots), [](const Slot& s) {
+        return s.state == SlotState::kDecoding || s.state == SlotState::kRetiring;
+      });
+    });
     cudaStreamSynchronize(decode_stream.stream());
     cudaStreamSynchronize(hybrid_stream.stream());
     for (Slot& slot : slots) {
-      if (slot.in_flight && !slot.awaiting_finish) cudaEventSynchronize(slot.kernel_done.get());
+      if (slot.state == SlotState::kFinished) cudaEventSynchronize(slot.kernel_done.get());
       slot.in_flight.reset();
-      slot.awaiting_finish = false;
+      slot.error = nullptr;
+      slot.state = SlotState::kFree;
     }
-    submitted.clear();
+    submitted = finished = taken;
+    decode_failed = false;
+    changed.notify_all();
   }
 
   void check_batch(const data::HostBatch& batch) const {
@@ -783,7 +983,7 @@ void GpuJpegDecoder::finish_into(at::Tensor& images, at::Tensor& labels) { impl_
 void GpuJpegDecoder::decode_into(const data::HostBatch& batch, at::Tensor& images, at::Tensor& labels,
                                  const BadDecodeHandler& on_bad, const ReleaseBatch& release) {
   // Refused before any work: a batch left submitted would be finished into the next call's tensors.
-  if (!impl_->submitted.empty())
+  if (impl_->holds_submitted())
     throw std::logic_error("GpuJpegDecoder: decode_into while a submitted batch waits for finish_into");
   impl_->check_outputs(static_cast<int>(batch.size), images, labels);
   impl_->submit(batch, on_bad, release);
@@ -795,6 +995,7 @@ void GpuJpegDecoder::drain() { impl_->drain(); }
 void GpuJpegDecoder::abandon() { impl_->abandon(); }
 
 GpuDecodeCounts GpuJpegDecoder::take_counts() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
   GpuDecodeCounts out = impl_->counts;
   const uint64_t allocations = impl_->nvjpeg_memory.raw_allocations();
   out.new_buffers = static_cast<int64_t>(allocations - impl_->allocations_counted);

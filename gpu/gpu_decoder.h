@@ -23,10 +23,14 @@ bool built_with_nvjpeg();
 struct GpuDecodeCounts {
   int64_t hardware = 0;      // nvJPEG's hardware engines, in one batched call
   int64_t hybrid = 0;        // nvJPEG's default backend, one by one: what the engines refuse (progressive, ...)
-  int64_t cpu_fallback = 0;  // libjpeg on the calling thread: what nvJPEG refuses (CMYK, streams it cannot parse)
+  int64_t cpu_fallback = 0;  // libjpeg on the decode thread: what nvJPEG refuses (CMYK, streams it cannot parse)
   int64_t bad = 0;           // nothing decoded them: replaced by another image of the batch
-  double host_s = 0;  // the calling thread's work in submit and finish_into (routing, nvJPEG's host side, libjpeg)
-  double wait_s = 0;  // ... and its waits there for the device (a slot to free up, a default-backend image)
+  // The decoder's host work: on its own thread routing, nvJPEG's host side and libjpeg; on the caller's, queuing
+  // the crop kernel in finish_into.
+  double host_s = 0;
+  double wait_s = 0;  // the decode thread's waits for the device (a slot to free up, a default-backend image)
+  double batch_wait_s = 0;  // the caller's waits in finish_into for the decode thread to finish the batch
+  double pace_wait_s = 0;   // ... and for the device, which finish_into keeps at most two steps behind
   double route_s = 0;          // part of host_s: parsing headers with nvJPEG to choose each image's route
   double hardware_call_s = 0;  // part of host_s: inside nvJPEG's batched hardware calls
   double slowest_hardware_call_s = 0;  // the longest of those calls: one far above the mean stalls the host
@@ -43,18 +47,30 @@ struct GpuDecodeCounts {
   int64_t new_buffers = 0;
 };
 
-// Called for a sample that no decoder could read: its dataset index and the reasons. May throw (strict mode).
+// Called, on the decoder's thread, for a sample that no decoder could read: its dataset index and the reasons. May
+// throw (strict mode): finish_into then throws that for the batch.
 using BadDecodeHandler = std::function<void(size_t index, const std::string& reason)>;
-// Gets a host batch back once the device no longer reads its memory.
+// Gets a host batch back once the device no longer reads its memory; called on the decoder's thread or in drain.
 using ReleaseBatch = std::function<void(const data::HostBatch&)>;
 
+// nvJPEG's calls run on a thread of the decoder's own: the batched hardware call returns only once its batch is
+// decoded, and for some batches only once the device has run every step queued before it (bench/results/
+// 2026-11-30-h200-g.md); on the training thread that held the next step back. The caller submits batches ahead
+// and finish_into makes each into input, in submit order.
 class GpuJpegDecoder {
  public:
-  // Batches held at once. Training submits a batch after queuing the step before its use; that submit reuses the
-  // slot of two batches back, so it waits for the step before that to start. Three slots (the host a step further
-  // ahead) trained no faster on the H200, and nvJPEG's slowest call per epoch grew from 88-91 to 110-115 ms
-  // (bench/results/2026-11-30-h200-d.md, -e.md).
-  static constexpr int kSlots = 2;
+  // Batches training keeps submitted ahead: batch k+2 after queuing step k, so that while a slow call for batch
+  // k+2 waits for the device, batch k+1 is decoded already.
+  static constexpr int kSubmitAhead = 2;
+  // Device buffers a batch decodes into, each reused once finish_into has made its previous batch into input and
+  // the device has run that batch's kernel. One more than kSubmitAhead, so that batch k+2's decode starts as soon
+  // as it is submitted, before step k+1 is queued, and so waits for steps k-1 and k at most: with two, it started
+  // only once the device began step k, when step k+1 was queued too, and the device then waited for the decode
+  // (bench/results/2026-11-30-h200-g.md). Also the most batches submitted and not yet finished.
+  static constexpr int kSlots = kSubmitAhead + 1;
+  // Host batches held at once, at most: one in each slot until its kernel has run, and one submitted and waiting
+  // for its slot.
+  static constexpr int kHeldBatches = kSlots + 1;
 
   // Batches of up to max_batch samples into out_size x out_size images on CUDA device `device`. Throws
   // rn50::ConfigError in builds without nvJPEG.
@@ -63,20 +79,23 @@ class GpuJpegDecoder {
   GpuJpegDecoder(const GpuJpegDecoder&) = delete;
   GpuJpegDecoder& operator=(const GpuJpegDecoder&) = delete;
 
-  // Queues the decode of batch.encoded[0, batch.size): nvJPEG runs on a stream of its own, so that the batch can
-  // decode while the step queued before its use trains. A sample nothing could decode goes to on_bad and is
-  // replaced by the next decoded sample of the batch, label included (batch.labels is rewritten). At most kSlots
-  // batches are held (submitted, or finished and still read by the device): one more submit first waits for the
-  // oldest finished one; `release` gets each back when the device is done with it.
+  // Hands batch.encoded[0, batch.size) to the decode thread and returns: nvJPEG decodes it on a stream of its own
+  // while the steps queued before its use train. The batch's memory must stay as it is until `release` gets it
+  // back (once the device is done with it). A sample nothing could decode goes to on_bad and is replaced by the
+  // next decoded sample of the batch, label included (batch.labels is rewritten). More than kSlots batches
+  // submitted and not finished is a std::logic_error.
   void submit(const data::HostBatch& batch, const BadDecodeHandler& on_bad, const ReleaseBatch& release);
-  // Makes the oldest submitted batch's input: crops, resizes, flips and normalises it into `images` ([N, 3, S, S]
-  // float, half or bfloat16 on the device, NCHW or channels-last) and copies its labels into `labels` (int64 [N]),
-  // both ready in order on the current stream, after the batch's decode.
+  // Makes the oldest submitted batch's input, once decoded: crops, resizes, flips and normalises it into `images`
+  // ([N, 3, S, S] float, half or bfloat16 on the device, NCHW or channels-last) and copies its labels into
+  // `labels` (int64 [N]), both ready in order on the current stream. First it waits until the device has run
+  // what was queued before the previous finish_into. Throws what the batch's decode threw (on_bad in strict mode,
+  // a CUDA or nvJPEG error); the decoder then goes on with the next batch, and holds nothing of the failed one.
   void finish_into(at::Tensor& images, at::Tensor& labels);
   // submit, then finish_into.
   void decode_into(const data::HostBatch& batch, at::Tensor& images, at::Tensor& labels, const BadDecodeHandler& on_bad,
                    const ReleaseBatch& release);
-  // After an error: waits for the device and forgets every batch held, releasing none (their loader may be gone).
+  // After an error: drops the batches not yet decoded, waits for the decode thread and the device, and forgets
+  // every batch held, releasing none (their loader may be gone).
   void abandon();
   // Waits for the device to finish reading every finished batch and releases them (before the loader that owns
   // them goes). A batch submitted and not yet finished stays held, for the next finish_into.

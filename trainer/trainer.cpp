@@ -7,6 +7,7 @@
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <exception>
@@ -231,18 +232,18 @@ class Run {
   }
 
   // decode: gpu: the pools hold file bytes and crops; nvJPEG and one kernel make the input on the device. The
-  // decoder holds up to kDecodeSlots batches while they decode (their labels are copied from the pool).
+  // decoder holds up to kHeldBatches of a pool's batches (their labels are copied from the pool).
   void open_gpu_decode(bool pinned) {
     std::shared_ptr<data::HostAllocator> host = host_allocator(pinned);
-    const int slots = config_.prefetch + kDecodeSlots;
+    const int slots = config_.prefetch + gpu::GpuJpegDecoder::kHeldBatches;
     train_pool_ = std::make_unique<data::BatchPool>(slots, config_.batch_size, config_.image_size, host,
                                                     data::BatchContent::kEncoded);
     if (val_set_) {
       val_pool_ = std::make_unique<data::BatchPool>(slots, config_.batch_size, config_.image_size, host,
                                                     data::BatchContent::kEncoded);
     }
-    // The next epoch's first batch decodes during this epoch's last step, from a loader that needs a pool of its own
-    // (a loader fills every slot of its pool). Not across a validation, which decodes through the same slots.
+    // The next epoch's first batches decode during this epoch's last steps, from a loader that needs a pool of its
+    // own (a loader fills every slot of its pool). Not across a validation, which decodes through the same slots.
     if (config_.decode_ahead && config_.epochs > 1 && !(config_.validate && val_set_)) {
       ahead_pool_ = std::make_unique<data::BatchPool>(slots, config_.batch_size, config_.image_size, host,
                                                       data::BatchContent::kEncoded);
@@ -453,7 +454,7 @@ class Run {
     labels.copy_(y);
   }
 
-  // decode: gpu in training: the next batch from the loader, its decode queued (finished by finish_into later).
+  // decode: gpu in training: the next batch from the loader, handed to the decoder (finish_into makes it later).
   void submit_gpu_decode(data::BatchLoader& loader, EpochRecord& record) {
     const auto wait_start = Clock::now();
     const std::optional<data::HostBatch> batch = loader.next();
@@ -467,15 +468,20 @@ class Run {
         loader_options(true), pool, report_bad_sample);
   }
 
-  // A bad file or a read error in it (strict_data) must not cost this epoch its record and checkpoint: on any
-  // error the next epoch makes its own loader and meets the error at its own first step.
-  void submit_next_epochs_first_batch(int64_t next_epoch, EpochRecord& record) {
+  // One of the next epoch's first batches, during one of this epoch's last steps; the first makes its loader. A
+  // read error (a bad file under strict_data) must not cost this epoch its record and checkpoint: it stops the
+  // submits ahead, and the next epoch reads on from its loader at its start and meets the error there (a decode
+  // error comes out of that epoch's finish_into).
+  void submit_next_epochs_batch(int64_t next_epoch, EpochRecord& record) {
+    if (next_epoch_ahead_failed_ || next_epoch_submitted_ >= std::min<int64_t>(kDecodeAhead, steps_per_epoch_)) return;
     try {
-      next_epoch_loader_ = make_train_loader(next_epoch, *ahead_pool_);
+      if (!next_epoch_loader_) next_epoch_loader_ = make_train_loader(next_epoch, *ahead_pool_);
       submit_gpu_decode(*next_epoch_loader_, record);
+      ++next_epoch_submitted_;
     } catch (const std::exception& e) {
-      next_epoch_loader_.reset();  // a failed submit holds nothing of it
-      log_warn(std::string("the next epoch's first batch, decoded ahead, failed (it is read again at its start): ") +
+      next_epoch_ahead_failed_ = true;
+      if (next_epoch_submitted_ == 0) next_epoch_loader_.reset();  // the decoder holds nothing of it
+      log_warn(std::string("the next epoch's first batches, decoded ahead, stopped (read again at its start): ") +
                first_line(e.what()));
     }
   }
@@ -483,14 +489,16 @@ class Run {
   EpochRecord train_epoch(int64_t epoch) {
     if (device_.is_cuda()) gpu::reset_peak_memory(device_.index());
     std::unique_ptr<data::BatchLoader> loader;
-    // Made during the previous epoch's last step, its first batch submitted then: its pool becomes the train pool.
-    const bool first_batch_submitted = next_epoch_loader_ != nullptr;
+    // Made during the previous epoch's last steps, its first batches submitted then: its pool becomes the train pool.
+    int64_t submitted = 0;  // decode: gpu ahead: this epoch's batches handed to the decoder so far
     if (next_epoch_loader_) {
       loader = std::move(next_epoch_loader_);
+      submitted = next_epoch_submitted_;
       std::swap(train_pool_, ahead_pool_);
-    } else if (train_set_) {
-      loader = make_train_loader(epoch, *train_pool_);
     }
+    next_epoch_submitted_ = 0;
+    next_epoch_ahead_failed_ = false;
+    if (!loader && train_set_) loader = make_train_loader(epoch, *train_pool_);
     const AbandonDecodesOnError abandon_on_error(gpu_decoder_.get());
     EpochRecord record;
     record.epoch = epoch + 1;
@@ -498,7 +506,8 @@ class Run {
     at::Tensor interval_loss = at::zeros_like(loss_sum);
     timer_->take_totals();
     if (async_upload_) async_upload_->take_copy_seconds();
-    if (gpu_decoder_) gpu_decoder_->take_counts();
+    // No reset of the GPU decoder's counts here: the decode thread may have decoded one of this epoch's first
+    // batches since the last record (validation takes its own counts).
     if (sampler_) sampler_->take_epoch_summary();  // drop what was sampled outside training
     const auto t0 = Clock::now();
     auto interval_start = t0;
@@ -507,8 +516,9 @@ class Run {
     for (int64_t s = 0; s < steps_per_epoch_; ++s) {
       timer_->begin_step();
       if (gpu_decode_ahead) {
-        if (s == 0 && !first_batch_submitted) submit_gpu_decode(*loader, record);
-        gpu_decoder_->finish_into(step_->images(), step_->labels());  // batch s, submitted during step s-1
+        for (; submitted < steps_per_epoch_ && submitted < s + kDecodeAhead; ++submitted)  // an epoch's start
+          submit_gpu_decode(*loader, record);
+        gpu_decoder_->finish_into(step_->images(), step_->labels());  // batch s, submitted during step s-2
       } else if (loader) {
         const auto wait_start = Clock::now();
         const std::optional<data::HostBatch> batch = loader->next();
@@ -522,17 +532,16 @@ class Run {
       timer_->mark(Phase::kInput);
       const double lr = schedule_.at(global_step_);
       const at::Tensor& loss = step_->run(lr);
-      // Batch s+1's decode, a step ahead of its use, queued after step s: nvJPEG's batched call returns only once its
-      // batch is decoded (14-36 ms for 256, averaged per epoch, under training load on the H200), and the device has
-      // step s to work on meanwhile. Queued before step s, the call stood between every point where the device runs
-      // dry (an epoch's start, the log's sync every log_every steps) and the next step's launch: a sync every 10
-      // steps cost that order 1.35%, this one nothing (bench/results/2026-11-30-h200-d.md).
-      if (gpu_decode_ahead && s + 1 < steps_per_epoch_) {
+      // Batch s+2, two steps ahead of its use, handed to the decode thread after step s is queued: while one of
+      // nvJPEG's slow calls waits for the device to run the steps queued before it, batch s+1 is decoded already
+      // and step s+1 goes in (bench/results/2026-11-30-h200-g.md).
+      if (gpu_decode_ahead && submitted < steps_per_epoch_) {
         submit_gpu_decode(*loader, record);
+        ++submitted;
       } else if (gpu_decode_ahead && ahead_pool_ && epoch + 1 < config_.epochs) {
         // Else the next epoch would start with the device idle for a whole decode (8-20 ms in each 2.2 s epoch of
-        // 50 steps on the H200: bench/results/2026-11-30-h200-e.md). Its routes count in this epoch's record.
-        submit_next_epochs_first_batch(epoch + 1, record);
+        // 50 steps on the H200: bench/results/2026-11-30-h200-e.md). Their routes count in this epoch's record.
+        submit_next_epochs_batch(epoch + 1, record);
       }
       beat();
       loss_sum.add_(loss);
@@ -650,10 +659,12 @@ class Run {
     record.extra.emplace_back("gpu_decode_hardware", value(&gpu::GpuDecodeCounts::hardware));
     record.extra.emplace_back("gpu_decode_hybrid", value(&gpu::GpuDecodeCounts::hybrid));
     record.extra.emplace_back("gpu_decode_cpu_fallback", value(&gpu::GpuDecodeCounts::cpu_fallback));
-    // The training thread's work in the decoder, and its waits there for the device: against the epoch's wall
-    // time they tell a host-bound GPU decode from a device-bound one.
+    // The decoder's host work (mostly on its own thread) and the decode thread's waits for the device; the
+    // training thread's waits in finish_into for a batch's decode and for the device (kept two steps behind).
     record.extra.emplace_back("gpu_decode_host_s", value(&gpu::GpuDecodeCounts::host_s));
     record.extra.emplace_back("gpu_decode_wait_s", value(&gpu::GpuDecodeCounts::wait_s));
+    record.extra.emplace_back("gpu_decode_batch_wait_s", value(&gpu::GpuDecodeCounts::batch_wait_s));
+    record.extra.emplace_back("gpu_decode_pace_wait_s", value(&gpu::GpuDecodeCounts::pace_wait_s));
     // Parts of host_s: choosing routes (nvJPEG parses each header), and nvJPEG's batched hardware calls.
     record.extra.emplace_back("gpu_decode_route_s", value(&gpu::GpuDecodeCounts::route_s));
     record.extra.emplace_back("gpu_decode_hardware_call_s", value(&gpu::GpuDecodeCounts::hardware_call_s));
@@ -699,14 +710,16 @@ class Run {
   std::unique_ptr<data::JpegFolderDataset> train_set_, val_set_;
   std::unique_ptr<data::BatchPool> train_pool_, val_pool_;
   std::unique_ptr<data::BatchPool> ahead_pool_;  // decode: gpu: the next epoch's loader fills it (null: no such loader)
-  std::unique_ptr<data::BatchLoader> next_epoch_loader_;  // made in an epoch's last step; after the pools it uses
+  std::unique_ptr<data::BatchLoader> next_epoch_loader_;  // made in an epoch's last steps; after the pools it uses
+  int64_t next_epoch_submitted_ = 0;     // its batches handed to the decoder
+  bool next_epoch_ahead_failed_ = false;  // a submit ahead failed: no more this epoch
   std::vector<std::string> classes_;
   int64_t num_classes_ = 0;
   int64_t steps_per_epoch_ = 0;
   std::shared_ptr<models::Classifier> model_;
   std::unique_ptr<Sgd> sgd_;
   static constexpr int kCopySlots = 2;
-  static constexpr int kDecodeSlots = gpu::GpuJpegDecoder::kSlots;  // batches the decoder holds
+  static constexpr int kDecodeAhead = gpu::GpuJpegDecoder::kSubmitAhead;  // decode: gpu: batches submitted ahead
   std::unique_ptr<StepTimer> timer_;
   std::unique_ptr<TrainStep> step_;
   std::unique_ptr<InputUploader> uploader_;

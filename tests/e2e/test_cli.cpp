@@ -232,12 +232,14 @@ TEST_F(Cli, GpuDecodeCountsBadImagesAsTheCpuPathDoes) {
   EXPECT_NE(r.output.find("truncated.JPEG"), std::string::npos) << r.output;
 }
 
-// decode: gpu without validation: each epoch's last step submits the next epoch's first batch, counted in the
-// earlier epoch's routes (30 images in batches of 5: 35, 30, 25); with validation between epochs it does not. Both
-// train on the same batches in the same order (validation changes no weights), so their losses agree to within
-// the device's floating-point nondeterminism; a first batch from the wrong epoch's order would not (1e-3 relative:
-// one batch in six changed moves an epoch's mean loss by far more; not yet run on a GPU).
-TEST_F(Cli, GpuDecodeSubmitsTheNextEpochsFirstBatchDuringTheLastStep) {
+// decode: gpu without validation: each epoch's last two steps submit the next epoch's first two batches, whose
+// routes count in the epoch during which the decode thread decoded them (30 images in batches of 5: an epoch
+// counts its own batches not decoded ahead plus 0-10 images of the next epoch's, every image once over the run);
+// with validation between epochs nothing is decoded ahead (30 each). Both train on the same batches in the same
+// order (validation changes no weights), so their losses agree to within the device's floating-point
+// nondeterminism; a first batch from the wrong epoch's order would not (1e-3 relative: one batch in six changed
+// moves an epoch's mean loss by far more).
+TEST_F(Cli, GpuDecodeSubmitsTheNextEpochsFirstBatchesDuringTheLastSteps) {
   if (!RN50_NVJPEG_BUILD) GTEST_SKIP() << "needs a build with nvJPEG, and a GPU";
   make_sample("--classes 3 --per-class 10 --val-per-class 2 --size 32");
   std::vector<std::vector<double>> losses;
@@ -255,8 +257,15 @@ TEST_F(Cli, GpuDecodeSubmitsTheNextEpochsFirstBatchDuringTheLastStep) {
       routed.push_back(epoch["gpu_decode_hardware"].get<double>() + epoch["gpu_decode_hybrid"].get<double>() +
                        epoch["gpu_decode_cpu_fallback"].get<double>());
     }
-    const std::vector<double> expected = validate ? std::vector<double>{30, 30, 30} : std::vector<double>{35, 30, 25};
-    EXPECT_EQ(routed, expected);
+    ASSERT_EQ(routed.size(), 3u);
+    if (validate) {
+      EXPECT_EQ(routed, (std::vector<double>{30, 30, 30}));
+    } else {
+      EXPECT_EQ(routed[0] + routed[1] + routed[2], 90) << routed[0] << " " << routed[1] << " " << routed[2];
+      EXPECT_GE(routed[0], 30);  // its own six batches were all made into input, so decoded
+      EXPECT_LE(routed[0], 40);
+      EXPECT_GE(routed[2], 20);  // two of its batches decoded ahead at most
+    }
   }
   ASSERT_EQ(losses[0].size(), 3u);
   ASSERT_EQ(losses[1].size(), 3u);

@@ -449,6 +449,50 @@ TEST_F(GeneratedJpegs, DrainKeepsASubmittedBatchForTheNextFinish) {
   batches.expect_matches_cpu(1, x, size);
 }
 
+// A decode that fails on the decode thread (strict mode's handler throwing for a file nothing decodes) comes out
+// of that batch's finish_into; the batch submitted after it still decodes, and nothing of the failed one is held
+// (never released). Then abandon() with two batches submitted forgets both, and the decoder decodes again.
+TEST_F(GeneratedJpegs, AFailedDecodeComesOutOfItsFinishAndTheNextBatchesStillDecode) {
+  const int size = 64;
+  const data::JpegFolderDataset set = dataset(true, size);
+  const int64_t n = static_cast<int64_t>(set.size());
+  gpu::GpuJpegDecoder decoder(0, static_cast<int>(n), size);
+  RotatedBatches batches(set, 5);
+  std::vector<data::HostBatch> held;
+  for (int b = 0; b < 5; ++b) held.push_back(batches.batch(b));
+  held[0].encoded[0].bytes = data::test::undefined_table_jpeg(held[0].encoded[0].bytes);  // header reads, data not
+  std::vector<int> released(5, 0);
+  auto release = [&](const data::HostBatch& b) { ++released.at(static_cast<size_t>(b.index)); };
+  const gpu::BadDecodeHandler strict = [](size_t, const std::string& reason) {
+    throw DecodeError("bad sample (strict mode): " + reason);
+  };
+  auto tensors = [&] {
+    return std::make_pair(at::empty({n, 3, size, size}, at::TensorOptions(at::kCUDA).dtype(at::kFloat)),
+                          at::empty({n}, at::TensorOptions(at::kCUDA).dtype(at::kLong)));
+  };
+  auto [x, y] = tensors();
+  decoder.submit(held[0], strict, release);
+  decoder.submit(held[1], strict, release);
+  EXPECT_THROW(decoder.finish_into(x, y), DecodeError);
+  decoder.finish_into(x, y);  // batch 1
+  decoder.drain();
+  EXPECT_EQ(released, (std::vector<int>{0, 1, 0, 0, 0}));
+  EXPECT_EQ(decoder.take_counts().bad, 1);
+  const at::Tensor labels = y.cpu();
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(labels.data_ptr<int64_t>()[i], 10 + i);
+  batches.expect_matches_cpu(1, x, size);
+
+  decoder.submit(held[2], strict, release);
+  decoder.submit(held[3], strict, release);
+  decoder.abandon();
+  EXPECT_EQ(released, (std::vector<int>{0, 1, 0, 0, 0}));
+  EXPECT_THROW(decoder.finish_into(x, y), std::logic_error);  // nothing submitted any more
+  decoder.decode_into(held[4], x, y, strict, release);
+  decoder.drain();
+  EXPECT_EQ(released, (std::vector<int>{0, 1, 0, 0, 1}));
+  batches.expect_matches_cpu(4, x, size);
+}
+
 // A batch's decode must not wait on the host for a step queued before it (nvJPEG resizing its buffers through
 // cudaFree, or a label copy from pageable memory, would). With about 200 ms of matrix products queued on the
 // current stream (their time measured with events), one decode_into of these 8 images must return in less than
