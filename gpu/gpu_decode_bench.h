@@ -15,17 +15,17 @@ struct GpuDecodeBenchResult {
   double train_per_s = 0;  // RandomResizedCrop + flip
   double val_per_s = 0;    // resize + centre crop
   int64_t hardware = 0, hybrid = 0, cpu_fallback = 0;  // images per route, both measurements together
-  double host_us_per_image = 0;  // the calling thread's work in the decoder per image (warm-up batches included)
-  double wait_us_per_image = 0;  // ... and its waits there for the device
+  double host_us_per_image = 0;  // the decoder's host work per image, mostly its thread's (warm-up batches included)
+  double wait_us_per_image = 0;  // ... and its thread's waits for the device
   double route_us_per_image = 0;     // part of host_us_per_image: nvJPEG parsing headers to route them
   double hardware_us_per_image = 0;  // part of host_us_per_image: nvJPEG's batched hardware calls
   double decode_latency_ms_per_batch = 0;  // a batch from submit to ready (GpuDecodeCounts::decode_latency_s)
   double crop_ms_per_batch = 0;           // ... and its crop kernel
   std::string routes;  // GpuJpegDecoder::describe()
   // With a simulated training step (step_ms > 0): the step's time alone, and each batch's time with the step
-  // queued on the same stream right before the batch's decode; and with each batch's decode queued a step ahead
-  // (before the step that precedes its use), as training does. A decode that overlaps the step adds little; one
-  // that runs only after it adds its whole time.
+  // queued on the same stream right before the batch's decode; and with each batch submitted two batches ahead
+  // (after the step two before its use), as training does. A decode that overlaps the step adds little; one that
+  // runs only after it adds its whole time.
   double step_ms = 0;
   double step_then_decode_ms = 0;
   double decode_ahead_ms = 0;

@@ -292,7 +292,7 @@ int bench_decode_command(int argc, char** argv) {
                 static_cast<long long>(g.hardware), static_cast<long long>(g.hybrid),
                 static_cast<long long>(g.cpu_fallback));
     // Against 1e6 / rate us per image: little waiting means the host's work is what limits the rate.
-    std::printf("decoder on the host thread: %.1f us per image working (routing %.1f, nvJPEG's hardware calls %.1f), "
+    std::printf("decode thread: %.1f us per image working (routing %.1f, nvJPEG's hardware calls %.1f), "
                 "%.1f us waiting for the device\n",
                 g.host_us_per_image, g.route_us_per_image, g.hardware_us_per_image, g.wait_us_per_image);
     std::printf("per batch, from CUDA events: submit to ready %.2f ms (nvJPEG's host calls included), crop kernel "
@@ -306,7 +306,7 @@ int bench_decode_command(int argc, char** argv) {
                   decode_ms);
       std::printf("  each decode queued right after the step before its use:   %.2f ms: decoding %s\n",
                   g.step_then_decode_ms, verdict(g.step_then_decode_ms));
-      std::printf("  each decode queued a step ahead (as training does):       %.2f ms: decoding %s\n",
+      std::printf("  each decode submitted two batches ahead (as training does): %.2f ms: decoding %s\n",
                   g.decode_ahead_ms, verdict(g.decode_ahead_ms));
     }
     return 0;
