@@ -142,8 +142,9 @@ std::vector<ConfigKey> make_keys() {
                "decode: gpu: the hardware decoder hands out the JPEG's YCbCr planes and rn50's crop kernel converts only "
                "the pixels it samples (off: nvJPEG converts every whole image to RGB, one kernel per image)"),
       bool_key("decode_ahead", &C::decode_ahead,
-               "decode: gpu: queue batch k+1's decode right after training step k is queued, and the next epoch's first "
-               "during an epoch's last step unless a validation follows (off: each right before its own step)"),
+               "decode: gpu: hand batch k+2 to the decode thread right after training step k is queued, and the next "
+               "epoch's first two during an epoch's last two steps unless a validation follows (off: each batch "
+               "decoded right before its own step)"),
       bool_key("strict_data", &C::strict_data, "stop at the first unreadable image instead of skipping it"),
       int_key("synthetic_images", &C::synthetic_images, "images per epoch when data is synthetic"),
       int_key("epochs", &C::epochs, "epochs to train"),

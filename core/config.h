@@ -25,7 +25,7 @@ struct Config {
   bool pin_memory = true;
   std::string decode = "cpu";  // cpu: libjpeg-turbo on the decode threads | gpu: nvJPEG, the threads only read files
   bool decode_yuv = false;     // decode: gpu: YCbCr planes out of the hardware decoder, converted in rn50's kernel
-  bool decode_ahead = true;    // decode: gpu in training: batch k+1's decode queued right after step k (off: before its own)
+  bool decode_ahead = true;    // decode: gpu in training: batch k+2 submitted right after step k (off: before its own)
   bool strict_data = false;
   int64_t synthetic_images = 25600;  // images per epoch in synthetic mode
 
