@@ -280,6 +280,9 @@ struct GpuJpegDecoder::Impl {
   uint64_t taken = 0;               // ... taken by the decode thread (the next one's number)
   uint64_t finished = 0;            // ... made into input by finish_into
   bool decode_failed = false;       // a failed batch awaits finish_into: no later one starts before it is taken
+  // An error outside any batch's decode (a failed wait for the device, a CUDA error in handing a batch back): the
+  // decode thread stops taking batches, and finish_into and submit throw it, until abandon().
+  std::exception_ptr fatal;
   bool stopping = false;
   GpuDecodeCounts counts;
   uint64_t allocations_counted = 0;  // nvJPEG's raw allocations up to the last take_counts
@@ -395,20 +398,18 @@ struct GpuJpegDecoder::Impl {
     wait_in_call += seconds;
   }
 
-  // Hands the batches of kFinished slots back once the device has run their kernels: every such slot, or with
-  // `wait` false only those whose kernel is done already. Called with `lock` held; lets it go while it waits and
-  // while `release` runs (each slot is kRetiring meanwhile, so nothing else takes it). Returns how many it retired.
-  int retire_finished(std::unique_lock<std::mutex>& lock, bool wait) {
+  // Hands the batches of kFinished slots back once the device has run their kernels: every such slot (or only
+  // `only`), or with `wait` false only those whose kernel is done already. Called with `lock` held; lets it go
+  // while it waits and while `release` runs (each slot is kRetiring meanwhile, so nothing else takes it). Every
+  // slot it takes ends kFree, its batch handed back, even when the wait fails (then it throws that). Returns how
+  // many it retired.
+  int retire_finished(std::unique_lock<std::mutex>& lock, bool wait, const Slot* only = nullptr) {
     int retired = 0;
     for (Slot& slot : slots) {
-      if (slot.state != SlotState::kFinished) continue;
-      if (!wait) {
-        const cudaError_t status = cudaEventQuery(slot.kernel_done.get());
-        if (status == cudaErrorNotReady) {
-          cudaGetLastError();  // not an error here
-          continue;
-        }
-        RN50_CUDA_CHECK(status);
+      if (slot.state != SlotState::kFinished || (only != nullptr && &slot != only)) continue;
+      if (!wait && cudaEventQuery(slot.kernel_done.get()) == cudaErrorNotReady) {
+        cudaGetLastError();  // not an error; any other status is met again, and thrown, by retire's wait
+        continue;
       }
       slot.state = SlotState::kRetiring;
       lock.unlock();
@@ -429,19 +430,29 @@ struct GpuJpegDecoder::Impl {
     return retired;
   }
 
-  // retire_finished's work for one slot, outside the lock; its waits and device times go to `times`.
+  // retire_finished's work for one slot, outside the lock; its waits and device times go to `times`. The host
+  // batch goes back even when the wait fails: the device never reads it (only the decode thread did, when
+  // decoding it), so its loader may refill it whatever happened on the device.
   void retire(Slot& slot, GpuDecodeCounts& times) {
-    const auto wait_start = std::chrono::steady_clock::now();
-    RN50_CUDA_CHECK(cudaEventSynchronize(slot.kernel_done.get()));
-    times.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
-    ++times.device_batches;  // finished, so all five of its events are this batch's and complete
-    times.decode_latency_s += seconds_between(slot.decode_started, slot.decode_done);
-    times.input_stall_s += seconds_between(slot.input_wanted, slot.kernel_started);
-    times.crop_s += seconds_between(slot.kernel_started, slot.kernel_done);
-    nvjpeg_memory.completed(slot.sequence);  // and, in order, every batch before it
     const data::HostBatch batch = *slot.in_flight;
     slot.in_flight.reset();
-    if (slot.release) slot.release(batch);
+    const ReleaseBatch release = std::move(slot.release);
+    slot.release = nullptr;
+    std::exception_ptr error;
+    try {
+      const auto wait_start = std::chrono::steady_clock::now();
+      RN50_CUDA_CHECK(cudaEventSynchronize(slot.kernel_done.get()));
+      times.wait_s += seconds_since(wait_start);
+      ++times.device_batches;  // finished, so all five of its events are this batch's and complete
+      times.decode_latency_s += seconds_between(slot.decode_started, slot.decode_done);
+      times.input_stall_s += seconds_between(slot.input_wanted, slot.kernel_started);
+      times.crop_s += seconds_between(slot.kernel_started, slot.kernel_done);
+      nvjpeg_memory.completed(slot.sequence);  // and, in order, every batch before it
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (release) release(batch);
+    if (error) std::rethrow_exception(error);
   }
 
   // Under `mutex`.
@@ -671,6 +682,7 @@ struct GpuJpegDecoder::Impl {
     check_batch(batch);
     {
       std::lock_guard<std::mutex> lock(mutex);
+      if (fatal) std::rethrow_exception(fatal);
       if (submitted - finished >= static_cast<uint64_t>(kSlots))
         throw std::logic_error("GpuJpegDecoder: every slot holds a batch submitted and not finished");
       jobs.push_back(Job{batch, on_bad, release});
@@ -684,38 +696,46 @@ struct GpuJpegDecoder::Impl {
   // the lock that takes its job, so that abandon() waits for the decode instead of forgetting it halfway.
   void decode_loop() {
     std::unique_lock<std::mutex> lock(mutex);
+    if (cudaSetDevice(device) != cudaSuccess) {  // for the event calls outside decode_job's guard too
+      fatal = std::make_exception_ptr(std::runtime_error("GpuJpegDecoder: cudaSetDevice(" + std::to_string(device) +
+                                                         ") failed on the decode thread: " +
+                                                         cudaGetErrorString(cudaGetLastError())));
+    }
     for (;;) {
       changed.wait(lock, [&] {
         if (stopping) return true;
-        if (jobs.empty() || decode_failed) return false;
+        if (jobs.empty() || decode_failed || fatal) return false;
         const SlotState state = slots[taken % kSlots].state;
         return state == SlotState::kFree || state == SlotState::kFinished;
       });
       if (stopping) return;
       Slot& slot = slots[taken % kSlots];
-      std::exception_ptr error;
       try {
         // Back early what the device is done with, so that the loader can refill it; then the slot's own batch.
         // The lock was let go in between: everything is checked again.
         if (retire_finished(lock, /*wait=*/false) > 0) continue;
         if (slot.state == SlotState::kFinished) {
-          retire_finished(lock, /*wait=*/true);
+          retire_finished(lock, /*wait=*/true, &slot);
           continue;
         }
       } catch (...) {
-        error = std::current_exception();  // a CUDA error: reported as this job's
-        if (jobs.empty() || slot.state != SlotState::kFree) continue;
+        fatal = std::current_exception();
+        changed.notify_all();
+        continue;
       }
       const uint64_t number = taken++;
       const Job job = std::move(jobs.front());
       jobs.pop_front();
       slot.state = SlotState::kDecoding;
       lock.unlock();
-      if (!error) {
+      std::exception_ptr error;
+      try {
+        decode_job(job, slot, number);
+      } catch (...) {
+        error = std::current_exception();
         try {
-          decode_job(job, slot, number);
-        } catch (...) {
-          error = std::current_exception();
+          if (job.release) job.release(job.batch);  // nothing of it is held; its loader is alive (abandon waits)
+        } catch (...) {  // the decode's error is the one to report
         }
       }
       lock.lock();
@@ -821,9 +841,10 @@ struct GpuJpegDecoder::Impl {
     if (finished == submitted) throw std::logic_error("GpuJpegDecoder: finish_into without a submitted batch");
     Slot& slot = slots[finished % kSlots];
     const auto ready_start = std::chrono::steady_clock::now();
-    changed.wait(lock, [&] { return slot.state == SlotState::kDecoded && slot.sequence == finished; });
+    changed.wait(lock, [&] { return (slot.state == SlotState::kDecoded && slot.sequence == finished) || fatal; });
     counts.batch_wait_s += seconds_since(ready_start);
-    if (slot.error) {  // taken, so that the decoder goes on with the next batch; nothing of this one is held
+    if (fatal) std::rethrow_exception(fatal);
+    if (slot.error) {  // taken, so that the decoder goes on with the next batch; this one was handed back
       const std::exception_ptr error = slot.error;
       slot.error = nullptr;
       slot.state = SlotState::kFree;
@@ -909,6 +930,7 @@ struct GpuJpegDecoder::Impl {
     }
     submitted = finished = taken;
     decode_failed = false;
+    fatal = nullptr;
     changed.notify_all();
   }
 

@@ -89,7 +89,9 @@ class GpuJpegDecoder {
   // ([N, 3, S, S] float, half or bfloat16 on the device, NCHW or channels-last) and copies its labels into
   // `labels` (int64 [N]), both ready in order on the current stream. First it waits until the device has run
   // what was queued before the previous finish_into. Throws what the batch's decode threw (on_bad in strict mode,
-  // a CUDA or nvJPEG error); the decoder then goes on with the next batch, and holds nothing of the failed one.
+  // a CUDA or nvJPEG error; the batch was handed back to `release` then), and the decoder goes on with the next
+  // batch. An error outside any batch's decode (waiting for the device) stops the decode thread: finish_into and
+  // submit throw it until abandon().
   void finish_into(at::Tensor& images, at::Tensor& labels);
   // submit, then finish_into.
   void decode_into(const data::HostBatch& batch, at::Tensor& images, at::Tensor& labels, const BadDecodeHandler& on_bad,

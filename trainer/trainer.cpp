@@ -15,6 +15,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include "core/config.h"
@@ -459,7 +460,13 @@ class Run {
     const auto wait_start = Clock::now();
     const std::optional<data::HostBatch> batch = loader.next();
     record.data_wait_s += seconds_since(wait_start);
-    gpu_decoder_->submit(*batch, bad_gpu_decode_handler(*train_set_), release_to(loader));
+    if (!batch) throw std::logic_error("decode: gpu: the loader ran out of batches before the epoch's last step");
+    try {
+      gpu_decoder_->submit(*batch, bad_gpu_decode_handler(*train_set_), release_to(loader));
+    } catch (...) {
+      loader.release(*batch);  // not the decoder's: back to the loader, or the epoch would skip it
+      throw;
+    }
   }
 
   std::unique_ptr<data::BatchLoader> make_train_loader(int64_t epoch, data::BatchPool& pool) const {
@@ -540,7 +547,8 @@ class Run {
         ++submitted;
       } else if (gpu_decode_ahead && ahead_pool_ && epoch + 1 < config_.epochs) {
         // Else the next epoch would start with the device idle for a whole decode (8-20 ms in each 2.2 s epoch of
-        // 50 steps on the H200: bench/results/2026-11-30-h200-e.md). Their routes count in this epoch's record.
+        // 50 steps on the H200: bench/results/2026-11-30-h200-e.md). Their loader waits count in this epoch's
+        // record, their routes in that of the epoch during which the decode thread decodes them.
         submit_next_epochs_batch(epoch + 1, record);
       }
       beat();

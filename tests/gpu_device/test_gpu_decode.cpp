@@ -450,8 +450,8 @@ TEST_F(GeneratedJpegs, DrainKeepsASubmittedBatchForTheNextFinish) {
 }
 
 // A decode that fails on the decode thread (strict mode's handler throwing for a file nothing decodes) comes out
-// of that batch's finish_into; the batch submitted after it still decodes, and nothing of the failed one is held
-// (never released). Then abandon() with two batches submitted forgets both, and the decoder decodes again.
+// of that batch's finish_into, the batch handed back at once; the batch submitted after it still decodes. Then
+// abandon() with two batches submitted forgets both (handing neither back), and the decoder decodes again.
 TEST_F(GeneratedJpegs, AFailedDecodeComesOutOfItsFinishAndTheNextBatchesStillDecode) {
   const int size = 64;
   const data::JpegFolderDataset set = dataset(true, size);
@@ -474,9 +474,10 @@ TEST_F(GeneratedJpegs, AFailedDecodeComesOutOfItsFinishAndTheNextBatchesStillDec
   decoder.submit(held[0], strict, release);
   decoder.submit(held[1], strict, release);
   EXPECT_THROW(decoder.finish_into(x, y), DecodeError);
+  EXPECT_EQ(released[0], 1);
   decoder.finish_into(x, y);  // batch 1
   decoder.drain();
-  EXPECT_EQ(released, (std::vector<int>{0, 1, 0, 0, 0}));
+  EXPECT_EQ(released, (std::vector<int>{1, 1, 0, 0, 0}));
   EXPECT_EQ(decoder.take_counts().bad, 1);
   const at::Tensor labels = y.cpu();
   for (int64_t i = 0; i < n; ++i) EXPECT_EQ(labels.data_ptr<int64_t>()[i], 10 + i);
@@ -485,11 +486,11 @@ TEST_F(GeneratedJpegs, AFailedDecodeComesOutOfItsFinishAndTheNextBatchesStillDec
   decoder.submit(held[2], strict, release);
   decoder.submit(held[3], strict, release);
   decoder.abandon();
-  EXPECT_EQ(released, (std::vector<int>{0, 1, 0, 0, 0}));
+  EXPECT_EQ(released, (std::vector<int>{1, 1, 0, 0, 0}));
   EXPECT_THROW(decoder.finish_into(x, y), std::logic_error);  // nothing submitted any more
   decoder.decode_into(held[4], x, y, strict, release);
   decoder.drain();
-  EXPECT_EQ(released, (std::vector<int>{0, 1, 0, 0, 1}));
+  EXPECT_EQ(released, (std::vector<int>{1, 1, 0, 0, 1}));
   batches.expect_matches_cpu(4, x, size);
 }
 
