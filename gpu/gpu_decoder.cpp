@@ -1,7 +1,7 @@
-// gpu/gpu_decoder.cpp: GpuJpegDecoder on nvJPEG (built only when CMake found it). On the decoder's own thread, per
-// batch: route each sample (hardware engines, nvJPEG's default backend, libjpeg), decode into one of three reusable
-// device buffers on the decode stream, plan, and replace what failed; on the caller's thread, the
-// crop-resize-normalise kernel on the current stream.
+// gpu/gpu_decoder.cpp: GpuJpegDecoder on nvJPEG (built only when CMake found it). On the decoder's own thread
+// (gpu/decode_pipeline.h), per batch: route each sample (hardware engines, nvJPEG's default backend, libjpeg),
+// decode into one of three reusable device buffers on the decode stream, plan, and replace what failed; on the
+// caller's thread, the crop-resize-normalise kernel on the current stream.
 #include "gpu/gpu_decoder.h"
 
 #include <ATen/cuda/CUDAContext.h>
@@ -13,14 +13,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -30,6 +27,7 @@
 #include "data/jpeg_codec.h"
 #include "gpu/crop_resize_kernel.h"
 #include "gpu/cuda_check.h"
+#include "gpu/decode_pipeline.h"
 #include "gpu/deferred_reuse_memory.h"
 #include "gpu/nvjpeg_check.h"
 
@@ -208,15 +206,6 @@ enum class Route { kHardware, kHybrid, kCpu };
 bool built_with_nvjpeg() { return true; }
 
 struct GpuJpegDecoder::Impl {
-  // Where a slot is in its cycle. The decode thread takes a slot that is kFree or kFinished; finish_into takes
-  // the oldest kDecoded one; drain and the decode thread hand a kFinished slot's batch back through kRetiring.
-  enum class SlotState {
-    kFree,
-    kDecoding,  // the decode thread writes it
-    kDecoded,   // ready for finish_into (or failed: `error`)
-    kFinished,  // finish_into queued its kernel, which may still read it; its host batch is still held
-    kRetiring,  // its host batch is being handed back once the kernel is done
-  };
   // One of the batches in flight: its decoded images, tables and the events that guard their reuse.
   struct Slot {
     GrowingDeviceBuffer decoded;  // the batch's decoded images (RGB, or planes), written on the decode stream
@@ -236,8 +225,6 @@ struct GpuJpegDecoder::Impl {
     StateOwner hardware_state;
     int hardware_batch = 0;  // the image count hardware_state was initialised for; 0: to initialise
     uint64_t sequence = 0;   // the number of the batch in flight
-    SlotState state = SlotState::kFree;
-    std::exception_ptr error;  // kDecoded: the decode failed with this, and nothing of the batch is held
     std::optional<data::HostBatch> in_flight;
     ReleaseBatch release;
   };
@@ -271,19 +258,7 @@ struct GpuJpegDecoder::Impl {
   std::atomic<bool> planar{false};
   Slot slots[kSlots];
 
-  // Shared by the caller's thread and the decode thread, under `mutex`: the slots' states, the jobs, the counts.
-  // Batch b (numbered in submit order) decodes into slots[b % kSlots], so slots are finished in submit order.
-  std::mutex mutex;
-  std::condition_variable changed;  // a job, a slot's state, `stopping`
-  std::deque<Job> jobs;             // submitted, not yet taken by the decode thread
-  uint64_t submitted = 0;           // batches submitted so far
-  uint64_t taken = 0;               // ... taken by the decode thread (the next one's number)
-  uint64_t finished = 0;            // ... made into input by finish_into
-  bool decode_failed = false;       // a failed batch awaits finish_into: no later one starts before it is taken
-  // An error outside any batch's decode (a failed wait for the device, a CUDA error in handing a batch back): the
-  // decode thread stops taking batches, and finish_into and submit throw it, until abandon().
-  std::exception_ptr fatal;
-  bool stopping = false;
+  std::mutex counts_mutex;  // the decode thread and the caller's both add to `counts`
   GpuDecodeCounts counts;
   uint64_t allocations_counted = 0;  // nvJPEG's raw allocations up to the last take_counts
   // finish_into's pace: an event after everything queued before the previous finish_into (its step's previous step)
@@ -314,7 +289,9 @@ struct GpuJpegDecoder::Impl {
   };
   std::vector<ChromaLayout> layouts;
 
-  std::thread decode_thread;  // started last in the constructor, joined first in the destructor
+  // The decode thread and the slots' cycle. Made last in the constructor and destroyed first (its thread joined),
+  // after ~Impl has abandoned what it held.
+  std::unique_ptr<DecodePipeline<Job>> pipeline;
 
   Impl(int device_in, int max_batch_in, int out_size_in, const GpuDecoderOptions& options)
       : device(device_in),
@@ -367,18 +344,49 @@ struct GpuJpegDecoder::Impl {
     hardware_images.reserve(max_batch);
     layouts.reserve(max_batch);
     previous_finish_queued = make_timing_event();
-    decode_thread = std::thread([this] { decode_loop(); });
+    pipeline = std::make_unique<DecodePipeline<Job>>(kSlots, pipeline_work());
+  }
+
+  // What the pipeline's decode thread does with nvJPEG and CUDA.
+  DecodePipeline<Job>::Work pipeline_work() {
+    DecodePipeline<Job>::Work work;
+    // For the event calls outside decode_job's device guard too.
+    work.on_thread_start = [this] { RN50_CUDA_CHECK(cudaSetDevice(device)); };
+    work.decode = [this](const Job& job, int slot, uint64_t number) {
+      try {
+        decode_job(job, slots[slot], number);
+      } catch (...) {
+        add_job_counts();  // what it routed and counted before failing (the bad sample, say)
+        throw;
+      }
+      add_job_counts();
+    };
+    work.hand_back = [](const Job& job) {
+      if (job.release) job.release(job.batch);
+    };
+    work.device_done = [this](int slot) {
+      if (cudaEventQuery(slots[slot].kernel_done.get()) != cudaErrorNotReady) return true;  // errors: met by retire
+      cudaGetLastError();  // not an error
+      return false;
+    };
+    work.retire = [this](int slot) {
+      GpuDecodeCounts times;
+      std::exception_ptr error;
+      try {
+        retire(slots[slot], times);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      add_device_times(times);
+      if (error) std::rethrow_exception(error);
+    };
+    return work;
   }
 
   // Queued work still writes the buffers about to be freed. No release here: the loader may be gone.
   ~Impl() {
     abandon();
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      stopping = true;
-    }
-    changed.notify_all();
-    decode_thread.join();
+    pipeline.reset();  // joins the decode thread before the members it uses go
   }
 
   // Runs `call` and adds its seconds to `total`.
@@ -398,40 +406,9 @@ struct GpuJpegDecoder::Impl {
     wait_in_call += seconds;
   }
 
-  // Hands the batches of kFinished slots back once the device has run their kernels: every such slot (or only
-  // `only`), or with `wait` false only those whose kernel is done already. Called with `lock` held; lets it go
-  // while it waits and while `release` runs (each slot is kRetiring meanwhile, so nothing else takes it). Every
-  // slot it takes ends kFree, its batch handed back, even when the wait fails (then it throws that). Returns how
-  // many it retired.
-  int retire_finished(std::unique_lock<std::mutex>& lock, bool wait, const Slot* only = nullptr) {
-    int retired = 0;
-    for (Slot& slot : slots) {
-      if (slot.state != SlotState::kFinished || (only != nullptr && &slot != only)) continue;
-      if (!wait && cudaEventQuery(slot.kernel_done.get()) == cudaErrorNotReady) {
-        cudaGetLastError();  // not an error; any other status is met again, and thrown, by retire's wait
-        continue;
-      }
-      slot.state = SlotState::kRetiring;
-      lock.unlock();
-      GpuDecodeCounts times;
-      std::exception_ptr error;
-      try {
-        retire(slot, times);
-      } catch (...) {
-        error = std::current_exception();
-      }
-      lock.lock();
-      add_device_times(times);
-      slot.state = SlotState::kFree;
-      ++retired;
-      changed.notify_all();
-      if (error) std::rethrow_exception(error);
-    }
-    return retired;
-  }
-
-  // retire_finished's work for one slot, outside the lock; its waits and device times go to `times`. The host
-  // batch goes back even when the wait fails: the device never reads it (only the decode thread did, when
+  // Waits for the device to be done with the slot's batch and hands the batch back; its waits and device times go
+  // to `times`. Outside the pipeline's lock, on the decode thread or in drain(). The host batch goes back even
+  // when the wait fails: the device never reads it (only the decode thread did, when
   // decoding it), so its loader may refill it whatever happened on the device.
   void retire(Slot& slot, GpuDecodeCounts& times) {
     const data::HostBatch batch = *slot.in_flight;
@@ -455,8 +432,8 @@ struct GpuJpegDecoder::Impl {
     if (error) std::rethrow_exception(error);
   }
 
-  // Under `mutex`.
   void add_device_times(const GpuDecodeCounts& times) {
+    std::lock_guard<std::mutex> lock(counts_mutex);
     counts.wait_s += times.wait_s;
     counts.device_batches += times.device_batches;
     counts.decode_latency_s += times.decode_latency_s;
@@ -680,76 +657,12 @@ struct GpuJpegDecoder::Impl {
 
   void submit(const data::HostBatch& batch, const BadDecodeHandler& on_bad, const ReleaseBatch& release) {
     check_batch(batch);
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (fatal) std::rethrow_exception(fatal);
-      if (submitted - finished >= static_cast<uint64_t>(kSlots))
-        throw std::logic_error("GpuJpegDecoder: every slot holds a batch submitted and not finished");
-      jobs.push_back(Job{batch, on_bad, release});
-      ++submitted;
-    }
-    changed.notify_all();
+    pipeline->submit(Job{batch, on_bad, release});
   }
 
-  // The decode thread: takes the jobs in order, each into its slot once finish_into has made that slot's previous
-  // batch into input and the device has run that batch's kernel. A slot is marked kDecoding in the same hold of
-  // the lock that takes its job, so that abandon() waits for the decode instead of forgetting it halfway.
-  void decode_loop() {
-    std::unique_lock<std::mutex> lock(mutex);
-    if (cudaSetDevice(device) != cudaSuccess) {  // for the event calls outside decode_job's guard too
-      fatal = std::make_exception_ptr(std::runtime_error("GpuJpegDecoder: cudaSetDevice(" + std::to_string(device) +
-                                                         ") failed on the decode thread: " +
-                                                         cudaGetErrorString(cudaGetLastError())));
-    }
-    for (;;) {
-      changed.wait(lock, [&] {
-        if (stopping) return true;
-        if (jobs.empty() || decode_failed || fatal) return false;
-        const SlotState state = slots[taken % kSlots].state;
-        return state == SlotState::kFree || state == SlotState::kFinished;
-      });
-      if (stopping) return;
-      Slot& slot = slots[taken % kSlots];
-      try {
-        // Back early what the device is done with, so that the loader can refill it; then the slot's own batch.
-        // The lock was let go in between: everything is checked again.
-        if (retire_finished(lock, /*wait=*/false) > 0) continue;
-        if (slot.state == SlotState::kFinished) {
-          retire_finished(lock, /*wait=*/true, &slot);
-          continue;
-        }
-      } catch (...) {
-        fatal = std::current_exception();
-        changed.notify_all();
-        continue;
-      }
-      const uint64_t number = taken++;
-      const Job job = std::move(jobs.front());
-      jobs.pop_front();
-      slot.state = SlotState::kDecoding;
-      lock.unlock();
-      std::exception_ptr error;
-      try {
-        decode_job(job, slot, number);
-      } catch (...) {
-        error = std::current_exception();
-        try {
-          if (job.release) job.release(job.batch);  // nothing of it is held; its loader is alive (abandon waits)
-        } catch (...) {  // the decode's error is the one to report
-        }
-      }
-      lock.lock();
-      add_job_counts();
-      slot.sequence = number;
-      slot.error = error;
-      slot.state = SlotState::kDecoded;
-      decode_failed = error != nullptr;
-      changed.notify_all();
-    }
-  }
-
-  // Under `mutex`.
+  // The decode thread's counts of its last batch into `counts`.
   void add_job_counts() {
+    std::lock_guard<std::mutex> lock(counts_mutex);
     GpuDecodeCounts& c = job_counts;
     counts.hardware += c.hardware;
     counts.hybrid += c.hybrid;
@@ -763,7 +676,8 @@ struct GpuJpegDecoder::Impl {
     job_counts = {};
   }
 
-  // On the decode thread: batch `number` into `slot`. On an exception nothing of the batch is held.
+  // On the decode thread: batch `number` into `slot`. On an exception nothing of the batch is held (the pipeline
+  // hands it back).
   void decode_job(const Job& job, Slot& slot, uint64_t number) {
     const auto started = std::chrono::steady_clock::now();
     wait_in_call = 0;
@@ -837,25 +751,18 @@ struct GpuJpegDecoder::Impl {
   }
 
   void finish_into(at::Tensor& images, at::Tensor& labels) {
-    std::unique_lock<std::mutex> lock(mutex);
-    if (finished == submitted) throw std::logic_error("GpuJpegDecoder: finish_into without a submitted batch");
-    Slot& slot = slots[finished % kSlots];
     const auto ready_start = std::chrono::steady_clock::now();
-    changed.wait(lock, [&] { return (slot.state == SlotState::kDecoded && slot.sequence == finished) || fatal; });
-    counts.batch_wait_s += seconds_since(ready_start);
-    if (fatal) std::rethrow_exception(fatal);
-    if (slot.error) {  // taken, so that the decoder goes on with the next batch; this one was handed back
-      const std::exception_ptr error = slot.error;
-      slot.error = nullptr;
-      slot.state = SlotState::kFree;
-      ++finished;
-      decode_failed = false;
-      changed.notify_all();
-      std::rethrow_exception(error);
+    int index = 0;
+    try {
+      index = pipeline->wait_decoded();
+    } catch (...) {
+      add_wait(counts.batch_wait_s, seconds_since(ready_start));
+      throw;
     }
+    add_wait(counts.batch_wait_s, seconds_since(ready_start));
+    Slot& slot = slots[index];
     const int count = static_cast<int>(slot.in_flight->size);
     check_outputs(count, images, labels);  // a bad tensor leaves the batch for a finish_into with good ones
-    lock.unlock();
 
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
     const cudaStream_t compute = at::cuda::getCurrentCUDAStream().stream();
@@ -865,9 +772,7 @@ struct GpuJpegDecoder::Impl {
     if (previous_finish_recorded) {
       const auto pace_start = std::chrono::steady_clock::now();
       RN50_CUDA_CHECK(cudaEventSynchronize(previous_finish_queued.get()));
-      const double paced = seconds_since(pace_start);
-      std::lock_guard<std::mutex> relock(mutex);
-      counts.pace_wait_s += paced;
+      add_wait(counts.pace_wait_s, seconds_since(pace_start));
     }
     const auto started = std::chrono::steady_clock::now();
     RN50_CUDA_CHECK(cudaEventRecord(previous_finish_queued.get(), compute));
@@ -884,54 +789,33 @@ struct GpuJpegDecoder::Impl {
     RN50_CUDA_CHECK(cudaMemcpyAsync(labels.data_ptr(), slot.labels_host.get(), sizeof(int64_t) * n,
                                     cudaMemcpyHostToDevice, compute));
     RN50_CUDA_CHECK(cudaEventRecord(slot.kernel_done.get(), compute));
-    lock.lock();
-    slot.state = SlotState::kFinished;
-    ++finished;
-    counts.host_s += seconds_since(started);
-    changed.notify_all();
+    pipeline->mark_finished(index);
+    add_wait(counts.host_s, seconds_since(started));
   }
 
-  bool holds_submitted() {
-    std::lock_guard<std::mutex> lock(mutex);
-    return submitted != finished;
+  // Adds to one of `counts`' seconds from the caller's thread.
+  void add_wait(double& total, double seconds) {
+    std::lock_guard<std::mutex> lock(counts_mutex);
+    total += seconds;
   }
+
+  bool holds_submitted() { return pipeline->holds_submitted(); }
 
   // Every finished batch back once the device has read it. A batch submitted and not yet finished stays for the
   // next finish_into: the next epoch's first batches, decoding while this epoch's last steps train.
-  void drain() {
-    std::unique_lock<std::mutex> lock(mutex);
-    auto any = [&](SlotState state) {
-      return std::any_of(std::begin(slots), std::end(slots), [&](const Slot& s) { return s.state == state; });
-    };
-    for (;;) {  // the decode thread may be handing one back itself
-      changed.wait(lock, [&] { return !any(SlotState::kRetiring); });
-      if (!any(SlotState::kFinished)) return;
-      retire_finished(lock, /*wait=*/true);
-    }
-  }
+  void drain() { pipeline->drain(); }
 
-  // After an error: forgets every batch held, releasing none (their loader may be gone), once the decode thread
-  // and the device are done with them.
+  // After an error: drops the batches not yet decoded, waits for the decode thread and the device, and forgets
+  // every batch held, handing none back (their loader may be gone).
   void abandon() {
-    std::unique_lock<std::mutex> lock(mutex);
-    jobs.clear();
-    changed.wait(lock, [&] {
-      return std::none_of(std::begin(slots), std::end(slots), [](const Slot& s) {
-        return s.state == SlotState::kDecoding || s.state == SlotState::kRetiring;
-      });
+    pipeline->abandon([this](int index, bool finished) {
+      Slot& slot = slots[index];
+      if (finished) cudaEventSynchronize(slot.kernel_done.get());
+      slot.in_flight.reset();
+      slot.release = nullptr;
     });
     cudaStreamSynchronize(decode_stream.stream());
     cudaStreamSynchronize(hybrid_stream.stream());
-    for (Slot& slot : slots) {
-      if (slot.state == SlotState::kFinished) cudaEventSynchronize(slot.kernel_done.get());
-      slot.in_flight.reset();
-      slot.error = nullptr;
-      slot.state = SlotState::kFree;
-    }
-    submitted = finished = taken;
-    decode_failed = false;
-    fatal = nullptr;
-    changed.notify_all();
   }
 
   void check_batch(const data::HostBatch& batch) const {
@@ -1017,7 +901,7 @@ void GpuJpegDecoder::drain() { impl_->drain(); }
 void GpuJpegDecoder::abandon() { impl_->abandon(); }
 
 GpuDecodeCounts GpuJpegDecoder::take_counts() {
-  std::lock_guard<std::mutex> lock(impl_->mutex);
+  std::lock_guard<std::mutex> lock(impl_->counts_mutex);
   GpuDecodeCounts out = impl_->counts;
   const uint64_t allocations = impl_->nvjpeg_memory.raw_allocations();
   out.new_buffers = static_cast<int64_t>(allocations - impl_->allocations_counted);
