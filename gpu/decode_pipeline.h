@@ -116,20 +116,20 @@ class DecodePipeline {
 
   // After an error: drops the batches not yet taken by the decode thread, waits for the batch it is decoding or
   // retiring, calls forget(slot, finished) for every slot still holding a batch (finished: the caller had made it
-  // into input), and starts afresh (counts, errors, the fatal one included).
+  // into input), and starts afresh (counts, errors, a fatal one included unless the thread could not start).
   void abandon(const std::function<void(int slot, bool finished)>& forget) {
     std::unique_lock<std::mutex> lock(mutex_);
     jobs_.clear();
     changed_.wait(lock, [&] { return !any(State::kDecoding) && !any(State::kRetiring); });
     for (size_t s = 0; s < states_.size(); ++s) {
-      if (states_[s] == State::kDecoded || states_[s] == State::kFinished)
-        forget(static_cast<int>(s), states_[s] == State::kFinished);
+      const bool holds = states_[s] == State::kFinished || (states_[s] == State::kDecoded && !errors_[s]);
+      if (holds) forget(static_cast<int>(s), states_[s] == State::kFinished);  // a failed one was handed back
       states_[s] = State::kFree;
       errors_[s] = nullptr;
     }
     submitted_ = finished_ = taken_;
     decode_failed_ = false;
-    fatal_ = nullptr;
+    fatal_ = start_failure_;  // a thread that could not start stays stopped
     changed_.notify_all();
   }
 
@@ -186,7 +186,7 @@ class DecodePipeline {
       try {
         work_.on_thread_start();
       } catch (...) {
-        fatal_ = std::current_exception();
+        fatal_ = start_failure_ = std::current_exception();
         changed_.notify_all();  // a wait_decoded may be waiting already
       }
     }
@@ -247,6 +247,7 @@ class DecodePipeline {
   uint64_t submitted_ = 0, taken_ = 0, finished_ = 0;
   bool decode_failed_ = false;
   std::exception_ptr fatal_;
+  std::exception_ptr start_failure_;  // on_thread_start's: fatal for good
   bool stopping_ = false;
   std::thread thread_;  // last: started once everything above is
 };

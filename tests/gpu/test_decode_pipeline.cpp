@@ -34,11 +34,15 @@ struct FakeWork {
   std::map<int, bool> device_busy;                // slot -> the device still reads it
   std::function<void(int job)> before_decode;     // may block or throw
   std::function<void(int slot)> before_retire;    // may throw
+  // Written by the decode thread without this fake's lock, read by the caller after wait_decoded: as the decoder's
+  // slots are, so that ThreadSanitizer sees whether the pipeline orders the two.
+  std::vector<int> payload = std::vector<int>(8, -1);
 
   DecodePipeline<int>::Work work() {
     DecodePipeline<int>::Work w;
     w.decode = [this](const int& job, int slot, uint64_t number) {
       if (before_decode) before_decode(job);
+      payload[static_cast<size_t>(slot)] = job;
       std::lock_guard<std::mutex> lock(mutex);
       decoded.emplace_back(job, number);
       decode_slots.push_back(slot);
@@ -48,6 +52,7 @@ struct FakeWork {
     w.hand_back = [this](const int& job) {
       std::lock_guard<std::mutex> lock(mutex);
       handed_back.push_back(job);
+      changed.notify_all();
     };
     w.device_done = [this](int slot) {
       std::lock_guard<std::mutex> lock(mutex);
@@ -167,6 +172,17 @@ TEST(DecodePipeline, AFailedDecodeIsThrownByItsWaitAndHandedBack) {
   pipeline.mark_finished(2);
   pipeline.drain();
   EXPECT_EQ(fake.retired_jobs(), (std::vector<int>{0, 2}));
+
+  // Failed and not yet taken when abandoned: handed back already, so not among what abandon forgets.
+  pipeline.submit(1);  // batch 3, slot 0: fails again
+  {
+    std::unique_lock<std::mutex> lock(fake.mutex);
+    fake.changed.wait(lock, [&] { return fake.handed_back.size() == 2; });
+  }
+  std::vector<int> forgotten;
+  pipeline.abandon([&](int slot, bool) { forgotten.push_back(slot); });
+  EXPECT_TRUE(forgotten.empty());
+  EXPECT_FALSE(pipeline.holds_submitted());
 }
 
 // An error outside any batch's decode (the thread's start, a retire) stops the decode thread: wait_decoded and
@@ -265,16 +281,20 @@ TEST(DecodePipeline, DrainHandsBackFinishedBatchesAndKeepsSubmittedOnes) {
   pipeline.mark_finished(pipeline.wait_decoded());
   pipeline.mark_finished(pipeline.wait_decoded());
   pipeline.submit(2);
-  pipeline.submit(3);
+  pipeline.submit(3);  // for slot 0: the decode thread may hand batch 0 (and 1) back itself, beside drain
   pipeline.drain();
-  EXPECT_EQ(fake.retired_jobs(), (std::vector<int>{0, 1}));
+  std::vector<int> retired = fake.retired_jobs();
+  std::sort(retired.begin(), retired.end());
+  EXPECT_EQ(retired, (std::vector<int>{0, 1}));
   EXPECT_TRUE(pipeline.holds_submitted());
   EXPECT_EQ(pipeline.wait_decoded(), 2);
   pipeline.mark_finished(2);
   EXPECT_EQ(pipeline.wait_decoded(), 0);
   pipeline.mark_finished(0);
   pipeline.drain();
-  EXPECT_EQ(fake.retired_jobs(), (std::vector<int>{0, 1, 2, 3}));
+  retired = fake.retired_jobs();
+  ASSERT_EQ(retired.size(), 4u);
+  EXPECT_EQ(std::vector<int>(retired.begin() + 2, retired.end()), (std::vector<int>{2, 3}));
 }
 
 // Many batches with a device that finishes with slots at random moments on another thread: every batch decoded
@@ -293,19 +313,26 @@ TEST(DecodePipeline, ManyBatchesWithADeviceOnAnotherThread) {
       std::this_thread::yield();
     }
   });
+  struct Join {  // also when an ASSERT returns early
+    std::atomic<bool>& stop;
+    std::thread& thread;
+    ~Join() {
+      stop = true;
+      thread.join();
+    }
+  } join{stop, device};
   pipeline.submit(0);
   pipeline.submit(1);
   for (int job = 0; job < kBatches; ++job) {
     const int slot = pipeline.wait_decoded();
     ASSERT_EQ(slot, job % 3);
+    ASSERT_EQ(fake.payload[static_cast<size_t>(slot)], job);  // the decode thread's write, read here
     fake.set_busy(slot, true);
     pipeline.mark_finished(slot);
     if (job + 2 < kBatches) pipeline.submit(job + 2);
   }
   for (int slot = 0; slot < 3; ++slot) fake.set_busy(slot, false);
   pipeline.drain();
-  stop = true;
-  device.join();
   std::vector<int> retired = fake.retired_jobs();
   std::sort(retired.begin(), retired.end());
   ASSERT_EQ(retired.size(), static_cast<size_t>(kBatches));
