@@ -15,6 +15,14 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr std::chrono::milliseconds kGpmMinInterval{100};
+// nvmlDeviceGetPcieThroughput counts bytes over 20 ms and blocks that long, per counter (NVML's documentation):
+// with both in every 100 ms sample, a sample took 42 ms on the H200 (bench/results/2026-11-30-h200-g.md), 40% of a
+// core that a data-bound run needs for decoding. Every 500 ms they take about 8%.
+constexpr std::chrono::milliseconds kPcieMinInterval{500};
+
+size_t samples_per(std::chrono::milliseconds interval, std::chrono::milliseconds period) {
+  return static_cast<size_t>((interval.count() + period.count() - 1) / period.count());
+}
 
 enum MetricIndex : size_t {
   kGpuUtil,
@@ -92,7 +100,8 @@ UtilisationSampler::UtilisationSampler(std::shared_ptr<NvmlApi> nvml, const std:
       }()),
       period_(std::max(period, std::chrono::milliseconds(1))),
       gpm_supported_(nvml_->gpm_supported(device_)),
-      gpm_every_(static_cast<size_t>((kGpmMinInterval.count() + period_.count() - 1) / period_.count())) {}
+      gpm_every_(samples_per(kGpmMinInterval, period_)),
+      pcie_every_(samples_per(kPcieMinInterval, period_)) {}
 
 UtilisationSampler::~UtilisationSampler() { stop(); }
 
@@ -175,10 +184,12 @@ void UtilisationSampler::sample_once() {
     values[kPower] = guarded("power", [&] { return nvml_->power_w(device_); });
     if (const auto memory = guarded("memory", [&] { return nvml_->memory(device_); }))
       values[kMemUsed] = static_cast<double>(memory->used_bytes) / kGiB;
-    if (const auto rx = guarded("PCIe rx", [&] { return nvml_->pcie_rx_kb_per_s(device_); }))
-      values[kPcieRx] = *rx / 1000.0;
-    if (const auto tx = guarded("PCIe tx", [&] { return nvml_->pcie_tx_kb_per_s(device_); }))
-      values[kPcieTx] = *tx / 1000.0;
+    if (samples_since_pcie_++ % pcie_every_ == 0) {
+      if (const auto rx = guarded("PCIe rx", [&] { return nvml_->pcie_rx_kb_per_s(device_); }))
+        values[kPcieRx] = *rx / 1000.0;
+      if (const auto tx = guarded("PCIe tx", [&] { return nvml_->pcie_tx_kb_per_s(device_); }))
+        values[kPcieTx] = *tx / 1000.0;
+    }
     read_gpm(values);
   }
   std::lock_guard<std::mutex> lock(samples_mutex_);

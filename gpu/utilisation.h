@@ -65,8 +65,9 @@ class UtilisationSampler {
   UtilisationSampler(const UtilisationSampler&) = delete;
   UtilisationSampler& operator=(const UtilisationSampler&) = delete;
 
-  // Starts sampling every `period` on a background thread (no-op when running). Each sample takes some tens
-  // of milliseconds of NVML calls (PCIe counters block for 20 ms each); the period is kept from start to start.
+  // Starts sampling every `period` on a background thread (no-op when running). A sample takes a millisecond or
+  // two of NVML calls, and 40 ms more when it reads the PCIe counters (they block for 20 ms each): those are read
+  // at most every 500 ms, GPM's at most every 100 ms. The period is kept from start to start.
   void start();
   // Stops the thread; returns once it has finished its current sample.
   void stop();
@@ -98,10 +99,12 @@ class UtilisationSampler {
   const std::chrono::milliseconds period_;
   const bool gpm_supported_;
   const size_t gpm_every_;  // samples per GPM interval: NVML needs >= 100 ms between GPM samples
+  const size_t pcie_every_;  // samples per PCIe counter read (500 ms)
 
   std::mutex sampling_mutex_;  // one sample_once at a time; guards the members below it
   std::unique_ptr<GpmSample> previous_gpm_;
   size_t samples_since_gpm_ = 0;
+  size_t samples_since_pcie_ = 0;
   std::set<std::string> warned_;  // queries whose failure was already logged
 
   mutable std::mutex samples_mutex_;  // guards samples_ and samples_taken_

@@ -369,7 +369,8 @@ class Run {
     try {
       sampler_ = std::make_unique<gpu::UtilisationSampler>(nvml, gpu::device_uuid(device_.index()));
       sampler_->start();
-      sampler_status_ = std::string("NVML every 100 ms") + (sampler_->gpm_supported() ? ", with GPM metrics" : "");
+      sampler_status_ = std::string("NVML every 100 ms (PCIe counters every 500 ms)") +
+                        (sampler_->gpm_supported() ? ", with GPM metrics" : "");
     } catch (const std::exception& e) {
       sampler_status_ = std::string("unavailable: ") + e.what();
     }

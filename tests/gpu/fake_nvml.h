@@ -61,7 +61,8 @@ class FakeNvml final : public NvmlApi {
  public:
   std::vector<FakeGpu> gpus;
   std::vector<std::pair<int, int>> gpm_intervals;  // (earlier, later) serials passed to gpm_metrics
-  std::atomic<int> utilisation_calls{0};           // read by tests while a sampler thread runs
+  std::atomic<int> utilisation_calls{0};
+  std::atomic<int> pcie_rx_calls{0};           // read by tests while a sampler thread runs
 
   unsigned device_count() override { return static_cast<unsigned>(gpus.size()); }
   std::string name(const NvmlDevice& device) override {
@@ -92,6 +93,7 @@ class FakeNvml final : public NvmlApi {
   }
   std::optional<MemoryInfo> memory(const NvmlDevice& device) override { return readings(device).memory; }
   std::optional<double> pcie_rx_kb_per_s(const NvmlDevice& device) override {
+    ++pcie_rx_calls;
     return readings(device).pcie_rx_kb_per_s;
   }
   std::optional<double> pcie_tx_kb_per_s(const NvmlDevice& device) override {

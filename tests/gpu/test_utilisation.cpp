@@ -91,7 +91,7 @@ TEST(UtilisationSampler, RefusesAnUnknownUuid) {
 
 TEST(UtilisationSampler, SummarisesAKnownSequenceExactly) {
   auto nvml = make_nvml();
-  UtilisationSampler sampler(nvml, kGpuUuid);
+  UtilisationSampler sampler(nvml, kGpuUuid, std::chrono::milliseconds(500));  // PCIe counters in every sample
   auto& readings = nvml->readings({0, {}});
   // gpu_util takes 0, 10, ..., 100 in a scrambled order: mean 50, p5 5, p95 95 (linear interpolation).
   for (int step : {3, 10, 0, 7, 1, 9, 4, 2, 8, 5, 6}) {
@@ -185,6 +185,22 @@ TEST(UtilisationSampler, SpacesGpmSamplesAtLeast100msApart) {
   const UtilisationSummary summary = sampler.take_epoch_summary();
   EXPECT_EQ(value(summary, "sm_util_pct_mean"), 50);
   EXPECT_EQ(value(summary, "gpu_util_pct_mean"), 0);  // the other metrics every sample
+}
+
+// The PCIe counters block 20 ms each: at the default 100 ms period they are read every fifth sample.
+TEST(UtilisationSampler, ReadsThePcieCountersAtMostEvery500ms) {
+  auto nvml = make_nvml();
+  auto& readings = nvml->readings({0, {}});
+  UtilisationSampler sampler(nvml, kGpuUuid);
+  for (int i = 0; i < 11; ++i) {
+    readings.pcie_rx_kb_per_s = 1000.0 * i;
+    readings.utilisation = UtilisationRates{10.0 * i, 0};
+    sampler.sample_once();
+  }
+  EXPECT_EQ(nvml->pcie_rx_calls, 3);  // samples 0, 5 and 10
+  const UtilisationSummary summary = sampler.take_epoch_summary();
+  EXPECT_EQ(value(summary, "pcie_rx_mbps_mean"), 5);  // (0 + 5 + 10) / 3
+  EXPECT_EQ(value(summary, "gpu_util_pct_mean"), 50);  // the other metrics every sample
 }
 
 TEST(UtilisationSampler, SamplesAMigInstanceWithWhatNvmlReportsForIt) {
