@@ -11,7 +11,6 @@
 #include <functional>
 #include <mutex>
 #include <stdexcept>
-#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
