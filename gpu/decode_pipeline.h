@@ -80,7 +80,6 @@ class DecodePipeline {
       errors_[slot] = nullptr;
       states_[slot] = State::kFree;
       ++finished_;
-      decode_failed_ = false;
       changed_.notify_all();
       std::rethrow_exception(error);
     }
@@ -127,7 +126,6 @@ class DecodePipeline {
       errors_[s] = nullptr;
     }
     submitted_ = finished_ = taken_;
-    decode_failed_ = false;
     fatal_ = start_failure_;  // a thread that could not start stays stopped
     changed_.notify_all();
   }
@@ -144,6 +142,11 @@ class DecodePipeline {
   static size_t slot_count(int slots) {
     if (slots < 1) throw std::invalid_argument("DecodePipeline: no slots");
     return static_cast<size_t>(slots);
+  }
+
+  // A failed batch not yet taken by wait_decoded: no later one is decoded before it is (a strict-mode stop).
+  bool failed_batch_waiting() const {
+    return std::any_of(errors_.begin(), errors_.end(), [](const std::exception_ptr& e) { return e != nullptr; });
   }
 
   bool any(State state) const { return std::find(states_.begin(), states_.end(), state) != states_.end(); }
@@ -192,7 +195,7 @@ class DecodePipeline {
     for (;;) {
       changed_.wait(lock, [&] {
         if (stopping_) return true;
-        if (jobs_.empty() || decode_failed_ || fatal_) return false;
+        if (jobs_.empty() || failed_batch_waiting() || fatal_) return false;
         const State state = states_[taken_ % states_.size()];
         return state == State::kFree || state == State::kFinished;
       });
@@ -229,9 +232,8 @@ class DecodePipeline {
       }
       lock.lock();
       numbers_[slot] = number;
-      errors_[slot] = error;
+      errors_[slot] = error;  // if set, the next batch waits until this one is taken
       states_[slot] = State::kDecoded;
-      decode_failed_ = error != nullptr;  // the next batch waits until this one is taken
       changed_.notify_all();
     }
   }
@@ -244,7 +246,6 @@ class DecodePipeline {
   std::vector<std::exception_ptr> errors_ = std::vector<std::exception_ptr>(states_.size());  // kDecoded: failed
   std::deque<Job> jobs_;  // submitted, not yet taken
   uint64_t submitted_ = 0, taken_ = 0, finished_ = 0;
-  bool decode_failed_ = false;
   std::exception_ptr fatal_;
   std::exception_ptr start_failure_;  // on_thread_start's: fatal for good
   bool stopping_ = false;

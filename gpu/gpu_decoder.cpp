@@ -19,6 +19,7 @@
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/errors.h"
@@ -261,9 +262,9 @@ struct GpuJpegDecoder::Impl {
   std::mutex counts_mutex;  // the decode thread and the caller's both add to `counts`
   GpuDecodeCounts counts;
   uint64_t allocations_counted = 0;  // nvJPEG's raw allocations up to the last take_counts
-  // finish_into's pace: an event after everything queued before the previous finish_into (its step's previous step)
+  // finish_into's pace: an event after everything queued before the previous finish_into (its step's previous
+  // step). Before the first record, waiting for it returns at once (cudaEventSynchronize's documented behaviour).
   CudaEventOwner previous_finish_queued;
-  bool previous_finish_recorded = false;
 
   // The decode thread's own, merged into `counts` after each batch.
   GpuDecodeCounts job_counts;
@@ -369,17 +370,7 @@ struct GpuJpegDecoder::Impl {
       cudaGetLastError();  // not an error
       return false;
     };
-    work.retire = [this](int slot) {
-      GpuDecodeCounts times;
-      std::exception_ptr error;
-      try {
-        retire(slots[slot], times);
-      } catch (...) {
-        error = std::current_exception();
-      }
-      add_device_times(times);
-      if (error) std::rethrow_exception(error);
-    };
+    work.retire = [this](int slot) { retire(slots[slot]); };
     return work;
   }
 
@@ -407,14 +398,14 @@ struct GpuJpegDecoder::Impl {
   }
 
   // Waits for the device to be done with the slot's batch and hands the batch back; its waits and device times go
-  // to `times`. Outside the pipeline's lock, on the decode thread or in drain(). The host batch goes back even
-  // when the wait fails: the device never reads it (only the decode thread did, when
-  // decoding it), so its loader may refill it whatever happened on the device.
-  void retire(Slot& slot, GpuDecodeCounts& times) {
+  // to `counts`. Outside the pipeline's lock, on the decode thread or in drain(). The host batch goes back even
+  // when the wait fails: the device never reads it (only the decode thread did, when decoding it), so its loader
+  // may refill it whatever happened on the device.
+  void retire(Slot& slot) {
     const data::HostBatch batch = *slot.in_flight;
     slot.in_flight.reset();
-    const ReleaseBatch release = std::move(slot.release);
-    slot.release = nullptr;
+    const ReleaseBatch release = std::exchange(slot.release, nullptr);
+    GpuDecodeCounts times;
     std::exception_ptr error;
     try {
       const auto wait_start = std::chrono::steady_clock::now();
@@ -428,6 +419,7 @@ struct GpuJpegDecoder::Impl {
     } catch (...) {
       error = std::current_exception();
     }
+    add_device_times(times);
     if (release) release(batch);
     if (error) std::rethrow_exception(error);
   }
@@ -756,10 +748,10 @@ struct GpuJpegDecoder::Impl {
     try {
       index = pipeline->wait_decoded();
     } catch (...) {
-      add_wait(counts.batch_wait_s, seconds_since(ready_start));
+      add_seconds(counts.batch_wait_s, seconds_since(ready_start));
       throw;
     }
-    add_wait(counts.batch_wait_s, seconds_since(ready_start));
+    add_seconds(counts.batch_wait_s, seconds_since(ready_start));
     Slot& slot = slots[index];
     const int count = static_cast<int>(slot.in_flight->size);
     check_outputs(count, images, labels);  // a bad tensor leaves the batch for a finish_into with good ones
@@ -769,14 +761,11 @@ struct GpuJpegDecoder::Impl {
     // The host at most two steps ahead of the device: a batch's nvJPEG call can last until the device has run
     // everything queued before it (bench/results/2026-11-30-h200-g.md), so the step queued before that call
     // must not be the last one the device has to run.
-    if (previous_finish_recorded) {
-      const auto pace_start = std::chrono::steady_clock::now();
-      RN50_CUDA_CHECK(cudaEventSynchronize(previous_finish_queued.get()));
-      add_wait(counts.pace_wait_s, seconds_since(pace_start));
-    }
+    const auto pace_start = std::chrono::steady_clock::now();
+    RN50_CUDA_CHECK(cudaEventSynchronize(previous_finish_queued.get()));
+    add_seconds(counts.pace_wait_s, seconds_since(pace_start));
     const auto started = std::chrono::steady_clock::now();
     RN50_CUDA_CHECK(cudaEventRecord(previous_finish_queued.get(), compute));
-    previous_finish_recorded = true;
     const size_t n = static_cast<size_t>(count);
     RN50_CUDA_CHECK(cudaEventRecord(slot.input_wanted.get(), compute));
     RN50_CUDA_CHECK(cudaStreamWaitEvent(compute, slot.decode_done.get(), 0));
@@ -790,11 +779,11 @@ struct GpuJpegDecoder::Impl {
                                     cudaMemcpyHostToDevice, compute));
     RN50_CUDA_CHECK(cudaEventRecord(slot.kernel_done.get(), compute));
     pipeline->mark_finished(index);
-    add_wait(counts.host_s, seconds_since(started));
+    add_seconds(counts.host_s, seconds_since(started));
   }
 
   // Adds to one of `counts`' seconds from the caller's thread.
-  void add_wait(double& total, double seconds) {
+  void add_seconds(double& total, double seconds) {
     std::lock_guard<std::mutex> lock(counts_mutex);
     total += seconds;
   }

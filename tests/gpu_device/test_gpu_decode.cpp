@@ -466,11 +466,8 @@ TEST_F(GeneratedJpegs, AFailedDecodeComesOutOfItsFinishAndTheNextBatchesStillDec
   const gpu::BadDecodeHandler strict = [](size_t, const std::string& reason) {
     throw DecodeError("bad sample (strict mode): " + reason);
   };
-  auto tensors = [&] {
-    return std::make_pair(at::empty({n, 3, size, size}, at::TensorOptions(at::kCUDA).dtype(at::kFloat)),
-                          at::empty({n}, at::TensorOptions(at::kCUDA).dtype(at::kLong)));
-  };
-  auto [x, y] = tensors();
+  at::Tensor x = at::empty({n, 3, size, size}, at::TensorOptions(at::kCUDA).dtype(at::kFloat));
+  at::Tensor y = at::empty({n}, at::TensorOptions(at::kCUDA).dtype(at::kLong));
   decoder.submit(held[0], strict, release);
   decoder.submit(held[1], strict, release);
   EXPECT_THROW(decoder.finish_into(x, y), DecodeError);
