@@ -19,6 +19,7 @@
 #include "gpu/gpu_decode_bench.h"
 #include "gpu/mig.h"
 #include "gpu/nvml.h"
+#include "gpu/utilisation.h"
 #include "models/model.h"
 #include "trainer/checkpoint.h"
 #include "trainer/cost.h"
@@ -235,6 +236,37 @@ int doctor_command(int argc, char** argv) {
   return rn50::trainer::run_doctor(doctor);
 }
 
+// The GPU decode bench's figures, as `rn50 bench-decode --decode gpu` prints them.
+void print_gpu_decode_bench(const rn50::gpu::GpuDecodeBenchResult& g, const std::vector<std::vector<uint8_t>>& jpegs,
+                            int size) {
+  std::printf("files %zu, mean %.1f KiB; output %dx%d; batches of %d into half-precision channels-last input\n",
+              jpegs.size(), rn50::data::mean_kib(jpegs), size, size, g.batch_size);
+  std::printf("%s\n", g.routes.c_str());
+  std::printf("train (RandomResizedCrop + flip), GPU decode + augment: %8.0f img/s\n", g.train_per_s);
+  std::printf("val (resize + centre crop), GPU decode + augment:       %8.0f img/s\n", g.val_per_s);
+  std::printf("images by route: hardware decoder %lld, nvJPEG default backend %lld, libjpeg %lld\n",
+              static_cast<long long>(g.hardware), static_cast<long long>(g.hybrid),
+              static_cast<long long>(g.cpu_fallback));
+  // Against 1e6 / rate us per image: little waiting means the host's work is what limits the rate.
+  std::printf("decode thread: %.1f us per image working (routing %.1f, nvJPEG's hardware calls %.1f), "
+              "%.1f us waiting for the device\n",
+              g.host_us_per_image, g.route_us_per_image, g.hardware_us_per_image, g.wait_us_per_image);
+  std::printf("per batch, from CUDA events: submit to ready %.2f ms (nvJPEG's host calls included), crop kernel "
+              "%.2f ms\n", g.decode_latency_ms_per_batch, g.crop_ms_per_batch);
+  if (g.step_ms > 0) {  // measured only with --step-ms
+    const double decode_ms = 1e3 * g.batch_size / g.train_per_s;  // a train batch alone, from above
+    auto verdict = [&](double ms) {
+      return ms - g.step_ms < 0.5 * decode_ms ? "overlaps the step" : "does not overlap the step";
+    };
+    std::printf("with a simulated step of %.2f ms (decode alone %.2f ms per batch), per batch:\n", g.step_ms,
+                decode_ms);
+    std::printf("  each decode queued right after the step before its use:   %.2f ms: decoding %s\n",
+                g.step_then_decode_ms, verdict(g.step_then_decode_ms));
+    std::printf("  each decode submitted two batches ahead (as training does): %.2f ms: decoding %s\n",
+                g.decode_ahead_ms, verdict(g.decode_ahead_ms));
+  }
+}
+
 int bench_decode_command(int argc, char** argv) {
   cxxopts::Options options("rn50 bench-decode",
                            "Images/s of JPEG decoding + augmentation: on this CPU (per core and on all cores), or on "
@@ -254,8 +286,9 @@ int bench_decode_command(int argc, char** argv) {
       "nvjpeg-no-pipeline", "--decode gpu: the hardware decoder with NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE")(
       "decode-yuv", "--decode gpu: the hardware decoder hands out YCbCr planes, converted in rn50's kernel (as the "
       "config key decode_yuv)")(
-      "device", "--decode gpu: the GPU", cxxopts::value<std::string>()->default_value("cuda:0"))("h,help",
-                                                                                                 "print this help");
+      "device", "--decode gpu: the GPU", cxxopts::value<std::string>()->default_value("cuda:0"))(
+      "repeat", "--decode gpu: measure this many times, each with a new decoder, and print the spread",
+      cxxopts::value<int>()->default_value("1"))("h,help", "print this help");
   const auto parsed = options.parse(argc, argv);
   if (parsed.count("help")) {
     std::printf("%s\n", options.help().c_str());
@@ -281,33 +314,26 @@ int bench_decode_command(int argc, char** argv) {
     rn50::gpu::GpuDecoderOptions decoder;
     decoder.hardware_no_pipeline = parsed.count("nvjpeg-no-pipeline") > 0;
     decoder.planar = parsed.count("decode-yuv") > 0;
-    const auto g = rn50::gpu::run_gpu_decode_bench(jpegs, size, parsed["batch-size"].as<int>(), seconds,
-                                                   gpu_index(device), step_ms, decoder);
-    std::printf("files %zu, mean %.1f KiB; output %dx%d; batches of %d into half-precision channels-last input\n",
-                jpegs.size(), rn50::data::mean_kib(jpegs), size, size, g.batch_size);
-    std::printf("%s\n", g.routes.c_str());
-    std::printf("train (RandomResizedCrop + flip), GPU decode + augment: %8.0f img/s\n", g.train_per_s);
-    std::printf("val (resize + centre crop), GPU decode + augment:       %8.0f img/s\n", g.val_per_s);
-    std::printf("images by route: hardware decoder %lld, nvJPEG default backend %lld, libjpeg %lld\n",
-                static_cast<long long>(g.hardware), static_cast<long long>(g.hybrid),
-                static_cast<long long>(g.cpu_fallback));
-    // Against 1e6 / rate us per image: little waiting means the host's work is what limits the rate.
-    std::printf("decode thread: %.1f us per image working (routing %.1f, nvJPEG's hardware calls %.1f), "
-                "%.1f us waiting for the device\n",
-                g.host_us_per_image, g.route_us_per_image, g.hardware_us_per_image, g.wait_us_per_image);
-    std::printf("per batch, from CUDA events: submit to ready %.2f ms (nvJPEG's host calls included), crop kernel "
-                "%.2f ms\n", g.decode_latency_ms_per_batch, g.crop_ms_per_batch);
-    if (step_ms > 0) {
-      const double decode_ms = 1e3 * g.batch_size / g.train_per_s;  // a train batch alone, from above
-      auto verdict = [&](double ms) {
-        return ms - g.step_ms < 0.5 * decode_ms ? "overlaps the step" : "does not overlap the step";
-      };
-      std::printf("with a simulated step of %.2f ms (decode alone %.2f ms per batch), per batch:\n", g.step_ms,
-                  decode_ms);
-      std::printf("  each decode queued right after the step before its use:   %.2f ms: decoding %s\n",
-                  g.step_then_decode_ms, verdict(g.step_then_decode_ms));
-      std::printf("  each decode submitted two batches ahead (as training does): %.2f ms: decoding %s\n",
-                  g.decode_ahead_ms, verdict(g.decode_ahead_ms));
+    const int repeat = parsed["repeat"].as<int>();
+    if (repeat < 1) throw rn50::ConfigError("--repeat must be at least 1 (got " + std::to_string(repeat) + ")");
+    const int batch_size = parsed["batch-size"].as<int>();
+    const auto g = rn50::gpu::run_gpu_decode_bench(jpegs, size, batch_size, seconds, gpu_index(device), step_ms,
+                                                   decoder);
+    print_gpu_decode_bench(g, jpegs, size);
+    if (repeat > 1) {
+      // A new decoder (nvJPEG handle and states) each time: on the H200 the rate of one decoder stayed put for
+      // its whole run, while decoders differed by up to 2x (bench/results/2026-11-30-h200-h.md).
+      std::vector<double> train_rates{g.train_per_s};
+      for (int r = 2; r <= repeat; ++r) {
+        const auto again = rn50::gpu::run_gpu_decode_bench(jpegs, size, batch_size, seconds, gpu_index(device), 0,
+                                                           decoder);
+        std::printf("decoder %d of %d: train %8.0f img/s, val %8.0f img/s, nvJPEG's hardware calls %.1f us per image\n",
+                    r, repeat, again.train_per_s, again.val_per_s, again.hardware_us_per_image);
+        train_rates.push_back(again.train_per_s);
+      }
+      std::sort(train_rates.begin(), train_rates.end());
+      std::printf("train over %d decoders: min %.0f, median %.0f, max %.0f img/s\n", repeat, train_rates.front(),
+                  rn50::gpu::percentile_of_sorted(train_rates, 50), train_rates.back());
     }
     return 0;
   }

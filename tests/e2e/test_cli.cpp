@@ -199,6 +199,9 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   r = rn50("bench-decode --decode npu --files 1");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("--decode"), std::string::npos) << r.output;
+  r = rn50("bench-decode --decode gpu --files 1 --repeat 0");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("--repeat must be at least 1 (got 0)"), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, GpuDecodeWithoutNvjpegIsAClearError) {
@@ -211,6 +214,28 @@ TEST_F(Cli, GpuDecodeWithoutNvjpegIsAClearError) {
   r = rn50("bench-decode --decode gpu --files 2 --seconds 0.1");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("'decode': gpu needs nvJPEG"), std::string::npos) << r.output;
+}
+
+// --repeat: one line per further decoder, then the spread of all of them, which must bracket the first's rate.
+TEST_F(Cli, GpuDecodeBenchRepeatsWithANewDecoderEachTime) {
+  if (!RN50_NVJPEG_BUILD) GTEST_SKIP() << "needs a build with nvJPEG, and a GPU";
+  const Result r = rn50("bench-decode --decode gpu --files 4 --batch-size 8 --seconds 0.2 --repeat 3");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("decoder 2 of 3: train"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("decoder 3 of 3: train"), std::string::npos) << r.output;
+  double first = 0, low = 0, median = 0, high = 0;
+  const size_t at_first = r.output.find("GPU decode + augment:");
+  const size_t at_spread = r.output.find("train over 3 decoders: min");
+  ASSERT_NE(at_first, std::string::npos) << r.output;
+  ASSERT_NE(at_spread, std::string::npos) << r.output;
+  ASSERT_EQ(std::sscanf(r.output.c_str() + at_first, "GPU decode + augment: %lf", &first), 1) << r.output;
+  ASSERT_EQ(std::sscanf(r.output.c_str() + at_spread, "train over 3 decoders: min %lf, median %lf, max %lf", &low,
+                        &median, &high), 3) << r.output;
+  EXPECT_GT(low, 0);
+  EXPECT_LE(low, median);
+  EXPECT_LE(median, high);
+  EXPECT_GE(first, low - 1);  // printed rounded to whole images/s
+  EXPECT_LE(first, high + 1);
 }
 
 // decode: gpu trains on the sample and meets the same bad files as decode: cpu (BadImagesAreCountedAndSkipped).
