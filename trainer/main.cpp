@@ -296,6 +296,8 @@ int bench_decode_command(int argc, char** argv) {
   }
   const std::string decode = parsed["decode"].as<std::string>();
   if (decode != "cpu" && decode != "gpu") throw rn50::ConfigError("--decode must be cpu or gpu (got '" + decode + "')");
+  const int repeat = parsed["repeat"].as<int>();
+  if (repeat < 1) throw rn50::ConfigError("--repeat must be at least 1 (got " + std::to_string(repeat) + ")");
   const int files = parsed["files"].as<int>();
   const auto jpegs = parsed.count("data-root") ? rn50::data::read_jpegs(parsed["data-root"].as<std::string>(), files)
                                                : rn50::data::make_benchmark_jpegs(files, 500, 375, 7);
@@ -314,8 +316,6 @@ int bench_decode_command(int argc, char** argv) {
     rn50::gpu::GpuDecoderOptions decoder;
     decoder.hardware_no_pipeline = parsed.count("nvjpeg-no-pipeline") > 0;
     decoder.planar = parsed.count("decode-yuv") > 0;
-    const int repeat = parsed["repeat"].as<int>();
-    if (repeat < 1) throw rn50::ConfigError("--repeat must be at least 1 (got " + std::to_string(repeat) + ")");
     const int batch_size = parsed["batch-size"].as<int>();
     const auto g = rn50::gpu::run_gpu_decode_bench(jpegs, size, batch_size, seconds, gpu_index(device), step_ms,
                                                    decoder);
