@@ -191,6 +191,15 @@ void UtilisationSampler::sample_once() {
         values[kPcieTx] = *tx / 1000.0;
     }
     read_gpm(values);
+    // NVML's GPM DRAM-bandwidth metric came back NaN in some intervals on the H200 (bench/results/
+    // 2026-11-30-h200-h.md), which made the epoch's mean null: such a reading is left out, like a failed one.
+    for (size_t metric = 0; metric < values.size(); ++metric) {
+      if (!values[metric] || std::isfinite(*values[metric])) continue;
+      values[metric].reset();
+      if (warned_.insert(std::string("non-finite ") + kUtilisationMetrics[metric]).second)
+        log_warn(strprintf("GPU utilisation: NVML gave a non-finite %s reading; such readings are left out",
+                           kUtilisationMetrics[metric]));
+    }
   }
   std::lock_guard<std::mutex> lock(samples_mutex_);
   for (size_t metric = 0; metric < values.size(); ++metric)

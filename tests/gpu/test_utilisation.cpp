@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -173,6 +175,26 @@ TEST(UtilisationSampler, ComputesGpmMetricsBetweenConsecutiveSamples) {
   EXPECT_EQ(value(summary, "sm_occupancy_pct_mean"), 20);
   EXPECT_EQ(value(summary, "dram_bw_util_pct_p95"), 35);
   EXPECT_EQ(value(summary, "tensor_util_pct_mean"), std::nullopt);
+}
+
+// NVML's GPM DRAM-bandwidth metric was NaN in some intervals on the H200: left out, not a null epoch mean.
+TEST(UtilisationSampler, LeavesOutNonFiniteReadings) {
+  auto nvml = make_nvml();
+  auto& readings = nvml->readings({0, {}});
+  readings.gpm_supported = true;
+  UtilisationSampler sampler(nvml, kGpuUuid);
+  sampler.sample_once();  // opens the first GPM interval
+  for (double dram : {40.0, std::nan(""), 60.0, std::numeric_limits<double>::infinity()}) {
+    readings.gpm = GpmMetrics{50, 25, 10, dram};
+    readings.sm_clock_mhz = std::isinf(dram) ? std::nan("") : 1980.0;
+    sampler.sample_once();
+  }
+  const UtilisationSummary summary = sampler.take_epoch_summary();
+  EXPECT_EQ(value(summary, "dram_bw_util_pct_mean"), 50);  // (40 + 60) / 2
+  EXPECT_EQ(value(summary, "dram_bw_util_pct_p5"), 41);
+  EXPECT_EQ(value(summary, "dram_bw_util_pct_p95"), 59);
+  EXPECT_EQ(value(summary, "sm_clock_mhz_mean"), 1980);  // four readings of five
+  EXPECT_EQ(value(summary, "sm_util_pct_mean"), 50);      // the other GPM metrics of those intervals are kept
 }
 
 TEST(UtilisationSampler, SpacesGpmSamplesAtLeast100msApart) {
