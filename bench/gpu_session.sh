@@ -177,7 +177,7 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
   grep -E "^\[ measured|FAILED  \]|PASSED" "$OUT/gpu_decode_tests.log" | tail -40
   "$build/rn50" bench-decode --decode gpu --seconds 5 2>&1 | tee "$OUT/bench_decode_gpu.txt"
   "$build/rn50" bench-decode --decode gpu --decode-yuv --seconds 5 2>&1 | tee "$OUT/bench_decode_gpu_yuv.txt"
-  "$build/rn50" bench-decode --seconds 3 2>&1 | tee "$OUT/bench_decode_cpu.txt"
+  "$build/rn50" bench-decode --seconds 3 --pin 2>&1 | tee "$OUT/bench_decode_cpu.txt"  # --pin: pinned threads too
   [[ -d /tmp/jpeg ]] || make_jpeg_files  # the jpeg stage's files, made here when that stage did not run
   if [[ -d /tmp/jpeg ]]; then
     "$build/rn50" bench-decode --decode gpu --data-root /tmp/jpeg/train --files 512 --seconds 5 2>&1 \

@@ -1,7 +1,6 @@
 // core/config.cpp: the key table, YAML and override parsing, validation and printing of Config.
 #include "core/config.h"
 
-#include <sched.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include <limits>
 #include <sstream>
 
+#include "core/affinity.h"
 #include "core/errors.h"
 
 namespace rn50 {
@@ -255,11 +255,7 @@ void apply_overrides(Config& config, const std::map<std::string, std::string>& v
   }
 }
 
-int usable_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return 1;
-}
+int usable_cores() { return static_cast<int>(usable_cpus().size()); }
 
 void validate(Config& c) {
   auto require = [](bool ok, const std::string& key, const std::string& what) {

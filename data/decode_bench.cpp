@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "core/affinity.h"
 #include "data/jpeg_codec.h"
 #include "data/random_draws.h"
 #include "data/transforms.h"
@@ -108,7 +109,7 @@ double mean_kib(const std::vector<std::vector<uint8_t>>& files) {
 }
 
 DecodeBenchResult run_decode_bench(const std::vector<std::vector<uint8_t>>& files, int output_size, int threads,
-                                   double seconds) {
+                                   double seconds, bool also_pinned) {
   DecodeBenchResult result;
   result.files = static_cast<int>(files.size());
   result.output_size = output_size;
@@ -150,21 +151,32 @@ DecodeBenchResult run_decode_bench(const std::vector<std::vector<uint8_t>>& file
     cv::resize(whole(cv::Rect(r.x, r.y, r.width, r.height)), dst, dst.size(), 0, 0, cv::INTER_LINEAR);
   });
 
-  std::atomic<int64_t> total{0};
-  std::vector<std::thread> pool;
-  const auto start = Clock::now();
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      TrainDecoder decoder{files, infos, output_size, {}};
-      int64_t i = t * 1000003LL, n = 0;
-      while (std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
-        for (int k = 0; k < 8; ++k, ++n) decoder(i++);
-      }
-      total += n;
-    });
+  const std::vector<int> cpus = usable_cpus();
+  std::atomic<int> pin_failures{0};
+  auto all_threads = [&](bool pinned) {
+    std::atomic<int64_t> total{0};
+    std::vector<std::thread> pool;
+    const auto start = Clock::now();
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        if (pinned && !pin_this_thread(cpus[static_cast<size_t>(t) % cpus.size()])) ++pin_failures;
+        TrainDecoder decoder{files, infos, output_size, {}};
+        int64_t i = t * 1000003LL, n = 0;
+        while (std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
+          for (int k = 0; k < 8; ++k, ++n) decoder(i++);
+        }
+        total += n;
+      });
+    }
+    for (auto& th : pool) th.join();
+    return static_cast<double>(total.load()) / std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  result.train_all_threads = all_threads(false);
+  if (also_pinned) {
+    const double pinned = all_threads(true);
+    result.pinned_failures = pin_failures.load();
+    result.train_all_threads_pinned = result.pinned_failures == 0 ? pinned : 0.0;
   }
-  for (auto& th : pool) th.join();
-  result.train_all_threads = static_cast<double>(total.load()) / std::chrono::duration<double>(Clock::now() - start).count();
   return result;
 }
 

@@ -28,10 +28,15 @@ struct DecodeBenchResult {
   // Images per second with `threads` threads on the train path.
   int threads = 1;
   double train_all_threads = 0;
+  // The same with thread k pinned to the k-th CPU of the affinity mask (cycling); 0 when not measured, or when a
+  // thread could not be pinned (pinned_failures says how many).
+  double train_all_threads_pinned = 0;
+  int pinned_failures = 0;
 };
 
-// Runs each measurement for about `seconds` over the files, cycling. Throws DecodeError if a file is bad.
+// Runs each measurement for about `seconds` over the files, cycling; with `also_pinned`, the all-thread one
+// twice, the second time with pinned threads. Throws DecodeError if a file is bad.
 DecodeBenchResult run_decode_bench(const std::vector<std::vector<uint8_t>>& files, int output_size, int threads,
-                                   double seconds);
+                                   double seconds, bool also_pinned = false);
 
 }  // namespace rn50::data

@@ -288,7 +288,9 @@ int bench_decode_command(int argc, char** argv) {
       "config key decode_yuv)")(
       "device", "--decode gpu: the GPU", cxxopts::value<std::string>()->default_value("cuda:0"))(
       "repeat", "--decode gpu: measure this many times, each with a new decoder, and print the spread",
-      cxxopts::value<int>()->default_value("1"))("h,help", "print this help");
+      cxxopts::value<int>()->default_value("1"))(
+      "pin", "CPU decoding: measure the all-thread figure again with thread k pinned to the k-th usable CPU")(
+      "h,help", "print this help");
   const auto parsed = options.parse(argc, argv);
   if (parsed.count("help")) {
     std::printf("%s\n", options.help().c_str());
@@ -338,13 +340,18 @@ int bench_decode_command(int argc, char** argv) {
     return 0;
   }
   const int threads = parsed.count("threads") ? parsed["threads"].as<int>() : rn50::usable_cores();
-  const auto r = rn50::data::run_decode_bench(jpegs, size, threads, seconds);
+  const auto r = rn50::data::run_decode_bench(jpegs, size, threads, seconds, parsed.count("pin") > 0);
   std::printf("files %d, mean %.0fx%.0f, %.1f KiB; output %dx%d\n", r.files, r.mean_width, r.mean_height, r.mean_kib,
               r.output_size, r.output_size);
   std::printf("train (RandomResizedCrop, region + DCT-scaled decode), 1 core: %8.0f img/s\n", r.train_per_core);
   std::printf("val (resize + centre crop, region + DCT-scaled decode), 1 core: %6.0f img/s\n", r.val_per_core);
   std::printf("full decode, then crop and resize, 1 core:                  %8.0f img/s\n", r.full_decode_per_core);
   std::printf("train, %d threads:                                           %8.0f img/s\n", r.threads, r.train_all_threads);
+  if (parsed.count("pin") && r.pinned_failures > 0)
+    std::printf("train, %d threads pinned: %d threads could not be pinned; not measured\n", r.threads, r.pinned_failures);
+  else if (parsed.count("pin"))
+    std::printf("train, %d threads, thread k pinned to the k-th usable CPU:   %8.0f img/s\n", r.threads,
+                r.train_all_threads_pinned);
   return 0;
 }
 

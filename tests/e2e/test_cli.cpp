@@ -204,6 +204,22 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   EXPECT_NE(r.output.find("--repeat must be at least 1 (got 0)"), std::string::npos) << r.output;
 }
 
+// The CPU figures, and with --pin the all-thread one again with pinned threads: both positive.
+TEST_F(Cli, BenchDecodeMeasuresPinnedThreadsToo) {
+  const Result r = rn50("bench-decode --files 2 --seconds 0.1 --threads 2 --pin");
+  ASSERT_EQ(r.code, 0) << r.output;
+  double unpinned = 0, pinned = 0;
+  const size_t at_unpinned = r.output.find("train, 2 threads:");
+  const size_t at_pinned = r.output.find("train, 2 threads, thread k pinned to the k-th usable CPU:");
+  ASSERT_NE(at_unpinned, std::string::npos) << r.output;
+  ASSERT_NE(at_pinned, std::string::npos) << r.output;
+  ASSERT_EQ(std::sscanf(r.output.c_str() + at_unpinned, "train, 2 threads: %lf", &unpinned), 1) << r.output;
+  ASSERT_EQ(std::sscanf(r.output.c_str() + at_pinned, "train, 2 threads, thread k pinned to the k-th usable CPU: %lf",
+                        &pinned), 1) << r.output;
+  EXPECT_GT(unpinned, 0);
+  EXPECT_GT(pinned, 0);
+}
+
 TEST_F(Cli, GpuDecodeWithoutNvjpegIsAClearError) {
   if (RN50_NVJPEG_BUILD) GTEST_SKIP() << "this build has nvJPEG (GpuDecodeCountsBadImagesAsTheCpuPathDoes instead)";
   make_sample("--classes 2 --per-class 4 --val-per-class 1 --size 32");
