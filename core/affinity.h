@@ -5,7 +5,7 @@
 
 namespace rn50 {
 
-// The ids of the CPUs in this process's affinity mask, ascending; {0}'s worth (one entry) if it cannot be read.
+// The ids of the CPUs in this process's affinity mask, ascending; {0} if the mask cannot be read.
 std::vector<int> usable_cpus();
 
 // Pins the calling thread to `cpu`. Returns false (and leaves the thread as it was) if the system refuses.

@@ -161,7 +161,15 @@ void UtilisationSampler::read_gpm(Values& values) {
   if (previous_gpm_) {
     const auto metrics =
         guarded("GPM metrics", [&] { return std::optional<GpmMetrics>(nvml_->gpm_metrics(*previous_gpm_, *sample)); });
-    if (metrics) {
+    auto finite = [](const std::optional<double>& v) { return !v || std::isfinite(*v); };
+    if (metrics && !(finite(metrics->sm_util_pct) && finite(metrics->sm_occupancy_pct) &&
+                     finite(metrics->tensor_util_pct) && finite(metrics->dram_bw_util_pct))) {
+      // On the H200 the runs whose DRAM-bandwidth metric came back NaN in some intervals also had SM utilisation
+      // and occupancy about a quarter lower at the same speed (bench/results/2026-11-30-h200-h.md): the whole
+      // interval is suspect, so none of its GPM metrics is kept.
+      if (warned_.insert("non-finite GPM").second)
+        log_warn("GPU utilisation: an NVML GPM interval had a non-finite metric; such intervals are left out");
+    } else if (metrics) {
       values[kSmUtil] = metrics->sm_util_pct;
       values[kSmOccupancy] = metrics->sm_occupancy_pct;
       values[kTensorUtil] = metrics->tensor_util_pct;
@@ -191,8 +199,8 @@ void UtilisationSampler::sample_once() {
         values[kPcieTx] = *tx / 1000.0;
     }
     read_gpm(values);
-    // NVML's GPM DRAM-bandwidth metric came back NaN in some intervals on the H200 (bench/results/
-    // 2026-11-30-h200-h.md), which made the epoch's mean null: such a reading is left out, like a failed one.
+    // One NaN made the epoch's mean null (the H200's GPM DRAM-bandwidth metric, bench/results/2026-11-30-h200-h.md):
+    // a non-finite reading of any metric is left out, like a failed one.
     for (size_t metric = 0; metric < values.size(); ++metric) {
       if (!values[metric] || std::isfinite(*values[metric])) continue;
       values[metric].reset();

@@ -289,7 +289,8 @@ int bench_decode_command(int argc, char** argv) {
       "device", "--decode gpu: the GPU", cxxopts::value<std::string>()->default_value("cuda:0"))(
       "repeat", "--decode gpu: measure this many times, each with a new decoder, and print the spread",
       cxxopts::value<int>()->default_value("1"))(
-      "pin", "CPU decoding: measure the all-thread figure again with thread k pinned to the k-th usable CPU")(
+      "pin", "CPU decoding: measure the all-thread figure again (second) with thread k pinned to the k-th usable "
+      "CPU, cycling")(
       "h,help", "print this help");
   const auto parsed = options.parse(argc, argv);
   if (parsed.count("help")) {
@@ -300,6 +301,8 @@ int bench_decode_command(int argc, char** argv) {
   if (decode != "cpu" && decode != "gpu") throw rn50::ConfigError("--decode must be cpu or gpu (got '" + decode + "')");
   const int repeat = parsed["repeat"].as<int>();
   if (repeat < 1) throw rn50::ConfigError("--repeat must be at least 1 (got " + std::to_string(repeat) + ")");
+  if (repeat > 1 && decode != "gpu") throw rn50::ConfigError("--repeat is for --decode gpu");
+  if (parsed.count("pin") && decode != "cpu") throw rn50::ConfigError("--pin is for CPU decoding (--decode cpu)");
   const int files = parsed["files"].as<int>();
   const auto jpegs = parsed.count("data-root") ? rn50::data::read_jpegs(parsed["data-root"].as<std::string>(), files)
                                                : rn50::data::make_benchmark_jpegs(files, 500, 375, 7);
@@ -348,9 +351,9 @@ int bench_decode_command(int argc, char** argv) {
   std::printf("full decode, then crop and resize, 1 core:                  %8.0f img/s\n", r.full_decode_per_core);
   std::printf("train, %d threads:                                           %8.0f img/s\n", r.threads, r.train_all_threads);
   if (parsed.count("pin") && r.pinned_failures > 0)
-    std::printf("train, %d threads pinned: %d threads could not be pinned; not measured\n", r.threads, r.pinned_failures);
+    std::printf("train, %d threads pinned: %d of them could not be pinned; not measured\n", r.threads, r.pinned_failures);
   else if (parsed.count("pin"))
-    std::printf("train, %d threads, thread k pinned to the k-th usable CPU:   %8.0f img/s\n", r.threads,
+    std::printf("train, %d threads, pinned in turn to the usable CPUs:         %8.0f img/s\n", r.threads,
                 r.train_all_threads_pinned);
   return 0;
 }

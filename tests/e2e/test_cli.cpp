@@ -202,6 +202,12 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   r = rn50("bench-decode --decode gpu --files 1 --repeat 0");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("--repeat must be at least 1 (got 0)"), std::string::npos) << r.output;
+  r = rn50("bench-decode --files 1 --repeat 2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("--repeat is for --decode gpu"), std::string::npos) << r.output;
+  r = rn50("bench-decode --decode gpu --files 1 --pin");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("--pin is for CPU decoding"), std::string::npos) << r.output;
 }
 
 // The CPU figures, and with --pin the all-thread one again with pinned threads: both positive.
@@ -210,11 +216,11 @@ TEST_F(Cli, BenchDecodeMeasuresPinnedThreadsToo) {
   ASSERT_EQ(r.code, 0) << r.output;
   double unpinned = 0, pinned = 0;
   const size_t at_unpinned = r.output.find("train, 2 threads:");
-  const size_t at_pinned = r.output.find("train, 2 threads, thread k pinned to the k-th usable CPU:");
+  const size_t at_pinned = r.output.find("train, 2 threads, pinned in turn to the usable CPUs:");
   ASSERT_NE(at_unpinned, std::string::npos) << r.output;
   ASSERT_NE(at_pinned, std::string::npos) << r.output;
   ASSERT_EQ(std::sscanf(r.output.c_str() + at_unpinned, "train, 2 threads: %lf", &unpinned), 1) << r.output;
-  ASSERT_EQ(std::sscanf(r.output.c_str() + at_pinned, "train, 2 threads, thread k pinned to the k-th usable CPU: %lf",
+  ASSERT_EQ(std::sscanf(r.output.c_str() + at_pinned, "train, 2 threads, pinned in turn to the usable CPUs: %lf",
                         &pinned), 1) << r.output;
   EXPECT_GT(unpinned, 0);
   EXPECT_GT(pinned, 0);

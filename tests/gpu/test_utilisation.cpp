@@ -185,7 +185,7 @@ TEST(UtilisationSampler, LeavesOutNonFiniteReadings) {
   UtilisationSampler sampler(nvml, kGpuUuid);
   sampler.sample_once();  // opens the first GPM interval
   for (double dram : {40.0, std::nan(""), 60.0, std::numeric_limits<double>::infinity()}) {
-    readings.gpm = GpmMetrics{50, 25, 10, dram};
+    readings.gpm = GpmMetrics{std::isfinite(dram) ? 50.0 : 0.0, 25, 10, dram};
     readings.sm_clock_mhz = std::isinf(dram) ? std::nan("") : 1980.0;
     sampler.sample_once();
   }
@@ -194,7 +194,28 @@ TEST(UtilisationSampler, LeavesOutNonFiniteReadings) {
   EXPECT_EQ(value(summary, "dram_bw_util_pct_p5"), 41);
   EXPECT_EQ(value(summary, "dram_bw_util_pct_p95"), 59);
   EXPECT_EQ(value(summary, "sm_clock_mhz_mean"), 1980);  // four readings of five
-  EXPECT_EQ(value(summary, "sm_util_pct_mean"), 50);      // the other GPM metrics of those intervals are kept
+  EXPECT_EQ(value(summary, "sm_util_pct_mean"), 50);
+}
+
+// An interval with one non-finite GPM metric loses all four: its other metrics were off too on the H200.
+TEST(UtilisationSampler, LeavesOutEveryGpmMetricOfAnIntervalWithANonFiniteOne) {
+  auto nvml = make_nvml();
+  auto& readings = nvml->readings({0, {}});
+  readings.gpm_supported = true;
+  UtilisationSampler sampler(nvml, kGpuUuid);
+  sampler.sample_once();
+  readings.gpm = GpmMetrics{80, 40, 16, 50};
+  sampler.sample_once();
+  readings.gpm = GpmMetrics{20, 10, 4, std::nan("")};
+  sampler.sample_once();
+  readings.gpm = GpmMetrics{60, 30, std::nullopt, 30};  // an unsupported metric is not a non-finite one
+  sampler.sample_once();
+  const UtilisationSummary summary = sampler.take_epoch_summary();
+  EXPECT_EQ(value(summary, "sm_util_pct_mean"), 70);  // (80 + 60) / 2
+  EXPECT_EQ(value(summary, "sm_occupancy_pct_mean"), 35);
+  EXPECT_EQ(value(summary, "tensor_util_pct_mean"), 16);
+  EXPECT_EQ(value(summary, "dram_bw_util_pct_mean"), 40);
+  EXPECT_EQ(value(summary, "gpu_util_pct_mean"), 0);  // the sample's other metrics stay
 }
 
 TEST(UtilisationSampler, SpacesGpmSamplesAtLeast100msApart) {

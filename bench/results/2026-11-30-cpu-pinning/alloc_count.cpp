@@ -9,6 +9,7 @@
 #include "data/decode_bench.h"
 #include "data/jpeg_codec.h"
 int main(int argc, char** argv) {
+  if (argc != 2) return 2;  // usage: count N
   const int n = std::atoi(argv[1]);
   auto files = rn50::data::make_benchmark_jpegs(8, 500, 375, 7);
   rn50::data::DecodeScratch scratch;
