@@ -46,6 +46,13 @@ std::shared_ptr<FakeNvml> make_nvml() {
   return nvml;
 }
 
+// make_nvml()'s GPU 0 with GPM on: its readings, which a test changes between samples.
+testing::FakeReadings& with_gpm(FakeNvml& nvml) {
+  testing::FakeReadings& readings = nvml.readings({0, {}});
+  readings.gpm_supported = true;
+  return readings;
+}
+
 std::optional<double> value(const UtilisationSummary& summary, const std::string& key) {
   for (const auto& [name, number] : summary)
     if (name == key) return number;
@@ -155,8 +162,7 @@ TEST(UtilisationSampler, StartsAfreshAfterEachSummary) {
 
 TEST(UtilisationSampler, ComputesGpmMetricsBetweenConsecutiveSamples) {
   auto nvml = make_nvml();
-  auto& readings = nvml->readings({0, {}});
-  readings.gpm_supported = true;
+  auto& readings = with_gpm(*nvml);
   UtilisationSampler sampler(nvml, kGpuUuid);
   ASSERT_TRUE(sampler.gpm_supported());
 
@@ -180,8 +186,7 @@ TEST(UtilisationSampler, ComputesGpmMetricsBetweenConsecutiveSamples) {
 // NVML's GPM DRAM-bandwidth metric was NaN in some intervals on the H200: left out, not a null epoch mean.
 TEST(UtilisationSampler, LeavesOutNonFiniteReadings) {
   auto nvml = make_nvml();
-  auto& readings = nvml->readings({0, {}});
-  readings.gpm_supported = true;
+  auto& readings = with_gpm(*nvml);
   UtilisationSampler sampler(nvml, kGpuUuid);
   sampler.sample_once();  // opens the first GPM interval
   for (double dram : {40.0, std::nan(""), 60.0, std::numeric_limits<double>::infinity()}) {
@@ -200,8 +205,7 @@ TEST(UtilisationSampler, LeavesOutNonFiniteReadings) {
 // An interval with one non-finite GPM metric loses all four: its other metrics were off too on the H200.
 TEST(UtilisationSampler, LeavesOutEveryGpmMetricOfAnIntervalWithANonFiniteOne) {
   auto nvml = make_nvml();
-  auto& readings = nvml->readings({0, {}});
-  readings.gpm_supported = true;
+  auto& readings = with_gpm(*nvml);
   UtilisationSampler sampler(nvml, kGpuUuid);
   sampler.sample_once();
   readings.gpm = GpmMetrics{80, 40, 16, 50};
