@@ -203,6 +203,10 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
     # The training thread's waits in finish_into (for the decode thread, for the device) and nvJPEG's slowest call
     epoch_keys /tmp/runs/gpu_decode_1/metrics.jsonl between_steps gpu_decode_batch gpu_decode_pace gpu_decode_slowest \
       gpu_decode_wait | tee -a "$OUT/table.txt"
+    # NVML's GPM metrics: DRAM bandwidth came back NaN in some runs (bench/results/2026-11-30-h200-h.md)
+    for run in gpu_decode_1 synthetic_1; do epoch_keys "/tmp/runs/$run/metrics.jsonl" sm_util dram_bw; done \
+      | tee -a "$OUT/table.txt"
+    grep -h "non-finite" "$OUT"/gpu_decode_*.log "$OUT"/synthetic_*.log | sort | uniq -c
     python3 - "$OUT" <<'PY' | tee -a "$OUT/table.txt"
 import glob, json, os, statistics, sys
 def steady(name, records=False):  # images/s (or the records) of epochs 4 and 5 of each run
