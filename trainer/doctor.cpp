@@ -27,12 +27,15 @@
 #include "data/decode_bench.h"
 #include "gpu/cuda_support.h"
 #include "gpu/device_ops.h"
+#include "gpu/gpu_decode_bench.h"
+#include "gpu/gpu_decoder.h"
 #include "gpu/health.h"
 #include "gpu/mig.h"
 #include "gpu/nvml.h"
 #include "gpu/utilisation.h"
 #include "models/model.h"
 #include "trainer/cost.h"
+#include "trainer/pipeline_verdict.h"
 #include "trainer/report.h"
 #include "trainer/sgd.h"
 #include "trainer/step_timer.h"
@@ -146,6 +149,26 @@ std::pair<double, double> storage_read_mb_per_s(const std::string& root, int64_t
 
 std::string fmt_rate(double x) { return strprintf("%.0f img/s", x); }
 
+// decode: gpu's stage alone on the doctor's JPEGs (batches of 256, nvJPEG and rn50's kernel), as a row; its train
+// rate where it ran. One measurement: the rate differs between decoders (bench/results/2026-11-30-h200-h.md).
+std::optional<double> gpu_decode_rate(std::vector<Row>& rows, const std::vector<std::vector<uint8_t>>& jpegs,
+                                      int device, bool quick) {
+  const char* check = "JPEG decode+augment on the GPU";
+  if (!gpu::built_with_nvjpeg()) {
+    rows.push_back({"gpu", check, "not in this build", "info", "nvJPEG was not found when rn50 was built"});
+    return std::nullopt;
+  }
+  try {
+    const auto g = gpu::run_gpu_decode_bench(jpegs, 224, 256, quick ? 0.5 : 2.0, device);
+    const std::string routes = g.routes.substr(0, g.routes.find(','));  // its first clause: the library and engines
+    rows.push_back({"gpu", check, fmt_rate(g.train_per_s), "info", "decode: gpu, batches of 256; " + routes});
+    return g.train_per_s;
+  } catch (const std::exception& e) {
+    rows.push_back({"gpu", check, "failed", "warn", e.what()});
+    return std::nullopt;
+  }
+}
+
 }  // namespace
 
 int run_doctor(const DoctorOptions& options) {
@@ -176,6 +199,7 @@ int run_doctor(const DoctorOptions& options) {
   }
 
   const bool cuda = torch::cuda::is_available() && options.device != "cpu";
+  std::optional<double> gpu_decode;  // decode: gpu's stage alone, where measured
   std::unique_ptr<gpu::NvmlApi> nvml;  // CUDA devices with NVML only
   std::optional<gpu::NvmlDevice> nvml_device;
   const c10::Device device = cuda ? c10::Device(options.device == "auto" || options.device == "cuda" ? "cuda:0" : options.device)
@@ -237,6 +261,7 @@ int run_doctor(const DoctorOptions& options) {
     const auto src = at::empty({bytes}, at::TensorOptions(device).dtype(at::kByte)).fill_(3);
     const double d2d = 2.0 * bytes / time_median(device, 10, [&] { dev.copy_(src); }) / 1e12;
     rows.push_back({"gpu", "device memory bandwidth (copy)", strprintf("%.2f TB/s", d2d), "info", "bytes read + written"});
+    gpu_decode = gpu_decode_rate(rows, jpegs, device.index(), quick);
   }
   const int n = cuda ? (quick ? 4096 : 8192) : (quick ? 256 : 1024);
   const double fp32 = matmul_tflops(device, at::kFloat, false, n);
@@ -264,17 +289,7 @@ int run_doctor(const DoctorOptions& options) {
   if (under_load) rows.push_back(as_row("compute", *under_load));
 
   // Verdicts.
-  const double feed = decode.train_all_threads;
-  if (feed < step_rate) {
-    const int needed = static_cast<int>(std::ceil(step_rate / std::max(1.0, decode.train_per_core)));
-    rows.push_back({"verdict", "data pipeline", strprintf("CPU feeds %.0f img/s, the model consumes %.0f", feed, step_rate), "bad",
-                    strprintf("data-bound: needs about %d decode threads (this process may use %d), or GPU "
-                              "decoding (--decode gpu)",
-                              needed, cores)});
-  } else {
-    rows.push_back({"verdict", "data pipeline", strprintf("CPU feeds %.0f img/s, the model consumes %.0f", feed, step_rate), "ok",
-                    "the CPU can keep up"});
-  }
+  rows.push_back(data_pipeline_verdict({decode.train_all_threads, decode.train_per_core, cores, step_rate, gpu_decode}));
   if (options.price_per_hour > 0) {
     const double epoch_hours = kImageNetTrainImages / step_rate / 3600.0;
     rows.push_back({"cost", "ImageNet epoch at this rate", strprintf("%.2f h, %.3g at %.3g/h", epoch_hours,
