@@ -2,8 +2,8 @@
 # bench/gpu_session.sh: one GPU-machine session: build against pip LibTorch, run every test (the GPU
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
-#   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode decodeprobe
-#           doctor baseline ptx roundtrip ablation"
+#   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode pinning
+#           decodeprobe doctor baseline ptx roundtrip ablation"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
 #   gpudecode makes the JPEG files when the jpeg stage did not run)
 set -uo pipefail
@@ -237,6 +237,15 @@ PY
     echo "gpudecode: no /tmp/jpeg (the jpeg stage makes it): no training run"
   fi
   pack
+fi
+if has pinning; then  # pin_workers on and off with CPU decoding: all cores, and 4 (data-bound), interleaved
+  [[ -d /tmp/jpeg ]] || make_jpeg_files
+  for rep in 1 2; do
+    for workers in 4 16; do
+      for pin in off on; do EPOCHS=3 jpeg_run "pin_${pin}_w${workers}_$rep" --workers "$workers" --pin-workers="$pin"; done
+    done
+  done
+  grep -h "pin_workers:" "$OUT"/pin_*.log | sort | uniq -c; pack
 fi
 if has decodeprobe; then  # does nvJPEG's decode overlap a step queued before it? With CUDA's 8 hardware queues or rn50's 32?
   for variant in default connections8 connections1 no_pipeline_connections8; do

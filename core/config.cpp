@@ -135,6 +135,8 @@ std::vector<ConfigKey> make_keys() {
       int_key("workers", &C::workers, "decode threads; 0 decodes on the training thread; -1: the usable cores"),
       int_key("prefetch", &C::prefetch, "batches decoded ahead of the training step"),
       bool_key("pin_memory", &C::pin_memory, "decode into page-locked host memory and copy asynchronously (GPU)"),
+      bool_key("pin_workers", &C::pin_workers,
+               "pin decode thread k to one usable CPU each (the process's k-th, after those of lower local ranks)"),
       choice_key("decode", &C::decode, {"cpu", "gpu"},
                  "where JPEGs are decoded and augmented: cpu (libjpeg-turbo on the decode threads) or gpu (nvJPEG and "
                  "one kernel on the device; the decode threads only read files)"),

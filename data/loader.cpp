@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/affinity.h"
 #include "core/errors.h"
 
 namespace rn50::data {
@@ -293,6 +294,9 @@ BatchLoader::BatchLoader(const ImageDataset& dataset, std::vector<size_t> order,
                       std::to_string(pool.batch_size()) + " (the pool's batch size)");
   if (options.workers < 0)
     throw ConfigError("loader workers must be >= 0 (got " + std::to_string(options.workers) + ")");
+  if (options.pin_first_cpu < -1)
+    throw ConfigError("loader pin_first_cpu must be -1 (not pinned) or >= 0 (got " +
+                      std::to_string(options.pin_first_cpu) + ")");
   if (options.max_replacements < 0)
     throw ConfigError("max_replacements must be >= 0 (got " + std::to_string(options.max_replacements) + ")");
   const size_t dataset_size = dataset.size();
@@ -320,6 +324,7 @@ BatchLoader::BatchLoader(const ImageDataset& dataset, std::vector<size_t> order,
   num_batches_ = s.num_batches;
 
   const int64_t thread_count = std::min<int64_t>(options.workers, s.total_units);
+  const std::vector<int> cpus = options.pin_first_cpu >= 0 ? usable_cpus() : std::vector<int>{};
   try {
     for (int64_t t = 0; t < thread_count; ++t) {
       {
@@ -327,7 +332,13 @@ BatchLoader::BatchLoader(const ImageDataset& dataset, std::vector<size_t> order,
         ++s.active_workers;
       }
       s.threads.emplace_back([&s] { s.worker_main(); });
+      // From here, not from the thread: the count is known when the constructor returns. The thread may run a
+      // few instructions elsewhere first; the kernel moves it.
+      if (!cpus.empty() &&
+          pin_thread(s.threads.back().native_handle(), cpus[static_cast<size_t>(options.pin_first_cpu + t) % cpus.size()]))
+        ++pinned_workers_;
     }
+    worker_threads_ = static_cast<int>(thread_count);
   } catch (...) {
     {
       std::lock_guard<std::mutex> lock(s.mutex);

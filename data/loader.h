@@ -79,6 +79,9 @@ struct LoaderOptions {
   bool drop_last = true;
   bool strict = false;  // a bad sample is fatal instead of being replaced
   int max_replacements = 32;  // consecutive bad samples before giving up, even when not strict
+  // >= 0: worker k runs only on the usable CPU (core/affinity.h) at index (pin_first_cpu + k) mod their count;
+  // -1: the workers are not pinned.
+  int pin_first_cpu = -1;
 };
 
 // Called once for every bad sample (its description and the reason), from whichever thread met it.
@@ -102,12 +105,17 @@ class BatchLoader {
   // Hands a batch's buffer back, once its contents are no longer needed (after the device copy finished).
   void release(const HostBatch& batch);
   int64_t bad_samples() const { return bad_samples_.load(); }
+  // Decode threads started, and how many of them were pinned (LoaderOptions::pin_first_cpu).
+  int worker_threads() const { return worker_threads_; }
+  int pinned_workers() const { return pinned_workers_; }
 
  private:
   // (implementation-defined members)
   struct State;
   std::unique_ptr<State> state_;
   int64_t num_batches_ = 0;
+  int worker_threads_ = 0;
+  int pinned_workers_ = 0;
   std::atomic<int64_t> bad_samples_{0};
 };
 

@@ -114,7 +114,7 @@ void to_channels_last(torch::nn::Module& model) {
 class Run {
  public:
   Run(const Config& config, const LaunchEnv& launch)
-      : config_(config), device_(resolve_device(config.device, launch.local_rank)) {
+      : config_(config), device_(resolve_device(config.device, launch.local_rank)), local_rank_(launch.local_rank) {
     if (!device_.is_cuda() && config_.precision != "fp32") {
       throw ConfigError("config key 'precision': " + config_.precision + " (autocast) needs a CUDA device; this run is on the CPU");
     }
@@ -413,6 +413,8 @@ class Run {
     data::LoaderOptions options;
     options.batch_size = config_.batch_size;
     options.workers = config_.workers;
+    // Ranks on one host take consecutive blocks of CPUs (each rank's workers are its share of the cores).
+    options.pin_first_cpu = config_.pin_workers ? local_rank_ * config_.workers : -1;
     options.drop_last = train;
     options.strict = config_.strict_data;
     return options;
@@ -470,10 +472,16 @@ class Run {
     }
   }
 
-  std::unique_ptr<data::BatchLoader> make_train_loader(int64_t epoch, data::BatchPool& pool) const {
-    return std::make_unique<data::BatchLoader>(
+  std::unique_ptr<data::BatchLoader> make_train_loader(int64_t epoch, data::BatchPool& pool) {
+    auto loader = std::make_unique<data::BatchLoader>(
         *train_set_, data::epoch_order(train_set_->size(), config_.seed, epoch, /*shuffle=*/true, rank(), world()), epoch,
         loader_options(true), pool, report_bad_sample);
+    if (config_.pin_workers && loader->pinned_workers() < loader->worker_threads() && !unpinned_workers_logged_) {
+      unpinned_workers_logged_ = true;
+      log_warn(strprintf("pin_workers: %d of %d decode threads could not be pinned; they run unpinned",
+                         loader->worker_threads() - loader->pinned_workers(), loader->worker_threads()));
+    }
+    return loader;
   }
 
   // One of the next epoch's first batches, during one of this epoch's last steps; the first makes its loader. A
@@ -715,6 +723,8 @@ class Run {
 
   const Config& config_;
   c10::Device device_;
+  const int local_rank_;              // this process's rank on its host: its block of CPUs under pin_workers
+  bool unpinned_workers_logged_ = false;
   std::unique_ptr<Distributed> distributed_;  // declared first: destroyed after everything that uses it
   std::unique_ptr<data::JpegFolderDataset> train_set_, val_set_;
   std::unique_ptr<data::BatchPool> train_pool_, val_pool_;

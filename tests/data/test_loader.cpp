@@ -2,7 +2,10 @@
 // bad-sample replacement, strict mode, error propagation and prompt shutdown.
 #include "data/loader.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -18,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/affinity.h"
 #include "core/errors.h"
 #include "data/sample_maker.h"
 #include "test_support.h"
@@ -35,12 +39,20 @@ class FakeDataset final : public ImageDataset {
   std::set<size_t> bad;     // DecodeError
   std::set<size_t> broken;  // std::runtime_error: not a bad sample, a real failure
   std::chrono::microseconds delay{0};
+  // While set, each load notes the CPU it ran on.
+  mutable std::atomic<bool> record_cpus{false};
+  mutable std::mutex cpus_mutex;
+  mutable std::set<int> cpus;
 
   size_t size() const override { return n_; }
   int64_t label(size_t index) const override { return static_cast<int64_t>(index % 7); }
   std::string describe(size_t index) const override { return "fake/" + std::to_string(index); }
   void load(size_t index, uint64_t epoch, uint8_t* out, WorkerScratch&) const override {
     if (delay.count() > 0) std::this_thread::sleep_for(delay);
+    if (record_cpus.load()) {
+      std::lock_guard<std::mutex> lock(cpus_mutex);
+      cpus.insert(sched_getcpu());
+    }
     if (bad.count(index) != 0) throw DecodeError("simulated corrupt data");
     if (broken.count(index) != 0) throw std::runtime_error("simulated disk failure");
     for (size_t k = 0; k < kImageBytes; ++k) out[k] = pixel(index, epoch, k);
@@ -153,6 +165,39 @@ TEST(BatchLoader, DeliversEveryPositionOnceInOrderWithAnyWorkerCount) {
   }
   EXPECT_EQ(results[0].images, results[1].images);
   EXPECT_EQ(results[0].images, results[2].images);
+}
+
+// pin_first_cpu: worker k on usable CPU (first + k) mod count, from the constructor's return; the same samples.
+TEST(BatchLoader, PinnedWorkersRunOnTheirCpusAndDeliverTheSameSamples) {
+  const std::vector<int> usable = usable_cpus();
+  const size_t n = 64;
+  FakeDataset dataset(n);
+  dataset.delay = std::chrono::microseconds(200);
+  const std::vector<size_t> order = epoch_order(n, 1, 0, true);
+  BatchPool unpinned_pool(3, 8, kImage, pageable());
+  BatchLoader unpinned(dataset, order, 0, options(8, 1), unpinned_pool, nullptr);
+  EXPECT_EQ(unpinned.worker_threads(), 1);
+  EXPECT_EQ(unpinned.pinned_workers(), 0);
+  const Epoch reference = drain(unpinned, kImageBytes);
+  for (int first : {0, 1}) {
+    SCOPED_TRACE("pin_first_cpu " + std::to_string(first));
+    LoaderOptions pinned_options = options(8, 1);
+    pinned_options.pin_first_cpu = first;
+    BatchPool pool(3, 8, kImage, pageable());
+    dataset.cpus.clear();
+    BatchLoader loader(dataset, order, 0, pinned_options, pool, nullptr);
+    dataset.record_cpus = true;  // the constructor has pinned its worker: every load from here runs there
+    EXPECT_EQ(loader.worker_threads(), 1);
+    EXPECT_EQ(loader.pinned_workers(), 1);
+    const Epoch epoch = drain(loader, kImageBytes);
+    dataset.record_cpus = false;
+    EXPECT_EQ(epoch.images, reference.images);
+    EXPECT_EQ(dataset.cpus, std::set<int>{usable[static_cast<size_t>(first) % usable.size()]});
+  }
+  LoaderOptions wrong = options(8, 1);
+  wrong.pin_first_cpu = -2;
+  BatchPool pool(3, 8, kImage, pageable());
+  EXPECT_THROW(BatchLoader(dataset, order, 0, wrong, pool, nullptr), ConfigError);
 }
 
 TEST(BatchLoader, DropLastDropsOnlyThePartialBatch) {
