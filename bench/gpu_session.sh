@@ -206,7 +206,7 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
     # NVML's GPM metrics: DRAM bandwidth came back NaN in some runs (bench/results/2026-11-30-h200-h.md)
     for run in gpu_decode_1 synthetic_1; do epoch_keys "/tmp/runs/$run/metrics.jsonl" sm_util dram_bw; done \
       | tee -a "$OUT/table.txt"
-    grep -h "non-finite" "$OUT"/gpu_decode_*.log "$OUT"/synthetic_*.log | sort | uniq -c
+    grep -h "non-finite" "$OUT"/gpu_decode_*.log "$OUT"/synthetic_*.log | sort | uniq -c | grep . || echo "no non-finite warnings"
     python3 - "$OUT" <<'PY' | tee -a "$OUT/table.txt"
 import glob, json, os, statistics, sys
 def steady(name, records=False):  # images/s (or the records) of epochs 4 and 5 of each run
@@ -245,7 +245,7 @@ if has pinning; then  # pin_workers on and off with CPU decoding: all cores, and
       for pin in off on; do EPOCHS=3 jpeg_run "pin_${pin}_w${workers}_$rep" --workers "$workers" --pin-workers="$pin"; done
     done
   done
-  grep -h "pin_workers:" "$OUT"/pin_*.log | sort | uniq -c; pack
+  grep -h "pin_workers:" "$OUT"/pin_*.log | sort | uniq -c | grep . || echo "every decode thread pinned"; pack
 fi
 if has decodeprobe; then  # does nvJPEG's decode overlap a step queued before it? With CUDA's 8 hardware queues or rn50's 32?
   for variant in default connections8 connections1 no_pipeline_connections8; do

@@ -1,6 +1,7 @@
 // core/affinity.cpp: reading the affinity mask, and pinning a thread, through sched_getaffinity and pthreads.
 #include "core/affinity.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 namespace rn50 {
@@ -17,12 +18,12 @@ std::vector<int> usable_cpus() {
   return cpus;
 }
 
-bool pin_thread(pthread_t thread, int cpu) {
+bool pin_this_thread(int cpu) {
   if (cpu < 0 || cpu >= CPU_SETSIZE) return false;
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
-  return pthread_setaffinity_np(thread, sizeof(set), &set) == 0;
+  return pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
 }
 
 }  // namespace rn50

@@ -124,6 +124,11 @@ struct BatchLoader::State {
   int64_t failed_position = std::numeric_limits<int64_t>::max();  // earliest order position that failed
   std::exception_ptr error;                                       // why it failed
   int active_workers = 0;
+  // pin_first_cpu: each worker pins itself first (pinning a thread from outside could pin the caller instead, if
+  // the worker had already returned: glibc then applies the mask to the calling thread) and reports here.
+  std::vector<int> pin_cpus;
+  int pin_reports = 0, pinned_workers = 0;
+  std::condition_variable pin_reported;
 
   // --- bad samples ---
   std::mutex bad_mutex;                               // also serialises calls of on_bad_sample
@@ -260,7 +265,17 @@ struct BatchLoader::State {
     }
   }
 
-  void worker_main() {
+  void worker_main(int64_t k) {
+    if (!pin_cpus.empty()) {
+      const bool pinned =
+          pin_this_thread(pin_cpus[static_cast<size_t>(options.pin_first_cpu + k) % pin_cpus.size()]);
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        ++pin_reports;
+        pinned_workers += pinned ? 1 : 0;
+      }
+      pin_reported.notify_all();
+    }
     try {
       worker_loop();
     } catch (...) {
@@ -324,21 +339,21 @@ BatchLoader::BatchLoader(const ImageDataset& dataset, std::vector<size_t> order,
   num_batches_ = s.num_batches;
 
   const int64_t thread_count = std::min<int64_t>(options.workers, s.total_units);
-  const std::vector<int> cpus = options.pin_first_cpu >= 0 ? usable_cpus() : std::vector<int>{};
+  if (options.pin_first_cpu >= 0) s.pin_cpus = usable_cpus();
   try {
     for (int64_t t = 0; t < thread_count; ++t) {
       {
         std::lock_guard<std::mutex> lock(s.mutex);
         ++s.active_workers;
       }
-      s.threads.emplace_back([&s] { s.worker_main(); });
-      // From here, not from the thread: the count is known when the constructor returns. The thread may run a
-      // few instructions elsewhere first; the kernel moves it.
-      if (!cpus.empty() &&
-          pin_thread(s.threads.back().native_handle(), cpus[static_cast<size_t>(options.pin_first_cpu + t) % cpus.size()]))
-        ++pinned_workers_;
+      s.threads.emplace_back([&s, t] { s.worker_main(t); });
     }
     worker_threads_ = static_cast<int>(thread_count);
+    if (!s.pin_cpus.empty()) {  // every worker has tried to pin itself before the constructor returns
+      std::unique_lock<std::mutex> lock(s.mutex);
+      s.pin_reported.wait(lock, [&] { return s.pin_reports == worker_threads_; });
+      pinned_workers_ = s.pinned_workers;
+    }
   } catch (...) {
     {
       std::lock_guard<std::mutex> lock(s.mutex);

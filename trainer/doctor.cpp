@@ -150,12 +150,14 @@ std::pair<double, double> storage_read_mb_per_s(const std::string& root, int64_t
 std::string fmt_rate(double x) { return strprintf("%.0f img/s", x); }
 
 // decode: gpu's stage alone on the doctor's JPEGs (batches of 256, nvJPEG and rn50's kernel), as a row; its train
-// rate where it ran. One measurement: the rate differs between decoders (bench/results/2026-11-30-h200-h.md).
+// rate where it ran, otherwise why not in `unavailable`. One measurement: the rate differs between decoders
+// (bench/results/2026-11-30-h200-h.md).
 std::optional<double> gpu_decode_rate(std::vector<Row>& rows, const std::vector<std::vector<uint8_t>>& jpegs,
-                                      int device, bool quick) {
+                                      int device, bool quick, std::string& unavailable) {
   const char* check = "JPEG decode+augment on the GPU";
   if (!gpu::built_with_nvjpeg()) {
     rows.push_back({"gpu", check, "not in this build", "info", "nvJPEG was not found when rn50 was built"});
+    unavailable = "this build has no nvJPEG";
     return std::nullopt;
   }
   try {
@@ -165,6 +167,7 @@ std::optional<double> gpu_decode_rate(std::vector<Row>& rows, const std::vector<
     return g.train_per_s;
   } catch (const std::exception& e) {
     rows.push_back({"gpu", check, "failed", "warn", e.what()});
+    unavailable = "its measurement failed";
     return std::nullopt;
   }
 }
@@ -200,6 +203,7 @@ int run_doctor(const DoctorOptions& options) {
 
   const bool cuda = torch::cuda::is_available() && options.device != "cpu";
   std::optional<double> gpu_decode;  // decode: gpu's stage alone, where measured
+  std::string gpu_decode_unavailable = cuda ? "" : "no CUDA device";
   std::unique_ptr<gpu::NvmlApi> nvml;  // CUDA devices with NVML only
   std::optional<gpu::NvmlDevice> nvml_device;
   const c10::Device device = cuda ? c10::Device(options.device == "auto" || options.device == "cuda" ? "cuda:0" : options.device)
@@ -261,7 +265,7 @@ int run_doctor(const DoctorOptions& options) {
     const auto src = at::empty({bytes}, at::TensorOptions(device).dtype(at::kByte)).fill_(3);
     const double d2d = 2.0 * bytes / time_median(device, 10, [&] { dev.copy_(src); }) / 1e12;
     rows.push_back({"gpu", "device memory bandwidth (copy)", strprintf("%.2f TB/s", d2d), "info", "bytes read + written"});
-    gpu_decode = gpu_decode_rate(rows, jpegs, device.index(), quick);
+    gpu_decode = gpu_decode_rate(rows, jpegs, device.index(), quick, gpu_decode_unavailable);
   }
   const int n = cuda ? (quick ? 4096 : 8192) : (quick ? 256 : 1024);
   const double fp32 = matmul_tflops(device, at::kFloat, false, n);
@@ -289,7 +293,8 @@ int run_doctor(const DoctorOptions& options) {
   if (under_load) rows.push_back(as_row("compute", *under_load));
 
   // Verdicts.
-  rows.push_back(data_pipeline_verdict({decode.train_all_threads, decode.train_per_core, cores, step_rate, gpu_decode}));
+  rows.push_back(data_pipeline_verdict(
+      {decode.train_all_threads, decode.train_per_core, cores, step_rate, gpu_decode, gpu_decode_unavailable}));
   if (options.price_per_hour > 0) {
     const double epoch_hours = kImageNetTrainImages / step_rate / 3600.0;
     rows.push_back({"cost", "ImageNet epoch at this rate", strprintf("%.2f h, %.3g at %.3g/h", epoch_hours,

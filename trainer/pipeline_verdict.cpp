@@ -1,7 +1,6 @@
 // trainer/pipeline_verdict.cpp: the data-pipeline verdict's rule and wording.
 #include "trainer/pipeline_verdict.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include "core/log.h"
@@ -18,12 +17,20 @@ ReportRow data_pipeline_verdict(const PipelineRates& rates) {
     return row;
   }
   row.verdict = "bad";
-  const int needed = static_cast<int>(std::ceil(rates.model / std::max(1.0, rates.cpu_per_core)));
-  row.note = strprintf("data-bound: needs about %d decode threads (this process may use %d), or GPU decoding "
-                       "(--decode gpu)", needed, rates.cores);
+  const std::string threads =
+      rates.cpu_per_core > 0
+          ? strprintf("needs about %d decode threads (this process may use %d)",
+                      static_cast<int>(std::ceil(rates.model / rates.cpu_per_core)), rates.cores)
+          : "one core decoded nothing";
   if (rates.gpu_decode) {
-    row.note += *rates.gpu_decode >= rates.model ? "; " + gpu + ", enough for the model: try --decode gpu"
-                                                 : "; " + gpu + ", not enough for the model: data-bound either way";
+    // Above the model's rate, not equal to it: the decode shares the GPU with the training step.
+    row.note = "data-bound: " + threads + "; " + gpu +
+               (*rates.gpu_decode > rates.model ? ", more than the model consumes: try --decode gpu"
+                                                : ", no more than the model consumes: data-bound either way");
+  } else if (!rates.gpu_decode_unavailable.empty()) {
+    row.note = "data-bound: " + threads + "; GPU decoding is not available here (" + rates.gpu_decode_unavailable + ")";
+  } else {
+    row.note = "data-bound: " + threads + ", or GPU decoding (--decode gpu)";
   }
   return row;
 }

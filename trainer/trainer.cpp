@@ -414,7 +414,7 @@ class Run {
     options.batch_size = config_.batch_size;
     options.workers = config_.workers;
     // Ranks on one host take consecutive blocks of CPUs (each rank's workers are its share of the cores).
-    options.pin_first_cpu = config_.pin_workers ? local_rank_ * config_.workers : -1;
+    options.pin_first_cpu = config_.pin_workers ? std::max(0, local_rank_ * config_.workers) : -1;
     options.drop_last = train;
     options.strict = config_.strict_data;
     return options;

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <future>
+#include <map>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -43,6 +44,7 @@ class FakeDataset final : public ImageDataset {
   mutable std::atomic<bool> record_cpus{false};
   mutable std::mutex cpus_mutex;
   mutable std::set<int> cpus;
+  mutable std::map<std::thread::id, std::set<int>> cpus_by_thread;
 
   size_t size() const override { return n_; }
   int64_t label(size_t index) const override { return static_cast<int64_t>(index % 7); }
@@ -52,6 +54,7 @@ class FakeDataset final : public ImageDataset {
     if (record_cpus.load()) {
       std::lock_guard<std::mutex> lock(cpus_mutex);
       cpus.insert(sched_getcpu());
+      cpus_by_thread[std::this_thread::get_id()].insert(sched_getcpu());
     }
     if (bad.count(index) != 0) throw DecodeError("simulated corrupt data");
     if (broken.count(index) != 0) throw std::runtime_error("simulated disk failure");
@@ -167,9 +170,11 @@ TEST(BatchLoader, DeliversEveryPositionOnceInOrderWithAnyWorkerCount) {
   EXPECT_EQ(results[0].images, results[2].images);
 }
 
-// pin_first_cpu: worker k on usable CPU (first + k) mod count, from the constructor's return; the same samples.
+// pin_first_cpu: worker k on usable CPU (first + k) mod count, from the constructor's return; the same samples;
+// the caller's own mask untouched.
 TEST(BatchLoader, PinnedWorkersRunOnTheirCpusAndDeliverTheSameSamples) {
   const std::vector<int> usable = usable_cpus();
+  if (usable.size() < 2) GTEST_SKIP() << "one usable CPU: pinned and unpinned workers run on the same one";
   const size_t n = 64;
   FakeDataset dataset(n);
   dataset.delay = std::chrono::microseconds(200);
@@ -193,6 +198,27 @@ TEST(BatchLoader, PinnedWorkersRunOnTheirCpusAndDeliverTheSameSamples) {
     dataset.record_cpus = false;
     EXPECT_EQ(epoch.images, reference.images);
     EXPECT_EQ(dataset.cpus, std::set<int>{usable[static_cast<size_t>(first) % usable.size()]});
+    EXPECT_EQ(usable_cpus(), usable);
+  }
+  // Two workers from the last CPU: one on it, the other on the first (cycling); each stays on its own.
+  LoaderOptions two = options(8, 2);
+  two.pin_first_cpu = static_cast<int>(usable.size()) - 1;
+  BatchPool two_pool(3, 8, kImage, pageable());
+  dataset.cpus.clear();
+  dataset.cpus_by_thread.clear();
+  {
+    BatchLoader loader(dataset, order, 0, two, two_pool, nullptr);
+    dataset.record_cpus = true;
+    EXPECT_EQ(loader.worker_threads(), 2);
+    EXPECT_EQ(loader.pinned_workers(), 2);
+    EXPECT_EQ(drain(loader, kImageBytes).images, reference.images);
+    dataset.record_cpus = false;
+  }
+  EXPECT_EQ(usable_cpus(), usable);  // the workers pinned themselves, not this thread
+  const std::set<int> allowed{usable.back(), usable.front()};
+  for (const auto& [thread, cpus] : dataset.cpus_by_thread) {
+    EXPECT_EQ(cpus.size(), 1u);
+    for (int cpu : cpus) EXPECT_TRUE(allowed.count(cpu)) << cpu;
   }
   LoaderOptions wrong = options(8, 1);
   wrong.pin_first_cpu = -2;
