@@ -1,12 +1,19 @@
 // core/affinity.h: the CPUs this process may run on (its affinity mask), and pinning the calling thread to one.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace rn50 {
 
 // The ids of the CPUs in this process's affinity mask, ascending; {0} if the mask cannot be read.
 std::vector<int> usable_cpus();
+
+// The CPU for thread k of a set pinned in turn: cpus[k mod their count] (`cpus` not empty).
+inline int cpu_in_turn(const std::vector<int>& cpus, int64_t k) {
+  return cpus[static_cast<std::size_t>(k) % cpus.size()];
+}
 
 // Pins the calling thread to `cpu`. Returns false (and leaves the thread as it was) if the system refuses. Only the
 // thread itself: pinning another through its handle applies the mask to the caller once that thread has ended.

@@ -159,7 +159,7 @@ DecodeBenchResult run_decode_bench(const std::vector<std::vector<uint8_t>>& file
     const auto start = Clock::now();
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
-        if (pinned && !pin_this_thread(cpus[static_cast<size_t>(t) % cpus.size()])) ++pin_failures;
+        if (pinned && !pin_this_thread(cpu_in_turn(cpus, t))) ++pin_failures;
         TrainDecoder decoder{files, infos, output_size, {}};
         int64_t i = t * 1000003LL, n = 0;
         while (std::chrono::duration<double>(Clock::now() - start).count() < seconds) {

@@ -267,8 +267,7 @@ struct BatchLoader::State {
 
   void worker_main(int64_t k) {
     if (!pin_cpus.empty()) {
-      const bool pinned =
-          pin_this_thread(pin_cpus[static_cast<size_t>(options.pin_first_cpu + k) % pin_cpus.size()]);
+      const bool pinned = pin_this_thread(cpu_in_turn(pin_cpus, options.pin_first_cpu + k));
       {
         std::lock_guard<std::mutex> lock(mutex);
         ++pin_reports;

@@ -326,8 +326,8 @@ int bench_decode_command(int argc, char** argv) {
                                                    decoder);
     print_gpu_decode_bench(g, jpegs, size);
     if (repeat > 1) {
-      // A new decoder (nvJPEG handle and states) each time: on the H200 the rate of one decoder stayed put for
-      // its whole run, while decoders differed by up to 2x (bench/results/2026-11-30-h200-h.md).
+      // A new decoder (nvJPEG handle and states) each time: on the H200 decoders of one process differed by up to
+      // 1.6x, and by 2.2x over four machines (bench/results/2026-11-30-h200-h.md).
       std::vector<double> train_rates{g.train_per_s};
       for (int r = 2; r <= repeat; ++r) {
         const auto again = rn50::gpu::run_gpu_decode_bench(jpegs, size, batch_size, seconds, gpu_index(device), 0,

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -50,6 +51,26 @@ std::vector<nlohmann::json> records(const fs::path& metrics, const std::string& 
   return out;
 }
 
+// The numbers on the rest of the line after `label` in `output`, in order; none when the label is absent.
+std::vector<double> numbers_after(const std::string& output, const std::string& label) {
+  std::vector<double> numbers;
+  const size_t at = output.find(label);
+  if (at == std::string::npos) return numbers;
+  const size_t end = output.find('\n', at);
+  const size_t from = at + label.size();
+  const std::string rest = output.substr(from, end == std::string::npos ? std::string::npos : end - from);
+  for (const char* p = rest.c_str(); *p != '\0';) {
+    if (std::isdigit(static_cast<unsigned char>(*p)) == 0) {
+      ++p;
+      continue;
+    }
+    char* next = nullptr;
+    numbers.push_back(std::strtod(p, &next));
+    p = next;
+  }
+  return numbers;
+}
+
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -62,6 +83,12 @@ class Cli : public ::testing::Test {
     if (!HasFailure()) fs::remove_all(dir_);
   }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  // `rn50 args` exits with 2 (a configuration or data error) and its output names `fragment`.
+  static void expect_exit_2_naming(const std::string& args, const std::string& fragment, const std::string& env = "") {
+    const Result r = rn50(args, env);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(fragment), std::string::npos) << args << "\n" << r.output;
+  }
   void make_sample(const std::string& args) {
     const Result r = rn50("make-sample --out " + path("data") + " " + args);
     ASSERT_EQ(r.code, 0) << r.output;
@@ -165,65 +192,36 @@ TEST_F(Cli, DatasetProblemsStopBeforeTrainingWithOneLine) {
 
 TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   std::ofstream(path("bad.yaml")) << "batch_size: 8\nbatchsize: 9\n";
-  Result r = rn50("train --config " + path("bad.yaml"));
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("batchsize"), std::string::npos) << r.output;
-  r = rn50("train --data-root /x --precision fp64");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("precision"), std::string::npos) << r.output;
-  r = rn50("train --data-root /nonexistent --model resnet51");  // named before any data is scanned
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("resnet51"), std::string::npos) << r.output;
+  expect_exit_2_naming("train --config " + path("bad.yaml"), "batchsize");
+  expect_exit_2_naming("train --data-root /x --precision fp64", "precision");
+  expect_exit_2_naming("train --data-root /nonexistent --model resnet51", "resnet51");  // before any data is scanned
   std::ofstream(path("nested.yaml")) << "lr_milestones: [[30], 60]\n";
-  r = rn50("train --config " + path("nested.yaml"));
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("lr_milestones"), std::string::npos) << r.output;
-  r = rn50("train --data-root /x --no-such-option 3");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("no-such-option"), std::string::npos) << r.output;
-  r = rn50("train --data-root /x --device cuda:0 --out-dir " + path("run"));
+  expect_exit_2_naming("train --config " + path("nested.yaml"), "lr_milestones");
+  expect_exit_2_naming("train --data-root /x --no-such-option 3", "no-such-option");
+  const Result r = rn50("train --data-root /x --device cuda:0 --out-dir " + path("run"));
   EXPECT_NE(r.code, 0);  // this machine has no GPU (the GPU machine runs its own checks)
   // Several processes of one run cannot share one named GPU: one clear line, exit 2, before any rendezvous.
-  r = rn50("train --data synthetic --device cuda:0 --out-dir " + path("run"), "RANK=1 WORLD_SIZE=2");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("would put all 2 processes on one GPU"), std::string::npos) << r.output;
-  r = rn50("train --data-root /x --device cpu --precision bf16");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("precision"), std::string::npos) << r.output;
-  r = rn50("train --data-root /x --device cpu --decode gpu");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("'decode'"), std::string::npos) << r.output;
-  r = rn50("train --data-root /x --decode npu");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("cpu|gpu"), std::string::npos) << r.output;
-  r = rn50("bench-decode --decode npu --files 1");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("--decode"), std::string::npos) << r.output;
-  r = rn50("bench-decode --decode gpu --files 1 --repeat 0");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("--repeat must be at least 1 (got 0)"), std::string::npos) << r.output;
-  r = rn50("bench-decode --files 1 --repeat 2");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("--repeat is for --decode gpu"), std::string::npos) << r.output;
-  r = rn50("bench-decode --decode gpu --files 1 --pin");
-  EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("--pin is for CPU decoding"), std::string::npos) << r.output;
+  expect_exit_2_naming("train --data synthetic --device cuda:0 --out-dir " + path("run"),
+                       "would put all 2 processes on one GPU", "RANK=1 WORLD_SIZE=2");
+  expect_exit_2_naming("train --data-root /x --device cpu --precision bf16", "precision");
+  expect_exit_2_naming("train --data-root /x --device cpu --decode gpu", "'decode'");
+  expect_exit_2_naming("train --data-root /x --decode npu", "cpu|gpu");
+  expect_exit_2_naming("bench-decode --decode npu --files 1", "--decode");
+  expect_exit_2_naming("bench-decode --decode gpu --files 1 --repeat 0", "--repeat must be at least 1 (got 0)");
+  expect_exit_2_naming("bench-decode --files 1 --repeat 2", "--repeat is for --decode gpu");
+  expect_exit_2_naming("bench-decode --decode gpu --files 1 --pin", "--pin is for CPU decoding");
 }
 
 // The CPU figures, and with --pin the all-thread one again with pinned threads: both positive.
 TEST_F(Cli, BenchDecodeMeasuresPinnedThreadsToo) {
   const Result r = rn50("bench-decode --files 2 --seconds 0.1 --threads 2 --pin");
   ASSERT_EQ(r.code, 0) << r.output;
-  double unpinned = 0, pinned = 0;
-  const size_t at_unpinned = r.output.find("train, 2 threads:");
-  const size_t at_pinned = r.output.find("train, 2 threads, pinned in turn to the usable CPUs:");
-  ASSERT_NE(at_unpinned, std::string::npos) << r.output;
-  ASSERT_NE(at_pinned, std::string::npos) << r.output;
-  ASSERT_EQ(std::sscanf(r.output.c_str() + at_unpinned, "train, 2 threads: %lf", &unpinned), 1) << r.output;
-  ASSERT_EQ(std::sscanf(r.output.c_str() + at_pinned, "train, 2 threads, pinned in turn to the usable CPUs: %lf",
-                        &pinned), 1) << r.output;
-  EXPECT_GT(unpinned, 0);
-  EXPECT_GT(pinned, 0);
+  const std::vector<double> unpinned = numbers_after(r.output, "train, 2 threads:");
+  const std::vector<double> pinned = numbers_after(r.output, "train, 2 threads, pinned in turn to the usable CPUs:");
+  ASSERT_EQ(unpinned.size(), 1u) << r.output;
+  ASSERT_EQ(pinned.size(), 1u) << r.output;
+  EXPECT_GT(unpinned[0], 0);
+  EXPECT_GT(pinned[0], 0);
 }
 
 TEST_F(Cli, GpuDecodeWithoutNvjpegIsAClearError) {
@@ -245,19 +243,15 @@ TEST_F(Cli, GpuDecodeBenchRepeatsWithANewDecoderEachTime) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("decoder 2 of 3: train"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("decoder 3 of 3: train"), std::string::npos) << r.output;
-  double first = 0, low = 0, median = 0, high = 0;
-  const size_t at_first = r.output.find("GPU decode + augment:");
-  const size_t at_spread = r.output.find("train over 3 decoders: min");
-  ASSERT_NE(at_first, std::string::npos) << r.output;
-  ASSERT_NE(at_spread, std::string::npos) << r.output;
-  ASSERT_EQ(std::sscanf(r.output.c_str() + at_first, "GPU decode + augment: %lf", &first), 1) << r.output;
-  ASSERT_EQ(std::sscanf(r.output.c_str() + at_spread, "train over 3 decoders: min %lf, median %lf, max %lf", &low,
-                        &median, &high), 3) << r.output;
-  EXPECT_GT(low, 0);
-  EXPECT_LE(low, median);
-  EXPECT_LE(median, high);
-  EXPECT_GE(first, low - 1);  // printed rounded to whole images/s
-  EXPECT_LE(first, high + 1);
+  const std::vector<double> first = numbers_after(r.output, "(RandomResizedCrop + flip), GPU decode + augment:");
+  const std::vector<double> spread = numbers_after(r.output, "train over 3 decoders: min");  // min, median, max
+  ASSERT_EQ(first.size(), 1u) << r.output;
+  ASSERT_EQ(spread.size(), 3u) << r.output;
+  EXPECT_GT(spread[0], 0);
+  EXPECT_LE(spread[0], spread[1]);
+  EXPECT_LE(spread[1], spread[2]);
+  EXPECT_GE(first[0], spread[0] - 1);  // printed rounded to whole images/s
+  EXPECT_LE(first[0], spread[2] + 1);
 }
 
 // decode: gpu trains on the sample and meets the same bad files as decode: cpu (BadImagesAreCountedAndSkipped).
