@@ -5,7 +5,7 @@
 #   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode pinning
 #           decodeprobe doctor baseline ptx roundtrip ablation"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
-#   gpudecode makes the JPEG files when the jpeg stage did not run)
+#   gpudecode makes the JPEG files when the jpeg stage did not run; JPEG_NOISE=20: ImageNet-sized files, see $jpeg)
 set -uo pipefail
 FINAL_OUT=${OUT:-/tmp/rn50-out}
 OUT=/tmp/rn50-logs  # everything here is packed into $FINAL_OUT/logs.tar.gz at the end
@@ -15,6 +15,9 @@ pack() { tar -czf "$FINAL_OUT/logs.tar.gz" -C "$OUT" . 2>/dev/null; }  # after e
 trap pack EXIT
 export RN50_OPENCV_DEBS=${RN50_OPENCV_DEBS:-.debs} RN50_TORCH=pip
 build=$PWD/build-gpu
+# The JPEG files the jpeg, gpudecode, pinning and ddpjpeg stages train on: make-sample's default noise gives 34 KiB
+# files; JPEG_NOISE=20 gives ImageNet-sized ones (95 KiB at 500x375, decoded as slowly as bench-decode's own files).
+jpeg=/tmp/jpeg${JPEG_NOISE:+_noise$JPEG_NOISE}
 export LD_LIBRARY_PATH=$build/opencv/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 make_small_sample() {  # the sample the smoke runs train on
@@ -80,10 +83,10 @@ record() {  # run name: its metrics into $OUT and its summary line into the tabl
   cp "/tmp/runs/$1/metrics.jsonl" "$OUT/$1.jsonl"
   printf "%-34s %s\n" "$1" "$(summary "/tmp/runs/$1/metrics.jsonl")" | tee -a "$OUT/table.txt"
 }
-jpeg_run() {  # name, extra args: configs/optimized.yaml on /tmp/jpeg for EPOCHS (3) epochs; the last is the measurement
+jpeg_run() {  # name, extra args: configs/optimized.yaml on $jpeg for EPOCHS (3) epochs; the last is the measurement
   local name=$1
   rm -rf "/tmp/runs/$name" "$OUT/$name.jsonl"  # the trainer appends to a metrics file: no earlier call's epochs
-  "$build/rn50" train --config configs/optimized.yaml --data-root /tmp/jpeg --device cuda:0 --epochs "${EPOCHS:-3}" \
+  "$build/rn50" train --config configs/optimized.yaml --data-root "$jpeg" --device cuda:0 --epochs "${EPOCHS:-3}" \
     --warmup-epochs 0 \
     --log-every 100000 --validate=off --out-dir "/tmp/runs/$name" "${@:2}" > "$OUT/$name.log" 2>&1 || tail -3 "$OUT/$name.log"
   record "$name"
@@ -150,22 +153,23 @@ if has ddptune; then  # what NCCL's share of the SMs costs the overlapped backwa
   ddp ddp2_graph_bucket50 2 $fast --bucket-mb 50
   ddp ddp1_graph_again 1 $fast
 fi
-make_jpeg_files() {  # JPEG_PER_CLASS x 16 files: 800 gives 50 steps of 256 per epoch (200 gave 12: too short to time)
-  "$build/rn50" make-sample --out /tmp/jpeg --classes 16 --per-class "${JPEG_PER_CLASS:-800}" --val-per-class 8 --size 375 \
+make_jpeg_files() {  # JPEG_PER_CLASS x 16 files into $jpeg: 800 gives 50 steps of 256 per epoch (200 gave 12: too short to time)
+  "$build/rn50" make-sample --out "$jpeg" --classes 16 --per-class "${JPEG_PER_CLASS:-800}" --val-per-class 8 --size 375 \
+    --noise "${JPEG_NOISE:-0}" \
     > "$OUT/make_jpeg.log" 2>&1
 }
-if has jpeg; then  # the full pipeline on ImageNet-sized JPEGs: decode threads, pinned buffers, copy stream
+if has jpeg; then  # the full pipeline on generated JPEGs: decode threads, pinned buffers, copy stream
   make_jpeg_files
-  du -sh /tmp/jpeg/train | tee -a "$OUT/table.txt"
+  du -sh "$jpeg"/train | tee -a "$OUT/table.txt"
   jpeg_run jpeg_optimized
   epoch_keys /tmp/runs/jpeg_optimized/metrics.jsonl data_wait h2d gpu_util sm_util tensor_util power | tee -a "$OUT/table.txt"
   pack
 fi
 if has ddpjpeg; then  # the fastest configuration on JPEG files, one GPU against two (issue 8's run at the size lent)
-  [[ -d /tmp/jpeg ]] || echo "ddpjpeg: no /tmp/jpeg (the jpeg stage makes it)"
+  [[ -d "$jpeg" ]] || echo "ddpjpeg: no $jpeg (the jpeg stage makes it)"
   for n in 1 2; do
     for decode in cpu gpu; do
-      launched ddp${n}_jpeg_decode_$decode $n --config configs/optimized.yaml --data-root /tmp/jpeg --epochs 3 \
+      launched ddp${n}_jpeg_decode_$decode $n --config configs/optimized.yaml --data-root "$jpeg" --epochs 3 \
         --decode $decode
     done
   done
@@ -178,20 +182,21 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
   "$build/rn50" bench-decode --decode gpu --seconds 5 2>&1 | tee "$OUT/bench_decode_gpu.txt"
   "$build/rn50" bench-decode --decode gpu --decode-yuv --seconds 5 2>&1 | tee "$OUT/bench_decode_gpu_yuv.txt"
   "$build/rn50" bench-decode --seconds 3 --pin 2>&1 | tee "$OUT/bench_decode_cpu.txt"  # --pin: pinned threads too
-  [[ -d /tmp/jpeg ]] || make_jpeg_files  # the jpeg stage's files, made here when that stage did not run
-  if [[ -d /tmp/jpeg ]]; then
-    "$build/rn50" bench-decode --decode gpu --data-root /tmp/jpeg/train --files 512 --seconds 5 2>&1 \
+  [[ -d "$jpeg" ]] || make_jpeg_files  # the jpeg stage's files, made here when that stage did not run
+  if [[ -d "$jpeg" ]]; then
+    "$build/rn50" bench-decode --decode gpu --data-root "$jpeg"/train --files 512 --seconds 5 2>&1 \
       | tee -a "$OUT/bench_decode_gpu.txt"
-    "$build/rn50" bench-decode --decode gpu --decode-yuv --data-root /tmp/jpeg/train --files 512 --seconds 5 2>&1 \
+    "$build/rn50" bench-decode --decode gpu --decode-yuv --data-root "$jpeg"/train --files 512 --seconds 5 2>&1 \
       | tee -a "$OUT/bench_decode_gpu_yuv.txt"
     # Against the same configuration and steps on synthetic data, in the same session: what "within 3%" compares.
     # Five epochs each, interleaved, GPUDECODE_REPS (2) times: GPU decoding gets faster over a run's first epochs, so the steady
     # epochs (4 and 5) are compared (bench/results/2026-11-30-h200-d.md).
-    n_train=$(find /tmp/jpeg/train -name '*.JPEG' | wc -l)
+    n_train=$(find "$jpeg"/train -name '*.JPEG' | wc -l)
     for rep in $(seq "${GPUDECODE_REPS:-2}"); do
       EPOCHS=5 jpeg_run gpu_decode_$rep --decode gpu
       # YCbCr planes converted in rn50's kernel: 1.0-1.6 points further below synthetic data than RGB (2026-11-30-h200-e)
       [[ $rep == 1 ]] && EPOCHS=5 jpeg_run gpu_decode_yuv_$rep --decode gpu --decode-yuv=on
+      EPOCHS=5 jpeg_run cpu_decode_$rep --decode cpu  # the CPU path on every core, for comparison
       rm -rf "/tmp/runs/synthetic_$rep" "$OUT/synthetic_$rep.jsonl"
       "$build/rn50" train --config configs/optimized.yaml --data synthetic --synthetic-images "$n_train" \
         --device cuda:0 --epochs 5 --warmup-epochs 0 --log-every 100000 --validate=off \
@@ -216,7 +221,7 @@ def steady(name, records=False):  # images/s (or the records) of epochs 4 and 5 
                 for r in map(json.loads, open(f)) if r.get("type") == "epoch" and r["epoch"] >= 4]
     return out
 base = steady("synthetic")
-for name in ("gpu_decode", "gpu_decode_yuv", "synthetic"):
+for name in ("gpu_decode", "gpu_decode_yuv", "cpu_decode", "synthetic"):
     v = steady(name)
     if not v or not base:
         print(f"{name}: no epochs 4-5"); continue
@@ -225,7 +230,7 @@ for name in ("gpu_decode", "gpu_decode_yuv", "synthetic"):
 # Where each epoch's time goes (ms, mean of epochs 4-5): the phases from events, and the rest of the wall time.
 keys = ("forward_backward_s", "optimizer_s", "input_s", "between_steps_s")
 print(f"{'ms per epoch':15s} {'wall':>7s} " + " ".join(f"{k[:-2]:>17s}" for k in keys) + "   rest  slowest input/between")
-for name in ("gpu_decode", "gpu_decode_yuv", "synthetic"):
+for name in ("gpu_decode", "gpu_decode_yuv", "cpu_decode", "synthetic"):
     rs = steady(name, records=True)
     if not rs: continue
     m = lambda k: 1e3 * statistics.mean(r.get(k) or 0 for r in rs)
@@ -234,12 +239,12 @@ for name in ("gpu_decode", "gpu_decode_yuv", "synthetic"):
           f" {rest:6.1f}  {m('input_slowest_step_s'):.1f}/{m('between_steps_slowest_s'):.1f}")
 PY
   else
-    echo "gpudecode: no /tmp/jpeg (the jpeg stage makes it): no training run"
+    echo "gpudecode: no $jpeg (the jpeg stage makes it): no training run"
   fi
   pack
 fi
 if has pinning; then  # pin_workers on and off with CPU decoding: all cores, and 4 (data-bound), interleaved
-  [[ -d /tmp/jpeg ]] || make_jpeg_files
+  [[ -d "$jpeg" ]] || make_jpeg_files
   for rep in 1 2; do
     for workers in 4 16; do
       for pin in off on; do EPOCHS=3 jpeg_run "pin_${pin}_w${workers}_$rep" --workers "$workers" --pin-workers="$pin"; done
@@ -258,7 +263,7 @@ if has decodeprobe; then  # does nvJPEG's decode overlap a step queued before it
     env "${env_args[@]}" "$build/rn50" bench-decode --decode gpu --files 256 --seconds 3 --step-ms 40 "${extra[@]}" 2>&1 \
       | grep -E "train|simulated step|decode queued|host thread" | tee -a "$OUT/decode_probe.txt"
   done
-  if [[ -d /tmp/jpeg ]]; then  # training with CUDA's default queues, as measured before rn50 set 32
+  if [[ -d "$jpeg" ]]; then  # training with CUDA's default queues, as measured before rn50 set 32
     CUDA_DEVICE_MAX_CONNECTIONS=8 jpeg_run jpeg_gpu_decode_connections8 --decode gpu
     epoch_keys /tmp/runs/jpeg_gpu_decode_connections8/metrics.jsonl wall_s gpu_decode_h | tee -a "$OUT/table.txt"
   fi
@@ -275,8 +280,8 @@ if has baseline; then  # configs/baseline.yaml (true FP32, every switch off) and
       || tail -3 "$OUT/config_$cfg.log"
     printf "%-34s %s\n" "config_${cfg}_synthetic" "$(summary /tmp/runs/config_$cfg/metrics.jsonl)" | tee -a "$OUT/table.txt"
   done
-  if [[ -d /tmp/jpeg ]]; then
-    "$build/rn50" train --config configs/baseline.yaml --data-root /tmp/jpeg --device cuda:0 --epochs 2 --warmup-epochs 0 \
+  if [[ -d "$jpeg" ]]; then
+    "$build/rn50" train --config configs/baseline.yaml --data-root "$jpeg" --device cuda:0 --epochs 2 --warmup-epochs 0 \
       --max-steps 10 --log-every 100000 --validate=off --out-dir /tmp/runs/config_baseline_jpeg > "$OUT/config_baseline_jpeg.log" 2>&1 \
       || tail -3 "$OUT/config_baseline_jpeg.log"
     printf "%-34s %s\n" config_baseline_jpeg "$(summary /tmp/runs/config_baseline_jpeg/metrics.jsonl)" | tee -a "$OUT/table.txt"

@@ -186,7 +186,7 @@ double texture_factor(Texture texture, double u, double v, double period) {
 uint8_t to_byte(double v) { return static_cast<uint8_t>(std::clamp(std::lround(v), 0L, 255L)); }
 
 // One image (HWC RGB) of class `look`, drawn from `rng`.
-void render_image(const ClassLook& look, int width, int height, std::mt19937_64& rng, cv::Mat& mask,
+void render_image(const ClassLook& look, int width, int height, double noise, std::mt19937_64& rng, cv::Mat& mask,
                   std::vector<uint8_t>& pixels) {
   using detail::uniform_real;
   // Background: a muted random colour with a gradient, so that it never looks like a class colour.
@@ -206,7 +206,8 @@ void render_image(const ClassLook& look, int width, int height, std::mt19937_64&
   std::array<double, 3> colour = look.rgb;
   for (double& v : colour) v += uniform_real(rng, -15.0, 15.0);
   const double period = std::max(2.5, radius / uniform_real(rng, 2.5, 3.5));
-  const double noise_sigma = uniform_real(rng, 2.0, 8.0);
+  const double drawn_noise = uniform_real(rng, 2.0, 8.0);  // drawn either way: the other draws stay the same
+  const double noise_sigma = noise > 0 ? noise : drawn_noise;
 
   mask.setTo(cv::Scalar(0));
   draw_shape(look.shape, cx, cy, radius, angle, mask);
@@ -261,6 +262,8 @@ int64_t make_sample_dataset(const SampleSpec& spec) {
     throw ConfigError("make-sample: size must be in 16..4096 (got " + std::to_string(spec.size) + ")");
   if (spec.quality < 1 || spec.quality > 100)
     throw ConfigError("make-sample: quality must be in 1..100 (got " + std::to_string(spec.quality) + ")");
+  if (!(spec.noise >= 0 && spec.noise <= 100))  // also refuses NaN
+    throw ConfigError("make-sample: noise must be in 0..100 grey levels (got " + std::to_string(spec.noise) + ")");
 
   const int height = spec.size;
   const int width = (spec.size * 4 + 1) / 3;  // size * 4 / 3, rounded
@@ -305,7 +308,7 @@ int64_t make_sample_dataset(const SampleSpec& spec) {
         const Job& job = jobs[j];
         std::mt19937_64 rng(detail::mix_seed(
             {spec.seed, job.split_id, static_cast<uint64_t>(job.cls), static_cast<uint64_t>(job.index)}));
-        render_image(looks[job.cls], width, height, rng, mask, pixels);
+        render_image(looks[job.cls], width, height, spec.noise, rng, mask, pixels);
         write_file(job.path, encode_jpeg(pixels.data(), width, height, 3, spec.quality));
       }
     } catch (...) {

@@ -174,6 +174,43 @@ TEST(SampleMaker, IsDeterministicForASeed) {
   EXPECT_NE(test::read_bytes(first.files[0]), test::read_bytes(first.files[1]));
 }
 
+// --noise sets the fine noise, and with it the file size (how hard the files are to decode): the default draws 2 to 8
+// grey levels per image; 20 makes ImageNet-sized files. Only the noise changes: the draws after it are the same.
+TEST(SampleMaker, NoiseMakesLargerFilesOfTheSameImages) {
+  TempDir quiet, noisy;
+  SampleSpec spec = small_spec(quiet.str());
+  spec.size = 96;
+  make_sample_dataset(spec);
+  spec.out_dir = noisy.str();
+  spec.noise = 20;
+  make_sample_dataset(spec);
+  const ImageFolder a = scan_image_folder((quiet.path() / "train").string());
+  const ImageFolder b = scan_image_folder((noisy.path() / "train").string());
+  ASSERT_EQ(a.files.size(), b.files.size());
+  size_t quiet_bytes = 0, noisy_bytes = 0;
+  for (size_t i = 0; i < a.files.size(); ++i) {
+    quiet_bytes += fs::file_size(a.files[i]);
+    noisy_bytes += fs::file_size(b.files[i]);
+    // The same image under more noise: the mean absolute difference is near 20 * sqrt(2/pi) = 16 grey levels
+    // (less where clamping at 0 and 255 cuts the noise), and below that to the next image.
+    int w = 0, h = 0;
+    const std::vector<uint8_t> p = decode_file(a.files[i], w, h), q = decode_file(b.files[i], w, h),
+                               next = decode_file(b.files[(i + 1) % b.files.size()], w, h);
+    ASSERT_EQ(p.size(), q.size());
+    ASSERT_EQ(p.size(), next.size());
+    auto mean_abs_diff = [&](const std::vector<uint8_t>& x) {
+      double sum = 0;
+      for (size_t k = 0; k < p.size(); ++k) sum += std::abs(int(p[k]) - int(x[k]));
+      return sum / static_cast<double>(p.size());
+    };
+    const double diff = mean_abs_diff(q);
+    EXPECT_GT(diff, 8.0) << a.files[i];
+    EXPECT_LT(diff, 20.0) << a.files[i];
+    EXPECT_LT(diff, mean_abs_diff(next)) << a.files[i];
+  }
+  EXPECT_GT(noisy_bytes, 2 * quiet_bytes) << quiet_bytes << " bytes with the default noise";
+}
+
 TEST(SampleMaker, WritesTheSameFilesWithAnyNumberOfThreads) {
   TempDir one, three;
   SampleSpec spec = small_spec(one.str());
@@ -206,6 +243,11 @@ TEST(SampleMaker, RejectsNonsense) {
   EXPECT_THROW(make_sample_dataset(spec), ConfigError);
   spec = small_spec(tmp.str());
   spec.quality = 101;
+  EXPECT_THROW(make_sample_dataset(spec), ConfigError);
+  spec = small_spec(tmp.str());
+  spec.noise = -1;
+  EXPECT_THROW(make_sample_dataset(spec), ConfigError);
+  spec.noise = std::nan("");
   EXPECT_THROW(make_sample_dataset(spec), ConfigError);
 
   const fs::path file = tmp.path() / "a_file";

@@ -210,6 +210,7 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   expect_exit_2_naming("bench-decode --decode gpu --files 1 --repeat 0", "--repeat must be at least 1 (got 0)");
   expect_exit_2_naming("bench-decode --files 1 --repeat 2", "--repeat is for --decode gpu");
   expect_exit_2_naming("bench-decode --decode gpu --files 1 --pin", "--pin is for CPU decoding");
+  expect_exit_2_naming("make-sample --out " + path("noisy") + " --noise -1", "noise must be in 0..100");
 }
 
 // The CPU figures, and with --pin the all-thread one again with pinned threads: both positive.
