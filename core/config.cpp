@@ -144,9 +144,12 @@ std::vector<ConfigKey> make_keys() {
                "decode: gpu: the hardware decoder hands out the JPEG's YCbCr planes and rn50's crop kernel converts only "
                "the pixels it samples (off: nvJPEG converts every whole image to RGB, one kernel per image)"),
       bool_key("decode_ahead", &C::decode_ahead,
-               "decode: gpu: hand batch k+2 to the decode thread right after training step k is queued, and the next "
-               "epoch's first two during an epoch's last two steps unless a validation follows (off: each batch "
-               "decoded right before its own step)"),
+               "decode: gpu: hand batch k+N (N: decode_ahead_batches) to the decode thread right after training step k "
+               "is queued, and the next epoch's first N during an epoch's last N steps unless a validation follows "
+               "(off: each batch decoded right before its own step)"),
+      int_key("decode_ahead_batches", &C::decode_ahead_batches,
+              "decode: gpu with decode_ahead: batches handed to the decode thread ahead of their step, 1 to 4 (each "
+              "holds a batch of decoded images on the device)"),
       bool_key("strict_data", &C::strict_data, "stop at the first unreadable image instead of skipping it"),
       int_key("synthetic_images", &C::synthetic_images, "images per epoch when data is synthetic"),
       int_key("epochs", &C::epochs, "epochs to train"),
@@ -268,6 +271,7 @@ void validate(Config& c) {
   require(c.batch_size >= 1, "batch_size", "must be at least 1");
   require(c.workers >= -1, "workers", "must be -1 (auto), 0 or more");
   require(c.prefetch >= 1, "prefetch", "must be at least 1");
+  require(c.decode_ahead_batches >= 1 && c.decode_ahead_batches <= 4, "decode_ahead_batches", "must be 1 to 4");
   require(c.synthetic_images >= c.batch_size || c.data != "synthetic", "synthetic_images",
           "must be at least batch_size");
   require(c.epochs >= 1, "epochs", "must be at least 1");

@@ -26,7 +26,8 @@ struct Config {
   bool pin_workers = false;  // decode thread k on one usable CPU each (no gain measured on 2 cores)
   std::string decode = "cpu";  // cpu: libjpeg-turbo on the decode threads | gpu: nvJPEG, the threads only read files
   bool decode_yuv = false;     // decode: gpu: YCbCr planes out of the hardware decoder, converted in rn50's kernel
-  bool decode_ahead = true;    // decode: gpu in training: batch k+2 submitted right after step k (off: before its own)
+  bool decode_ahead = true;    // decode: gpu in training: batch k+N submitted right after step k (off: before its own)
+  int decode_ahead_batches = 2;  // that N
   bool strict_data = false;
   int64_t synthetic_images = 25600;  // images per epoch in synthetic mode
 

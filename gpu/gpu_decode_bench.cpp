@@ -78,7 +78,7 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
 
   // Host batches as the loader's pool would hold them, one more than the decoder holds: file bytes and headers
   // fixed, crops and flips drawn anew for every batch.
-  constexpr int kHostBatches = GpuJpegDecoder::kHeldBatches + 1;
+  const int kHostBatches = GpuJpegDecoder::held_batches(decoder_options) + 1;
   std::vector<std::vector<data::EncodedSample>> samples(kHostBatches, std::vector<data::EncodedSample>(batch_size));
   std::vector<std::vector<int64_t>> labels(kHostBatches, std::vector<int64_t>(batch_size, 0));
   for (int h = 0; h < kHostBatches; ++h) {
@@ -130,7 +130,7 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
         if (step) step->queue();
         decoder.decode_into(next_batch(), images, label_out, fail, keep);
       } else {
-        for (; ahead < GpuJpegDecoder::kSubmitAhead; ++ahead) decoder.submit(next_batch(), fail, keep);
+        for (; ahead < decoder_options.submit_ahead; ++ahead) decoder.submit(next_batch(), fail, keep);
         decoder.finish_into(images, label_out);
         if (step) step->queue();
         decoder.submit(next_batch(), fail, keep);

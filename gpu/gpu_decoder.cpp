@@ -257,7 +257,7 @@ struct GpuJpegDecoder::Impl {
   bool no_pipeline = false;  // the hardware decoder without nvJPEG's buffering across calls
   // The hardware decoder hands out YCbCr planes (GpuDecoderOptions::planar); the decode thread may turn it off.
   std::atomic<bool> planar{false};
-  Slot slots[kSlots];
+  std::vector<Slot> slots;  // GpuJpegDecoder::slots(options) of them; never resized (the pipeline holds indices)
 
   std::mutex counts_mutex;  // the decode thread and the caller's both add to `counts`
   GpuDecodeCounts counts;
@@ -301,6 +301,8 @@ struct GpuJpegDecoder::Impl {
         decode_stream(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, static_cast<c10::DeviceIndex>(device_in))),
         hybrid_stream(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, static_cast<c10::DeviceIndex>(device_in))) {
     if (max_batch < 1 || out_size < 1) throw std::invalid_argument("GpuJpegDecoder: empty batches or images");
+    if (options.submit_ahead < 1) throw std::invalid_argument("GpuJpegDecoder: submit_ahead below 1");
+    slots = std::vector<Slot>(static_cast<size_t>(GpuJpegDecoder::slots(options)));
     c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
     const cudaStream_t stream = decode_stream.stream();
 
@@ -345,7 +347,7 @@ struct GpuJpegDecoder::Impl {
     hardware_images.reserve(max_batch);
     layouts.reserve(max_batch);
     previous_finish_queued = make_timing_event();
-    pipeline = std::make_unique<DecodePipeline<Job>>(kSlots, pipeline_work());
+    pipeline = std::make_unique<DecodePipeline<Job>>(static_cast<int>(slots.size()), pipeline_work());
   }
 
   // What the pipeline's decode thread does with nvJPEG and CUDA.

@@ -59,21 +59,18 @@ using ReleaseBatch = std::function<void(const data::HostBatch&)>;
 // and finish_into makes each into input, in submit order.
 class GpuJpegDecoder {
  public:
-  // Batches training keeps submitted ahead: batch k+2 after queuing step k, so that while a slow call for batch
-  // k+2 waits for the device, batch k+1 is decoded already.
-  static constexpr int kSubmitAhead = 2;
   // Device buffers a batch decodes into, each reused once finish_into has made its previous batch into input and
-  // the device has run that batch's kernel. One more than kSubmitAhead, so that batch k+2's decode starts as soon
-  // as it is submitted, before step k+1 is queued, and so waits for steps k-1 and k at most: with two, it started
-  // only once the device began step k, when step k+1 was queued too, and the device then waited for the decode
+  // the device has run that batch's kernel. One more than the batches submitted ahead (N), so that batch k+N's
+  // decode starts as soon as it is submitted, before step k+1 is queued: with N slots it started only once the
+  // device began step k, when step k+1 was queued too, and the device then waited for the decode
   // (bench/results/2026-11-30-h200-g.md). Also the most batches submitted and not yet finished.
-  static constexpr int kSlots = kSubmitAhead + 1;
+  static int slots(const GpuDecoderOptions& options) { return options.submit_ahead + 1; }
   // Host batches held at once, at most: one in each slot until its kernel has run, and one submitted and waiting
   // for its slot.
-  static constexpr int kHeldBatches = kSlots + 1;
+  static int held_batches(const GpuDecoderOptions& options) { return slots(options) + 1; }
 
   // Batches of up to max_batch samples into out_size x out_size images on CUDA device `device`. Throws
-  // rn50::ConfigError in builds without nvJPEG.
+  // rn50::ConfigError in builds without nvJPEG, std::invalid_argument for options.submit_ahead below 1.
   GpuJpegDecoder(int device, int max_batch, int out_size, const GpuDecoderOptions& options = {});
   ~GpuJpegDecoder();
   GpuJpegDecoder(const GpuJpegDecoder&) = delete;
@@ -82,8 +79,8 @@ class GpuJpegDecoder {
   // Hands batch.encoded[0, batch.size) to the decode thread and returns: nvJPEG decodes it on a stream of its own
   // while the steps queued before its use train. The batch's memory must stay as it is until `release` gets it
   // back (once the device is done with it). A sample nothing could decode goes to on_bad and is replaced by the
-  // next decoded sample of the batch, label included (batch.labels is rewritten). More than kSlots batches
-  // submitted and not finished is a std::logic_error.
+  // next decoded sample of the batch, label included (batch.labels is rewritten). More than slots(options)
+  // batches submitted and not finished is a std::logic_error.
   void submit(const data::HostBatch& batch, const BadDecodeHandler& on_bad, const ReleaseBatch& release);
   // Makes the oldest submitted batch's input, once decoded: crops, resizes, flips and normalises it into `images`
   // ([N, 3, S, S] float, half or bfloat16 on the device, NCHW or channels-last) and copies its labels into

@@ -11,6 +11,10 @@ struct GpuDecoderOptions {
   // the pixels it samples, in libjpeg's arithmetic; otherwise nvJPEG converts each whole image to interleaved RGB,
   // with a kernel of its own per image (config key decode_yuv).
   bool planar = false;
+  // Batches training keeps submitted ahead (config key decode_ahead_batches): batch k+N after queuing step k, so
+  // that while a slow nvJPEG call for batch k+N waits for the device to run the steps queued before it, batches
+  // k+1 .. k+N-1 are decoded already. The decoder has N+1 slots: the most batches submitted and not yet finished.
+  int submit_ahead = 2;
 };
 
 }  // namespace rn50::gpu

@@ -233,10 +233,11 @@ class Run {
   }
 
   // decode: gpu: the pools hold file bytes and crops; nvJPEG and one kernel make the input on the device. The
-  // decoder holds up to kHeldBatches of a pool's batches (their labels are copied from the pool).
+  // decoder holds up to held_batches of a pool's batches (their labels are copied from the pool).
   void open_gpu_decode(bool pinned) {
     std::shared_ptr<data::HostAllocator> host = host_allocator(pinned);
-    const int slots = config_.prefetch + gpu::GpuJpegDecoder::kHeldBatches;
+    const gpu::GpuDecoderOptions options = gpu_decoder_options();
+    const int slots = config_.prefetch + gpu::GpuJpegDecoder::held_batches(options);
     train_pool_ = std::make_unique<data::BatchPool>(slots, config_.batch_size, config_.image_size, host,
                                                     data::BatchContent::kEncoded);
     if (val_set_) {
@@ -249,10 +250,15 @@ class Run {
       ahead_pool_ = std::make_unique<data::BatchPool>(slots, config_.batch_size, config_.image_size, host,
                                                       data::BatchContent::kEncoded);
     }
-    gpu::GpuDecoderOptions options;
-    options.planar = config_.decode_yuv;
     gpu_decoder_ =
         std::make_unique<gpu::GpuJpegDecoder>(device_.index(), config_.batch_size, config_.image_size, options);
+  }
+
+  gpu::GpuDecoderOptions gpu_decoder_options() const {
+    gpu::GpuDecoderOptions options;
+    options.planar = config_.decode_yuv;
+    options.submit_ahead = config_.decode_ahead_batches;
+    return options;
   }
 
   void build_model() {
@@ -489,7 +495,9 @@ class Run {
   // submits ahead, and the next epoch reads on from its loader at its start and meets the error there (a decode
   // error comes out of that epoch's finish_into).
   void submit_next_epochs_batch(int64_t next_epoch, EpochRecord& record) {
-    if (next_epoch_ahead_failed_ || next_epoch_submitted_ >= std::min<int64_t>(kDecodeAhead, steps_per_epoch_)) return;
+    if (next_epoch_ahead_failed_ ||
+        next_epoch_submitted_ >= std::min<int64_t>(config_.decode_ahead_batches, steps_per_epoch_))
+      return;
     try {
       if (!next_epoch_loader_) next_epoch_loader_ = make_train_loader(next_epoch, *ahead_pool_);
       submit_gpu_decode(*next_epoch_loader_, record);
@@ -532,7 +540,7 @@ class Run {
     for (int64_t s = 0; s < steps_per_epoch_; ++s) {
       timer_->begin_step();
       if (gpu_decode_ahead) {
-        for (; submitted < steps_per_epoch_ && submitted < s + kDecodeAhead; ++submitted)  // an epoch's start
+        for (; submitted < steps_per_epoch_ && submitted < s + config_.decode_ahead_batches; ++submitted)  // a start
           submit_gpu_decode(*loader, record);
         gpu_decoder_->finish_into(step_->images(), step_->labels());  // batch s, submitted during step s-2
       } else if (loader) {
@@ -548,9 +556,9 @@ class Run {
       timer_->mark(Phase::kInput);
       const double lr = schedule_.at(global_step_);
       const at::Tensor& loss = step_->run(lr);
-      // Batch s+2, two steps ahead of its use, handed to the decode thread after step s is queued: while one of
-      // nvJPEG's slow calls waits for the device to run the steps queued before it, batch s+1 is decoded already
-      // and step s+1 goes in (bench/results/2026-11-30-h200-g.md).
+      // Batch s+N (N = decode_ahead_batches), N steps ahead of its use, handed to the decode thread after step s is
+      // queued: while one of nvJPEG's slow calls waits for the device to run the steps queued before it, batches
+      // s+1 .. s+N-1 are decoded already and step s+1 goes in (bench/results/2026-11-30-h200-g.md).
       if (gpu_decode_ahead && submitted < steps_per_epoch_) {
         submit_gpu_decode(*loader, record);
         ++submitted;
@@ -738,7 +746,6 @@ class Run {
   std::shared_ptr<models::Classifier> model_;
   std::unique_ptr<Sgd> sgd_;
   static constexpr int kCopySlots = 2;
-  static constexpr int kDecodeAhead = gpu::GpuJpegDecoder::kSubmitAhead;  // decode: gpu: batches submitted ahead
   std::unique_ptr<StepTimer> timer_;
   std::unique_ptr<TrainStep> step_;
   std::unique_ptr<InputUploader> uploader_;

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/safetensors.h"
@@ -211,6 +212,7 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   expect_exit_2_naming("bench-decode --files 1 --repeat 2", "--repeat is for --decode gpu");
   expect_exit_2_naming("bench-decode --decode gpu --files 1 --pin", "--pin is for CPU decoding");
   expect_exit_2_naming("make-sample --out " + path("noisy") + " --noise -1", "noise must be in 0..100");
+  expect_exit_2_naming("train --data-root /x --decode-ahead-batches 5", "decode_ahead_batches");
 }
 
 // The CPU figures, and with --pin the all-thread one again with pinned threads: both positive.
@@ -285,11 +287,14 @@ TEST_F(Cli, GpuDecodeSubmitsTheNextEpochsFirstBatchesDuringTheLastSteps) {
   if (!RN50_NVJPEG_BUILD) GTEST_SKIP() << "needs a build with nvJPEG, and a GPU";
   make_sample("--classes 3 --per-class 10 --val-per-class 2 --size 32");
   std::vector<std::vector<double>> losses;
-  for (const bool validate : {false, true}) {
-    const std::string run = path(validate ? "run_validated" : "run");
+  // Batches submitted ahead (decode_ahead_batches), and whether a validation follows each epoch (then nothing of
+  // the next epoch is decoded ahead).
+  for (const auto& [ahead, validate] : std::vector<std::pair<int, bool>>{{2, false}, {2, true}, {3, false}}) {
+    const std::string run = path("run_" + std::to_string(ahead) + (validate ? "_validated" : ""));
     const Result r = rn50("train --data-root " + path("data") + " --out-dir " + run +
                           " --device cuda:0 --decode gpu --image-size 48 --val-resize 48 --batch-size 5 --workers 2"
-                          " --epochs 3 --warmup-epochs 0 --validate=" + (validate ? "on" : "off"));
+                          " --epochs 3 --warmup-epochs 0 --decode-ahead-batches " + std::to_string(ahead) +
+                          " --validate=" + (validate ? "on" : "off"));
     ASSERT_EQ(r.code, 0) << r.output;
     std::vector<double> routed;
     losses.emplace_back();
@@ -305,13 +310,16 @@ TEST_F(Cli, GpuDecodeSubmitsTheNextEpochsFirstBatchesDuringTheLastSteps) {
     } else {
       EXPECT_EQ(routed[0] + routed[1] + routed[2], 90) << routed[0] << " " << routed[1] << " " << routed[2];
       EXPECT_GE(routed[0], 30);  // its own six batches were all made into input, so decoded
-      EXPECT_LE(routed[0], 40);
-      EXPECT_GE(routed[2], 20);  // two of its batches decoded ahead at most
+      EXPECT_LE(routed[0], 30 + 5 * ahead);
+      EXPECT_GE(routed[2], 30 - 5 * ahead);  // `ahead` of its batches decoded ahead at most
     }
   }
-  ASSERT_EQ(losses[0].size(), 3u);
-  ASSERT_EQ(losses[1].size(), 3u);
-  for (size_t e = 0; e < 3; ++e) EXPECT_NEAR(losses[0][e], losses[1][e], 1e-3 * losses[1][e]) << "epoch " << e + 1;
+  ASSERT_EQ(losses.size(), 3u);
+  for (const auto& run_losses : losses) ASSERT_EQ(run_losses.size(), 3u);
+  for (size_t e = 0; e < 3; ++e) {
+    EXPECT_NEAR(losses[0][e], losses[1][e], 1e-3 * losses[1][e]) << "epoch " << e + 1;
+    EXPECT_NEAR(losses[2][e], losses[1][e], 1e-3 * losses[1][e]) << "epoch " << e + 1 << ", 3 batches ahead";
+  }
 }
 
 TEST_F(Cli, MigWithoutNvmlIsAClearError) {

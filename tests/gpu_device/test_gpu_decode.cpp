@@ -331,7 +331,7 @@ class RotatedBatches {
 // kernel). Every batch, checked after the last, against the CPU path.
 TEST_F(GeneratedJpegs, BackToBackBatchesMatchTheCpuPath) {
   const int size = 64;
-  constexpr int kBatches = gpu::GpuJpegDecoder::kSlots + 2;  // more than the decoder's slots
+  const int kBatches = gpu::GpuJpegDecoder::slots({}) + 2;  // more than the decoder's slots
   const data::JpegFolderDataset set = dataset(true, size);
   RotatedBatches batches(set, kBatches);  // keeps a reference to `set`
   const int64_t n = batches.size();
@@ -404,22 +404,30 @@ TEST_F(GeneratedJpegs, BatchesSubmittedAheadMatchTheCpuPath) {
 }
 
 // Misuse is an error, not a silent wrong batch: finish_into with nothing submitted, one batch more submitted while
-// every slot holds one waiting for finish_into.
+// every slot holds one waiting for finish_into (for the default depth and a deeper one), a depth below 1.
 TEST_F(GeneratedJpegs, SubmitAndFinishRefuseMisuse) {
   const int size = 64;
   const data::JpegFolderDataset set = dataset(true, size);
   const int64_t n = static_cast<int64_t>(set.size());
-  gpu::GpuJpegDecoder decoder(0, static_cast<int>(n), size);
   at::Tensor x = at::empty({n, 3, size, size}, at::TensorOptions(at::kCUDA).dtype(at::kFloat));
   at::Tensor y = at::empty({n}, at::TensorOptions(at::kCUDA).dtype(at::kLong));
-  EXPECT_THROW(decoder.finish_into(x, y), std::logic_error);
   RotatedBatches batches(set, 1);
   const data::HostBatch batch = batches.batch(0);
   const gpu::BadDecodeHandler fail = [](size_t, const std::string& reason) { ADD_FAILURE() << reason; };
-  for (int i = 0; i < gpu::GpuJpegDecoder::kSlots; ++i) decoder.submit(batch, fail, {});
-  EXPECT_THROW(decoder.submit(batch, fail, {}), std::logic_error);
-  for (int i = 0; i < gpu::GpuJpegDecoder::kSlots; ++i) decoder.finish_into(x, y);
-  decoder.drain();
+  for (const int ahead : {2, 3}) {
+    gpu::GpuDecoderOptions options;
+    options.submit_ahead = ahead;
+    gpu::GpuJpegDecoder decoder(0, static_cast<int>(n), size, options);
+    EXPECT_THROW(decoder.finish_into(x, y), std::logic_error);
+    ASSERT_EQ(gpu::GpuJpegDecoder::slots(options), ahead + 1);
+    for (int i = 0; i < ahead + 1; ++i) decoder.submit(batch, fail, {});
+    EXPECT_THROW(decoder.submit(batch, fail, {}), std::logic_error) << ahead << " ahead";
+    for (int i = 0; i < ahead + 1; ++i) decoder.finish_into(x, y);
+    decoder.drain();
+  }
+  gpu::GpuDecoderOptions none;
+  none.submit_ahead = 0;
+  EXPECT_THROW(gpu::GpuJpegDecoder(0, static_cast<int>(n), size, none), std::invalid_argument);
 }
 
 // The trainer's epoch boundary: the next epoch's first batch is submitted during the last step, then the epoch
