@@ -145,7 +145,10 @@ void CudaGraph::capture(const std::function<void()>& body) {
   if (stream == at::cuda::getDefaultCUDAStream()) throw std::runtime_error("capture needs a non-default stream");
   auto graph = std::make_unique<at::cuda::CUDAGraph>();
   try {
-    graph->capture_begin();
+    // Thread-local capture: in the default global mode, CUDA refuses unsafe calls (allocations, syncs, event
+    // queries) from every thread while this one captures, and decode: gpu's thread makes them (nvJPEG failed a
+    // batch at capture with 3 batches submitted ahead: bench/results/2026-11-30-h200-i.md).
+    graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
     body();
     graph->capture_end();
   } catch (const std::exception& e) {
