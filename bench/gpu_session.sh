@@ -15,7 +15,7 @@ pack() { tar -czf "$FINAL_OUT/logs.tar.gz" -C "$OUT" . 2>/dev/null; }  # after e
 trap pack EXIT
 export RN50_OPENCV_DEBS=${RN50_OPENCV_DEBS:-.debs} RN50_TORCH=pip
 build=$PWD/build-gpu
-# The JPEG files the jpeg, gpudecode, pinning and ddpjpeg stages train on: make-sample's default noise gives 34 KiB
+# The JPEG files the jpeg, gpudecode, pinning and ddpjpeg stages train on: make-sample's default noise gives 35 KiB
 # files; JPEG_NOISE=20 gives ImageNet-sized ones (95 KiB at 500x375, decoded as slowly as bench-decode's own files).
 jpeg=/tmp/jpeg${JPEG_NOISE:+_noise$JPEG_NOISE}
 export LD_LIBRARY_PATH=$build/opencv/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}

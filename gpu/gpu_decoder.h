@@ -35,7 +35,7 @@ struct GpuDecodeCounts {
   double hardware_call_s = 0;  // part of host_s: inside nvJPEG's batched hardware calls
   double slowest_hardware_call_s = 0;  // the longest of those calls: one far above the mean stalls the host
   // On the device, from CUDA events, for the batches handed back so far (a batch is handed back when its slot is
-  // next needed, so the last one or two of an epoch count in the next):
+  // next needed, so up to the last N+1 of an epoch count in the next; N: submit_ahead):
   int64_t device_batches = 0;  // the batches these three cover
   // Each batch from submit queuing it to its images being ready on the device: nvJPEG's host calls feed the device
   // work as they go, so this includes them (at least gpu_decode_hardware_call_s), not the device work alone.

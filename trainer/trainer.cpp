@@ -542,7 +542,7 @@ class Run {
       if (gpu_decode_ahead) {
         for (; submitted < steps_per_epoch_ && submitted < s + config_.decode_ahead_batches; ++submitted)  // a start
           submit_gpu_decode(*loader, record);
-        gpu_decoder_->finish_into(step_->images(), step_->labels());  // batch s, submitted during step s-2
+        gpu_decoder_->finish_into(step_->images(), step_->labels());  // batch s, submitted during step s-N
       } else if (loader) {
         const auto wait_start = Clock::now();
         const std::optional<data::HostBatch> batch = loader->next();
@@ -589,8 +589,8 @@ class Run {
       }
     }
     if (async_upload_) async_upload_->drain();
-    if (gpu_decoder_) gpu_decoder_->drain();  // the loader, which owns the batches it holds, goes next (a batch of
-                                              // the next epoch's loader stays submitted)
+    if (gpu_decoder_) gpu_decoder_->drain();  // the loader, which owns the batches it holds, goes next (up to N
+                                              // batches of the next epoch's loader stay submitted)
     if (distributed_) {
       distributed_->comm().sum(loss_sum);
       loss_sum.div_(world());
