@@ -5,7 +5,8 @@
 #   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode pinning
 #           decodeprobe doctor baseline ptx roundtrip ablation"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
-#   gpudecode makes the JPEG files when the jpeg stage did not run; JPEG_NOISE=20: ImageNet-sized files, see $jpeg)
+#   gpudecode makes the JPEG files when the jpeg stage did not run; JPEG_NOISE=20: ImageNet-sized files, see $jpeg;
+#   GPUDECODE_AHEAD="3": gpudecode also trains with decode_ahead_batches 3)
 set -uo pipefail
 FINAL_OUT=${OUT:-/tmp/rn50-out}
 OUT=/tmp/rn50-logs  # everything here is packed into $FINAL_OUT/logs.tar.gz at the end
@@ -197,6 +198,8 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
       # YCbCr planes converted in rn50's kernel: 1.0-1.6 points further below synthetic data than RGB (2026-11-30-h200-e)
       [[ $rep == 1 ]] && EPOCHS=5 jpeg_run gpu_decode_yuv_$rep --decode gpu --decode-yuv=on
       EPOCHS=5 jpeg_run cpu_decode_$rep --decode cpu  # the CPU path on every core, for comparison
+      # GPUDECODE_AHEAD="3 4": GPU decoding again with that many batches submitted ahead (decode_ahead_batches)
+      for n in ${GPUDECODE_AHEAD:-}; do EPOCHS=5 jpeg_run "gpu_decode_ahead${n}_$rep" --decode gpu --decode-ahead-batches "$n"; done
       rm -rf "/tmp/runs/synthetic_$rep" "$OUT/synthetic_$rep.jsonl"
       "$build/rn50" train --config configs/optimized.yaml --data synthetic --synthetic-images "$n_train" \
         --device cuda:0 --epochs 5 --warmup-epochs 0 --log-every 100000 --validate=off \
@@ -221,21 +224,22 @@ def steady(name, records=False):  # images/s (or the records) of epochs 4 and 5 
                 for r in map(json.loads, open(f)) if r.get("type") == "epoch" and r["epoch"] >= 4]
     return out
 base = steady("synthetic")
-for name in ("gpu_decode", "gpu_decode_yuv", "cpu_decode", "synthetic"):
+names = sorted({os.path.basename(f)[:-8] for f in glob.glob(os.path.join(sys.argv[1], "*_[0-9].jsonl"))})
+for name in names:
     v = steady(name)
     if not v or not base:
         print(f"{name}: no epochs 4-5"); continue
     below = 100 * (1 - statistics.mean(v) / statistics.mean(base))
-    print(f"{name:15s} epochs 4-5: {statistics.mean(v):6.0f} img/s {[round(x) for x in v]}  {below:4.1f}% below synthetic (goal 3%)")
+    print(f"{name:17s} epochs 4-5: {statistics.mean(v):6.0f} img/s {[round(x) for x in v]}  {below:4.1f}% below synthetic (goal 3%)")
 # Where each epoch's time goes (ms, mean of epochs 4-5): the phases from events, and the rest of the wall time.
 keys = ("forward_backward_s", "optimizer_s", "input_s", "between_steps_s")
-print(f"{'ms per epoch':15s} {'wall':>7s} " + " ".join(f"{k[:-2]:>17s}" for k in keys) + "   rest  slowest input/between")
-for name in ("gpu_decode", "gpu_decode_yuv", "cpu_decode", "synthetic"):
+print(f"{'ms per epoch':17s} {'wall':>7s} " + " ".join(f"{k[:-2]:>17s}" for k in keys) + "   rest  slowest input/between")
+for name in names:
     rs = steady(name, records=True)
     if not rs: continue
     m = lambda k: 1e3 * statistics.mean(r.get(k) or 0 for r in rs)
     rest = m("wall_s") - sum(m(k) for k in keys)
-    print(f"{name:15s} {m('wall_s'):7.1f} " + " ".join(f"{m(k):17.1f}" for k in keys) +
+    print(f"{name:17s} {m('wall_s'):7.1f} " + " ".join(f"{m(k):17.1f}" for k in keys) +
           f" {rest:6.1f}  {m('input_slowest_step_s'):.1f}/{m('between_steps_slowest_s'):.1f}")
 PY
   else
