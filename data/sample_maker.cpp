@@ -21,6 +21,7 @@
 
 #include "core/config.h"
 #include "core/errors.h"
+#include "core/log.h"
 #include "data/jpeg_codec.h"
 #include "data/random_draws.h"
 
@@ -263,7 +264,7 @@ int64_t make_sample_dataset(const SampleSpec& spec) {
   if (spec.quality < 1 || spec.quality > 100)
     throw ConfigError("make-sample: quality must be in 1..100 (got " + std::to_string(spec.quality) + ")");
   if (!(spec.noise >= 0 && spec.noise <= 100))  // also refuses NaN
-    throw ConfigError("make-sample: noise must be in 0..100 grey levels (got " + std::to_string(spec.noise) + ")");
+    throw ConfigError(strprintf("make-sample: noise must be in 0..100 grey levels (got %g)", spec.noise));
 
   const int height = spec.size;
   const int width = (spec.size * 4 + 1) / 3;  // size * 4 / 3, rounded
