@@ -78,10 +78,10 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
 
   // Host batches as the loader's pool would hold them, one more than the decoder holds: file bytes and headers
   // fixed, crops and flips drawn anew for every batch.
-  const int kHostBatches = GpuJpegDecoder::held_batches(decoder_options) + 1;
-  std::vector<std::vector<data::EncodedSample>> samples(kHostBatches, std::vector<data::EncodedSample>(batch_size));
-  std::vector<std::vector<int64_t>> labels(kHostBatches, std::vector<int64_t>(batch_size, 0));
-  for (int h = 0; h < kHostBatches; ++h) {
+  const int host_batches = GpuJpegDecoder::held_batches(decoder_options) + 1;
+  std::vector<std::vector<data::EncodedSample>> samples(host_batches, std::vector<data::EncodedSample>(batch_size));
+  std::vector<std::vector<int64_t>> labels(host_batches, std::vector<int64_t>(batch_size, 0));
+  for (int h = 0; h < host_batches; ++h) {
     for (int j = 0; j < batch_size; ++j) {
       data::EncodedSample& s = samples[h][j];
       s.bytes = files[(static_cast<size_t>(h) * batch_size + j) % files.size()];
@@ -100,8 +100,8 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
   using Clock = std::chrono::steady_clock;
   // Where the simulated step goes: right before each batch's decode (training's order until 2026-11-30), or
   // right after its batch's input is made, with the decode of the batch two ahead submitted after it (training's
-  // order now, at its default decode_ahead_batches; until call 5 of bench/results/2026-11-30-h200-c.md the decode went before the step, until
-  // bench/results/2026-11-30-h200-g.md one batch ahead).
+  // order now, at its default decode_ahead_batches; until call 5 of bench/results/2026-11-30-h200-c.md the decode
+  // went before the step, until bench/results/2026-11-30-h200-g.md one batch ahead).
   enum class StepOrder { kBeforeDecode, kDecodeAhead };
   auto measure = [&](bool train, SimulatedStep* step, StepOrder order) {
     data::SampleTransform transform;
@@ -111,7 +111,7 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
     transform.seed = 1;
     int64_t prepared = 0, finished = 0;
     auto next_batch = [&] {  // host batch `prepared`, with fresh crops
-      const int h = static_cast<int>(prepared % kHostBatches);
+      const int h = static_cast<int>(prepared % host_batches);
       for (int j = 0; j < batch_size; ++j) {
         data::EncodedSample& s = samples[h][j];
         s.index = static_cast<size_t>(prepared * batch_size + j);

@@ -24,8 +24,8 @@ struct GpuDecodeBenchResult {
   std::string routes;  // GpuJpegDecoder::describe()
   // With a simulated training step (step_ms > 0): the step's time alone, and each batch's time with the step
   // queued on the same stream right before the batch's decode; and with each batch submitted two batches ahead
-  // (after the step two before its use), as training does at its default decode_ahead_batches. A decode that overlaps the step adds little; one that
-  // runs only after it adds its whole time.
+  // (after the step two before its use), as training does at its default decode_ahead_batches. A decode that
+  // overlaps the step adds little; one that runs only after it adds its whole time.
   double step_ms = 0;
   double step_then_decode_ms = 0;
   double decode_ahead_ms = 0;

@@ -1,7 +1,7 @@
 // gpu/gpu_decoder.cpp: GpuJpegDecoder on nvJPEG (built only when CMake found it). On the decoder's own thread
 // (gpu/decode_pipeline.h), per batch: route each sample (hardware engines, nvJPEG's default backend, libjpeg),
-// decode into one of N+1 reusable device buffers (N: the batches submitted ahead) on the decode stream, plan, and replace what failed; on the
-// caller's thread, the crop-resize-normalise kernel on the current stream.
+// decode into one of N+1 reusable device buffers (N: the batches submitted ahead) on the decode stream, plan, and
+// replace what failed; on the caller's thread, the crop-resize-normalise kernel on the current stream.
 #include "gpu/gpu_decoder.h"
 
 #include <ATen/cuda/CUDAContext.h>

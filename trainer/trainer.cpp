@@ -540,7 +540,8 @@ class Run {
     for (int64_t s = 0; s < steps_per_epoch_; ++s) {
       timer_->begin_step();
       if (gpu_decode_ahead) {
-        for (; submitted < steps_per_epoch_ && submitted < s + config_.decode_ahead_batches; ++submitted)  // a start
+        // An epoch's start: its first N batches (fewer when the last epoch's steps submitted some).
+        for (; submitted < steps_per_epoch_ && submitted < s + config_.decode_ahead_batches; ++submitted)
           submit_gpu_decode(*loader, record);
         gpu_decoder_->finish_into(step_->images(), step_->labels());  // batch s, submitted during step s-N
       } else if (loader) {
