@@ -27,7 +27,7 @@ struct Config {
   std::string decode = "cpu";  // cpu: libjpeg-turbo on the decode threads | gpu: nvJPEG, the threads only read files
   bool decode_yuv = false;     // decode: gpu: YCbCr planes out of the hardware decoder, converted in rn50's kernel
   bool decode_ahead = true;    // decode: gpu in training: batch k+N submitted right after step k (off: before its own)
-  int decode_ahead_batches = 2;  // that N
+  int decode_ahead_batches = 3;  // that N (3: bench/results/2026-11-30-h200-j.md)
   bool strict_data = false;
   int64_t synthetic_images = 25600;  // images per epoch in synthetic mode
 

@@ -99,9 +99,9 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
 
   using Clock = std::chrono::steady_clock;
   // Where the simulated step goes: right before each batch's decode (training's order until 2026-11-30), or
-  // right after its batch's input is made, with the decode of the batch two ahead submitted after it (training's
-  // order now, at its default decode_ahead_batches; until call 5 of bench/results/2026-11-30-h200-c.md the decode
-  // went before the step, until bench/results/2026-11-30-h200-g.md one batch ahead).
+  // right after its batch's input is made, with the decode of the batch submit_ahead ahead submitted after it
+  // (training's order now, at its default depth; until call 5 of bench/results/2026-11-30-h200-c.md the decode went
+  // before the step, until bench/results/2026-11-30-h200-g.md one batch ahead, until -j.md two).
   enum class StepOrder { kBeforeDecode, kDecodeAhead };
   auto measure = [&](bool train, SimulatedStep* step, StepOrder order) {
     data::SampleTransform transform;
@@ -184,6 +184,7 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
     result.step_ms = step.alone_ms();
     result.step_then_decode_ms = measure(true, &step, StepOrder::kBeforeDecode).second;
     result.decode_ahead_ms = measure(true, &step, StepOrder::kDecodeAhead).second;
+    result.decode_ahead_batches = decoder_options.submit_ahead;
   }
   return result;
 }

@@ -23,12 +23,13 @@ struct GpuDecodeBenchResult {
   double crop_ms_per_batch = 0;           // ... and its crop kernel
   std::string routes;  // GpuJpegDecoder::describe()
   // With a simulated training step (step_ms > 0): the step's time alone, and each batch's time with the step
-  // queued on the same stream right before the batch's decode; and with each batch submitted two batches ahead
-  // (after the step two before its use), as training does at its default decode_ahead_batches. A decode that
+  // queued on the same stream right before the batch's decode; and with each batch submitted N batches ahead
+  // (after the step N before its use; N: GpuDecoderOptions::submit_ahead), as training does. A decode that
   // overlaps the step adds little; one that runs only after it adds its whole time.
   double step_ms = 0;
   double step_then_decode_ms = 0;
   double decode_ahead_ms = 0;
+  int decode_ahead_batches = 0;  // that N
 };
 
 // Decodes batches of the files (cycled) into half-precision channels-last batches on `device`, as training

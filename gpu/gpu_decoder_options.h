@@ -14,7 +14,7 @@ struct GpuDecoderOptions {
   // Batches training keeps submitted ahead (config key decode_ahead_batches): batch k+N after queuing step k, so
   // that while a slow nvJPEG call for batch k+N waits for the device to run the steps queued before it, batches
   // k+1 .. k+N-1 are decoded already. The decoder has N+1 slots: the most batches submitted and not yet finished.
-  int submit_ahead = 2;
+  int submit_ahead = 3;  // training's default (Config::decode_ahead_batches; a test checks they agree)
 };
 
 }  // namespace rn50::gpu

@@ -265,8 +265,8 @@ void print_gpu_decode_bench(const rn50::gpu::GpuDecodeBenchResult& g, const std:
                 decode_ms);
     std::printf("  each decode queued right after the step before its use:   %.2f ms: decoding %s\n",
                 g.step_then_decode_ms, verdict(g.step_then_decode_ms));
-    std::printf("  each decode submitted two batches ahead (training's default): %.2f ms: decoding %s\n",
-                g.decode_ahead_ms, verdict(g.decode_ahead_ms));
+    std::printf("  each decode submitted %d batches ahead (training's default): %.2f ms: decoding %s\n",
+                g.decode_ahead_batches, g.decode_ahead_ms, verdict(g.decode_ahead_ms));
   }
 }
 

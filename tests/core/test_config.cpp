@@ -3,6 +3,7 @@
 
 #include "core/config.h"
 #include "core/errors.h"
+#include "gpu/gpu_decoder_options.h"
 #include "tests/support/error_of.h"
 
 namespace rn50 {
@@ -72,6 +73,11 @@ TEST(Config, AutoWorkersResolveToUsableCores) {
   validate(c);
   EXPECT_EQ(c.workers, usable_cores());
   EXPECT_GE(c.workers, 1);
+}
+
+// bench-decode and the doctor build the GPU decoder with its own defaults and say they measure training's order.
+TEST(Config, TheGpuDecodersDefaultDepthIsTrainings) {
+  EXPECT_EQ(gpu::GpuDecoderOptions{}.submit_ahead, Config{}.decode_ahead_batches);
 }
 
 TEST(Config, YamlDumpReadsBackIdentically) {
