@@ -75,7 +75,8 @@ TEST(Config, AutoWorkersResolveToUsableCores) {
   EXPECT_GE(c.workers, 1);
 }
 
-// bench-decode and the doctor build the GPU decoder with its own defaults and say they measure training's order.
+// bench-decode and the doctor build the GPU decoder with its own defaults; bench-decode --step-ms says it measures
+// training's order.
 TEST(Config, TheGpuDecodersDefaultDepthIsTrainings) {
   EXPECT_EQ(gpu::GpuDecoderOptions{}.submit_ahead, Config{}.decode_ahead_batches);
 }

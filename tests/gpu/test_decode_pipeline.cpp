@@ -89,7 +89,7 @@ TEST(DecodePipeline, DecodesInSubmitOrderIntoRotatingSlotsAndHandsEachBatchBackO
   std::vector<int> made;
   {
     DecodePipeline<int> pipeline(3, fake.work());
-    for (int job = 0; job < 2; ++job) pipeline.submit(job);  // two ahead, as training submits
+    for (int job = 0; job < 2; ++job) pipeline.submit(job);  // two ahead, as training does at decode_ahead_batches 2 (N+1 slots)
     for (int job = 0; job < 20; ++job) {
       const int slot = pipeline.wait_decoded();
       EXPECT_EQ(slot, job % 3);

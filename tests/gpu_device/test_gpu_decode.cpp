@@ -350,8 +350,8 @@ TEST_F(GeneratedJpegs, BackToBackBatchesMatchTheCpuPath) {
   for (int b = 0; b < kBatches; ++b) batches.expect_matches_cpu(b, images[b], size);
 }
 
-// As training calls it: each batch submitted a step ahead (submit k+1 after finish_into k), and also two batches
-// submitted before either is finished. Every batch, checked after the last, against the CPU path; labels follow
+// As training calls it at decode_ahead_batches 1 (submit k+1 after finish_into k), after two batches submitted
+// before either is finished. Every batch, checked after the last, against the CPU path; labels follow
 // their batch.
 TEST_F(GeneratedJpegs, BatchesSubmittedAheadMatchTheCpuPath) {
   const int size = 64;
