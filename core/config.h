@@ -23,7 +23,7 @@ struct Config {
   int workers = -1;      // decode threads; -1: the cores this process may use
   int prefetch = 4;      // batches decoded ahead
   bool pin_memory = true;
-  bool pin_workers = false;  // decode thread k on one usable CPU each (no gain measured on 2 cores)
+  bool pin_workers = false;  // decode thread k on one usable CPU each (no gain measured on 2 cores nor on 16)
   std::string decode = "cpu";  // cpu: libjpeg-turbo on the decode threads | gpu: nvJPEG, the threads only read files
   bool decode_yuv = false;     // decode: gpu: YCbCr planes out of the hardware decoder, converted in rn50's kernel
   bool decode_ahead = true;    // decode: gpu in training: batch k+N submitted right after step k (off: before its own)

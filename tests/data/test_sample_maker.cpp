@@ -22,6 +22,11 @@ namespace {
 namespace fs = std::filesystem;
 using test::TempDir;
 
+// One split ("train" or "val") of a dataset made into `dir`.
+ImageFolder split_of(const TempDir& dir, const std::string& split = "train") {
+  return scan_image_folder((dir.path() / split).string());
+}
+
 SampleSpec small_spec(const std::string& out_dir) {
   SampleSpec spec;
   spec.out_dir = out_dir;
@@ -67,8 +72,8 @@ std::array<double, 64> colour_histogram(const std::vector<uint8_t>& pixels) {
 TEST(SampleMaker, WritesTheImageNetLayout) {
   TempDir tmp;
   EXPECT_EQ(make_sample_dataset(small_spec(tmp.str())), 4 * (3 + 2));
-  const ImageFolder train = scan_image_folder((tmp.path() / "train").string());
-  const ImageFolder val = scan_image_folder((tmp.path() / "val").string());
+  const ImageFolder train = split_of(tmp);
+  const ImageFolder val = split_of(tmp, "val");
   EXPECT_EQ(train.classes, val.classes);
   ASSERT_EQ(train.classes.size(), 4u);
   EXPECT_EQ(train.classes[0].rfind("n0000_circle_", 0), 0u) << train.classes[0];
@@ -94,7 +99,7 @@ TEST(SampleMaker, ManyClassesKeepSortedOrderEqualToClassIndex) {
   spec.size = 16;
   EXPECT_EQ(make_sample_dataset(spec), 12);
   EXPECT_FALSE(fs::exists(tmp.path() / "val"));
-  const ImageFolder train = scan_image_folder((tmp.path() / "train").string());
+  const ImageFolder train = split_of(tmp);
   ASSERT_EQ(train.classes.size(), 12u);
   for (size_t c = 0; c < 12; ++c) {
     std::string prefix = "n00" + std::string(c < 10 ? "0" : "") + std::to_string(c) + "_";
@@ -109,8 +114,8 @@ TEST(SampleMaker, ClassesDifferAndAreLearnable) {
   spec.per_class = 12;
   spec.val_per_class = 6;
   make_sample_dataset(spec);
-  const ImageFolder train = scan_image_folder((tmp.path() / "train").string());
-  const ImageFolder val = scan_image_folder((tmp.path() / "val").string());
+  const ImageFolder train = split_of(tmp);
+  const ImageFolder val = split_of(tmp, "val");
 
   // Mean colour and mean histogram of each class.
   std::vector<std::array<double, 3>> mean_colour(10, std::array<double, 3>{});
@@ -162,9 +167,9 @@ TEST(SampleMaker, IsDeterministicForASeed) {
   spec.out_dir = c.str();
   spec.seed = 2;
   make_sample_dataset(spec);
-  const ImageFolder first = scan_image_folder((a.path() / "train").string());
-  const ImageFolder second = scan_image_folder((b.path() / "train").string());
-  const ImageFolder reseeded = scan_image_folder((c.path() / "train").string());
+  const ImageFolder first = split_of(a);
+  const ImageFolder second = split_of(b);
+  const ImageFolder reseeded = split_of(c);
   ASSERT_EQ(first.files.size(), second.files.size());
   for (size_t i = 0; i < first.files.size(); ++i) {
     EXPECT_EQ(test::read_bytes(first.files[i]), test::read_bytes(second.files[i]));
@@ -184,8 +189,8 @@ TEST(SampleMaker, NoiseMakesLargerFilesOfTheSameImages) {
   spec.out_dir = noisy.str();
   spec.noise = 20;
   make_sample_dataset(spec);
-  const ImageFolder a = scan_image_folder((quiet.path() / "train").string());
-  const ImageFolder b = scan_image_folder((noisy.path() / "train").string());
+  const ImageFolder a = split_of(quiet);
+  const ImageFolder b = split_of(noisy);
   ASSERT_EQ(a.files.size(), b.files.size());
   size_t quiet_bytes = 0, noisy_bytes = 0;
   for (size_t i = 0; i < a.files.size(); ++i) {
@@ -216,8 +221,8 @@ TEST(SampleMaker, WritesTheSameFilesWithAnyNumberOfThreads) {
   spec.threads = 3;
   EXPECT_EQ(make_sample_dataset(spec), written);
   for (const char* split : {"train", "val"}) {
-    const ImageFolder a = scan_image_folder((one.path() / split).string());
-    const ImageFolder b = scan_image_folder((three.path() / split).string());
+    const ImageFolder a = split_of(one, split);
+    const ImageFolder b = split_of(three, split);
     ASSERT_EQ(a.files.size(), b.files.size()) << split;
     for (size_t i = 0; i < a.files.size(); ++i) {
       EXPECT_EQ(a.labels[i], b.labels[i]);
