@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 
 #include "core/errors.h"
-#include "data/jpeg_header.h"
+#include "codecs/jpeg_header.h"
 #include "data/random_draws.h"
 
 namespace rn50::data {
@@ -82,9 +82,9 @@ void JpegFolderDataset::load(size_t index, uint64_t epoch, uint8_t* out, WorkerS
   read_file(path, scratch.file);
   try {
     // The plain marker walk: libjpeg reads the header again inside decode_crop_resize, one decompressor per image.
-    const JpegInfo info = parse_jpeg_frame_header(scratch.file.data(), scratch.file.size());
+    const codecs::JpegInfo info = codecs::parse_jpeg_frame_header(scratch.file.data(), scratch.file.size());
     const SampleGeometry geometry = sample_geometry(transform_, info.width, info.height, epoch, index);
-    decode_crop_resize(scratch.file.data(), scratch.file.size(), geometry.rect, transform_.image_size,
+    codecs::decode_crop_resize(scratch.file.data(), scratch.file.size(), geometry.rect, transform_.image_size,
                        transform_.image_size, geometry.flip, out, scratch.decode);
   } catch (const DecodeError& e) {
     throw DecodeError(path + ": " + e.what());
@@ -95,7 +95,7 @@ void JpegFolderDataset::load_encoded(size_t index, uint64_t epoch, EncodedSample
   const std::string& path = folder_.files.at(index);
   read_file(path, out.bytes);
   try {
-    out.info = parse_jpeg_frame_header(out.bytes.data(), out.bytes.size());
+    out.info = codecs::parse_jpeg_frame_header(out.bytes.data(), out.bytes.size());
     out.geometry = sample_geometry(transform_, out.info.width, out.info.height, epoch, index);
     out.index = index;
   } catch (const DecodeError& e) {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "data/image_folder.h"
-#include "data/jpeg_codec.h"
+#include "codecs/jpeg_codec.h"
 #include "data/transforms.h"
 
 namespace rn50::data {
@@ -24,7 +24,7 @@ struct SampleTransform {
 
 // The crop and flip of one sample. Both decode paths take them from here, so that they agree for every sample.
 struct SampleGeometry {
-  CropRect rect;
+  codecs::CropRect rect;
   bool flip = false;
 };
 
@@ -35,7 +35,7 @@ SampleGeometry sample_geometry(const SampleTransform& transform, int width, int 
 // A sample left compressed for the GPU to decode: the file's bytes, its frame header and its crop and flip.
 struct EncodedSample {
   std::vector<uint8_t> bytes;  // the whole file; the capacity stays from batch to batch
-  JpegInfo info;
+  codecs::JpegInfo info;
   SampleGeometry geometry;
   size_t index = 0;  // dataset index: names the file when the device cannot decode it
 };
@@ -43,7 +43,7 @@ struct EncodedSample {
 // Per-thread state of a loader worker: reused buffers, so that the steady state allocates nothing.
 struct WorkerScratch {
   std::vector<uint8_t> file;  // compressed bytes of the current file
-  DecodeScratch decode;
+  codecs::DecodeScratch decode;
 };
 
 class ImageDataset {

@@ -1,5 +1,5 @@
-// data/loader.cpp: the pageable host allocator, BatchPool, and BatchLoader, whose decode threads share the
-// oldest unfinished batches in small chunks and hand batches out strictly in order.
+// data/loader.cpp: BatchPool, and BatchLoader, whose decode threads share the oldest unfinished batches in small
+// chunks and hand batches out strictly in order.
 #include "data/loader.h"
 
 #include <algorithm>
@@ -15,25 +15,6 @@
 #include "core/errors.h"
 
 namespace rn50::data {
-namespace {
-
-// Page alignment: suits SIMD loads and lets a later cudaHostRegister pin whole pages.
-constexpr size_t kHostAlignment = 4096;
-
-class PageableAllocator final : public HostAllocator {
- public:
-  void* allocate(size_t bytes) override {
-    return ::operator new(std::max<size_t>(bytes, 1), std::align_val_t(kHostAlignment));
-  }
-  void deallocate(void* ptr) noexcept override {
-    if (ptr != nullptr) ::operator delete(ptr, std::align_val_t(kHostAlignment));
-  }
-  bool pinned() const override { return false; }
-};
-
-}  // namespace
-
-std::unique_ptr<HostAllocator> make_pageable_allocator() { return std::make_unique<PageableAllocator>(); }
 
 BatchPool::BatchPool(int slots, int batch_size, int image_size, std::shared_ptr<HostAllocator> allocator,
                      BatchContent content)

@@ -14,19 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include "core/host_memory.h"
 #include "data/dataset.h"
 
 namespace rn50::data {
-
-// Host memory for batches: pageable here; the CUDA build adds a pinned allocator (cudaHostAlloc).
-class HostAllocator {
- public:
-  virtual ~HostAllocator() = default;
-  virtual void* allocate(size_t bytes) = 0;
-  virtual void deallocate(void* ptr) noexcept = 0;
-  virtual bool pinned() const = 0;
-};
-std::unique_ptr<HostAllocator> make_pageable_allocator();
 
 // One batch in host memory: images as uint8 [size][image_size][image_size][3], labels as int64; or, from a pool
 // of encoded batches, the compressed samples instead of the images.

@@ -22,7 +22,7 @@
 #include "core/config.h"
 #include "core/errors.h"
 #include "core/log.h"
-#include "data/jpeg_codec.h"
+#include "codecs/jpeg_codec.h"
 #include "data/random_draws.h"
 
 namespace rn50::data {
@@ -310,7 +310,7 @@ int64_t make_sample_dataset(const SampleSpec& spec) {
         std::mt19937_64 rng(detail::mix_seed(
             {spec.seed, job.split_id, static_cast<uint64_t>(job.cls), static_cast<uint64_t>(job.index)}));
         render_image(looks[job.cls], width, height, spec.noise, rng, mask, pixels);
-        write_file(job.path, encode_jpeg(pixels.data(), width, height, 3, spec.quality));
+        write_file(job.path, codecs::encode_jpeg(pixels.data(), width, height, 3, spec.quality));
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex);

@@ -23,7 +23,7 @@ std::mt19937_64 sample_rng(uint64_t seed, uint64_t epoch, uint64_t index) {
   return std::mt19937_64(detail::mix_seed({0x73616d706c65ULL /* "sample" */, seed, epoch, index}));
 }
 
-CropRect random_resized_crop(int width, int height, const RandomResizedCropSpec& spec, std::mt19937_64& rng) {
+codecs::CropRect random_resized_crop(int width, int height, const RandomResizedCropSpec& spec, std::mt19937_64& rng) {
   if (width <= 0 || height <= 0) throw std::invalid_argument("random_resized_crop: the image is empty");
   if (!(spec.scale_min > 0.0 && spec.scale_min <= spec.scale_max && spec.scale_max <= 1.0))
     throw ConfigError("random resized crop: scale range must satisfy 0 < min <= max <= 1 (got " +
@@ -41,7 +41,7 @@ CropRect random_resized_crop(int width, int height, const RandomResizedCropSpec&
     const int crop_width = round_half_even(std::sqrt(target_area * aspect));
     const int crop_height = round_half_even(std::sqrt(target_area / aspect));
     if (crop_width > 0 && crop_width <= width && crop_height > 0 && crop_height <= height) {
-      CropRect rect;
+      codecs::CropRect rect;
       rect.y = static_cast<int>(detail::uniform_int(rng, 0, height - crop_height));  // torchvision draws i first
       rect.x = static_cast<int>(detail::uniform_int(rng, 0, width - crop_width));
       rect.width = crop_width;
@@ -58,7 +58,7 @@ CropRect random_resized_crop(int width, int height, const RandomResizedCropSpec&
   } else if (in_ratio > spec.ratio_max) {
     crop_width = std::clamp(round_half_even(crop_height * spec.ratio_max), 1, width);
   }
-  CropRect rect;
+  codecs::CropRect rect;
   rect.x = (width - crop_width) / 2;
   rect.y = (height - crop_height) / 2;
   rect.width = crop_width;
@@ -66,7 +66,7 @@ CropRect random_resized_crop(int width, int height, const RandomResizedCropSpec&
   return rect;
 }
 
-CropRect center_crop_after_resize(int width, int height, int resize_size, int crop_size) {
+codecs::CropRect center_crop_after_resize(int width, int height, int resize_size, int crop_size) {
   if (width <= 0 || height <= 0) throw std::invalid_argument("center_crop_after_resize: the image is empty");
   if (resize_size <= 0 || crop_size <= 0)
     throw ConfigError("validation resize and crop sizes must be positive (got " + std::to_string(resize_size) + ", " +
@@ -74,7 +74,7 @@ CropRect center_crop_after_resize(int width, int height, int resize_size, int cr
   // The shorter side becomes resize_size; the crop covers crop_size of those pixels.
   const double scale = static_cast<double>(resize_size) / std::min(width, height);
   const int side = std::max(1, round_half_even(crop_size / scale));
-  CropRect rect;
+  codecs::CropRect rect;
   rect.width = std::min(side, width);
   rect.height = std::min(side, height);
   rect.x = round_half_even((width - rect.width) / 2.0);

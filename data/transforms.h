@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <random>
 
-#include "data/jpeg_codec.h"
+#include "codecs/jpeg_codec.h"
 
 namespace rn50::data {
 
@@ -21,10 +21,10 @@ struct RandomResizedCropSpec {
 
 // torchvision's RandomResizedCrop.get_params: 10 tries at a random area and log-uniform aspect ratio,
 // then the centre crop clamped to the ratio range.
-CropRect random_resized_crop(int width, int height, const RandomResizedCropSpec& spec, std::mt19937_64& rng);
+codecs::CropRect random_resized_crop(int width, int height, const RandomResizedCropSpec& spec, std::mt19937_64& rng);
 
 // The source rectangle that "resize shorter side to resize_size, centre crop crop_size" keeps.
-CropRect center_crop_after_resize(int width, int height, int resize_size, int crop_size);
+codecs::CropRect center_crop_after_resize(int width, int height, int resize_size, int crop_size);
 
 // ImageNet normalisation constants (RGB), in 0..1 units.
 inline constexpr float kImageNetMean[3] = {0.485f, 0.456f, 0.406f};

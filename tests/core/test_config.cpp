@@ -3,7 +3,7 @@
 
 #include "core/config.h"
 #include "core/errors.h"
-#include "gpu/gpu_decoder_options.h"
+#include "input/gpu_decode/gpu_decoder_options.h"
 #include "tests/support/error_of.h"
 
 namespace rn50 {
@@ -78,7 +78,7 @@ TEST(Config, AutoWorkersResolveToUsableCores) {
 // bench-decode and the doctor build the GPU decoder with its own defaults; bench-decode --step-ms says it measures
 // training's order.
 TEST(Config, TheGpuDecodersDefaultDepthIsTrainings) {
-  EXPECT_EQ(gpu::GpuDecoderOptions{}.submit_ahead, Config{}.decode_ahead_batches);
+  EXPECT_EQ(input::GpuDecoderOptions{}.submit_ahead, Config{}.decode_ahead_batches);
 }
 
 TEST(Config, YamlDumpReadsBackIdentically) {

@@ -12,7 +12,7 @@
 
 #include "core/errors.h"
 #include "data/random_draws.h"
-#include "test_support.h"
+#include "tests/support/test_support.h"
 
 namespace rn50::data {
 namespace {
@@ -34,10 +34,10 @@ class DatasetTest : public ::testing::Test {
         if (k == 5) {
           std::vector<uint8_t> gray(static_cast<size_t>(w) * h);
           for (size_t p = 0; p < gray.size(); ++p) gray[p] = static_cast<uint8_t>(p * 7 % 251);
-          jpeg = encode_jpeg(gray.data(), w, h, 1, 90);
+          jpeg = codecs::encode_jpeg(gray.data(), w, h, 1, 90);
         } else {
           const std::vector<uint8_t> pixels = test::smooth_image(w, h, 0.4 * k);
-          jpeg = encode_jpeg(pixels.data(), w, h, 3, 90);
+          jpeg = codecs::encode_jpeg(pixels.data(), w, h, 3, 90);
         }
         test::write_bytes(root_ / cls / ("img" + std::to_string(i) + ".JPEG"), jpeg);
       }
@@ -113,14 +113,14 @@ TEST_F(DatasetTest, TrainSampleIsTheSpecifiedCropThenFlip) {
   for (size_t i = 0; i < dataset.size(); ++i) {
     for (uint64_t epoch = 0; epoch < 3; ++epoch) {
       const std::vector<uint8_t> bytes = test::read_bytes(dataset.describe(i));
-      const JpegInfo info = read_jpeg_header(bytes.data(), bytes.size());
+      const codecs::JpegInfo info = codecs::read_jpeg_header(bytes.data(), bytes.size());
       std::mt19937_64 rng = sample_rng(transform.seed, epoch, i);
-      const CropRect rect = random_resized_crop(info.width, info.height, transform.crop, rng);
+      const codecs::CropRect rect = random_resized_crop(info.width, info.height, transform.crop, rng);
       const bool flip = detail::uniform_unit(rng) < 0.5;  // the flip is drawn after the crop
       flips += flip;
       std::vector<uint8_t> expected(32 * 32 * 3);
-      DecodeScratch scratch;
-      decode_crop_resize(bytes.data(), bytes.size(), rect, 32, 32, flip, expected.data(), scratch);
+      codecs::DecodeScratch scratch;
+      codecs::decode_crop_resize(bytes.data(), bytes.size(), rect, 32, 32, flip, expected.data(), scratch);
       EXPECT_EQ(load(dataset, i, epoch), expected);
     }
   }
@@ -133,11 +133,11 @@ TEST_F(DatasetTest, ValidationIsTheCentreCropInEveryEpoch) {
   const JpegFolderDataset dataset(scan_image_folder(root_.string()), transform);
   for (size_t i = 0; i < dataset.size(); ++i) {
     const std::vector<uint8_t> bytes = test::read_bytes(dataset.describe(i));
-    const JpegInfo info = read_jpeg_header(bytes.data(), bytes.size());
-    const CropRect rect = center_crop_after_resize(info.width, info.height, 40, 32);
+    const codecs::JpegInfo info = codecs::read_jpeg_header(bytes.data(), bytes.size());
+    const codecs::CropRect rect = center_crop_after_resize(info.width, info.height, 40, 32);
     std::vector<uint8_t> expected(32 * 32 * 3);
-    DecodeScratch scratch;
-    decode_crop_resize(bytes.data(), bytes.size(), rect, 32, 32, false, expected.data(), scratch);
+    codecs::DecodeScratch scratch;
+    codecs::decode_crop_resize(bytes.data(), bytes.size(), rect, 32, 32, false, expected.data(), scratch);
     const std::vector<uint8_t> epoch0 = load(dataset, i, 0);
     EXPECT_EQ(epoch0, expected);
     EXPECT_EQ(epoch0, load(dataset, i, 7));
@@ -185,7 +185,7 @@ TEST_F(DatasetTest, EncodedSamplesCarryTheFileAndTheCpuPathsCropAndFlip) {
       const std::vector<uint8_t> bytes = test::read_bytes(dataset.describe(i));
       EXPECT_EQ(encoded.bytes, bytes);
       EXPECT_EQ(encoded.index, i);
-      const JpegInfo info = read_jpeg_header(bytes.data(), bytes.size());
+      const codecs::JpegInfo info = codecs::read_jpeg_header(bytes.data(), bytes.size());
       EXPECT_EQ(encoded.info.width, info.width);
       EXPECT_EQ(encoded.info.height, info.height);
       EXPECT_EQ(encoded.info.components, info.components);
@@ -197,8 +197,8 @@ TEST_F(DatasetTest, EncodedSamplesCarryTheFileAndTheCpuPathsCropAndFlip) {
       EXPECT_EQ(encoded.geometry.flip, expected.flip);
       // The CPU path decodes exactly this crop and flip.
       std::vector<uint8_t> decoded(32 * 32 * 3);
-      DecodeScratch scratch;
-      decode_crop_resize(bytes.data(), bytes.size(), expected.rect, 32, 32, expected.flip, decoded.data(), scratch);
+      codecs::DecodeScratch scratch;
+      codecs::decode_crop_resize(bytes.data(), bytes.size(), expected.rect, 32, 32, expected.flip, decoded.data(), scratch);
       EXPECT_EQ(load(dataset, i, epoch), decoded);
     }
   }

@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "core/errors.h"
-#include "test_support.h"
+#include "tests/support/test_support.h"
 
 namespace rn50::data {
 namespace {

@@ -25,7 +25,7 @@
 #include "core/affinity.h"
 #include "core/errors.h"
 #include "data/sample_maker.h"
-#include "test_support.h"
+#include "tests/support/test_support.h"
 
 namespace rn50::data {
 namespace {

@@ -13,8 +13,8 @@
 
 #include "core/errors.h"
 #include "data/image_folder.h"
-#include "data/jpeg_codec.h"
-#include "test_support.h"
+#include "codecs/jpeg_codec.h"
+#include "tests/support/test_support.h"
 
 namespace rn50::data {
 namespace {
@@ -39,12 +39,12 @@ SampleSpec small_spec(const std::string& out_dir) {
 
 std::vector<uint8_t> decode_file(const std::string& path, int& width, int& height) {
   const std::vector<uint8_t> bytes = test::read_bytes(path);
-  const JpegInfo info = read_jpeg_header(bytes.data(), bytes.size());
+  const codecs::JpegInfo info = codecs::read_jpeg_header(bytes.data(), bytes.size());
   width = info.width;
   height = info.height;
   std::vector<uint8_t> pixels(static_cast<size_t>(width) * height * 3);
-  DecodeScratch scratch;
-  decode_crop_resize(bytes.data(), bytes.size(), CropRect{0, 0, width, height}, width, height, false, pixels.data(),
+  codecs::DecodeScratch scratch;
+  codecs::decode_crop_resize(bytes.data(), bytes.size(), codecs::CropRect{0, 0, width, height}, width, height, false, pixels.data(),
                      scratch);
   return pixels;
 }

@@ -13,7 +13,7 @@
 namespace rn50::data {
 namespace {
 
-bool inside(const CropRect& r, int width, int height) {
+bool inside(const codecs::CropRect& r, int width, int height) {
   return r.width > 0 && r.height > 0 && r.x >= 0 && r.y >= 0 && r.x + r.width <= width && r.y + r.height <= height;
 }
 
@@ -24,18 +24,18 @@ TEST(Transforms, RandomCropsStayInsideTheImage) {
     const int width = 1 + static_cast<int>(detail::uniform_below(sizes, trial % 3 == 0 ? 12 : 2000));
     const int height = 1 + static_cast<int>(detail::uniform_below(sizes, trial % 5 == 0 ? 12 : 2000));
     std::mt19937_64 rng = sample_rng(trial, trial % 7, trial * 13);
-    const CropRect r = random_resized_crop(width, height, spec, rng);
+    const codecs::CropRect r = random_resized_crop(width, height, spec, rng);
     ASSERT_TRUE(inside(r, width, height))
         << width << "x" << height << " -> " << r.x << "," << r.y << " " << r.width << "x" << r.height;
   }
   // Extreme shapes take the clamped-ratio fallback; still inside, ratio at the limit.
   std::mt19937_64 rng(5);
-  const CropRect tall = random_resized_crop(10, 1000, spec, rng);
+  const codecs::CropRect tall = random_resized_crop(10, 1000, spec, rng);
   EXPECT_TRUE(inside(tall, 10, 1000));
   EXPECT_EQ(tall.width, 10);
   EXPECT_EQ(tall.height, 13);  // round(10 / (3/4))
   EXPECT_EQ(tall.y, (1000 - 13) / 2);
-  const CropRect wide = random_resized_crop(1000, 10, spec, rng);
+  const codecs::CropRect wide = random_resized_crop(1000, 10, spec, rng);
   EXPECT_EQ(wide.height, 10);
   EXPECT_EQ(wide.width, 13);  // round(10 * 4/3)
   EXPECT_EQ(wide.x, (1000 - 13) / 2);
@@ -49,7 +49,7 @@ TEST(Transforms, AreaAndAspectFollowTheSpec) {
   int below_one = 0;
   for (int i = 0; i < draws; ++i) {
     std::mt19937_64 rng = sample_rng(42, 0, i);
-    const CropRect r = random_resized_crop(width, height, spec, rng);
+    const codecs::CropRect r = random_resized_crop(width, height, spec, rng);
     const double area = static_cast<double>(r.width) * r.height / (static_cast<double>(width) * height);
     const double aspect = static_cast<double>(r.width) / r.height;
     // Rounding the sides to whole pixels moves area and aspect a little past the nominal limits.
@@ -82,7 +82,7 @@ TEST(Transforms, AreaAndAspectAreUniformWhereEveryDrawFits) {
   const double log_lo = std::log(spec.ratio_min), log_hi = std::log(spec.ratio_max);
   for (int i = 0; i < draws; ++i) {
     std::mt19937_64 rng = sample_rng(4, 1, i);
-    const CropRect r = random_resized_crop(side, side, spec, rng);
+    const codecs::CropRect r = random_resized_crop(side, side, spec, rng);
     const double area = static_cast<double>(r.width) * r.height / (static_cast<double>(side) * side);
     const double log_aspect = std::log(static_cast<double>(r.width) / r.height);
     const double u_area = (area - spec.scale_min) / (spec.scale_max - spec.scale_min);
@@ -104,7 +104,7 @@ TEST(Transforms, OffsetsCoverTheWholeRange) {
   bool left = false, right = false;
   for (int i = 0; i < 2000 && !(left && right); ++i) {
     std::mt19937_64 rng = sample_rng(1, 2, i);
-    const CropRect r = random_resized_crop(20, 20, spec, rng);
+    const codecs::CropRect r = random_resized_crop(20, 20, spec, rng);
     ASSERT_EQ(r.width, 10);
     left |= r.x == 0;
     right |= r.x == 10;
@@ -131,8 +131,8 @@ TEST(Transforms, SampleRngIsAFunctionOfItsArgumentsOnly) {
   EXPECT_NE(sample_rng(1, 0, 0)(), sample_rng(0, 1, 0)());
   // The same crop for the same sample, every time.
   std::mt19937_64 a = sample_rng(5, 6, 7), b = sample_rng(5, 6, 7);
-  const CropRect ra = random_resized_crop(640, 480, RandomResizedCropSpec{}, a);
-  const CropRect rb = random_resized_crop(640, 480, RandomResizedCropSpec{}, b);
+  const codecs::CropRect ra = random_resized_crop(640, 480, RandomResizedCropSpec{}, a);
+  const codecs::CropRect rb = random_resized_crop(640, 480, RandomResizedCropSpec{}, b);
   EXPECT_EQ(ra.x, rb.x);
   EXPECT_EQ(ra.y, rb.y);
   EXPECT_EQ(ra.width, rb.width);
@@ -157,7 +157,7 @@ TEST(Transforms, PortableDrawsAreInRangeAndUnbiased) {
 
 TEST(Transforms, CenterCropOfKnownSizes) {
   // 500x375, resize 256, crop 224: scale 256/375, side 224 * 375/256 = 328.1 -> 328.
-  CropRect r = center_crop_after_resize(500, 375, 256, 224);
+  codecs::CropRect r = center_crop_after_resize(500, 375, 256, 224);
   EXPECT_EQ(r.width, 328);
   EXPECT_EQ(r.height, 328);
   EXPECT_EQ(r.x, 86);  // (500 - 328) / 2

@@ -1,0 +1,67 @@
+// codecs/jpeg_codec.h: JPEG decoding of one region at reduced DCT scale (libjpeg-turbo), and JPEG encoding.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace rn50::codecs {
+
+struct JpegInfo {
+  int width = 0;
+  int height = 0;
+  int components = 0;  // 1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK
+  bool progressive = false;
+  // 3 components stored as R, G, B rather than YCbCr, as libjpeg decides it: no JFIF marker, and an Adobe marker
+  // with transform 0 or, without one, component ids 'R', 'G', 'B'. (Set by the frame-header walk only.)
+  bool rgb_coded = false;
+  // The bytes up to the end of the first scan's header (its SOS segment): every table and header a decoder reads
+  // before the entropy-coded data; 0 when the walk finds no scan. (Set by the frame-header walk only.)
+  size_t header_bytes = 0;
+};
+
+// A rectangle in source-image pixels; always inside the image.
+struct CropRect {
+  int x = 0;
+  int y = 0;
+  int width = 0;
+  int height = 0;
+};
+
+// Reusable per-thread buffers, so that steady-state decoding allocates nothing.
+struct DecodeScratch {
+  std::vector<uint8_t> rows;    // decoded region (scaled), RGB or CMYK
+  std::vector<uint8_t> region;  // RGB region before the final resize
+};
+
+// Reads the header only. Throws rn50::DecodeError on anything that is not a readable JPEG.
+JpegInfo read_jpeg_header(const uint8_t* bytes, size_t size);
+
+// The cheap checks every decoder path runs first: not empty, not a PNG or GIF, a start-of-image marker at the
+// front and an end-of-image marker at the end (a truncated file has none). Throws rn50::DecodeError.
+void check_jpeg_container(const uint8_t* bytes, size_t size);
+
+// Decodes `rect` of the image into an out_width x out_height RGB image (HWC, uint8) at `out`, mirrored
+// horizontally when `flip`. Only the rows and columns of the rectangle are decoded, at the smallest DCT
+// scale (1/8, 1/4, 1/2 or 1: the fast ones) that still leaves the rectangle at least as large as the
+// output; one bilinear (or, when still shrinking 2x or more, area) resize makes the rest. Grayscale and
+// CMYK/YCCK inputs come out as RGB. Throws rn50::DecodeError for truncated or corrupt data.
+void decode_crop_resize(const uint8_t* bytes, size_t size, const CropRect& rect, int out_width, int out_height,
+                        bool flip, uint8_t* out, DecodeScratch& scratch);
+
+// Encodes an RGB (HWC) or, when `channels` is 1, grayscale image.
+std::vector<uint8_t> encode_jpeg(const uint8_t* pixels, int width, int height, int channels, int quality,
+                                 bool progressive = false);
+
+namespace detail {
+// The DCT scale numerator M (scale M/8, M in 1, 2, 4, 8) that decode_crop_resize uses: the smallest M at which
+// a rect_width x rect_height region is still at least out_width x out_height; 8 when even full size is smaller.
+int choose_scale_num(int rect_width, int rect_height, int out_width, int out_height);
+// libjpeg's side length of a `size`-pixel side decoded at scale num/8 (rounded up).
+int scaled_size(int size, int num);
+// Maps [begin, begin + length) of the source onto the image scaled by num/8 (scaled_size pixels), as
+// decode_crop_resize does: [scaled_begin, scaled_end), never empty.
+void scale_range(int begin, int length, int num, int scaled_size, int& scaled_begin, int& scaled_end);
+}  // namespace detail
+
+}  // namespace rn50::codecs

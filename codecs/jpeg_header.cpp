@@ -1,0 +1,106 @@
+// codecs/jpeg_header.cpp: the marker walk from the start-of-image marker to the first start-of-frame segment, and on
+// to the end of the first scan's header.
+#include "codecs/jpeg_header.h"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "core/errors.h"
+
+namespace rn50::codecs {
+namespace {
+
+std::string marker_name(uint8_t marker) {
+  char text[8];
+  std::snprintf(text, sizeof text, "0xFF%02X", static_cast<unsigned>(marker));
+  return text;
+}
+
+int read_u16(const uint8_t* p) { return (p[0] << 8) | p[1]; }
+
+// SOF0..SOF15 without DHT (C4), JPG (C8) and DAC (CC), which share the range.
+bool is_start_of_frame(uint8_t marker) {
+  return marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
+}
+
+// SOF2, SOF6, SOF10 and SOF14 are the progressive processes (Huffman and arithmetic, plain and differential).
+bool is_progressive(uint8_t marker) { return (marker & 0x03) == 0x02; }
+
+// From `pos`, the next marker that starts a segment, `pos` then just after it; -1 when the data ends first. Stray
+// bytes before a marker, fill bytes, 0xFF 0x00 and the markers without a length (TEM, RSTn) are skipped, as libjpeg
+// skips them (with a warning), so that both decode paths take the files the CPU decoder takes.
+int next_marker(const uint8_t* bytes, size_t size, size_t& pos) {
+  for (;;) {
+    while (pos < size && bytes[pos] != 0xFF) ++pos;
+    while (pos < size && bytes[pos] == 0xFF) ++pos;
+    if (pos >= size) return -1;
+    const uint8_t marker = bytes[pos++];
+    if (marker == 0x00 || marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) continue;
+    return marker;
+  }
+}
+
+// From `pos`, a segment boundary after the frame header: the end of the first SOS segment, or 0 when the data
+// ends or breaks before one (the frame header is what callers need; this never throws).
+size_t scan_header_end(const uint8_t* bytes, size_t size, size_t pos) {
+  for (;;) {
+    const int marker = next_marker(bytes, size, pos);
+    if (marker < 0 || marker == 0xD8 || marker == 0xD9 || pos + 2 > size) return 0;
+    const size_t length = static_cast<size_t>(read_u16(bytes + pos));
+    if (length < 2 || length > size - pos) return 0;
+    pos += length;
+    if (marker == 0xDA) return pos;
+  }
+}
+
+}  // namespace
+
+JpegInfo parse_jpeg_frame_header(const uint8_t* bytes, size_t size) {
+  check_jpeg_container(bytes, size);
+  size_t pos = 2;  // after the start-of-image marker
+  bool jfif = false;
+  int adobe_transform = -1;  // none seen
+  for (;;) {
+    const int next = next_marker(bytes, size, pos);
+    if (next < 0) throw DecodeError("truncated JPEG (the data ends before the frame header)");
+    const uint8_t marker = static_cast<uint8_t>(next);
+    if (marker == 0xD8 || marker == 0xD9 || marker == 0xDA)
+      throw DecodeError("corrupt JPEG (marker " + marker_name(marker) + " before the frame header)");
+    if (pos + 2 > size) throw DecodeError("truncated JPEG (the data ends inside segment " + marker_name(marker) + ")");
+    const size_t length = static_cast<size_t>(read_u16(bytes + pos));  // counts its own two bytes
+    if (length < 2)
+      throw DecodeError("corrupt JPEG (segment " + marker_name(marker) + " has length " + std::to_string(length) + ")");
+    if (length > size - pos)
+      throw DecodeError("truncated JPEG (segment " + marker_name(marker) + " runs past the end of the data)");
+    if (!is_start_of_frame(marker)) {
+      const uint8_t* data = bytes + pos + 2;  // after the length
+      const size_t data_length = length - 2;
+      if (marker == 0xE0 && data_length >= 14 && std::memcmp(data, "JFIF\0", 5) == 0) jfif = true;
+      if (marker == 0xEE && data_length >= 12 && std::memcmp(data, "Adobe", 5) == 0) adobe_transform = data[11];
+      pos += length;
+      continue;
+    }
+    // SOFn: length, precision, height, width, component count, then 3 bytes per component.
+    const uint8_t* frame = bytes + pos;
+    if (length < 8 || length < 8 + 3 * static_cast<size_t>(frame[7]))
+      throw DecodeError("corrupt JPEG (frame header " + marker_name(marker) + " is too short)");
+    JpegInfo info;
+    info.height = read_u16(frame + 3);
+    info.width = read_u16(frame + 5);
+    info.components = frame[7];
+    info.progressive = is_progressive(marker);
+    if (info.width == 0) throw DecodeError("corrupt JPEG (frame header gives width 0)");
+    if (info.height == 0) throw DecodeError("unsupported JPEG (height defined by a DNL marker)");
+    if (info.components != 1 && info.components != 3 && info.components != 4)
+      throw DecodeError("unsupported JPEG with " + std::to_string(info.components) + " colour components");
+    if (info.components == 3 && !jfif) {  // libjpeg's jdapimin.c default_decompress_parms
+      const bool rgb_ids = frame[8] == 'R' && frame[11] == 'G' && frame[14] == 'B';
+      info.rgb_coded = adobe_transform >= 0 ? adobe_transform == 0 : rgb_ids;
+    }
+    info.header_bytes = scan_header_end(bytes, size, pos + length);
+    return info;
+  }
+}
+
+}  // namespace rn50::codecs

@@ -1,0 +1,19 @@
+// codecs/jpeg_header.h: a JPEG's frame header (size, components, progressive) read by walking its markers in plain
+// C++, without libjpeg: all that the loader threads of the GPU decode path need before the device decodes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "codecs/jpeg_codec.h"
+
+namespace rn50::codecs {
+
+// Reads the first start-of-frame (SOFn) segment, and where the first scan's header ends (header_bytes). Throws
+// rn50::DecodeError for what the CPU decoder also rejects before decoding (empty, PNG, GIF, no start-of-image
+// marker, no end-of-image marker: check_jpeg_container), for data that ends or breaks inside a segment before the
+// frame header, for a scan or end-of-image before it, for a zero width, for a height left to a later DNL marker,
+// and for component counts other than 1, 3 or 4. Stray bytes between segments are skipped, as libjpeg skips them.
+JpegInfo parse_jpeg_frame_header(const uint8_t* bytes, size_t size);
+
+}  // namespace rn50::codecs

@@ -1,0 +1,310 @@
+// commands/doctor.cpp: instance measurements (CPU decode, storage, copies, memory, matrix units, ResNet-50
+// steps) and the verdicts drawn from them.
+#include "commands/doctor.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <fcntl.h>
+#include <torch/cuda.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "core/config.h"
+#include "core/launch_env.h"
+#include "core/log.h"
+#include "input/decode_bench.h"
+#include "cuda/cuda_support.h"
+#include "cuda/device_ops.h"
+#include "input/gpu_decode/gpu_decode_bench.h"
+#include "input/gpu_decode/gpu_decoder.h"
+#include "monitor/health.h"
+#include "monitor/mig.h"
+#include "monitor/nvml.h"
+#include "monitor/utilisation.h"
+#include "models/model.h"
+#include "engine/cost.h"
+#include "commands/pipeline_verdict.h"
+#include "commands/report.h"
+#include "engine/sgd.h"
+#include "engine/step_timer.h"
+#include "engine/train_step.h"
+
+namespace rn50::commands {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+using Row = ReportRow;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+void sync(const c10::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+// Median of `repeats` timings of `work` (after one warm-up call), in seconds.
+template <typename Work>
+double time_median(const c10::Device& device, int repeats, Work&& work) {
+  work();
+  sync(device);
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    const auto t = Clock::now();
+    work();
+    sync(device);
+    times.push_back(seconds_since(t));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+double matmul_tflops(const c10::Device& device, at::ScalarType dtype, bool tf32, int n) {
+  at::globalContext().setAllowTF32CuBLAS(tf32);
+  const auto a = at::randn({n, n}, at::TensorOptions(device).dtype(dtype));
+  const auto b = at::randn({n, n}, at::TensorOptions(device).dtype(dtype));
+  at::Tensor c = at::empty({n, n}, a.options());
+  const double t = time_median(device, 5, [&] { at::mm_out(c, a, b); });
+  at::globalContext().setAllowTF32CuBLAS(false);
+  return 2.0 * n * n * static_cast<double>(n) / t / 1e12;
+}
+
+// One of the NVML health rows in the doctor's table, under `section`.
+Row as_row(const char* section, const monitor::HealthRow& health) {
+  return {section, health.check, health.value, health.verdict, health.note};
+}
+
+// Images/s of ResNet-50 training steps on synthetic data: fp16 + channels-last + CUDA graph on a GPU, fp32 on the
+// CPU; `while_busy` runs once while the timed steps are queued.
+double resnet50_rate(const c10::Device& device, bool quick, const std::function<void()>& while_busy = {}) {
+  Config config;
+  config.precision = device.is_cuda() ? "fp16" : "fp32";
+  config.channels_last = device.is_cuda();
+  config.cuda_graph = device.is_cuda();
+  const int batch = device.is_cuda() ? 256 : 8;
+  const int size = device.is_cuda() ? 224 : (quick ? 64 : 224);
+  auto model = models::create("resnet50", {1000, true});
+  model->to(device);
+  if (config.channels_last) {
+    for (auto& p : model->parameters()) {
+      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+    }
+  }
+  engine::Sgd sgd(*model, 0.9, 1e-4, false);
+  std::unique_ptr<engine::StepTimer> timer =
+      device.is_cuda() ? engine::make_cuda_step_timer() : std::unique_ptr<engine::StepTimer>(std::make_unique<engine::HostStepTimer>());
+  engine::TrainStep step(*model, sgd, config, device, batch, size, *timer);
+  step.images().normal_();
+  step.labels().random_(0, 1000);
+  const int warmup = device.is_cuda() ? 8 : 1, steps = device.is_cuda() ? (quick ? 10 : 30) : (quick ? 2 : 4);
+  for (int i = 0; i < warmup; ++i) step.run(0.01);
+  sync(device);
+  const auto t = Clock::now();
+  for (int i = 0; i < steps; ++i) step.run(0.01);
+  if (while_busy) while_busy();
+  step.run(0.01).item<double>();  // waits for the device
+  timer->take_totals();
+  return (steps + 1) * batch / seconds_since(t);
+}
+
+// Reads every file once with the page cache dropped for it first (posix_fadvise), then again cached.
+std::pair<double, double> storage_read_mb_per_s(const std::string& root, int64_t limit_bytes, int64_t* files_read) {
+  std::vector<std::string> files;
+  int64_t bytes = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
+    if (!e.is_regular_file()) continue;
+    files.push_back(e.path().string());
+    bytes += static_cast<int64_t>(e.file_size());
+    if (bytes >= limit_bytes) break;
+  }
+  *files_read = static_cast<int64_t>(files.size());
+  std::vector<char> buffer(1 << 20);
+  auto read_all = [&](bool drop) {
+    const auto t = Clock::now();
+    for (const auto& f : files) {
+      const int fd = ::open(f.c_str(), O_RDONLY);
+      if (fd < 0) continue;
+      if (drop) ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+      while (::read(fd, buffer.data(), buffer.size()) > 0) {
+      }
+      ::close(fd);
+    }
+    return static_cast<double>(bytes) / 1e6 / std::max(1e-9, seconds_since(t));
+  };
+  const double first = read_all(true);
+  const double cached = read_all(false);
+  return {first, cached};
+}
+
+std::string fmt_rate(double x) { return strprintf("%.0f img/s", x); }
+
+// decode: gpu's stage alone on the doctor's JPEGs (batches of 256, nvJPEG and rn50's kernel), as a row; its train
+// rate where it ran, otherwise why not in `unavailable`. One measurement: the rate differs between decoders
+// (bench/results/2026-11-30-h200-h.md).
+std::optional<double> gpu_decode_rate(std::vector<Row>& rows, const std::vector<std::vector<uint8_t>>& jpegs,
+                                      int device, bool quick, std::string& unavailable) {
+  const char* check = "JPEG decode+augment on the GPU";
+  if (!input::built_with_nvjpeg()) {
+    rows.push_back({"gpu", check, "not in this build", "info", "nvJPEG was not found when rn50 was built"});
+    unavailable = "this build has no nvJPEG";
+    return std::nullopt;
+  }
+  try {
+    const auto g = input::run_gpu_decode_bench(jpegs, 224, 256, quick ? 0.5 : 2.0, device);
+    const std::string routes = g.routes.substr(0, g.routes.find(','));  // its first clause: the library and engines
+    rows.push_back({"gpu", check, fmt_rate(g.train_per_s), "info", "decode: gpu, batches of 256; " + routes});
+    return g.train_per_s;
+  } catch (const std::exception& e) {
+    rows.push_back({"gpu", check, "failed", "warn", e.what()});
+    unavailable = "its measurement failed";
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+int run_doctor(const DoctorOptions& options) {
+  std::vector<Row> rows;
+  const bool quick = options.quick;
+  const int cores = usable_cores();
+  const unsigned hardware = std::thread::hardware_concurrency();
+  rows.push_back({"cpu", "usable cores", strprintf("%d of %u", cores, hardware), cores < static_cast<int>(hardware) ? "warn" : "ok",
+                  cores < static_cast<int>(hardware) ? "the affinity mask hides cores from this process" : ""});
+
+  // CPU decode: what the data pipeline can feed.
+  const auto jpegs = input::make_benchmark_jpegs(quick ? 8 : 32, 500, 375, 7);
+  const auto decode = input::run_decode_bench(jpegs, 224, cores, quick ? 0.2 : 1.0);
+  rows.push_back({"cpu", "JPEG decode+augment, 1 core",
+                  strprintf("%.0f img/s (full decode: %.0f)", decode.train_per_core, decode.full_decode_per_core), "info",
+                  strprintf("500x375, %.0f KiB JPEGs, RandomResizedCrop to 224", decode.mean_kib)});
+  rows.push_back({"cpu", "JPEG decode+augment, all cores", fmt_rate(decode.train_all_threads), "info",
+                  strprintf("%d threads", cores)});
+
+  if (!options.data_root.empty()) {
+    int64_t files = 0;
+    const auto [first, cached] = storage_read_mb_per_s(options.data_root, quick ? (64 << 20) : (1LL << 30), &files);
+    const double images_per_s = first * 1e6 / (decode.mean_kib * 1024.0);
+    rows.push_back({"storage", "dataset read, first / cached", strprintf("%.0f / %.0f MB/s", first, cached),
+                    images_per_s < decode.train_all_threads ? "warn" : "ok",
+                    strprintf("%lld files; first read feeds about %.0f img/s of %.0f KiB", static_cast<long long>(files),
+                              images_per_s, decode.mean_kib)});
+  }
+
+  const bool cuda = torch::cuda::is_available() && options.device != "cpu";
+  std::optional<double> gpu_decode;  // decode: gpu's stage alone, where measured
+  std::string gpu_decode_unavailable = cuda ? "" : "no CUDA device";
+  std::unique_ptr<monitor::NvmlApi> nvml;  // CUDA devices with NVML only
+  std::optional<monitor::NvmlDevice> nvml_device;
+  const c10::Device device = cuda ? c10::Device(options.device == "auto" || options.device == "cuda" ? "cuda:0" : options.device)
+                                  : c10::Device(c10::kCPU);
+  if (!cuda) {
+    rows.push_back({"gpu", "CUDA device", cuda::built_with_cuda() ? "none visible" : "none (CPU-only build)", "info",
+                    "measurements below are of the CPU"});
+  } else {
+    cuda::use_side_stream(device.index());
+    rows.push_back({"gpu", "device", cuda::describe_device(device.index()), "info", ""});
+    if (const auto v = cuda::cuda_versions()) {
+      const bool fits = v->driver >= v->runtime;
+      rows.push_back({"gpu", "driver / runtime CUDA", strprintf("%d.%d / %d.%d", v->driver / 1000, v->driver % 1000 / 10,
+                                                                 v->runtime / 1000, v->runtime % 1000 / 10),
+                      fits ? "ok" : "bad", fits ? "" : "the driver is older than the CUDA runtime LibTorch needs"});
+    }
+    rows.push_back({"gpu", "visible GPUs", std::to_string(torch::cuda::device_count()), "info", cuda::describe_links()});
+    const char* queues = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    if (const std::string warning = cuda_hardware_queues_warning(queues); !warning.empty())
+      rows.push_back({"gpu", "CUDA hardware queues", queues, "warn", warning});
+    // NVML numbers GPUs its own way (CUDA_VISIBLE_DEVICES, CUDA's order): find this device by its UUID.
+    std::string why_not;
+    nvml = monitor::open_nvml(&why_not);
+    const std::string uuid = cuda::device_uuid(device.index());
+    nvml_device = nvml ? monitor::find_device_by_uuid(*nvml, uuid) : std::nullopt;
+    if (nvml_device) {
+      const std::string mig = monitor::describe_mig(*nvml, static_cast<int>(nvml_device->gpu));
+      const size_t end_of_summary = mig.find('\n');
+      rows.push_back({"gpu", "MIG", mig.substr(0, end_of_summary), "info",
+                      end_of_summary == std::string::npos ? "" : "'rn50 train --mig list' lists the instances"});
+    } else {
+      rows.push_back({"gpu", "NVML", "unavailable", "warn", nvml ? "NVML has no device with UUID " + uuid : why_not});
+    }
+    const size_t health_rows_at = rows.size();  // the NVML health rows follow the MIG row
+    // Host-to-device copies: pageable against pinned.
+    const int64_t bytes = quick ? (64 << 20) : (512 << 20);
+    const auto dev = at::empty({bytes}, at::TensorOptions(device).dtype(at::kByte));
+    const auto pageable = at::empty({bytes}, at::kByte).fill_(1);
+    const auto pinned = at::empty({bytes}, at::TensorOptions(at::kByte).pinned_memory(true)).fill_(1);
+    const double pageable_gbs = bytes / time_median(device, 5, [&] { dev.copy_(pageable); }) / 1e9;
+    const double pinned_gbs = bytes / time_median(device, 5, [&] { dev.copy_(pinned, /*non_blocking=*/true); }) / 1e9;
+    rows.push_back({"gpu", "host->device, pageable / pinned", strprintf("%.1f / %.1f GB/s", pageable_gbs, pinned_gbs),
+                    pinned_gbs < 10 ? "warn" : "ok",
+                    pinned_gbs < 10 ? "below a PCIe 4.0 x16 link's ~25 GB/s: a narrow or slow link, or a shared host" : ""});
+    if (nvml_device) {
+      // Read while about 0.2 s of pinned copies run: an idle GPU may lower its PCIe link generation.
+      const int copies = std::clamp(static_cast<int>(0.2 * pinned_gbs * 1e9 / bytes) + 1, 1, 64);
+      for (int i = 0; i < copies; ++i) dev.copy_(pinned, /*non_blocking=*/true);
+      std::vector<Row> health;
+      try {
+        for (const auto& r : monitor::nvml_health_rows(*nvml, *nvml_device, static_cast<unsigned>(::getpid())))
+          health.push_back(as_row("gpu", r));
+      } catch (const std::exception& e) {
+        health.push_back({"gpu", "NVML health", "failed", "warn", e.what()});
+      }
+      sync(device);
+      rows.insert(rows.begin() + static_cast<std::ptrdiff_t>(health_rows_at), health.begin(), health.end());
+    }
+    const auto src = at::empty({bytes}, at::TensorOptions(device).dtype(at::kByte)).fill_(3);
+    const double d2d = 2.0 * bytes / time_median(device, 10, [&] { dev.copy_(src); }) / 1e12;
+    rows.push_back({"gpu", "device memory bandwidth (copy)", strprintf("%.2f TB/s", d2d), "info", "bytes read + written"});
+    gpu_decode = gpu_decode_rate(rows, jpegs, device.index(), quick, gpu_decode_unavailable);
+  }
+  const int n = cuda ? (quick ? 4096 : 8192) : (quick ? 256 : 1024);
+  const double fp32 = matmul_tflops(device, at::kFloat, false, n);
+  rows.push_back({"compute", "matrix product FP32", strprintf("%.3g TFLOP/s", fp32), "info", strprintf("%d^3", n)});
+  if (cuda) {
+    const double tf32 = matmul_tflops(device, at::kFloat, true, n);
+    const double bf16 = matmul_tflops(device, at::kBFloat16, false, n);
+    rows.push_back({"compute", "matrix product TF32 / BF16", strprintf("%.0f / %.0f TFLOP/s", tf32, bf16),
+                    bf16 < 4 * fp32 ? "warn" : "ok",
+                    bf16 < 4 * fp32 ? "low-precision matrix units far below their usual lead: clocks, power cap or a shared GPU" : ""});
+  }
+  std::optional<monitor::HealthRow> under_load;
+  const double step_rate = resnet50_rate(device, quick, [&] {
+    if (!nvml_device) return;
+    try {
+      under_load = monitor::under_load_row(*nvml, *nvml_device);
+    } catch (const std::exception& e) {
+      under_load = monitor::HealthRow{"under training load", "NVML failed", "warn", e.what()};
+    }
+  });
+  rows.push_back({"compute",
+                  cuda ? "ResNet-50 training (fp16, channels-last, graph, b256)"
+                       : strprintf("ResNet-50 training (fp32, CPU, %d px)", quick ? 64 : 224),
+                  fmt_rate(step_rate), "info", "synthetic data: compute alone"});
+  if (under_load) rows.push_back(as_row("compute", *under_load));
+
+  // Verdicts.
+  rows.push_back(data_pipeline_verdict(
+      {decode.train_all_threads, decode.train_per_core, cores, step_rate, gpu_decode, gpu_decode_unavailable}));
+  if (options.price_per_hour > 0) {
+    const double epoch_hours = engine::kImageNetTrainImages / step_rate / 3600.0;
+    rows.push_back({"cost", "ImageNet epoch at this rate", strprintf("%.2f h, %.3g at %.3g/h", epoch_hours,
+                                                                      epoch_hours * options.price_per_hour, options.price_per_hour),
+                    "info", strprintf("90 epochs: %.3g; %.3g per million images", 90 * epoch_hours * options.price_per_hour,
+                                      engine::cost_per_million_images(options.price_per_hour, step_rate))});
+  }
+
+  std::printf("%s", format_report(rows, options.json).c_str());
+  return 0;
+}
+
+}  // namespace rn50::commands

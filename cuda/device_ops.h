@@ -1,0 +1,57 @@
+// cuda/device_ops.h: CUDA-side pieces of the training step: side stream, graphs, input normalisation, fused SGD.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace rn50::cuda {
+
+// Makes a pool stream current for this thread on `device`: graph capture refuses the default stream, and
+// every eager step (warm-up included) must run on the stream the capture will use.
+void use_side_stream(int device);
+
+// Writes normalised images (x / 255 - mean) / std from device uint8 NHWC into `out`, a preallocated
+// [N, 3, H, W] float, half or bfloat16 tensor in NCHW or channels-last layout, in one kernel.
+void normalize_into(const at::Tensor& images_u8_nhwc, at::Tensor& out, const float scale[3], const float shift[3]);
+
+// The fused SGD update over every parameter in one launch (see kernels.h). Built on first use, once the
+// gradients exist; their addresses must not change afterwards (they do not: gradients are zeroed in place).
+class FusedSgd {
+ public:
+  FusedSgd(std::vector<at::Tensor> params, std::vector<at::Tensor> buffers, std::vector<double> weight_decay,
+           double momentum);
+  ~FusedSgd();
+  void step(const at::Tensor& neg_lr, const at::Tensor* found_inf);
+
+ private:
+  struct Table;
+  std::unique_ptr<Table> table_;
+};
+
+// A captured CUDA graph of `body`, replayed on the current stream. capture() throws std::runtime_error
+// with the reason when capture fails, leaving the stream usable for eager work.
+class CudaGraph {
+ public:
+  CudaGraph();
+  ~CudaGraph();
+  void capture(const std::function<void()>& body);
+  void replay();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Returns the caching allocator's unused blocks to the device (after graph capture, warm-up's activations).
+void release_cached_memory();
+
+// rn50's own kernels: how they were built and whether the device runs native code or driver-compiled PTX.
+std::string describe_kernels(int device);
+
+}  // namespace rn50::cuda

@@ -1,0 +1,55 @@
+// cuda/no_cuda.cpp: the CPU-only build's stand-ins for cuda/cuda_support.h and cuda/device_ops.h.
+#include "core/errors.h"
+#include "cuda/cuda_support.h"
+#include "cuda/device_ops.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace rn50::cuda {
+
+bool built_with_cuda() { return false; }
+
+std::shared_ptr<HostAllocator> make_pinned_allocator() {
+  throw ConfigError("config key 'pin_memory': this rn50 was built without CUDA");
+}
+
+std::optional<double> peak_memory_gib(int) { return std::nullopt; }
+std::optional<double> peak_reserved_gib(int) { return std::nullopt; }
+void reset_peak_memory(int) {}
+std::string describe_device(int) { return "no CUDA in this build"; }
+std::string device_uuid(int) { return ""; }
+std::optional<CudaVersions> cuda_versions() { return std::nullopt; }
+std::string describe_links() { return ""; }
+
+}  // namespace rn50::cuda
+
+// ---- cuda/device_ops.h: never reached in a CPU build (the trainer uses them only on CUDA devices) ----
+
+namespace rn50::cuda {
+namespace {
+[[noreturn]] void no_cuda(const char* what) {
+  throw std::logic_error(std::string(what) + ": this rn50 was built without CUDA");
+}
+}  // namespace
+
+void use_side_stream(int) { no_cuda("use_side_stream"); }
+void normalize_into(const at::Tensor&, at::Tensor&, const float[3], const float[3]) { no_cuda("normalize_into"); }
+
+struct FusedSgd::Table {};
+FusedSgd::FusedSgd(std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<double>, double) {
+  no_cuda("FusedSgd");
+}
+FusedSgd::~FusedSgd() = default;
+void FusedSgd::step(const at::Tensor&, const at::Tensor*) { no_cuda("FusedSgd"); }
+
+struct CudaGraph::Impl {};
+CudaGraph::CudaGraph() = default;
+CudaGraph::~CudaGraph() = default;
+void CudaGraph::capture(const std::function<void()>&) { throw std::runtime_error("this rn50 was built without CUDA"); }
+void CudaGraph::replay() { no_cuda("CudaGraph"); }
+
+std::string describe_kernels(int) { return "no CUDA in this build"; }
+void release_cached_memory() {}
+
+}  // namespace rn50::cuda

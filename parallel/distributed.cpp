@@ -1,0 +1,154 @@
+// parallel/distributed.cpp: rendezvous, backend choice and consistency checks of a data-parallel run.
+#include "parallel/distributed.h"
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef RN50_HAVE_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+
+#include <chrono>
+#include <sstream>
+
+#include "core/config.h"
+#include "core/errors.h"
+#include "core/log.h"
+#include "parallel/nccl_group.h"
+#include "parallel/c10d_adapter.h"
+
+namespace rn50::parallel {
+namespace {
+
+std::unique_ptr<Communicator> make_gloo_communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world,
+                                                     std::chrono::milliseconds timeout) {
+#ifdef RN50_HAVE_GLOO
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  // The default device binds to the address this host's name resolves to, or to loopback.
+  options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  options->threads = 2;
+  auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
+  return std::make_unique<C10dCommunicator<c10d::ProcessGroupGloo>>(group, world, "gloo",
+                                                                   /*average_natively=*/false);
+#else
+  (void)store, (void)rank, (void)world, (void)timeout;
+  throw ConfigError("data parallel on the CPU needs Gloo, and this rn50 was built without it "
+                    "(LibTorch with Gloo headers; on Debian: apt-get install libgloo-dev, then rebuild)");
+#endif
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream is(text);
+  for (std::string line; std::getline(is, line);) out.push_back(line);
+  return out;
+}
+
+// The lines of `mine` that `reference` lacks and the other way round, at most a few of each.
+std::string difference(const std::string& reference, const std::string& mine) {
+  const auto a = lines_of(reference), b = lines_of(mine);
+  std::string out;
+  int shown = 0;
+  for (size_t i = 0; i < std::max(a.size(), b.size()) && shown < 3; ++i) {
+    const std::string x = i < a.size() ? a[i] : "(nothing)", y = i < b.size() ? b[i] : "(nothing)";
+    if (x == y) continue;
+    out += (out.empty() ? "" : "; ") + ("'" + y + "' where rank 0 has '" + x + "'");
+    ++shown;
+  }
+  return out;
+}
+
+}  // namespace
+
+struct Distributed::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+};
+
+Distributed::Distributed(const LaunchEnv& launch, const Config& config, c10::Device device)
+    : launch_(launch), impl_(std::make_unique<Impl>()) {
+  const std::string host = launch.master_addr.empty() ? "127.0.0.1" : launch.master_addr;
+  const int port = launch.master_port > 0 ? launch.master_port : 29500;
+  const std::chrono::milliseconds timeout(static_cast<int64_t>(config.dist_timeout_s) * 1000);
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(port);
+  options.isServer = launch.rank == 0;
+  options.numWorkers = launch.world_size;
+  options.waitWorkers = true;
+  options.timeout = timeout;
+  try {
+    impl_->store = c10::make_intrusive<c10d::TCPStore>(host, options);
+    comm_ = device.is_cuda() ? parallel::make_nccl_communicator(impl_->store, launch.rank, launch.world_size, timeout)
+                             : make_gloo_communicator(impl_->store, launch.rank, launch.world_size, timeout);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    // Every rank waits at most dist_timeout_s for the others; a rank that never comes stops the run here.
+    throw ConfigError(strprintf("rank %d of %d could not join the run at %s:%d within dist_timeout_s=%d: %s",
+                                launch.rank, launch.world_size, host.c_str(), port, config.dist_timeout_s,
+                                first_line(e.what()).c_str()));
+  }
+}
+
+void Distributed::shutdown() {
+  if (!comm_) return;
+  comm_->shutdown();
+  comm_.reset();
+  // Rank 0 serves the store: it stays until the others have closed their process groups, whose monitor
+  // threads read the store until then (bounded: a rank that died does not hold it up for long).
+  impl_->store->set("done/" + std::to_string(rank()), std::vector<uint8_t>{1});
+  if (rank() == 0) {
+    std::vector<std::string> keys;
+    for (int r = 1; r < world_size(); ++r) keys.push_back("done/" + std::to_string(r));
+    try {
+      impl_->store->wait(keys, std::chrono::seconds(30));
+    } catch (const std::exception&) {
+      log_warn("data parallel: not every rank said it was done within 30 s; closing the store anyway");
+    }
+  }
+}
+
+Distributed::~Distributed() {
+  // After an error: close the communicators without waiting for the other ranks.
+  try {
+    if (comm_) comm_->shutdown();
+  } catch (const std::exception& e) {
+    log_warn(std::string("data parallel: closing the process group failed: ") + e.what());
+  }
+}
+
+std::vector<std::string> Distributed::exchange(const std::string& what, const std::string& mine) {
+  const std::string prefix = what + "/" + std::to_string(exchanges_++) + "/";
+  impl_->store->set(prefix + std::to_string(rank()), std::vector<uint8_t>(mine.begin(), mine.end()));
+  std::vector<std::string> all;
+  for (int r = 0; r < world_size(); ++r) {
+    const auto bytes = impl_->store->get(prefix + std::to_string(r));
+    all.emplace_back(bytes.begin(), bytes.end());
+  }
+  return all;
+}
+
+void Distributed::check_same(const std::string& what, const std::string& text) {
+  const std::vector<std::string> all = exchange("check/" + what, text);
+  for (int r = 1; r < world_size(); ++r) {
+    if (all[static_cast<size_t>(r)] != all[0]) {
+      throw ConfigError(strprintf("rank %d runs a different %s than rank 0: %s", r, what.c_str(),
+                                  difference(all[0], all[static_cast<size_t>(r)]).c_str()));
+    }
+  }
+}
+
+std::vector<double> Distributed::all_values(const std::string& what, double value) {
+  std::vector<double> out;
+  for (const std::string& v : exchange(what, strprintf("%.17g", value))) out.push_back(std::stod(v));
+  return out;
+}
+
+std::string describe_tensors(const std::vector<std::pair<std::string, at::Tensor>>& named) {
+  std::string out;
+  for (const auto& [name, t] : named) {
+    out += name + " " + std::string(c10::toString(t.scalar_type())) + " [";
+    for (int64_t d = 0; d < t.dim(); ++d) out += (d ? "," : "") + std::to_string(t.size(d));
+    out += "]\n";
+  }
+  return out;
+}
+
+}  // namespace rn50::parallel

@@ -1,0 +1,258 @@
+// tests/parallel/test_data_parallel.cpp: data parallel across real processes: two ranks at batch B against one
+// process at batch 2B, and (two GPUs) graph-replayed against eager data-parallel steps.
+//
+// The test re-runs its own binary as the ranks (filter DataParallelWorker.*), with torchrun's variables set;
+// each rank writes its final weights to a file that the parent compares. RN50_DP_DEVICE=cuda runs the
+// ranks on GPUs over NCCL (cuda:LOCAL_RANK); the default is the CPU over Gloo.
+#include <ATen/Context.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/errors.h"
+#include "core/launch_env.h"
+#include "models/model.h"
+#include "parallel/distributed.h"
+#include "parallel/grad_sync.h"
+#include "engine/sgd.h"
+#include "engine/step_timer.h"
+#include "engine/train_step.h"
+#include "cuda/device_ops.h"
+#include "tests/support/temp_dir.h"
+
+extern char** environ;
+
+namespace rn50 {
+namespace {
+
+constexpr int kSteps = 4;
+constexpr int kBatch = 4;  // per rank
+constexpr int kImage = 32;
+constexpr int kClasses = 4;
+constexpr int kSkipExitCode = 77;  // a worker that cannot join (no Gloo in this build) says so
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v ? v : fallback;
+}
+
+c10::Device test_device(int local_rank) {
+  return env_or("RN50_DP_DEVICE", "cpu") == "cuda" ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank))
+                                                   : c10::Device(c10::kCPU);
+}
+
+// The global batch of step `step`: 2B images and labels drawn from a fixed seed; rank r takes rows [rB, (r+1)B).
+std::pair<at::Tensor, at::Tensor> global_batch(int step, c10::Device device) {
+  auto gen = at::detail::createCPUGenerator(1000 + step);
+  const at::Tensor x = at::randn({2 * kBatch, 3, kImage, kImage}, gen);
+  const at::Tensor y = at::randint(kClasses, {2 * kBatch}, gen, at::TensorOptions().dtype(at::kLong));
+  return {x.to(device), y.to(device)};
+}
+
+std::shared_ptr<models::Classifier> make_model(c10::Device device) {
+  torch::manual_seed(7);
+  auto model = models::create("resnet18", {kClasses, false});
+  model->to(device);
+  return model;
+}
+
+std::vector<at::Tensor> weights_of(models::Classifier& model) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : model.parameters()) out.push_back(p.detach().to(at::kCPU).contiguous());
+  return out;
+}
+
+// Plain SGD steps with BatchNorm in eval mode (running statistics, so a batch's gradient is the mean of its
+// images' gradients and the split across ranks is exact up to rounding).
+void exact_steps(models::Classifier& model, engine::Sgd& sgd, parallel::GradientBuckets* buckets, int rank, int world,
+                 c10::Device device) {
+  model.eval();
+  for (int step = 0; step < kSteps; ++step) {
+    auto [x, y] = global_batch(step, device);
+    const int64_t per_rank = x.size(0) / world;
+    x = x.narrow(0, rank * per_rank, per_rank);
+    y = y.narrow(0, rank * per_rank, per_rank);
+    if (buckets) {
+      buckets->zero_gradients();
+    } else {
+      sgd.zero_grad();
+    }
+    torch::nn::functional::cross_entropy(model.forward(x), y).backward();
+    if (buckets) buckets->finish();
+    sgd.set_lr(0.05);
+    sgd.step(nullptr);
+  }
+}
+
+// Deterministic cuDNN and no TF32 (which alone leaves 1e-3 relative differences between batch sizes).
+void exact_math() {
+  auto& ctx = at::globalContext();
+  ctx.setDeterministicCuDNN(true);
+  ctx.setAllowTF32CuDNN(false);
+  ctx.setAllowTF32CuBLAS(false);
+}
+
+// ---- the ranks --------------------------------------------------------------------------------------------
+
+TEST(DataParallelWorker, Run) {
+  const std::string out = env_or("RN50_DP_OUT", "");
+  if (out.empty()) GTEST_SKIP() << "runs only as a rank started by the DataParallel tests";
+  const LaunchEnv launch = read_launch_env();
+  const c10::Device device = test_device(launch.local_rank);
+  if (device.is_cuda()) cuda::use_side_stream(device.index());
+  exact_math();
+  Config config;
+  config.dist_timeout_s = 60;
+  std::unique_ptr<parallel::Distributed> dist;
+  try {
+    dist = std::make_unique<parallel::Distributed>(launch, config, device);
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "cannot join: %s\n", e.what());
+    std::exit(kSkipExitCode);
+  }
+  auto model = make_model(device);
+  const std::string mode = env_or("RN50_DP_MODE", "exact");
+  if (mode != "exact") {  // as runs with channels_last have them: gradient views with channels-last strides
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->parameters()) {
+      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+    }
+  }
+  engine::Sgd sgd(*model, 0.9, 1e-4, false);
+  // 1 MB buckets: ResNet-18's 45 MB of gradients in many buckets, so that their order matters.
+  parallel::GradientBuckets buckets(model->parameters(), dist->comm(), 1 << 20);
+  EXPECT_GT(buckets.num_buckets(), 10);
+  if (mode == "exact") {
+    exact_steps(*model, sgd, &buckets, dist->rank(), dist->world_size(), device);
+  } else {  // "eager" or "graph": the training step as runs use it (bf16, channels-last, BatchNorm training)
+    Config step_config;
+    step_config.precision = "bf16";
+    step_config.channels_last = true;
+    step_config.cuda_graph = mode == "graph";
+    auto timer = engine::make_cuda_step_timer();
+    engine::TrainStep train_step(*model, sgd, step_config, device, kBatch, kImage, *timer);
+    train_step.set_gradient_sync(&buckets);
+    for (int step = 0; step < 2 * kSteps; ++step) {
+      const auto [x, y] = global_batch(step, device);
+      train_step.images().copy_(x.narrow(0, dist->rank() * kBatch, kBatch));
+      train_step.labels().copy_(y.narrow(0, dist->rank() * kBatch, kBatch));
+      timer->begin_step();
+      train_step.run(0.05);
+    }
+    timer->take_totals();
+    EXPECT_EQ(train_step.graphed(), mode == "graph") << train_step.graph_status();
+  }
+  torch::save(weights_of(*model), out + "/rank" + std::to_string(dist->rank()) + ".pt");
+}
+
+// ---- the parent ---------------------------------------------------------------------------------------------
+
+std::string this_binary() {
+  char buffer[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
+  return n > 0 ? std::string(buffer, static_cast<size_t>(n)) : "";
+}
+
+// (No std::filesystem here: see tests/support/temp_dir.h.)
+class DataParallel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::getenv("RN50_DP_OUT")) GTEST_SKIP() << "a rank does not start ranks";
+    ASSERT_FALSE(dir_.path().empty());
+  }
+
+  // Starts two ranks of this binary in `mode`; returns their exit codes.
+  std::vector<int> run_two_ranks(const std::string& mode, const std::string& out, int port) {
+    std::vector<pid_t> pids;
+    for (int rank = 0; rank < 2; ++rank) {
+      std::vector<std::string> env;
+      for (char** e = environ; *e; ++e) env.emplace_back(*e);
+      for (const std::string& v : {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank), std::string("WORLD_SIZE=2"),
+                                   std::string("MASTER_ADDR=127.0.0.1"), "MASTER_PORT=" + std::to_string(port),
+                                   "RN50_DP_OUT=" + out, "RN50_DP_MODE=" + mode}) {
+        env.push_back(v);
+      }
+      std::vector<char*> envp;
+      for (auto& v : env) envp.push_back(v.data());
+      envp.push_back(nullptr);
+      std::string self = this_binary(), filter = "--gtest_filter=DataParallelWorker.*";
+      char* argv[] = {self.data(), filter.data(), nullptr};
+      pid_t pid = -1;
+      EXPECT_EQ(posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv, envp.data()), 0);
+      pids.push_back(pid);
+    }
+    std::vector<int> codes;
+    for (const pid_t pid : pids) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    }
+    return codes;
+  }
+
+  std::vector<at::Tensor> load(const std::string& file) {
+    std::vector<at::Tensor> t;
+    torch::load(t, file);
+    return t;
+  }
+
+  testing::TempDir dir_;
+};
+
+double max_relative_difference(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = (a[i].to(at::kDouble) - b[i].to(at::kDouble)).norm().item<double>() /
+                     (b[i].to(at::kDouble).norm().item<double>() + 1e-12);
+    worst = std::max(worst, d);
+  }
+  return worst;
+}
+
+int port_for(int offset) { return 20000 + (::getpid() * 7 + offset) % 20000; }
+
+// Tolerance: 1e-5 relative after 4 steps (fp32; the ranks' mean of two half-batch gradients against one
+// full-batch gradient differ only in the order of additions). The ranks themselves must agree exactly.
+TEST_F(DataParallel, TwoRanksAtBatchBMatchOneProcessAtBatch2B) {
+  const bool cuda = env_or("RN50_DP_DEVICE", "cpu") == "cuda";
+  if (cuda && torch::cuda::device_count() < 2) GTEST_SKIP() << "needs two GPUs";
+  const auto codes = run_two_ranks("exact", dir_.path(), port_for(0));
+  if (codes[0] == kSkipExitCode) GTEST_SKIP() << "this build cannot run data parallel on this device";
+  ASSERT_EQ(codes, std::vector<int>({0, 0}));
+  const c10::Device device = test_device(0);
+  exact_math();
+  auto model = make_model(device);
+  engine::Sgd sgd(*model, 0.9, 1e-4, false);
+  exact_steps(*model, sgd, nullptr, 0, 1, device);
+  const auto reference = weights_of(*model);
+  const auto rank0 = load(dir_.file("rank0.pt")), rank1 = load(dir_.file("rank1.pt"));
+  ASSERT_EQ(rank0.size(), reference.size());
+  EXPECT_EQ(max_relative_difference(rank0, rank1), 0.0) << "the ranks' weights differ";
+  EXPECT_LT(max_relative_difference(rank0, reference), 1e-5);
+  // The steps changed the weights: a comparison of untouched weights could not fail.
+  EXPECT_GT(max_relative_difference(reference, weights_of(*make_model(device))), 1e-4);
+}
+
+// Two GPUs: data-parallel steps replayed from a CUDA graph (all-reduces inside the graph) end with the weights
+// of eager data-parallel steps. Tolerance: 2e-3 relative (bf16; both runs use deterministic cuDNN).
+TEST_F(DataParallel, GraphedStepsMatchEagerSteps) {
+  if (env_or("RN50_DP_DEVICE", "cpu") != "cuda" || torch::cuda::device_count() < 2) GTEST_SKIP() << "needs two GPUs";
+  ::mkdir(dir_.file("eager").c_str(), 0755);
+  ::mkdir(dir_.file("graph").c_str(), 0755);
+  ASSERT_EQ(run_two_ranks("eager", dir_.file("eager"), port_for(1)), std::vector<int>({0, 0}));
+  ASSERT_EQ(run_two_ranks("graph", dir_.file("graph"), port_for(2)), std::vector<int>({0, 0}));
+  const auto eager = load(dir_.file("eager/rank0.pt")), graph = load(dir_.file("graph/rank0.pt"));
+  EXPECT_EQ(max_relative_difference(graph, load(dir_.file("graph/rank1.pt"))), 0.0);
+  EXPECT_LT(max_relative_difference(graph, eager), 2e-3);
+}
+
+}  // namespace
+}  // namespace rn50
