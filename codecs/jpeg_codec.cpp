@@ -9,8 +9,8 @@
 #include <stdexcept>
 #include <string>
 
-#include <jpeglib.h>
 #include <jerror.h>
+#include <jpeglib.h>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 

@@ -1,6 +1,6 @@
-// commands/doctor.cpp: instance measurements (CPU decode, storage, copies, memory, matrix units, ResNet-50
-// steps) and the verdicts drawn from them.
-#include "commands/doctor.h"
+// commands/doctor.cpp: `rn50 doctor`: measures this instance (CPU decode, storage, copies, memory, matrix units,
+// ResNet-50 steps) and says why training here would be slow, before a long run.
+#include <cxxopts.hpp>
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
@@ -21,34 +21,41 @@
 #include <thread>
 #include <vector>
 
+#include "commands/command.h"
+#include "commands/pipeline_verdict.h"
+#include "commands/report.h"
+#include "core/clock.h"
 #include "core/config.h"
+#include "core/errors.h"
 #include "core/launch_env.h"
 #include "core/log.h"
-#include "input/decode_bench.h"
 #include "cuda/cuda_support.h"
 #include "cuda/device_ops.h"
+#include "engine/cost.h"
+#include "engine/sgd.h"
+#include "engine/step_timer.h"
+#include "engine/train_step.h"
+#include "input/decode_bench.h"
 #include "input/gpu_decode/gpu_decode_bench.h"
 #include "input/gpu_decode/gpu_decoder.h"
+#include "models/model.h"
 #include "monitor/health.h"
 #include "monitor/mig.h"
 #include "monitor/nvml.h"
 #include "monitor/utilisation.h"
-#include "models/model.h"
-#include "engine/cost.h"
-#include "commands/pipeline_verdict.h"
-#include "commands/report.h"
-#include "engine/sgd.h"
-#include "engine/step_timer.h"
-#include "engine/train_step.h"
 
 namespace rn50::commands {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+struct DoctorOptions {
+  std::string data_root;  // optional: measure reading this dataset (first read and cached)
+  std::string device = "auto";
+  bool json = false;
+  bool quick = false;         // shorter measurements (tests, CPU machines)
+  double price_per_hour = 0;  // optional: cost of an ImageNet epoch at the measured rate
+};
 
 using Row = ReportRow;
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 void sync(const c10::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
@@ -89,21 +96,18 @@ Row as_row(const char* section, const monitor::HealthRow& health) {
 // CPU; `while_busy` runs once while the timed steps are queued.
 double resnet50_rate(const c10::Device& device, bool quick, const std::function<void()>& while_busy = {}) {
   Config config;
-  config.precision = device.is_cuda() ? "fp16" : "fp32";
+  config.precision = device.is_cuda() ? Precision::kFp16 : Precision::kFp32;
   config.channels_last = device.is_cuda();
   config.cuda_graph = device.is_cuda();
   const int batch = device.is_cuda() ? 256 : 8;
   const int size = device.is_cuda() ? 224 : (quick ? 64 : 224);
   auto model = models::create("resnet50", {1000, true});
   model->to(device);
-  if (config.channels_last) {
-    for (auto& p : model->parameters()) {
-      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
-    }
-  }
+  if (config.channels_last) models::to_channels_last(*model);
   engine::Sgd sgd(*model, 0.9, 1e-4, false);
   std::unique_ptr<engine::StepTimer> timer =
-      device.is_cuda() ? engine::make_cuda_step_timer() : std::unique_ptr<engine::StepTimer>(std::make_unique<engine::HostStepTimer>());
+      device.is_cuda() ? engine::make_cuda_step_timer()
+                       : std::unique_ptr<engine::StepTimer>(std::make_unique<engine::HostStepTimer>());
   engine::TrainStep step(*model, sgd, config, device, batch, size, *timer);
   step.images().normal_();
   step.labels().random_(0, 1000);
@@ -150,8 +154,8 @@ std::pair<double, double> storage_read_mb_per_s(const std::string& root, int64_t
 std::string fmt_rate(double x) { return strprintf("%.0f img/s", x); }
 
 // decode: gpu's stage alone on the doctor's JPEGs (batches of 256, nvJPEG and rn50's kernel), as a row; its train
-// rate where it ran, otherwise why not in `unavailable`. One measurement: the rate differs between decoders
-// (bench/results/2026-11-30-h200-h.md).
+// rate where it ran, otherwise why not in `unavailable`. One measurement, though the rate differs between decoders
+// (docs/gpu-decoding.md).
 std::optional<double> gpu_decode_rate(std::vector<Row>& rows, const std::vector<std::vector<uint8_t>>& jpegs,
                                       int device, bool quick, std::string& unavailable) {
   const char* check = "JPEG decode+augment on the GPU";
@@ -172,139 +176,220 @@ std::optional<double> gpu_decode_rate(std::vector<Row>& rows, const std::vector<
   }
 }
 
-}  // namespace
+// The doctor's measurements, row by row in the order of the report, and the verdicts drawn from them.
+class Doctor {
+ public:
+  explicit Doctor(const DoctorOptions& options)
+      : options_(options),
+        quick_(options.quick),
+        cores_(usable_cores()),
+        cuda_(torch::cuda::is_available() && options.device != "cpu"),
+        device_(cuda_ ? c10::Device(options.device == "auto" || options.device == "cuda" ? "cuda:0" : options.device)
+                      : c10::Device(c10::kCPU)),
+        gpu_decode_unavailable_(cuda_ ? "" : "no CUDA device") {}
 
-int run_doctor(const DoctorOptions& options) {
-  std::vector<Row> rows;
-  const bool quick = options.quick;
-  const int cores = usable_cores();
-  const unsigned hardware = std::thread::hardware_concurrency();
-  rows.push_back({"cpu", "usable cores", strprintf("%d of %u", cores, hardware), cores < static_cast<int>(hardware) ? "warn" : "ok",
-                  cores < static_cast<int>(hardware) ? "the affinity mask hides cores from this process" : ""});
-
-  // CPU decode: what the data pipeline can feed.
-  const auto jpegs = input::make_benchmark_jpegs(quick ? 8 : 32, 500, 375, 7);
-  const auto decode = input::run_decode_bench(jpegs, 224, cores, quick ? 0.2 : 1.0);
-  rows.push_back({"cpu", "JPEG decode+augment, 1 core",
-                  strprintf("%.0f img/s (full decode: %.0f)", decode.train_per_core, decode.full_decode_per_core), "info",
-                  strprintf("500x375, %.0f KiB JPEGs, RandomResizedCrop to 224", decode.mean_kib)});
-  rows.push_back({"cpu", "JPEG decode+augment, all cores", fmt_rate(decode.train_all_threads), "info",
-                  strprintf("%d threads", cores)});
-
-  if (!options.data_root.empty()) {
-    int64_t files = 0;
-    const auto [first, cached] = storage_read_mb_per_s(options.data_root, quick ? (64 << 20) : (1LL << 30), &files);
-    const double images_per_s = first * 1e6 / (decode.mean_kib * 1024.0);
-    rows.push_back({"storage", "dataset read, first / cached", strprintf("%.0f / %.0f MB/s", first, cached),
-                    images_per_s < decode.train_all_threads ? "warn" : "ok",
-                    strprintf("%lld files; first read feeds about %.0f img/s of %.0f KiB", static_cast<long long>(files),
-                              images_per_s, decode.mean_kib)});
+  int run() {
+    cpu_rows();
+    if (!options_.data_root.empty()) storage_row();
+    if (cuda_) {
+      gpu_rows();
+    } else {
+      rows_.push_back({"gpu", "CUDA device", cuda::built_with_cuda() ? "none visible" : "none (CPU-only build)", "info",
+                       "measurements below are of the CPU"});
+    }
+    compute_rows();
+    verdict_rows();
+    std::printf("%s", format_report(rows_, options_.json).c_str());
+    return 0;
   }
 
-  const bool cuda = torch::cuda::is_available() && options.device != "cpu";
-  std::optional<double> gpu_decode;  // decode: gpu's stage alone, where measured
-  std::string gpu_decode_unavailable = cuda ? "" : "no CUDA device";
-  std::unique_ptr<monitor::NvmlApi> nvml;  // CUDA devices with NVML only
-  std::optional<monitor::NvmlDevice> nvml_device;
-  const c10::Device device = cuda ? c10::Device(options.device == "auto" || options.device == "cuda" ? "cuda:0" : options.device)
-                                  : c10::Device(c10::kCPU);
-  if (!cuda) {
-    rows.push_back({"gpu", "CUDA device", cuda::built_with_cuda() ? "none visible" : "none (CPU-only build)", "info",
-                    "measurements below are of the CPU"});
-  } else {
-    cuda::use_side_stream(device.index());
-    rows.push_back({"gpu", "device", cuda::describe_device(device.index()), "info", ""});
+ private:
+  // CPU decode: what the data pipeline can feed.
+  void cpu_rows() {
+    const unsigned hardware = std::thread::hardware_concurrency();
+    const bool hidden = cores_ < static_cast<int>(hardware);
+    rows_.push_back({"cpu", "usable cores", strprintf("%d of %u", cores_, hardware), hidden ? "warn" : "ok",
+                     hidden ? "the affinity mask hides cores from this process" : ""});
+    jpegs_ = input::make_benchmark_jpegs(quick_ ? 8 : 32, 500, 375, 7);
+    decode_ = input::run_decode_bench(jpegs_, 224, cores_, quick_ ? 0.2 : 1.0);
+    rows_.push_back({"cpu", "JPEG decode+augment, 1 core",
+                     strprintf("%.0f img/s (full decode: %.0f)", decode_.train_per_core, decode_.full_decode_per_core),
+                     "info", strprintf("500x375, %.0f KiB JPEGs, RandomResizedCrop to 224", decode_.mean_kib)});
+    rows_.push_back({"cpu", "JPEG decode+augment, all cores", fmt_rate(decode_.train_all_threads), "info",
+                     strprintf("%d threads", cores_)});
+  }
+
+  void storage_row() {
+    int64_t files = 0;
+    const auto [first, cached] = storage_read_mb_per_s(options_.data_root, quick_ ? (64 << 20) : (1LL << 30), &files);
+    const double images_per_s = first * 1e6 / (decode_.mean_kib * 1024.0);
+    rows_.push_back({"storage", "dataset read, first / cached", strprintf("%.0f / %.0f MB/s", first, cached),
+                     images_per_s < decode_.train_all_threads ? "warn" : "ok",
+                     strprintf("%lld files; first read feeds about %.0f img/s of %.0f KiB",
+                               static_cast<long long>(files), images_per_s, decode_.mean_kib)});
+  }
+
+  void gpu_rows() {
+    cuda::use_side_stream(device_.index());
+    rows_.push_back({"gpu", "device", cuda::describe_device(device_.index()), "info", ""});
     if (const auto v = cuda::cuda_versions()) {
       const bool fits = v->driver >= v->runtime;
-      rows.push_back({"gpu", "driver / runtime CUDA", strprintf("%d.%d / %d.%d", v->driver / 1000, v->driver % 1000 / 10,
-                                                                 v->runtime / 1000, v->runtime % 1000 / 10),
-                      fits ? "ok" : "bad", fits ? "" : "the driver is older than the CUDA runtime LibTorch needs"});
+      rows_.push_back({"gpu", "driver / runtime CUDA",
+                       strprintf("%d.%d / %d.%d", v->driver / 1000, v->driver % 1000 / 10, v->runtime / 1000,
+                                 v->runtime % 1000 / 10),
+                       fits ? "ok" : "bad", fits ? "" : "the driver is older than the CUDA runtime LibTorch needs"});
     }
-    rows.push_back({"gpu", "visible GPUs", std::to_string(torch::cuda::device_count()), "info", cuda::describe_links()});
+    rows_.push_back(
+        {"gpu", "visible GPUs", std::to_string(torch::cuda::device_count()), "info", cuda::describe_links()});
     const char* queues = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
     if (const std::string warning = cuda_hardware_queues_warning(queues); !warning.empty())
-      rows.push_back({"gpu", "CUDA hardware queues", queues, "warn", warning});
-    // NVML numbers GPUs its own way (CUDA_VISIBLE_DEVICES, CUDA's order): find this device by its UUID.
+      rows_.push_back({"gpu", "CUDA hardware queues", queues, "warn", warning});
+    nvml_rows();
+    const size_t health_rows_at = rows_.size();  // the NVML health rows follow the MIG row
+    copy_and_health_rows(health_rows_at);
+    gpu_decode_ = gpu_decode_rate(rows_, jpegs_, device_.index(), quick_, gpu_decode_unavailable_);
+  }
+
+  // NVML numbers GPUs its own way (CUDA_VISIBLE_DEVICES, CUDA's order): find this device by its UUID.
+  void nvml_rows() {
     std::string why_not;
-    nvml = monitor::open_nvml(&why_not);
-    const std::string uuid = cuda::device_uuid(device.index());
-    nvml_device = nvml ? monitor::find_device_by_uuid(*nvml, uuid) : std::nullopt;
-    if (nvml_device) {
-      const std::string mig = monitor::describe_mig(*nvml, static_cast<int>(nvml_device->gpu));
+    nvml_ = monitor::open_nvml(&why_not);
+    const std::string uuid = cuda::device_uuid(device_.index());
+    nvml_device_ = nvml_ ? monitor::find_device_by_uuid(*nvml_, uuid) : std::nullopt;
+    if (nvml_device_) {
+      const std::string mig = monitor::describe_mig(*nvml_, static_cast<int>(nvml_device_->gpu));
       const size_t end_of_summary = mig.find('\n');
-      rows.push_back({"gpu", "MIG", mig.substr(0, end_of_summary), "info",
-                      end_of_summary == std::string::npos ? "" : "'rn50 train --mig list' lists the instances"});
+      rows_.push_back({"gpu", "MIG", mig.substr(0, end_of_summary), "info",
+                       end_of_summary == std::string::npos ? "" : "'rn50 train --mig list' lists the instances"});
     } else {
-      rows.push_back({"gpu", "NVML", "unavailable", "warn", nvml ? "NVML has no device with UUID " + uuid : why_not});
+      rows_.push_back({"gpu", "NVML", "unavailable", "warn", nvml_ ? "NVML has no device with UUID " + uuid : why_not});
     }
-    const size_t health_rows_at = rows.size();  // the NVML health rows follow the MIG row
-    // Host-to-device copies: pageable against pinned.
-    const int64_t bytes = quick ? (64 << 20) : (512 << 20);
-    const auto dev = at::empty({bytes}, at::TensorOptions(device).dtype(at::kByte));
+  }
+
+  // Host-to-device copies, pageable against pinned; NVML's health rows (read during copies) at `health_rows_at`;
+  // device memory bandwidth.
+  void copy_and_health_rows(size_t health_rows_at) {
+    const int64_t bytes = quick_ ? (64 << 20) : (512 << 20);
+    const auto dev = at::empty({bytes}, at::TensorOptions(device_).dtype(at::kByte));
     const auto pageable = at::empty({bytes}, at::kByte).fill_(1);
     const auto pinned = at::empty({bytes}, at::TensorOptions(at::kByte).pinned_memory(true)).fill_(1);
-    const double pageable_gbs = bytes / time_median(device, 5, [&] { dev.copy_(pageable); }) / 1e9;
-    const double pinned_gbs = bytes / time_median(device, 5, [&] { dev.copy_(pinned, /*non_blocking=*/true); }) / 1e9;
-    rows.push_back({"gpu", "host->device, pageable / pinned", strprintf("%.1f / %.1f GB/s", pageable_gbs, pinned_gbs),
-                    pinned_gbs < 10 ? "warn" : "ok",
-                    pinned_gbs < 10 ? "below a PCIe 4.0 x16 link's ~25 GB/s: a narrow or slow link, or a shared host" : ""});
-    if (nvml_device) {
+    const double pageable_gbs = bytes / time_median(device_, 5, [&] { dev.copy_(pageable); }) / 1e9;
+    const double pinned_gbs = bytes / time_median(device_, 5, [&] { dev.copy_(pinned, /*non_blocking=*/true); }) / 1e9;
+    rows_.push_back(
+        {"gpu", "host->device, pageable / pinned", strprintf("%.1f / %.1f GB/s", pageable_gbs, pinned_gbs),
+         pinned_gbs < 10 ? "warn" : "ok",
+         pinned_gbs < 10 ? "below a PCIe 4.0 x16 link's ~25 GB/s: a narrow or slow link, or a shared host" : ""});
+    if (nvml_device_) {
       // Read while about 0.2 s of pinned copies run: an idle GPU may lower its PCIe link generation.
       const int copies = std::clamp(static_cast<int>(0.2 * pinned_gbs * 1e9 / bytes) + 1, 1, 64);
       for (int i = 0; i < copies; ++i) dev.copy_(pinned, /*non_blocking=*/true);
       std::vector<Row> health;
       try {
-        for (const auto& r : monitor::nvml_health_rows(*nvml, *nvml_device, static_cast<unsigned>(::getpid())))
+        for (const auto& r : monitor::nvml_health_rows(*nvml_, *nvml_device_, static_cast<unsigned>(::getpid())))
           health.push_back(as_row("gpu", r));
       } catch (const std::exception& e) {
         health.push_back({"gpu", "NVML health", "failed", "warn", e.what()});
       }
-      sync(device);
-      rows.insert(rows.begin() + static_cast<std::ptrdiff_t>(health_rows_at), health.begin(), health.end());
+      sync(device_);
+      rows_.insert(rows_.begin() + static_cast<std::ptrdiff_t>(health_rows_at), health.begin(), health.end());
     }
-    const auto src = at::empty({bytes}, at::TensorOptions(device).dtype(at::kByte)).fill_(3);
-    const double d2d = 2.0 * bytes / time_median(device, 10, [&] { dev.copy_(src); }) / 1e12;
-    rows.push_back({"gpu", "device memory bandwidth (copy)", strprintf("%.2f TB/s", d2d), "info", "bytes read + written"});
-    gpu_decode = gpu_decode_rate(rows, jpegs, device.index(), quick, gpu_decode_unavailable);
-  }
-  const int n = cuda ? (quick ? 4096 : 8192) : (quick ? 256 : 1024);
-  const double fp32 = matmul_tflops(device, at::kFloat, false, n);
-  rows.push_back({"compute", "matrix product FP32", strprintf("%.3g TFLOP/s", fp32), "info", strprintf("%d^3", n)});
-  if (cuda) {
-    const double tf32 = matmul_tflops(device, at::kFloat, true, n);
-    const double bf16 = matmul_tflops(device, at::kBFloat16, false, n);
-    rows.push_back({"compute", "matrix product TF32 / BF16", strprintf("%.0f / %.0f TFLOP/s", tf32, bf16),
-                    bf16 < 4 * fp32 ? "warn" : "ok",
-                    bf16 < 4 * fp32 ? "low-precision matrix units far below their usual lead: clocks, power cap or a shared GPU" : ""});
-  }
-  std::optional<monitor::HealthRow> under_load;
-  const double step_rate = resnet50_rate(device, quick, [&] {
-    if (!nvml_device) return;
-    try {
-      under_load = monitor::under_load_row(*nvml, *nvml_device);
-    } catch (const std::exception& e) {
-      under_load = monitor::HealthRow{"under training load", "NVML failed", "warn", e.what()};
-    }
-  });
-  rows.push_back({"compute",
-                  cuda ? "ResNet-50 training (fp16, channels-last, graph, b256)"
-                       : strprintf("ResNet-50 training (fp32, CPU, %d px)", quick ? 64 : 224),
-                  fmt_rate(step_rate), "info", "synthetic data: compute alone"});
-  if (under_load) rows.push_back(as_row("compute", *under_load));
-
-  // Verdicts.
-  rows.push_back(data_pipeline_verdict(
-      {decode.train_all_threads, decode.train_per_core, cores, step_rate, gpu_decode, gpu_decode_unavailable}));
-  if (options.price_per_hour > 0) {
-    const double epoch_hours = engine::kImageNetTrainImages / step_rate / 3600.0;
-    rows.push_back({"cost", "ImageNet epoch at this rate", strprintf("%.2f h, %.3g at %.3g/h", epoch_hours,
-                                                                      epoch_hours * options.price_per_hour, options.price_per_hour),
-                    "info", strprintf("90 epochs: %.3g; %.3g per million images", 90 * epoch_hours * options.price_per_hour,
-                                      engine::cost_per_million_images(options.price_per_hour, step_rate))});
+    const auto src = at::empty({bytes}, at::TensorOptions(device_).dtype(at::kByte)).fill_(3);
+    const double d2d = 2.0 * bytes / time_median(device_, 10, [&] { dev.copy_(src); }) / 1e12;
+    rows_.push_back(
+        {"gpu", "device memory bandwidth (copy)", strprintf("%.2f TB/s", d2d), "info", "bytes read + written"});
   }
 
-  std::printf("%s", format_report(rows, options.json).c_str());
-  return 0;
+  // Matrix units, and ResNet-50 training steps with NVML's under-load reading taken while they run.
+  void compute_rows() {
+    const int n = cuda_ ? (quick_ ? 4096 : 8192) : (quick_ ? 256 : 1024);
+    const double fp32 = matmul_tflops(device_, at::kFloat, false, n);
+    rows_.push_back({"compute", "matrix product FP32", strprintf("%.3g TFLOP/s", fp32), "info", strprintf("%d^3", n)});
+    if (cuda_) {
+      const double tf32 = matmul_tflops(device_, at::kFloat, true, n);
+      const double bf16 = matmul_tflops(device_, at::kBFloat16, false, n);
+      rows_.push_back({"compute", "matrix product TF32 / BF16", strprintf("%.0f / %.0f TFLOP/s", tf32, bf16),
+                       bf16 < 4 * fp32 ? "warn" : "ok",
+                       bf16 < 4 * fp32
+                           ? "low-precision matrix units far below their usual lead: clocks, power cap or a shared GPU"
+                           : ""});
+    }
+    std::optional<monitor::HealthRow> under_load;
+    step_rate_ = resnet50_rate(device_, quick_, [&] {
+      if (!nvml_device_) return;
+      try {
+        under_load = monitor::under_load_row(*nvml_, *nvml_device_);
+      } catch (const std::exception& e) {
+        under_load = monitor::HealthRow{"under training load", "NVML failed", "warn", e.what()};
+      }
+    });
+    rows_.push_back({"compute",
+                     cuda_ ? "ResNet-50 training (fp16, channels-last, graph, b256)"
+                           : strprintf("ResNet-50 training (fp32, CPU, %d px)", quick_ ? 64 : 224),
+                     fmt_rate(step_rate_), "info", "synthetic data: compute alone"});
+    if (under_load) rows_.push_back(as_row("compute", *under_load));
+  }
+
+  void verdict_rows() {
+    rows_.push_back(data_pipeline_verdict(
+        {decode_.train_all_threads, decode_.train_per_core, cores_, step_rate_, gpu_decode_, gpu_decode_unavailable_}));
+    if (options_.price_per_hour <= 0) return;
+    const double price = options_.price_per_hour;
+    const double epoch_hours = engine::kImageNetTrainImages / step_rate_ / 3600.0;
+    rows_.push_back({"cost", "ImageNet epoch at this rate",
+                     strprintf("%.2f h, %.3g at %.3g/h", epoch_hours, epoch_hours * price, price), "info",
+                     strprintf("90 epochs: %.3g; %.3g per million images", 90 * epoch_hours * price,
+                               engine::cost_per_million_images(price, step_rate_))});
+  }
+
+  const DoctorOptions& options_;
+  const bool quick_;
+  const int cores_;
+  const bool cuda_;
+  const c10::Device device_;
+  std::vector<Row> rows_;
+  std::vector<std::vector<uint8_t>> jpegs_;
+  input::DecodeBenchResult decode_;
+  std::unique_ptr<monitor::NvmlApi> nvml_;  // CUDA devices with NVML only
+  std::optional<monitor::NvmlDevice> nvml_device_;
+  std::optional<double> gpu_decode_;  // decode: gpu's stage alone, where measured
+  std::string gpu_decode_unavailable_;
+  double step_rate_ = 0;
+};
+
+}  // namespace
+
+int doctor_command(int argc, char** argv) {
+  cxxopts::Options options("rn50 doctor", "Measure this instance and say why training here would be slow.");
+  DoctorOptions doctor;
+  options.add_options()("data-root", "also measure reading this dataset folder", cxxopts::value<std::string>())(
+      "device", "auto, cpu or cuda:N", cxxopts::value<std::string>()->default_value("auto"))(
+      "json", "print JSON instead of a table")("quick", "shorter measurements")(
+      "price-per-hour", "instance price (any currency): cost of an ImageNet epoch", cxxopts::value<double>())(
+      "compare",
+      "PRICE_A,RATE_A,PRICE_B,RATE_B: cost per million images of instances A and B and the break-even speed-up "
+      "of A over B (prices per hour, rates in img/s, 0 if unknown)",
+      cxxopts::value<std::vector<double>>())("h,help", "print this help");
+  const auto parsed = options.parse(argc, argv);
+  if (parsed.count("help")) {
+    std::printf("%s\n", options.help().c_str());
+    return 0;
+  }
+  if (parsed.count("compare")) {
+    const auto v = parsed["compare"].as<std::vector<double>>();
+    if (v.size() != 4 || v[0] <= 0 || v[2] <= 0 || v[1] < 0 || v[3] < 0) {
+      throw ConfigError("--compare needs PRICE_A,RATE_A,PRICE_B,RATE_B with positive prices");
+    }
+    std::printf("%s", engine::compare_instances(v[0], v[1], v[2], v[3]).c_str());
+    return 0;
+  }
+  if (parsed.count("data-root")) doctor.data_root = parsed["data-root"].as<std::string>();
+  doctor.device = parsed["device"].as<std::string>();
+  doctor.json = parsed.count("json") > 0;
+  doctor.quick = parsed.count("quick") > 0;
+  if (parsed.count("price-per-hour")) doctor.price_per_hour = parsed["price-per-hour"].as<double>();
+  if (doctor.price_per_hour < 0) throw ConfigError("--price-per-hour must not be negative");
+  init_logging("", 0);
+  return Doctor(doctor).run();
 }
 
 }  // namespace rn50::commands

@@ -1,18 +1,33 @@
-// commands/infer.cpp: evaluation-mode forward pass of a weights file on a stored batch.
-#include "commands/infer.h"
+// commands/infer.cpp: `rn50 infer`: logits of a stored batch from a weights file (evaluation mode, true FP32), for
+// checks against other frameworks.
+#include <cxxopts.hpp>
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <torch/utils.h>
 
+#include <cstdio>
+#include <string>
+
+#include "commands/command.h"
 #include "core/errors.h"
 #include "core/log.h"
 #include "core/safetensors.h"
-#include "models/model.h"
 #include "engine/checkpoint.h"
+#include "models/model.h"
 
 namespace rn50::commands {
+namespace {
 
+struct InferOptions {
+  std::string weights;  // torchvision-layout safetensors (rn50 export, or converted from torchvision)
+  std::string model;    // registry name; empty: the weights' "model" metadata, else resnet50
+  std::string images;   // safetensors file with an F32 tensor "images" [N, 3, H, W], already normalised
+  std::string out;      // safetensors file to write, with an F32 tensor "logits" [N, classes]
+  std::string device = "cpu";
+};
+
+// Runs the model in evaluation mode in true FP32 (no TF32) and writes the logits.
 void infer(const InferOptions& options) {
   namespace st = rn50::safetensors;
   st::File weights;
@@ -24,7 +39,8 @@ void infer(const InferOptions& options) {
     throw ConfigError(e.what());
   }
   const st::TensorView* fc = weights.find("fc.weight");
-  if (!fc || fc->shape.size() != 2) throw ConfigError(options.weights + " has no 2-D 'fc.weight' to size the classifier");
+  if (!fc || fc->shape.size() != 2)
+    throw ConfigError(options.weights + " has no 2-D 'fc.weight' to size the classifier");
   const st::TensorView* x = images.find("images");
   if (!x || x->dtype != st::DType::F32 || x->shape.size() != 4 || x->shape[1] != 3) {
     throw ConfigError(options.images + " needs an F32 tensor 'images' of shape [N, 3, H, W]");
@@ -42,15 +58,43 @@ void infer(const InferOptions& options) {
   log_info(engine::load_weights(options.weights, *model, model->classifier_name()));
   model->eval();
   torch::NoGradGuard no_grad;
-  const at::Tensor input =
-      at::from_blob(const_cast<uint8_t*>(x->data), x->shape, at::kFloat).to(device, /*non_blocking=*/false, /*copy=*/true);
+  const at::Tensor input = at::from_blob(const_cast<uint8_t*>(x->data), x->shape, at::kFloat)
+                               .to(device, /*non_blocking=*/false, /*copy=*/true);
   const at::Tensor logits = model->forward(input).to(at::kCPU).contiguous();
   st::write_file_atomically(options.out, st::serialize({{"logits", st::DType::F32, logits.sizes().vec(),
-                                                          static_cast<const uint8_t*>(logits.data_ptr()),
-                                                          static_cast<size_t>(logits.nbytes())}},
-                                                        {{"model", model_name}, {"weights", options.weights}}));
+                                                         static_cast<const uint8_t*>(logits.data_ptr()),
+                                                         static_cast<size_t>(logits.nbytes())}},
+                                                       {{"model", model_name}, {"weights", options.weights}}));
   log_info(strprintf("wrote logits [%lld, %lld] to %s", static_cast<long long>(logits.size(0)),
                      static_cast<long long>(logits.size(1)), options.out.c_str()));
+}
+
+}  // namespace
+
+int infer_command(int argc, char** argv) {
+  cxxopts::Options options("rn50 infer", "Logits of a stored batch from a weights file (evaluation mode, true FP32).");
+  InferOptions request;
+  options.add_options()("weights", "safetensors weights in torchvision's layout", cxxopts::value<std::string>())(
+      "model", "model name (default: the weights' metadata, else resnet50)", cxxopts::value<std::string>())(
+      "images", "safetensors file with an F32 tensor 'images' [N,3,H,W]", cxxopts::value<std::string>())(
+      "out", "safetensors file for the F32 tensor 'logits'", cxxopts::value<std::string>())(
+      "device", "cpu or cuda:N", cxxopts::value<std::string>()->default_value("cpu"))("h,help", "print this help");
+  const auto parsed = options.parse(argc, argv);
+  if (parsed.count("help")) {
+    std::printf("%s\n", options.help().c_str());
+    return 0;
+  }
+  if (!parsed.count("weights") || !parsed.count("images") || !parsed.count("out")) {
+    throw ConfigError("infer needs --weights, --images and --out");
+  }
+  request.weights = parsed["weights"].as<std::string>();
+  request.images = parsed["images"].as<std::string>();
+  request.out = parsed["out"].as<std::string>();
+  request.device = parsed["device"].as<std::string>();
+  if (parsed.count("model")) request.model = parsed["model"].as<std::string>();
+  init_logging("", 0);
+  infer(request);
+  return 0;
 }
 
 }  // namespace rn50::commands

@@ -10,7 +10,8 @@ namespace rn50::commands {
 ReportRow data_pipeline_verdict(const PipelineRates& rates) {
   ReportRow row{"verdict", "data pipeline",
                 strprintf("CPU feeds %.0f img/s, the model consumes %.0f", rates.cpu_all_cores, rates.model), "", ""};
-  const std::string gpu = rates.gpu_decode ? strprintf("GPU decoding alone measured %.0f img/s", *rates.gpu_decode) : "";
+  const std::string gpu =
+      rates.gpu_decode ? strprintf("GPU decoding alone measured %.0f img/s", *rates.gpu_decode) : "";
   if (rates.cpu_all_cores >= rates.model) {
     row.verdict = "ok";
     row.note = "the CPU can keep up" + (gpu.empty() ? "" : "; " + gpu);
@@ -18,10 +19,9 @@ ReportRow data_pipeline_verdict(const PipelineRates& rates) {
   }
   row.verdict = "bad";
   const std::string threads =
-      rates.cpu_per_core > 0
-          ? strprintf("needs about %d decode threads (this process may use %d)",
-                      static_cast<int>(std::ceil(rates.model / rates.cpu_per_core)), rates.cores)
-          : "one core decoded nothing";
+      rates.cpu_per_core > 0 ? strprintf("needs about %d decode threads (this process may use %d)",
+                                         static_cast<int>(std::ceil(rates.model / rates.cpu_per_core)), rates.cores)
+                             : "one core decoded nothing";
   if (rates.gpu_decode) {
     // Above the model's rate, not equal to it: the decode shares the GPU with the training step.
     row.note = "data-bound: " + threads + "; " + gpu +

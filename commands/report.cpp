@@ -10,7 +10,8 @@ std::string format_report(const std::vector<ReportRow>& rows, bool json) {
   if (json) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& r : rows) {
-      j.push_back({{"section", r.section}, {"check", r.check}, {"value", r.value}, {"verdict", r.verdict}, {"note", r.note}});
+      j.push_back(
+          {{"section", r.section}, {"check", r.check}, {"value", r.value}, {"verdict", r.verdict}, {"note", r.note}});
     }
     return j.dump(2) + "\n";
   }
@@ -21,7 +22,8 @@ std::string format_report(const std::vector<ReportRow>& rows, bool json) {
     widths[2] = std::max(widths[2], r.value.size());
   }
   auto pad = [](const std::string& s, size_t w) { return s + std::string(w > s.size() ? w - s.size() : 0, ' '); };
-  std::string out = pad("section", widths[0]) + "  " + pad("check", widths[1]) + "  " + pad("value", widths[2]) + "  verdict  note\n";
+  std::string out =
+      pad("section", widths[0]) + "  " + pad("check", widths[1]) + "  " + pad("value", widths[2]) + "  verdict  note\n";
   for (const auto& r : rows) {
     out += pad(r.section, widths[0]) + "  " + pad(r.check, widths[1]) + "  " + pad(r.value, widths[2]) + "  " +
            pad(r.verdict, 7) + "  " + r.note + "\n";

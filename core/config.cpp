@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 #include "core/affinity.h"
 #include "core/errors.h"
@@ -86,18 +87,56 @@ ConfigKey string_key(const char* name, std::string Config::*member, const char* 
           [=](const Config& c) { return c.*member; }};
 }
 
-// A string restricted to a fixed set of values.
-ConfigKey choice_key(const char* name, std::string Config::*member, std::vector<std::string> choices,
-                     const std::string& help) {
+// The names of each choice, in the order the help lists them.
+template <class E>
+using Names = std::vector<std::pair<E, const char*>>;
+const Names<DataSource>& names(DataSource) {
+  static const Names<DataSource> n = {{DataSource::kFolder, "folder"}, {DataSource::kSynthetic, "synthetic"}};
+  return n;
+}
+const Names<Decode>& names(Decode) {
+  static const Names<Decode> n = {{Decode::kCpu, "cpu"}, {Decode::kGpu, "gpu"}};
+  return n;
+}
+const Names<LrScheduleKind>& names(LrScheduleKind) {
+  static const Names<LrScheduleKind> n = {{LrScheduleKind::kCosine, "cosine"}, {LrScheduleKind::kStep, "step"}};
+  return n;
+}
+const Names<Tf32>& names(Tf32) {
+  static const Names<Tf32> n = {{Tf32::kDefault, "default"}, {Tf32::kOn, "on"}, {Tf32::kOff, "off"}};
+  return n;
+}
+const Names<Precision>& names(Precision) {
+  static const Names<Precision> n = {
+      {Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kFp16, "fp16"}};
+  return n;
+}
+
+template <class E>
+std::string name_in_table(E value) {
+  for (const auto& [v, n] : names(E{})) {
+    if (v == value) return n;
+  }
+  return "?";
+}
+
+// A key whose value is one of a choice's names.
+template <class E>
+ConfigKey choice_key(const char* name, E Config::*member, const std::string& help) {
   std::string joined;
-  for (const auto& ch : choices) joined += (joined.empty() ? "" : "|") + ch;
+  for (const auto& entry : names(E{})) joined += (joined.empty() ? "" : "|") + std::string(entry.second);
   return {name, help + " (" + joined + ")",
           [=](Config& c, const std::string& v) {
             const std::string t = trim(v);
-            if (std::find(choices.begin(), choices.end(), t) == choices.end()) bad_value(name, v, "one of " + joined);
-            c.*member = t;
+            for (const auto& [value, n] : names(E{})) {
+              if (t == n) {
+                c.*member = value;
+                return;
+              }
+            }
+            bad_value(name, v, "one of " + joined);
           },
-          [=](const Config& c) { return c.*member; }};
+          [=](const Config& c) { return name_in_table(c.*member); }};
 }
 
 ConfigKey int_list_key(const char* name, std::vector<int> Config::*member, const char* help) {
@@ -124,9 +163,9 @@ ConfigKey int_list_key(const char* name, std::vector<int> Config::*member, const
 std::vector<ConfigKey> make_keys() {
   using C = Config;
   return {
-      string_key("model", &C::model, "model name: resnet18|resnet34|resnet50|resnet101|resnet152"),
+      string_key("model", &C::model, "model name, one of the registry's"),
       bool_key("zero_init_residual", &C::zero_init_residual, "zero-init the last BatchNorm of each residual block"),
-      choice_key("data", &C::data, {"folder", "synthetic"},
+      choice_key("data", &C::data,
                  "folder: JPEGs under data_root; synthetic: random batches made on the device (compute only)"),
       string_key("data_root", &C::data_root, "dataset folder holding train/<class>/*.JPEG and val/<class>/*.JPEG"),
       int_key("image_size", &C::image_size, "training and validation crop size in pixels"),
@@ -137,12 +176,13 @@ std::vector<ConfigKey> make_keys() {
       bool_key("pin_memory", &C::pin_memory, "decode into page-locked host memory and copy asynchronously (GPU)"),
       bool_key("pin_workers", &C::pin_workers,
                "pin decode thread k to one usable CPU each (the process's k-th, after those of lower local ranks)"),
-      choice_key("decode", &C::decode, {"cpu", "gpu"},
+      choice_key("decode", &C::decode,
                  "where JPEGs are decoded and augmented: cpu (libjpeg-turbo on the decode threads) or gpu (nvJPEG and "
                  "one kernel on the device; the decode threads only read files)"),
-      bool_key("decode_yuv", &C::decode_yuv,
-               "decode: gpu: the hardware decoder hands out the JPEG's YCbCr planes and rn50's crop kernel converts only "
-               "the pixels it samples (off: nvJPEG converts every whole image to RGB, one kernel per image)"),
+      bool_key(
+          "decode_yuv", &C::decode_yuv,
+          "decode: gpu: the hardware decoder hands out the JPEG's YCbCr planes and rn50's crop kernel converts only "
+          "the pixels it samples (off: nvJPEG converts every whole image to RGB, one kernel per image)"),
       bool_key("decode_ahead", &C::decode_ahead,
                "decode: gpu: hand batch k+N (N: decode_ahead_batches) to the decode thread right after training step k "
                "is queued, and the next epoch's first N during an epoch's last N steps unless a validation follows "
@@ -156,8 +196,9 @@ std::vector<ConfigKey> make_keys() {
       int_key("max_steps", &C::max_steps, "stop each epoch after this many steps (0: the whole epoch)"),
       double_key("lr", &C::lr, "peak learning rate for a global batch of 256, scaled linearly with the batch"),
       double_key("warmup_epochs", &C::warmup_epochs, "epochs of linear learning-rate warm-up"),
-      choice_key("lr_schedule", &C::lr_schedule, {"cosine", "step"}, "decay after warm-up"),
-      int_list_key("lr_milestones", &C::lr_milestones, "step schedule: epochs at which the rate is multiplied by lr_gamma"),
+      choice_key("lr_schedule", &C::lr_schedule, "decay after warm-up"),
+      int_list_key("lr_milestones", &C::lr_milestones,
+                   "step schedule: epochs at which the rate is multiplied by lr_gamma"),
       double_key("lr_gamma", &C::lr_gamma, "step schedule: factor at each milestone"),
       double_key("momentum", &C::momentum, "SGD momentum"),
       double_key("weight_decay", &C::weight_decay, "L2 weight decay"),
@@ -177,11 +218,10 @@ std::vector<ConfigKey> make_keys() {
       double_key("price_per_hour", &C::price_per_hour,
                  "instance price per hour (any currency): each epoch record gets cost_per_epoch and "
                  "projected_run_cost (0: off)"),
-      choice_key("tf32", &C::tf32, {"default", "on", "off"},
+      choice_key("tf32", &C::tf32,
                  "TF32 math: default keeps LibTorch's defaults (TF32 in cuDNN convolutions, not in matrix "
                  "products); off is true FP32 everywhere; on allows TF32 everywhere"),
-      choice_key("precision", &C::precision, {"fp32", "bf16", "fp16"},
-                 "autocast precision of forward and backward (fp16 adds a loss scaler)"),
+      choice_key("precision", &C::precision, "autocast precision of forward and backward (fp16 adds a loss scaler)"),
       bool_key("channels_last", &C::channels_last, "NHWC memory layout for images, weights and activations"),
       bool_key("cudnn_benchmark", &C::cudnn_benchmark, "let cuDNN time its algorithms and keep the fastest"),
       bool_key("cuda_graph", &C::cuda_graph, "capture the whole training step in a CUDA graph and replay it"),
@@ -223,6 +263,12 @@ void apply_yaml_node(Config& config, const YAML::Node& root, const std::string& 
 }
 
 }  // namespace
+
+std::string name_of(DataSource value) { return name_in_table(value); }
+std::string name_of(Decode value) { return name_in_table(value); }
+std::string name_of(LrScheduleKind value) { return name_in_table(value); }
+std::string name_of(Tf32 value) { return name_in_table(value); }
+std::string name_of(Precision value) { return name_in_table(value); }
 
 const std::vector<ConfigKey>& config_keys() {
   static const std::vector<ConfigKey> keys = make_keys();
@@ -272,7 +318,7 @@ void validate(Config& c) {
   require(c.workers >= -1, "workers", "must be -1 (auto), 0 or more");
   require(c.prefetch >= 1, "prefetch", "must be at least 1");
   require(c.decode_ahead_batches >= 1 && c.decode_ahead_batches <= 4, "decode_ahead_batches", "must be 1 to 4");
-  require(c.synthetic_images >= c.batch_size || c.data != "synthetic", "synthetic_images",
+  require(c.synthetic_images >= c.batch_size || c.data != DataSource::kSynthetic, "synthetic_images",
           "must be at least batch_size");
   require(c.epochs >= 1, "epochs", "must be at least 1");
   require(c.max_steps >= 0, "max_steps", "must be 0 (whole epoch) or more");
@@ -288,7 +334,7 @@ void validate(Config& c) {
   require(c.log_every >= 1, "log_every", "must be at least 1");
   require(c.price_per_hour >= 0, "price_per_hour", "must not be negative (0 turns costs off)");
   require(!c.out_dir.empty(), "out_dir", "must not be empty");
-  require(c.data == "synthetic" || !c.data_root.empty(), "data_root", "is required when data is folder");
+  require(c.data == DataSource::kSynthetic || !c.data_root.empty(), "data_root", "is required when data is folder");
   require(c.resume.empty() || c.init_from.empty(), "init_from",
           "conflicts with resume (a resumed run continues from its checkpoint's weights)");
 
@@ -302,8 +348,9 @@ void validate(Config& c) {
   }
   require(c.bucket_mb > 0 && c.bucket_mb <= 4096, "bucket_mb", "must be in (0, 4096]");
   require(c.dist_timeout_s >= 1, "dist_timeout_s", "must be at least 1");
-  require(!(cpu && c.precision != "fp32"), "precision", c.precision + " (autocast) needs a CUDA device; use fp32 on cpu");
-  require(!(cpu && c.decode == "gpu"), "decode", "gpu needs a CUDA device; use decode: cpu on the cpu");
+  require(!(cpu && c.precision != Precision::kFp32), "precision",
+          name_of(c.precision) + " (autocast) needs a CUDA device; use fp32 on cpu");
+  require(!(cpu && c.decode == Decode::kGpu), "decode", "gpu needs a CUDA device; use decode: cpu on the cpu");
 
   require(c.mig.empty() || c.mig == "list" || cuda || c.device == "auto", "mig", "needs a CUDA device");
 

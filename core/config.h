@@ -9,25 +9,37 @@
 
 namespace rn50 {
 
+// Choices, parsed once from their names (the key table lists them; name_of prints one).
+enum class DataSource { kFolder, kSynthetic };  // folder | synthetic
+enum class Decode { kCpu, kGpu };               // cpu | gpu
+enum class LrScheduleKind { kCosine, kStep };   // cosine | step
+enum class Tf32 { kDefault, kOn, kOff };        // default | on | off
+enum class Precision { kFp32, kBf16, kFp16 };   // fp32 | bf16 | fp16
+std::string name_of(DataSource value);
+std::string name_of(Decode value);
+std::string name_of(LrScheduleKind value);
+std::string name_of(Tf32 value);
+std::string name_of(Precision value);
+
 struct Config {
   // model
   std::string model = "resnet50";
   bool zero_init_residual = true;
 
   // data
-  std::string data = "folder";  // folder | synthetic
-  std::string data_root;        // ROOT holding train/ and val/
+  DataSource data = DataSource::kFolder;
+  std::string data_root;  // ROOT holding train/ and val/
   int image_size = 224;
   int val_resize = 256;
   int batch_size = 256;  // per process
   int workers = -1;      // decode threads; -1: the cores this process may use
   int prefetch = 4;      // batches decoded ahead
   bool pin_memory = true;
-  bool pin_workers = false;  // decode thread k on one usable CPU each (no gain measured on 2 cores nor on 16)
-  std::string decode = "cpu";  // cpu: libjpeg-turbo on the decode threads | gpu: nvJPEG, the threads only read files
-  bool decode_yuv = false;     // decode: gpu: YCbCr planes out of the hardware decoder, converted in rn50's kernel
-  bool decode_ahead = true;    // decode: gpu in training: batch k+N submitted right after step k (off: before its own)
-  int decode_ahead_batches = 3;  // that N (3: bench/results/2026-11-30-h200-j.md)
+  bool pin_workers = false;      // decode thread k on one usable CPU each (no gain measured on 2 cores nor on 16)
+  Decode decode = Decode::kCpu;  // cpu: libjpeg-turbo on the decode threads; gpu: nvJPEG, the threads only read files
+  bool decode_yuv = false;       // decode: gpu: YCbCr planes out of the hardware decoder, converted in rn50's kernel
+  bool decode_ahead = true;  // decode: gpu in training: batch k+N submitted right after step k (off: before its own)
+  int decode_ahead_batches = 3;  // that N (docs/gpu-decoding.md: why 3)
   bool strict_data = false;
   int64_t synthetic_images = 25600;  // images per epoch in synthetic mode
 
@@ -36,7 +48,7 @@ struct Config {
   int64_t max_steps = 0;  // per epoch; 0 = the whole epoch
   double lr = 0.1;        // for a global batch of 256; scaled linearly with the global batch
   double warmup_epochs = 5.0;
-  std::string lr_schedule = "cosine";  // cosine | step
+  LrScheduleKind lr_schedule = LrScheduleKind::kCosine;
   std::vector<int> lr_milestones = {30, 60, 80};
   double lr_gamma = 0.1;
   double momentum = 0.9;
@@ -50,14 +62,14 @@ struct Config {
   std::string out_dir = "runs/rn50";
   std::string resume;     // checkpoint to continue from
   std::string init_from;  // weights (torchvision layout) to start from
-  int log_every = 50;  // steps between step records
+  int log_every = 50;     // steps between step records
   bool validate = true;
-  bool checkpoint = true;  // write checkpoint.safetensors after every epoch
+  bool checkpoint = true;     // write checkpoint.safetensors after every epoch
   double price_per_hour = 0;  // instance price per hour in any currency; > 0 adds costs to the epoch records
 
   // speed switches (GPU)
-  std::string tf32 = "default";      // default | on | off
-  std::string precision = "fp32";    // fp32 | bf16 | fp16
+  Tf32 tf32 = Tf32::kDefault;
+  Precision precision = Precision::kFp32;
   bool channels_last = false;
   bool cudnn_benchmark = false;
   bool cuda_graph = false;

@@ -33,24 +33,25 @@ LaunchEnv read_launch_env(const std::function<std::optional<std::string>(const s
     const char* local;
     const char* local_size;
   };
-  const Names launchers[] = {
-      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
-      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
-      {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"}};
+  const Names launchers[] = {{"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+                             {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+                             {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                              "OMPI_COMM_WORLD_LOCAL_SIZE"}};
   LaunchEnv env;
   for (const auto& names : launchers) {
     const auto world = getenv(names.world);
     if (!world) continue;
     const auto rank = getenv(names.rank);
-    if (!rank) throw ConfigError(std::string("environment variable ") + names.world + " is set but " + names.rank + " is not");
+    if (!rank)
+      throw ConfigError(std::string("environment variable ") + names.world + " is set but " + names.rank + " is not");
     env.source = names.source;
     env.world_size = parse_count(names.world, *world, 1);
     env.rank = parse_count(names.rank, *rank, 0);
     const auto local = getenv(names.local);
     env.local_rank = local ? parse_count(names.local, *local, 0) : env.rank;
     if (env.rank >= env.world_size) {
-      throw ConfigError(std::string("environment variable ") + names.rank + "=" + *rank + " is not below " + names.world +
-                        "=" + *world);
+      throw ConfigError(std::string("environment variable ") + names.rank + "=" + *rank + " is not below " +
+                        names.world + "=" + *world);
     }
     // Slurm writes "2(x3)" for uneven nodes: then the local count is unknown.
     const auto local_size = getenv(names.local_size);

@@ -12,9 +12,9 @@ struct LaunchEnv {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
-  int local_world_size = 0;  // processes on this host; 0 when the launcher does not say
-  std::string master_addr;   // MASTER_ADDR (torchrun sets it; set it yourself under Slurm or Open MPI); may be empty
-  int master_port = 0;       // MASTER_PORT; 0 when unset
+  int local_world_size = 0;     // processes on this host; 0 when the launcher does not say
+  std::string master_addr;      // MASTER_ADDR (torchrun sets it; set it yourself under Slurm or Open MPI); may be empty
+  int master_port = 0;          // MASTER_PORT; 0 when unset
   std::string source = "none";  // torchrun | slurm | openmpi | none
 };
 
@@ -28,8 +28,7 @@ LaunchEnv read_launch_env();  // from the process environment
 
 // The hardware queues CUDA gives this process (CUDA_DEVICE_MAX_CONNECTIONS, CUDA's default 8) for decode: gpu.
 // With 8, LibTorch's pooled streams share queues, and nvJPEG's work queued a step ahead waited behind the training
-// step on its queue: on the H200 training ran 14-21% below synthetic data, 4-5% with 32
-// (bench/results/2026-11-30-h200-c.md).
+// step on its queue: training ran several times further below synthetic data than with 32 (docs/gpu-decoding.md).
 inline constexpr int kGpuDecodeCudaQueues = 32;
 
 // Sets CUDA_DEVICE_MAX_CONNECTIONS to kGpuDecodeCudaQueues unless the user set it; returns the value in force. Only

@@ -13,7 +13,8 @@ namespace rn50 {
 void init_logging(const std::string& file, int rank) {
   std::vector<spdlog::sink_ptr> sinks;
   sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
-  if (!file.empty() && rank == 0) sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(file, /*truncate=*/false));
+  if (!file.empty() && rank == 0)
+    sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(file, /*truncate=*/false));
   auto logger = std::make_shared<spdlog::logger>("rn50", sinks.begin(), sinks.end());
   logger->set_pattern(rank == 0 ? "[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v"
                                 : "[%Y-%m-%d %H:%M:%S.%e] [rank " + std::to_string(rank) + "] [%^%l%$] %v");

@@ -21,9 +21,9 @@ struct DTypeInfo {
   const char* name;
   size_t size;
 };
-constexpr DTypeInfo kDTypes[] = {{DType::F64, "F64", 8}, {DType::F32, "F32", 4}, {DType::F16, "F16", 2},
+constexpr DTypeInfo kDTypes[] = {{DType::F64, "F64", 8},   {DType::F32, "F32", 4}, {DType::F16, "F16", 2},
                                  {DType::BF16, "BF16", 2}, {DType::I64, "I64", 8}, {DType::I32, "I32", 4},
-                                 {DType::I16, "I16", 2}, {DType::I8, "I8", 1},   {DType::U8, "U8", 1},
+                                 {DType::I16, "I16", 2},   {DType::I8, "I8", 1},   {DType::U8, "U8", 1},
                                  {DType::BOOL, "BOOL", 1}};
 
 constexpr uint64_t kMaxHeader = 100u << 20;  // the reference implementation's limit
@@ -132,7 +132,8 @@ File parse(std::vector<uint8_t> bytes, const std::string& origin) {
     for (const auto& d : shape) {
       if (!d.is_number_unsigned()) fail(origin, "tensor '" + name + "' has a bad dimension " + d.dump());
       const uint64_t dim = d.get<uint64_t>();
-      if (dim != 0 && numel > std::numeric_limits<size_t>::max() / 16 / dim) fail(origin, "tensor '" + name + "' is too large");
+      if (dim != 0 && numel > std::numeric_limits<size_t>::max() / 16 / dim)
+        fail(origin, "tensor '" + name + "' is too large");
       numel *= dim;
       view.shape.push_back(static_cast<int64_t>(dim));
     }
@@ -159,14 +160,16 @@ File parse(std::vector<uint8_t> bytes, const std::string& origin) {
   size_t covered = 0;
   for (const auto& [begin, end] : ranges) {
     if (begin < covered) fail(origin, "tensor data ranges overlap at byte " + std::to_string(begin));
-    if (begin > covered) fail(origin, "bytes " + std::to_string(covered) + ".." + std::to_string(begin) + " belong to no tensor");
+    if (begin > covered)
+      fail(origin, "bytes " + std::to_string(covered) + ".." + std::to_string(begin) + " belong to no tensor");
     covered = end;
   }
   if (covered != data_size) fail(origin, "bytes after " + std::to_string(covered) + " belong to no tensor");
 
   file.storage = std::move(bytes);
   for (auto& t : file.tensors) t.data = file.storage.data() + data_start + reinterpret_cast<size_t>(t.data);
-  std::sort(file.tensors.begin(), file.tensors.end(), [](const TensorView& a, const TensorView& b) { return a.name < b.name; });
+  std::sort(file.tensors.begin(), file.tensors.end(),
+            [](const TensorView& a, const TensorView& b) { return a.name < b.name; });
   return file;
 }
 

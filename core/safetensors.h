@@ -37,7 +37,8 @@ struct File {
 // The format (https://github.com/huggingface/safetensors): an 8-byte little-endian header length N, N
 // bytes of JSON {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {string: string}},
 // padded with spaces to a multiple of 8, then the data; offsets are relative to the data's start.
-std::vector<uint8_t> serialize(const std::vector<TensorView>& tensors, const std::map<std::string, std::string>& metadata);
+std::vector<uint8_t> serialize(const std::vector<TensorView>& tensors,
+                               const std::map<std::string, std::string>& metadata);
 
 // Rejects: a file shorter than 8 bytes, a header length past the end of the file, a header that is not
 // a JSON object, unknown dtypes, bad shapes, offsets outside the data, a size that disagrees with the

@@ -2,9 +2,9 @@
 #include "cuda/cuda_support.h"
 
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime.h>
-#include <ATen/detail/CUDAHooksInterface.h>
 
 #include <memory>
 #include <vector>
@@ -81,10 +81,10 @@ std::string describe_device(int device) {
   int driver = 0, runtime = 0;
   RN50_CUDA_CHECK(cudaDriverGetVersion(&driver));
   RN50_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
-  return strprintf("%s (sm_%d%d, %d SMs, %.0f GiB), driver CUDA %d.%d, runtime %d.%d, cuDNN %ld", prop.name,
-                     prop.major, prop.minor, prop.multiProcessorCount,
-                     static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), driver / 1000,
-                     (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10,
+  return strprintf("%s (sm_%d%d, %d SMs, %.0f GiB), driver CUDA %d.%d, runtime %d.%d, cuDNN %ld", prop.name, prop.major,
+                   prop.minor, prop.multiProcessorCount,
+                   static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), driver / 1000,
+                   (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10,
                    static_cast<long>(at::detail::getCUDAHooks().versionCuDNN()));
 }
 

@@ -16,10 +16,16 @@ struct Affine {
 template <typename T>
 __device__ T to_out(float x);
 template <>
-__device__ inline float to_out<float>(float x) { return x; }
+__device__ inline float to_out<float>(float x) {
+  return x;
+}
 template <>
-__device__ inline __half to_out<__half>(float x) { return __float2half_rn(x); }
+__device__ inline __half to_out<__half>(float x) {
+  return __float2half_rn(x);
+}
 template <>
-__device__ inline __nv_bfloat16 to_out<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+__device__ inline __nv_bfloat16 to_out<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 
 }  // namespace rn50::cuda::kernels

@@ -19,7 +19,8 @@ namespace rn50::cuda {
 
 void use_side_stream(int device) {
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
-  c10::cuda::setCurrentCUDAStream(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, static_cast<c10::DeviceIndex>(device)));
+  c10::cuda::setCurrentCUDAStream(
+      c10::cuda::getStreamFromPool(/*isHighPriority=*/false, static_cast<c10::DeviceIndex>(device)));
 }
 
 void normalize_into(const at::Tensor& images, at::Tensor& out, const float scale[3], const float shift[3]) {
@@ -32,9 +33,12 @@ void normalize_into(const at::Tensor& images, at::Tensor& out, const float scale
   const bool channels_last = !out.is_contiguous() && out.is_contiguous(at::MemoryFormat::ChannelsLast);
   TORCH_CHECK(channels_last || out.is_contiguous(), "normalize_into: output must be NCHW or channels-last contiguous");
   kernels::OutType type = kernels::OutType::F32;
-  if (out.scalar_type() == at::kHalf) type = kernels::OutType::F16;
-  else if (out.scalar_type() == at::kBFloat16) type = kernels::OutType::BF16;
-  else TORCH_CHECK(out.scalar_type() == at::kFloat, "normalize_into: output must be float, half or bfloat16");
+  if (out.scalar_type() == at::kHalf)
+    type = kernels::OutType::F16;
+  else if (out.scalar_type() == at::kBFloat16)
+    type = kernels::OutType::BF16;
+  else
+    TORCH_CHECK(out.scalar_type() == at::kFloat, "normalize_into: output must be float, half or bfloat16");
   kernels::normalize_images(images.data_ptr<uint8_t>(), out.data_ptr(), type, images.size(0), images.size(1),
                             images.size(2), channels_last, scale, shift, at::cuda::getCurrentCUDAStream());
 }
@@ -74,8 +78,10 @@ struct FusedSgd::Table {
     const auto device = params.front().device();
     const auto bytes = static_cast<int64_t>(host.size() * sizeof(kernels::SgdSlice));
     slices = at::from_blob(host.data(), {bytes}, at::kByte).to(device);
-    chunk_tensor = at::from_blob(tensor_of_chunk.data(), {static_cast<int64_t>(tensor_of_chunk.size())}, at::kInt).to(device);
-    chunk_begin = at::from_blob(begin_of_chunk.data(), {static_cast<int64_t>(begin_of_chunk.size())}, at::kLong).to(device);
+    chunk_tensor =
+        at::from_blob(tensor_of_chunk.data(), {static_cast<int64_t>(tensor_of_chunk.size())}, at::kInt).to(device);
+    chunk_begin =
+        at::from_blob(begin_of_chunk.data(), {static_cast<int64_t>(begin_of_chunk.size())}, at::kLong).to(device);
     num_chunks = static_cast<int64_t>(tensor_of_chunk.size());
   }
 
@@ -128,8 +134,8 @@ void CudaGraph::capture(const std::function<void()>& body) {
   auto graph = std::make_unique<at::cuda::CUDAGraph>();
   try {
     // Thread-local capture: in the default global mode, CUDA refuses unsafe calls (allocations, syncs, event
-    // queries) from every thread while this one captures, and decode: gpu's thread makes them (nvJPEG failed a
-    // batch at capture with 3 batches submitted ahead: bench/results/2026-11-30-h200-i.md).
+    // queries) from every thread while this one captures, and decode: gpu's thread makes them (a batch's decode
+    // failed at capture once, with 3 batches submitted ahead).
     graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
     body();
     graph->capture_end();

@@ -9,7 +9,6 @@
 #include <utility>
 #include <vector>
 
-
 namespace rn50::cuda {
 
 // Makes a pool stream current for this thread on `device`: graph capture refuses the default stream, and

@@ -77,7 +77,7 @@ void fused_sgd(const SgdSlice* slices, const int32_t* chunk_tensor, const int64_
                int64_t chunk_size, float momentum, const float* neg_lr, const float* found_inf, cudaStream_t stream) {
   if (num_chunks == 0) return;
   fused_sgd_kernel<<<static_cast<unsigned>(num_chunks), 256, 0, stream>>>(slices, chunk_tensor, chunk_begin, chunk_size,
-                                                                         momentum, neg_lr, found_inf);
+                                                                          momentum, neg_lr, found_inf);
   RN50_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -98,7 +98,8 @@ std::string describe_build(int device) {
     start = end + 1;
   }
   return "device sm_" + mine + "; rn50's kernels built for SASS [" + (built.empty() ? "none" : built) + "] + PTX [" +
-         RN50_PTX_ARCHS + "]: " + (native ? "running native sm_" + mine + " code" : "running PTX compiled by the driver at start") +
+         RN50_PTX_ARCHS +
+         "]: " + (native ? "running native sm_" + mine + " code" : "running PTX compiled by the driver at start") +
          " (cudaFuncGetAttributes: binaryVersion " + std::to_string(attributes.binaryVersion) + ", ptxVersion " +
          std::to_string(attributes.ptxVersion) + ")";
 }

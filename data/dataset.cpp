@@ -12,8 +12,8 @@
 
 #include <sys/stat.h>
 
-#include "core/errors.h"
 #include "codecs/jpeg_header.h"
+#include "core/errors.h"
 #include "data/random_draws.h"
 
 namespace rn50::data {
@@ -85,7 +85,7 @@ void JpegFolderDataset::load(size_t index, uint64_t epoch, uint8_t* out, WorkerS
     const codecs::JpegInfo info = codecs::parse_jpeg_frame_header(scratch.file.data(), scratch.file.size());
     const SampleGeometry geometry = sample_geometry(transform_, info.width, info.height, epoch, index);
     codecs::decode_crop_resize(scratch.file.data(), scratch.file.size(), geometry.rect, transform_.image_size,
-                       transform_.image_size, geometry.flip, out, scratch.decode);
+                               transform_.image_size, geometry.flip, out, scratch.decode);
   } catch (const DecodeError& e) {
     throw DecodeError(path + ": " + e.what());
   }

@@ -6,17 +6,17 @@
 #include <string>
 #include <vector>
 
-#include "data/image_folder.h"
 #include "codecs/jpeg_codec.h"
+#include "data/image_folder.h"
 #include "data/transforms.h"
 
 namespace rn50::data {
 
 // How a sample becomes a training or validation image.
 struct SampleTransform {
-  bool train = true;          // RandomResizedCrop + random flip; otherwise resize + centre crop
-  int image_size = 224;       // output side
-  int resize_size = 256;      // validation: shorter side before the centre crop
+  bool train = true;      // RandomResizedCrop + random flip; otherwise resize + centre crop
+  int image_size = 224;   // output side
+  int resize_size = 256;  // validation: shorter side before the centre crop
   RandomResizedCropSpec crop;
   bool random_flip = true;
   uint64_t seed = 0;

@@ -167,8 +167,7 @@ struct BatchLoader::State {
 
   // Fills one image (or, for encoded pools, one encoded sample) and label for order position `position`,
   // replacing a bad sample by the next positions.
-  void load_position(int64_t position, uint8_t* image, EncodedSample* encoded, int64_t* label,
-                     WorkerScratch& scratch) {
+  void load_position(int64_t position, uint8_t* image, EncodedSample* encoded, int64_t* label, WorkerScratch& scratch) {
     const size_t n = order.size();
     int64_t failures = 0;
     for (size_t k = 0;; ++k) {

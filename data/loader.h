@@ -24,9 +24,9 @@ namespace rn50::data {
 struct HostBatch {
   uint8_t* images = nullptr;
   int64_t* labels = nullptr;
-  int64_t size = 0;   // images in this batch (the last validation batch may be short)
-  int64_t index = 0;  // batch number within the epoch
-  int slot = 0;       // buffer slot in the pool
+  int64_t size = 0;                  // images in this batch (the last validation batch may be short)
+  int64_t index = 0;                 // batch number within the epoch
+  int slot = 0;                      // buffer slot in the pool
   EncodedSample* encoded = nullptr;  // encoded pools: the samples' bytes, headers and crops (images is null)
 };
 
@@ -66,9 +66,9 @@ std::vector<int> replacement_sources(const std::vector<bool>& decoded);
 
 struct LoaderOptions {
   int batch_size = 256;
-  int workers = 0;      // decode threads; 0 decodes on the calling thread inside next()
+  int workers = 0;  // decode threads; 0 decodes on the calling thread inside next()
   bool drop_last = true;
-  bool strict = false;  // a bad sample is fatal instead of being replaced
+  bool strict = false;        // a bad sample is fatal instead of being replaced
   int max_replacements = 32;  // consecutive bad samples before giving up, even when not strict
   // >= 0: worker k runs only on the usable CPU (core/affinity.h) at index (pin_first_cpu + k) mod their count;
   // -1: the workers are not pinned.

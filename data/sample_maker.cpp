@@ -19,10 +19,10 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "codecs/jpeg_codec.h"
 #include "core/config.h"
 #include "core/errors.h"
 #include "core/log.h"
-#include "codecs/jpeg_codec.h"
 #include "data/random_draws.h"
 
 namespace rn50::data {

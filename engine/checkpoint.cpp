@@ -23,29 +23,47 @@ constexpr const char* kExtraPrefix = "state.";
 
 st::DType to_dtype(at::ScalarType type) {
   switch (type) {
-    case at::kDouble: return st::DType::F64;
-    case at::kFloat: return st::DType::F32;
-    case at::kHalf: return st::DType::F16;
-    case at::kBFloat16: return st::DType::BF16;
-    case at::kLong: return st::DType::I64;
-    case at::kInt: return st::DType::I32;
-    case at::kByte: return st::DType::U8;
-    default: throw std::invalid_argument(std::string("checkpoint: unsupported dtype ") + c10::toString(type));
+    case at::kDouble:
+      return st::DType::F64;
+    case at::kFloat:
+      return st::DType::F32;
+    case at::kHalf:
+      return st::DType::F16;
+    case at::kBFloat16:
+      return st::DType::BF16;
+    case at::kLong:
+      return st::DType::I64;
+    case at::kInt:
+      return st::DType::I32;
+    case at::kByte:
+      return st::DType::U8;
+    default:
+      throw std::invalid_argument(std::string("checkpoint: unsupported dtype ") + c10::toString(type));
   }
 }
 
 at::ScalarType to_scalar_type(st::DType dtype) {
   switch (dtype) {
-    case st::DType::F64: return at::kDouble;
-    case st::DType::F32: return at::kFloat;
-    case st::DType::F16: return at::kHalf;
-    case st::DType::BF16: return at::kBFloat16;
-    case st::DType::I64: return at::kLong;
-    case st::DType::I32: return at::kInt;
-    case st::DType::I16: return at::kShort;
-    case st::DType::I8: return at::kChar;
-    case st::DType::U8: return at::kByte;
-    case st::DType::BOOL: return at::kBool;
+    case st::DType::F64:
+      return at::kDouble;
+    case st::DType::F32:
+      return at::kFloat;
+    case st::DType::F16:
+      return at::kHalf;
+    case st::DType::BF16:
+      return at::kBFloat16;
+    case st::DType::I64:
+      return at::kLong;
+    case st::DType::I32:
+      return at::kInt;
+    case st::DType::I16:
+      return at::kShort;
+    case st::DType::I8:
+      return at::kChar;
+    case st::DType::U8:
+      return at::kByte;
+    case st::DType::BOOL:
+      return at::kBool;
   }
   return at::kFloat;
 }
@@ -170,8 +188,7 @@ std::string load_weights(const std::string& path, torch::nn::Module& model, cons
     const st::TensorView* view = file.find(name);
     if (!view) {
       missing.push_back(name);
-    } else if (c10::IntArrayRef(view->shape) != target.sizes() ||
-               to_scalar_type(view->dtype) != target.scalar_type()) {
+    } else if (c10::IntArrayRef(view->shape) != target.sizes() || to_scalar_type(view->dtype) != target.scalar_type()) {
       if (in_classifier(name)) {
         classifier_differs = true;  // another class count: the classifier keeps its initialisation
       } else {
@@ -191,7 +208,8 @@ std::string load_weights(const std::string& path, torch::nn::Module& model, cons
   };
   if (!missing.empty()) throw ConfigError("config key 'init_from': " + path + " lacks " + join(missing));
   if (!misshaped.empty()) throw ConfigError("config key 'init_from': " + path + " has mis-shaped " + join(misshaped));
-  if (!extra.empty()) throw ConfigError("config key 'init_from': " + path + " has tensors the model lacks: " + join(extra));
+  if (!extra.empty())
+    throw ConfigError("config key 'init_from': " + path + " has tensors the model lacks: " + join(extra));
 
   torch::NoGradGuard no_grad;
   for (const auto& [name, target] : targets) {

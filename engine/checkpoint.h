@@ -22,7 +22,7 @@ struct CheckpointMeta {
   int64_t step = 0;   // optimizer steps completed
   int64_t seed = 0;
   std::vector<std::string> classes;
-  int64_t batch_size = 0;       // per process; a resumed run must match it to continue the schedule
+  int64_t batch_size = 0;  // per process; a resumed run must match it to continue the schedule
   int64_t steps_per_epoch = 0;
 };
 
@@ -44,7 +44,8 @@ CheckpointMeta read_checkpoint_meta(const std::string& path);
 // Loads weights, buffers and momentum into the existing model and optimizer (on their device).
 // Throws rn50::ConfigError naming the path and the tensor when something is missing or mis-shaped.
 // Extra state is restored where the checkpoint has it (a run may switch precision when it resumes).
-CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model, Sgd& sgd, const ExtraState& extra = {});
+CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model, Sgd& sgd,
+                               const ExtraState& extra = {});
 
 // Starts `model` from a weights file in torchvision's layout (an `rn50 export` file, a converted torchvision
 // state dict, or an rn50 checkpoint). Every parameter and buffer must be there with its shape, except

@@ -22,7 +22,8 @@ std::string compare_instances(double price_a, double rate_a, double price_b, dou
   auto describe = [](const char* name, double price, double rate) {
     if (rate <= 0) return strprintf("%s: %.3g/h, rate unknown (give images/s, e.g. from rn50 doctor)\n", name, price);
     return strprintf("%s: %.3g/h at %.0f img/s: %.4g per million images, %.4g per ImageNet epoch\n", name, price, rate,
-                     cost_per_million_images(price, rate), cost_per_million_images(price, rate) * kImageNetTrainImages / 1e6);
+                     cost_per_million_images(price, rate),
+                     cost_per_million_images(price, rate) * kImageNetTrainImages / 1e6);
   };
   const double break_even = price_a / price_b;
   std::string out = describe("A", price_a, rate_a) + describe("B", price_b, rate_b);
@@ -30,7 +31,9 @@ std::string compare_instances(double price_a, double rate_a, double price_b, dou
   if (rate_a > 0 && rate_b > 0) {
     const double speedup = rate_a / rate_b;
     out += strprintf("; measured A/B = %.2fx, so A is %s per image", speedup,
-                     speedup > break_even ? "cheaper" : speedup < break_even ? "dearer" : "as cheap");
+                     speedup > break_even   ? "cheaper"
+                     : speedup < break_even ? "dearer"
+                                            : "as cheap");
   }
   return out + "\n";
 }

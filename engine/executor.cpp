@@ -6,15 +6,27 @@
 
 #include "core/config.h"
 #include "core/torch_compat.h"
-#include "models/model.h"
 #include "engine/loss_scaler.h"
+#include "models/model.h"
 
 namespace rn50::engine {
 
+at::ScalarType compute_dtype(Precision precision) {
+  switch (precision) {
+    case Precision::kFp16:
+      return at::kHalf;
+    case Precision::kBf16:
+      return at::kBFloat16;
+    case Precision::kFp32:
+      break;
+  }
+  return at::kFloat;
+}
+
 Executor::Executor(models::Classifier& model, const Config& config)
     : model_(model),
-      autocast_(config.precision != "fp32"),
-      autocast_dtype_(config.precision == "fp16" ? at::kHalf : at::kBFloat16),
+      autocast_(config.precision != Precision::kFp32),
+      autocast_dtype_(compute_dtype(config.precision)),
       label_smoothing_(config.label_smoothing) {}
 
 namespace {

@@ -5,6 +5,7 @@
 
 namespace rn50 {
 struct Config;
+enum class Precision;
 namespace models {
 class Classifier;
 }
@@ -20,6 +21,9 @@ struct EvalSums {
 };
 
 class LossScaler;
+
+// The dtype the step computes in and its input arrives in: half or bfloat16 under autocast, float32 otherwise.
+at::ScalarType compute_dtype(Precision precision);
 
 class Executor {
  public:

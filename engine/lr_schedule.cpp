@@ -9,7 +9,7 @@ namespace rn50::engine {
 double LrSchedule::at(int64_t step) const {
   const int64_t warmup_steps = static_cast<int64_t>(std::llround(warmup_epochs * steps_per_epoch));
   if (step < warmup_steps) return peak_lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
-  if (kind == "step") {
+  if (kind == LrScheduleKind::kStep) {
     const int64_t epoch = step / std::max<int64_t>(1, steps_per_epoch);
     const auto passed = std::count_if(milestones.begin(), milestones.end(), [&](int m) { return epoch >= m; });
     return peak_lr * std::pow(gamma, static_cast<double>(passed));

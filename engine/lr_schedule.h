@@ -2,18 +2,19 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
+
+#include "core/config.h"
 
 namespace rn50::engine {
 
 struct LrSchedule {
-  double peak_lr = 0.1;          // already scaled for the global batch
+  double peak_lr = 0.1;  // already scaled for the global batch
   int64_t steps_per_epoch = 1;
   double warmup_epochs = 0.0;
   int epochs = 1;
-  std::string kind = "cosine";   // cosine | step
-  std::vector<int> milestones;   // step: epochs at which the rate is multiplied by gamma
+  LrScheduleKind kind = LrScheduleKind::kCosine;
+  std::vector<int> milestones;  // step: epochs at which the rate is multiplied by gamma
   double gamma = 0.1;
 
   // The rate for 0-based global step `step`. Warm-up rises linearly to peak_lr over its steps (the first

@@ -1,4 +1,5 @@
-// engine/sgd.h: momentum SGD whose learning rate lives in a device tensor, so a captured step still follows the schedule.
+// engine/sgd.h: momentum SGD whose learning rate lives in a device tensor, so a captured step still follows the
+// schedule.
 #pragma once
 
 #include <ATen/core/Tensor.h>

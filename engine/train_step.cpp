@@ -6,12 +6,12 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "cuda/device_ops.h"
-#include "models/model.h"
 #include "engine/executor.h"
-#include "parallel/grad_sync.h"
 #include "engine/loss_scaler.h"
 #include "engine/sgd.h"
 #include "engine/step_timer.h"
+#include "models/model.h"
+#include "parallel/grad_sync.h"
 
 namespace rn50::engine {
 
@@ -19,14 +19,13 @@ TrainStep::TrainStep(models::Classifier& model, Sgd& sgd, const Config& config, 
                      int image_size, StepTimer& timer)
     : model_(model), sgd_(sgd), timer_(timer), executor_(std::make_unique<Executor>(model, config)) {
   // The input arrives in the autocast dtype: the first convolution would cast it anyway.
-  const at::ScalarType input_type =
-      config.precision == "fp16" ? at::kHalf : (config.precision == "bf16" ? at::kBFloat16 : at::kFloat);
+  const at::ScalarType input_type = compute_dtype(config.precision);
   const auto options = at::TensorOptions(device);
   images_ = at::zeros({batch_size, 3, image_size, image_size}, options.dtype(input_type));
   if (config.channels_last) images_ = images_.contiguous(at::MemoryFormat::ChannelsLast);
   labels_ = at::zeros({batch_size}, options.dtype(at::kLong));
   loss_ = at::zeros({}, options.dtype(at::kFloat));
-  if (config.precision == "fp16") scaler_ = std::make_unique<LossScaler>(device);
+  if (config.precision == Precision::kFp16) scaler_ = std::make_unique<LossScaler>(device);
   if (config.cuda_graph) {
     want_graph_ = true;
     if (!device.is_cuda()) {

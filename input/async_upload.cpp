@@ -15,9 +15,9 @@ namespace rn50::input {
 
 struct AsyncUploader::Impl {
   struct Slot {
-    at::Tensor images, labels;  // device buffers, allocated once
-    cuda::Event free;                 // compute stream is done reading this slot
-    cuda::Event copy_start, copied;   // on the copy stream
+    at::Tensor images, labels;                 // device buffers, allocated once
+    cuda::Event free;                          // compute stream is done reading this slot
+    cuda::Event copy_start, copied;            // on the copy stream
     std::optional<data::HostBatch> in_flight;  // host batch whose copy is (or was) running
     bool free_recorded = false;
   };

@@ -20,7 +20,8 @@ class AsyncUploader {
   ~AsyncUploader();
   // Enqueues the copy and returns the device tensors (uint8 NHWC images, int64 labels), ready on the
   // current stream. `release` is called with the batch once its copy is known to be complete.
-  std::pair<at::Tensor, at::Tensor> upload(const data::HostBatch& batch, const std::function<void(const data::HostBatch&)>& release);
+  std::pair<at::Tensor, at::Tensor> upload(const data::HostBatch& batch,
+                                           const std::function<void(const data::HostBatch&)>& release);
   // Releases every batch still in flight (waits for their copies).
   void drain();
   // Seconds the copy stream spent copying since the last call.

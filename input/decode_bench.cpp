@@ -13,8 +13,8 @@
 #include <random>
 #include <thread>
 
-#include "core/affinity.h"
 #include "codecs/jpeg_codec.h"
+#include "core/affinity.h"
 #include "data/random_draws.h"
 #include "data/transforms.h"
 
@@ -50,7 +50,8 @@ struct TrainDecoder {
   void operator()(int64_t i) {
     const size_t f = static_cast<size_t>(i) % files.size();
     std::mt19937_64 rng = data::sample_rng(1, 0, static_cast<uint64_t>(i));
-    const codecs::CropRect rect = data::random_resized_crop(infos[f].width, infos[f].height, data::RandomResizedCropSpec{}, rng);
+    const codecs::CropRect rect =
+        data::random_resized_crop(infos[f].width, infos[f].height, data::RandomResizedCropSpec{}, rng);
     codecs::decode_crop_resize(files[f].data(), files[f].size(), rect, size, size, (i & 1) != 0, out.data(), scratch);
   }
 };
@@ -73,14 +74,17 @@ std::vector<std::vector<uint8_t>> make_benchmark_jpegs(int count, int width, int
       }
     }
     for (int s = 0; s < 6; ++s) {
-      const cv::Point centre(static_cast<int>(data::detail::uniform_int(rng, 0, width - 1)), static_cast<int>(data::detail::uniform_int(rng, 0, height - 1)));
-      const cv::Scalar colour(data::detail::uniform_int(rng, 0, 255), data::detail::uniform_int(rng, 0, 255), data::detail::uniform_int(rng, 0, 255));
+      const cv::Point centre(static_cast<int>(data::detail::uniform_int(rng, 0, width - 1)),
+                             static_cast<int>(data::detail::uniform_int(rng, 0, height - 1)));
+      const cv::Scalar colour(data::detail::uniform_int(rng, 0, 255), data::detail::uniform_int(rng, 0, 255),
+                              data::detail::uniform_int(rng, 0, 255));
       cv::circle(image, centre, static_cast<int>(data::detail::uniform_int(rng, 10, height / 3)), colour, cv::FILLED);
     }
     for (int y = 0; y < height; ++y) {
       auto* row = image.ptr<uint8_t>(y);
       for (int x = 0; x < 3 * width; ++x) {
-        row[x] = static_cast<uint8_t>(std::clamp<int>(row[x] + static_cast<int>(data::detail::normal(rng) * 20), 0, 255));
+        row[x] =
+            static_cast<uint8_t>(std::clamp<int>(row[x] + static_cast<int>(data::detail::normal(rng) * 20), 0, 255));
       }
     }
     files.push_back(codecs::encode_jpeg(image.data, width, height, 3, 90));
@@ -132,8 +136,10 @@ DecodeBenchResult run_decode_bench(const std::vector<std::vector<uint8_t>>& file
   std::vector<uint8_t> out(static_cast<size_t>(output_size) * output_size * 3);
   result.val_per_core = rate(seconds, [&](int64_t i) {
     const size_t f = static_cast<size_t>(i) % files.size();
-    const codecs::CropRect rect = data::center_crop_after_resize(infos[f].width, infos[f].height, output_size * 8 / 7, output_size);
-    codecs::decode_crop_resize(files[f].data(), files[f].size(), rect, output_size, output_size, false, out.data(), scratch);
+    const codecs::CropRect rect =
+        data::center_crop_after_resize(infos[f].width, infos[f].height, output_size * 8 / 7, output_size);
+    codecs::decode_crop_resize(files[f].data(), files[f].size(), rect, output_size, output_size, false, out.data(),
+                               scratch);
   });
 
   // The usual loader: decode the whole image at full size, then crop and resize.
@@ -142,8 +148,8 @@ DecodeBenchResult run_decode_bench(const std::vector<std::vector<uint8_t>>& file
     const size_t f = static_cast<size_t>(i) % files.size();
     const codecs::JpegInfo& info = infos[f];
     full.resize(static_cast<size_t>(info.width) * info.height * 3);
-    codecs::decode_crop_resize(files[f].data(), files[f].size(), {0, 0, info.width, info.height}, info.width, info.height,
-                       false, full.data(), scratch);
+    codecs::decode_crop_resize(files[f].data(), files[f].size(), {0, 0, info.width, info.height}, info.width,
+                               info.height, false, full.data(), scratch);
     std::mt19937_64 rng = data::sample_rng(1, 0, static_cast<uint64_t>(i));
     const codecs::CropRect r = data::random_resized_crop(info.width, info.height, data::RandomResizedCropSpec{}, rng);
     const cv::Mat whole(info.height, info.width, CV_8UC3, full.data());

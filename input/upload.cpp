@@ -1,12 +1,12 @@
-// input/upload.cpp: device upload and normalisation of image batches; synthetic batches.
+// input/upload.cpp: device upload and normalisation of image batches.
 #include "input/upload.h"
 
 #include <ATen/ATen.h>
 
 #include <algorithm>
 
-#include "input/gpu_decode/crop_resample.h"
 #include "cuda/device_ops.h"
+#include "input/gpu_decode/crop_resample.h"
 
 namespace rn50::input {
 
@@ -34,24 +34,6 @@ std::pair<at::Tensor, at::Tensor> InputUploader::upload(const data::HostBatch& b
   // copy=true: on the CPU device .to() would alias the pool's buffer, which a worker refills after release.
   return {images.to(device_, /*non_blocking=*/false, /*copy=*/true),
           labels.to(device_, /*non_blocking=*/false, /*copy=*/true)};
-}
-
-SyntheticBatches::SyntheticBatches(c10::Device device, int batch_size, int image_size, int64_t num_classes,
-                                   at::ScalarType dtype, bool channels_last, int64_t seed) {
-  at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(seed));
-  for (int i = 0; i < 4; ++i) {
-    at::Tensor images = at::randn({batch_size, 3, image_size, image_size}, gen, at::TensorOptions(at::kFloat));
-    at::Tensor labels = at::randint(num_classes, {batch_size}, gen, at::TensorOptions(at::kLong));
-    images = images.to(device, dtype);
-    if (channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
-    batches_.emplace_back(images, labels.to(device));
-  }
-}
-
-std::pair<at::Tensor, at::Tensor> SyntheticBatches::next() {
-  const auto& batch = batches_[cursor_];
-  cursor_ = (cursor_ + 1) % batches_.size();
-  return batch;
 }
 
 }  // namespace rn50::input

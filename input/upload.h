@@ -1,11 +1,10 @@
-// input/upload.h: host batches (uint8, NHWC) to normalised device tensors; synthetic batches made on the device.
+// input/upload.h: InputUploader, host batches (uint8, NHWC) to normalised device tensors.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <utility>
-#include <vector>
 
 #include "data/loader.h"
 
@@ -29,18 +28,6 @@ class InputUploader {
   float scale_host_[3], shift_host_[3];
   at::Tensor scale_;  // 1 / (255 * std), per channel
   at::Tensor shift_;  // mean / std, per channel
-};
-
-// A few fixed random batches on the device, cycled: data loading costs nothing, so the step rate is compute alone.
-class SyntheticBatches {
- public:
-  SyntheticBatches(c10::Device device, int batch_size, int image_size, int64_t num_classes, at::ScalarType dtype,
-                   bool channels_last, int64_t seed);
-  std::pair<at::Tensor, at::Tensor> next();
-
- private:
-  std::vector<std::pair<at::Tensor, at::Tensor>> batches_;
-  size_t cursor_ = 0;
 };
 
 }  // namespace rn50::input

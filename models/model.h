@@ -30,4 +30,8 @@ std::shared_ptr<Classifier> create(const std::string& name, const ModelOptions& 
 // The registered names, in registry order.
 std::vector<std::string> names();
 
+// Puts every 4-D parameter in channels-last memory (nn::Module::to has no memory-format overload in LibTorch);
+// gradients follow their parameters' layout.
+void to_channels_last(torch::nn::Module& model);
+
 }  // namespace rn50::models

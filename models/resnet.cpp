@@ -1,6 +1,7 @@
 // models/resnet.cpp: ResNet v1.5 with torchvision's module names, so that state dicts map one to one.
 #include "models/resnet.h"
 
+#include <torch/nn/functional/pooling.h>
 #include <torch/nn/init.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/batchnorm.h>
@@ -8,7 +9,6 @@
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
-#include <torch/nn/functional/pooling.h>
 #include <torch/utils.h>
 
 #include <stdexcept>
@@ -124,12 +124,18 @@ class ResNet final : public Classifier {
 
 std::shared_ptr<Classifier> make_resnet(int depth, const ModelOptions& options) {
   switch (depth) {
-    case 18: return std::make_shared<ResNet>(false, std::array<int, 4>{2, 2, 2, 2}, options);
-    case 34: return std::make_shared<ResNet>(false, std::array<int, 4>{3, 4, 6, 3}, options);
-    case 50: return std::make_shared<ResNet>(true, std::array<int, 4>{3, 4, 6, 3}, options);
-    case 101: return std::make_shared<ResNet>(true, std::array<int, 4>{3, 4, 23, 3}, options);
-    case 152: return std::make_shared<ResNet>(true, std::array<int, 4>{3, 8, 36, 3}, options);
-    default: throw std::invalid_argument("no ResNet of depth " + std::to_string(depth));
+    case 18:
+      return std::make_shared<ResNet>(false, std::array<int, 4>{2, 2, 2, 2}, options);
+    case 34:
+      return std::make_shared<ResNet>(false, std::array<int, 4>{3, 4, 6, 3}, options);
+    case 50:
+      return std::make_shared<ResNet>(true, std::array<int, 4>{3, 4, 6, 3}, options);
+    case 101:
+      return std::make_shared<ResNet>(true, std::array<int, 4>{3, 4, 23, 3}, options);
+    case 152:
+      return std::make_shared<ResNet>(true, std::array<int, 4>{3, 8, 36, 3}, options);
+    default:
+      throw std::invalid_argument("no ResNet of depth " + std::to_string(depth));
   }
 }
 

@@ -62,7 +62,10 @@ HealthRow sm_clock_row(const SmClocks& clocks) {
 HealthRow clock_limits_row(uint64_t reasons) {
   const bool held_down = (reasons & kClockEventsThatSlowTraining) != 0;
   const bool any = (reasons & ~kClockEventGpuIdle) != 0;
-  return {"clock limits now", describe_clock_event_reasons(reasons), held_down ? "warn" : any ? "info" : "ok",
+  return {"clock limits now", describe_clock_event_reasons(reasons),
+          held_down ? "warn"
+          : any     ? "info"
+                    : "ok",
           held_down ? "the clocks are held down now (power, heat or the board); training runs slower" : ""};
 }
 

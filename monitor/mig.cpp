@@ -36,19 +36,22 @@ std::optional<std::string> mig_problem(NvmlApi& nvml, unsigned gpu, std::vector<
   const std::optional<MigMode> mode = nvml.mig_mode(gpu);
   if (!mode) return label + " does not support MIG";
   if (!mode->current && mode->pending)
-    return strprintf("MIG on %s is enabled but waits for a GPU reset, which an administrator does with "
-                     "'nvidia-smi -i %u -r' (no process may use the GPU); rn50 never changes MIG settings",
-                     label.c_str(), gpu);
+    return strprintf(
+        "MIG on %s is enabled but waits for a GPU reset, which an administrator does with "
+        "'nvidia-smi -i %u -r' (no process may use the GPU); rn50 never changes MIG settings",
+        label.c_str(), gpu);
   if (!mode->current)
-    return strprintf("MIG is disabled on %s; an administrator enables it with 'nvidia-smi -i %u -mig 1' and "
-                     "creates instances with 'nvidia-smi mig -i %u -cgi <profiles> -C'; rn50 never changes MIG "
-                     "settings",
-                     label.c_str(), gpu, gpu);
+    return strprintf(
+        "MIG is disabled on %s; an administrator enables it with 'nvidia-smi -i %u -mig 1' and "
+        "creates instances with 'nvidia-smi mig -i %u -cgi <profiles> -C'; rn50 never changes MIG "
+        "settings",
+        label.c_str(), gpu, gpu);
   instances = list_mig_instances(nvml, gpu);
   if (instances.empty())
-    return strprintf("MIG is enabled on %s but it has no MIG instances; an administrator creates them with "
-                     "'nvidia-smi mig -i %u -cgi <profiles> -C'",
-                     label.c_str(), gpu);
+    return strprintf(
+        "MIG is enabled on %s but it has no MIG instances; an administrator creates them with "
+        "'nvidia-smi mig -i %u -cgi <profiles> -C'",
+        label.c_str(), gpu);
   return std::nullopt;
 }
 
@@ -124,9 +127,10 @@ std::string select_mig(NvmlApi& nvml, int gpu_index, const std::string& spec) {
   const bool is_index = !spec.empty() && spec.size() <= 9 &&
                         std::all_of(spec.begin(), spec.end(), [](unsigned char c) { return std::isdigit(c); });
   if (!is_index)
-    mig_error(strprintf("'%s' is neither a MIG instance UUID (MIG-...) nor an instance index; '--mig list' shows "
-                        "them",
-                        spec.c_str()));
+    mig_error(
+        strprintf("'%s' is neither a MIG instance UUID (MIG-...) nor an instance index; '--mig list' shows "
+                  "them",
+                  spec.c_str()));
   const unsigned long index = std::stoul(spec);
   if (index >= instances.size())
     mig_error(strprintf("index %lu is out of range: GPU %u has %zu MIG instance%s (0 to %zu)", index, gpu,
@@ -136,10 +140,11 @@ std::string select_mig(NvmlApi& nvml, int gpu_index, const std::string& spec) {
 
 void check_mig_compatible(int world_size) {
   if (world_size > 1)
-    mig_error(strprintf("a MIG instance cannot be combined with multi-GPU data parallel (%d processes): MIG "
-                        "instances have no NVLink or peer-to-peer access and each process sees one instance; "
-                        "train with one process",
-                        world_size));
+    mig_error(
+        strprintf("a MIG instance cannot be combined with multi-GPU data parallel (%d processes): MIG "
+                  "instances have no NVLink or peer-to-peer access and each process sees one instance; "
+                  "train with one process",
+                  world_size));
 }
 
 void apply_mig_choice(const std::string& mig_uuid) {

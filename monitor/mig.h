@@ -1,4 +1,5 @@
-// monitor/mig.h: the --mig option: listing a GPU's MIG instances, choosing one, and making it the process's CUDA device.
+// monitor/mig.h: the --mig option: listing a GPU's MIG instances, choosing one, and making it the process's CUDA
+// device.
 #pragma once
 
 // Torch-free and CUDA-free: everything goes through NvmlApi, so a fake drives the tests.

@@ -2,7 +2,7 @@
 #pragma once
 
 // No NVML or CUDA header here: mig.cpp, utilisation.cpp and their tests compile on machines without CUDA.
-// The real implementation is gpu/nvml_real.cpp (CUDA builds); CPU builds get gpu/nvml_none.cpp.
+// The real implementation is monitor/nvml_real.cpp (CUDA builds); CPU builds get monitor/nvml_none.cpp.
 
 #include <cstdint>
 #include <memory>
@@ -100,9 +100,9 @@ class NvmlApi {
   virtual std::optional<PcieLink> pcie_link(const NvmlDevice& device) = 0;
   virtual std::optional<PowerLimits> power_limits(const NvmlDevice& device) = 0;
   virtual std::optional<SmClocks> sm_clocks(const NvmlDevice& device) = 0;
-  // Why the clocks are below their maximum now: a mask of gpu/health.h's kClockEvent* bits.
+  // Why the clocks are below their maximum now: a mask of monitor/health.h's kClockEvent* bits.
   virtual std::optional<uint64_t> clock_event_reasons(const NvmlDevice& device) = 0;
-  // Compute processes on the device other than `own_pid` (see count_other_processes in gpu/health.h); the caller
+  // Compute processes on the device other than `own_pid` (see count_other_processes in monitor/health.h); the caller
   // must hold a CUDA context on the device. For a MIG instance, the processes in that instance.
   virtual std::optional<unsigned> other_compute_processes(const NvmlDevice& device, unsigned own_pid) = 0;
 

@@ -22,7 +22,7 @@
 #define nvmlClocksEventReasonDisplayClockSetting nvmlClocksThrottleReasonDisplayClockSetting
 #endif
 
-// gpu/health.h names the bits without nvml.h; they must be NVML's.
+// monitor/health.h names the bits without nvml.h; they must be NVML's.
 static_assert(rn50::monitor::kClockEventGpuIdle == nvmlClocksEventReasonGpuIdle);
 static_assert(rn50::monitor::kClockEventApplicationsClocksSetting == nvmlClocksEventReasonApplicationsClocksSetting);
 static_assert(rn50::monitor::kClockEventSwPowerCap == nvmlClocksEventReasonSwPowerCap);
@@ -43,8 +43,8 @@ namespace rn50::monitor {
 namespace {
 
 [[noreturn]] void throw_nvml_error(nvmlReturn_t status, const char* expr, const char* file, int line) {
-  throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + expr + " failed: " +
-                           nvmlErrorString(status));
+  throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + expr +
+                           " failed: " + nvmlErrorString(status));
 }
 
 // Returns `status` when it is NVML_SUCCESS or one of `normal_answers`; throws for anything else.
@@ -107,8 +107,7 @@ class RealNvml final : public NvmlApi {
 
   std::optional<MigMode> mig_mode(unsigned gpu) override {
     unsigned current = 0, pending = 0;
-    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetMigMode(gpu_handle(gpu), &current, &pending),
-                                  NVML_ERROR_NOT_SUPPORTED)))
+    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetMigMode(gpu_handle(gpu), &current, &pending), NVML_ERROR_NOT_SUPPORTED)))
       return std::nullopt;  // a GPU without MIG
     return MigMode{current == NVML_DEVICE_MIG_ENABLE, pending == NVML_DEVICE_MIG_ENABLE};
   }
@@ -122,8 +121,8 @@ class RealNvml final : public NvmlApi {
 
   std::optional<NvmlDevice> mig_device(unsigned gpu, unsigned slot) override {
     nvmlDevice_t mig = nullptr;
-    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetMigDeviceHandleByIndex(gpu_handle(gpu), slot, &mig),
-                                  NVML_ERROR_NOT_FOUND)))
+    if (!answered(
+            RN50_NVML_CHECK(nvmlDeviceGetMigDeviceHandleByIndex(gpu_handle(gpu), slot, &mig), NVML_ERROR_NOT_FOUND)))
       return std::nullopt;  // an empty slot
     return NvmlDevice{gpu, slot};
   }
@@ -138,8 +137,8 @@ class RealNvml final : public NvmlApi {
 
   std::optional<double> sm_clock_mhz(const NvmlDevice& device) override {
     unsigned mhz = 0;
-    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetClockInfo(handle(device), NVML_CLOCK_SM, &mhz),
-                                  NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION)))
+    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetClockInfo(handle(device), NVML_CLOCK_SM, &mhz), NVML_ERROR_NOT_SUPPORTED,
+                                  NVML_ERROR_NO_PERMISSION)))
       return std::nullopt;
     return static_cast<double>(mhz);
   }
@@ -171,8 +170,8 @@ class RealNvml final : public NvmlApi {
   std::optional<PcieLink> pcie_link(const NvmlDevice& device) override {
     const nvmlDevice_t gpu = handle(device);
     PcieLink link;
-    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetCurrPcieLinkGeneration(gpu, &link.generation),
-                                  NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION)) ||
+    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetCurrPcieLinkGeneration(gpu, &link.generation), NVML_ERROR_NOT_SUPPORTED,
+                                  NVML_ERROR_NO_PERMISSION)) ||
         !answered(RN50_NVML_CHECK(nvmlDeviceGetCurrPcieLinkWidth(gpu, &link.width), NVML_ERROR_NOT_SUPPORTED,
                                   NVML_ERROR_NO_PERMISSION)) ||
         !answered(RN50_NVML_CHECK(nvmlDeviceGetMaxPcieLinkGeneration(gpu, &link.max_generation),
@@ -188,8 +187,8 @@ class RealNvml final : public NvmlApi {
     unsigned enforced_mw = 0, default_mw = 0;
     if (!answered(RN50_NVML_CHECK(nvmlDeviceGetEnforcedPowerLimit(gpu, &enforced_mw), NVML_ERROR_NOT_SUPPORTED,
                                   NVML_ERROR_NO_PERMISSION)) ||
-        !answered(RN50_NVML_CHECK(nvmlDeviceGetPowerManagementDefaultLimit(gpu, &default_mw),
-                                  NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION)))
+        !answered(RN50_NVML_CHECK(nvmlDeviceGetPowerManagementDefaultLimit(gpu, &default_mw), NVML_ERROR_NOT_SUPPORTED,
+                                  NVML_ERROR_NO_PERMISSION)))
       return std::nullopt;
     return PowerLimits{enforced_mw / 1000.0, default_mw / 1000.0};
   }
@@ -197,8 +196,8 @@ class RealNvml final : public NvmlApi {
   std::optional<SmClocks> sm_clocks(const NvmlDevice& device) override {
     const nvmlDevice_t gpu = handle(device);
     unsigned max_mhz = 0, application_mhz = 0;
-    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetMaxClockInfo(gpu, NVML_CLOCK_SM, &max_mhz),
-                                  NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION)))
+    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetMaxClockInfo(gpu, NVML_CLOCK_SM, &max_mhz), NVML_ERROR_NOT_SUPPORTED,
+                                  NVML_ERROR_NO_PERMISSION)))
       return std::nullopt;
     SmClocks clocks{static_cast<double>(max_mhz), std::nullopt};
     // Applications clocks are deprecated from CUDA 13.0 (compiler warnings from 13.1) and to be removed in 14.0,
@@ -206,8 +205,8 @@ class RealNvml final : public NvmlApi {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
     const nvmlReturn_t status =
-        RN50_NVML_CHECK(nvmlDeviceGetApplicationsClock(gpu, NVML_CLOCK_SM, &application_mhz),
-                        NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION, NVML_ERROR_DEPRECATED);
+        RN50_NVML_CHECK(nvmlDeviceGetApplicationsClock(gpu, NVML_CLOCK_SM, &application_mhz), NVML_ERROR_NOT_SUPPORTED,
+                        NVML_ERROR_NO_PERMISSION, NVML_ERROR_DEPRECATED);
 #pragma GCC diagnostic pop
     if (answered(status)) clocks.application_mhz = application_mhz;
     return clocks;
@@ -244,8 +243,8 @@ class RealNvml final : public NvmlApi {
   bool gpm_supported(const NvmlDevice& device) override {
     nvmlGpmSupport_t support{};
     support.version = NVML_GPM_SUPPORT_VERSION;
-    if (!answered(RN50_NVML_CHECK(nvmlGpmQueryDeviceSupport(gpu_handle(device.gpu), &support),
-                                  NVML_ERROR_NOT_SUPPORTED)))
+    if (!answered(
+            RN50_NVML_CHECK(nvmlGpmQueryDeviceSupport(gpu_handle(device.gpu), &support), NVML_ERROR_NOT_SUPPORTED)))
       return false;
     return support.isSupportedDevice != 0;
   }

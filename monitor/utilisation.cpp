@@ -16,8 +16,8 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr std::chrono::milliseconds kGpmMinInterval{100};
 // nvmlDeviceGetPcieThroughput counts bytes over 20 ms and blocks that long, per counter (NVML's documentation):
-// with both in every 100 ms sample, a sample took 42 ms on the H200 (bench/results/2026-11-30-h200-g.md), 40% of a
-// core that a data-bound run needs for decoding. Every 500 ms they take about 8%.
+// with both in every 100 ms sample, a sample took 42 ms on the H200 (docs/utilisation.md), 40% of a core that a
+// data-bound run needs for decoding. Every 500 ms they take about 8%.
 constexpr std::chrono::milliseconds kPcieMinInterval{500};
 
 size_t samples_per(std::chrono::milliseconds interval, std::chrono::milliseconds period) {
@@ -165,8 +165,8 @@ void UtilisationSampler::read_gpm(Values& values) {
     if (metrics && !(finite(metrics->sm_util_pct) && finite(metrics->sm_occupancy_pct) &&
                      finite(metrics->tensor_util_pct) && finite(metrics->dram_bw_util_pct))) {
       // On the H200 the runs whose DRAM-bandwidth metric came back NaN in some intervals also had SM utilisation
-      // and occupancy about a quarter lower at the same speed (bench/results/2026-11-30-h200-h.md): the whole
-      // interval is suspect, so none of its GPM metrics is kept.
+      // and occupancy about a quarter lower at the same speed: the whole interval is suspect, so none of its GPM
+      // metrics is kept.
       if (warned_.insert("non-finite GPM").second)
         log_warn("GPU utilisation: an NVML GPM interval had a non-finite metric; such intervals are left out");
     } else if (metrics) {
@@ -199,8 +199,8 @@ void UtilisationSampler::sample_once() {
         values[kPcieTx] = *tx / 1000.0;
     }
     read_gpm(values);
-    // One NaN made the epoch's mean null (the H200's GPM DRAM-bandwidth metric, bench/results/2026-11-30-h200-h.md):
-    // a non-finite reading of any metric is left out, like a failed one.
+    // One NaN (the H200's GPM DRAM-bandwidth metric returns them at times) would make the epoch's mean null: a
+    // non-finite reading of any metric is left out, like a failed one.
     for (size_t metric = 0; metric < values.size(); ++metric) {
       if (!values[metric] || std::isfinite(*values[metric])) continue;
       values[metric].reset();

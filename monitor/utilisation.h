@@ -29,15 +29,14 @@ using UtilisationSummary = std::vector<std::pair<std::string, std::optional<doub
 inline constexpr std::array<const char*, 11> kUtilisationMetrics = {
     "gpu_util_pct",     // time a kernel was running (NVML utilisation rates)
     "mem_bw_util_pct",  // time device memory was being read or written
-    "sm_clock_mhz",
-    "power_w",
-    "mem_used_gib",     // device memory in use by every process, GiB (2^30 bytes)
-    "pcie_rx_mbps",     // MB/s (NVML's KB/s / 1000) into the GPU
-    "pcie_tx_mbps",     // MB/s out of the GPU
-    "sm_util_pct",      // GPM: SMs busy
-    "sm_occupancy_pct", // GPM: active warps versus the theoretical maximum
-    "tensor_util_pct",  // GPM: SMs doing any tensor-core work
-    "dram_bw_util_pct", // GPM: DRAM bandwidth used versus the maximum
+    "sm_clock_mhz",     "power_w",
+    "mem_used_gib",      // device memory in use by every process, GiB (2^30 bytes)
+    "pcie_rx_mbps",      // MB/s (NVML's KB/s / 1000) into the GPU
+    "pcie_tx_mbps",      // MB/s out of the GPU
+    "sm_util_pct",       // GPM: SMs busy
+    "sm_occupancy_pct",  // GPM: active warps versus the theoretical maximum
+    "tensor_util_pct",   // GPM: SMs doing any tensor-core work
+    "dram_bw_util_pct",  // GPM: DRAM bandwidth used versus the maximum
 };
 
 // NVML's "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (lower-case hex) from cudaDeviceProp::uuid.bytes.
@@ -98,7 +97,7 @@ class UtilisationSampler {
   const NvmlDevice device_;
   const std::chrono::milliseconds period_;
   const bool gpm_supported_;
-  const size_t gpm_every_;  // samples per GPM interval: NVML needs >= 100 ms between GPM samples
+  const size_t gpm_every_;   // samples per GPM interval: NVML needs >= 100 ms between GPM samples
   const size_t pcie_every_;  // samples per PCIe counter read (500 ms)
 
   std::mutex sampling_mutex_;  // one sample_once at a time; guards the members below it

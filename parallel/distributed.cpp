@@ -12,8 +12,8 @@
 #include "core/config.h"
 #include "core/errors.h"
 #include "core/log.h"
-#include "parallel/nccl_group.h"
 #include "parallel/c10d_adapter.h"
+#include "parallel/nccl_group.h"
 
 namespace rn50::parallel {
 namespace {
@@ -27,11 +27,12 @@ std::unique_ptr<Communicator> make_gloo_communicator(const c10::intrusive_ptr<c1
   options->threads = 2;
   auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
   return std::make_unique<C10dCommunicator<c10d::ProcessGroupGloo>>(group, world, "gloo",
-                                                                   /*average_natively=*/false);
+                                                                    /*average_natively=*/false);
 #else
   (void)store, (void)rank, (void)world, (void)timeout;
-  throw ConfigError("data parallel on the CPU needs Gloo, and this rn50 was built without it "
-                    "(LibTorch with Gloo headers; on Debian: apt-get install libgloo-dev, then rebuild)");
+  throw ConfigError(
+      "data parallel on the CPU needs Gloo, and this rn50 was built without it "
+      "(LibTorch with Gloo headers; on Debian: apt-get install libgloo-dev, then rebuild)");
 #endif
 }
 

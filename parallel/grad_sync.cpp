@@ -62,7 +62,8 @@ GradientBuckets::GradientBuckets(const std::vector<at::Tensor>& parameters, Comm
     ++bucket.parameters;
     // The view has the parameter's own strides (channels-last weights stay channels-last), which the
     // autograd engine's in-place accumulation and the fused optimizer both require.
-    at::Tensor view = bucket.buffer.narrow(0, s.offset, s.parameter.numel()).as_strided(s.parameter.sizes(), s.parameter.strides());
+    at::Tensor view =
+        bucket.buffer.narrow(0, s.offset, s.parameter.numel()).as_strided(s.parameter.sizes(), s.parameter.strides());
     at::Tensor parameter = s.parameter;
     parameter.mutable_grad() = view;
     auto accumulator = torch::autograd::impl::grad_accumulator(parameter);

@@ -45,8 +45,8 @@ class GradientBuckets {
 
   Communicator& comm_;
   std::vector<Bucket> buckets_;
-  std::vector<std::function<void()>> pending_;  // one finisher per started bucket, in start order
-  int next_to_start_ = 0;                       // buckets start in index order on every rank
+  std::vector<std::function<void()>> pending_;       // one finisher per started bucket, in start order
+  int next_to_start_ = 0;                            // buckets start in index order on every rank
   std::vector<std::shared_ptr<void>> accumulators_;  // keeps the hooked gradient accumulators alive
 };
 

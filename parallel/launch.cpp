@@ -25,10 +25,12 @@ namespace {
 
 // The environment of one rank: this process's, with torchrun's variables for `rank` in place of any it had.
 std::vector<std::string> rank_environment(int rank, int processes, int port) {
-  const std::vector<std::pair<std::string, std::string>> ours = {
-      {"RANK", std::to_string(rank)},         {"LOCAL_RANK", std::to_string(rank)},
-      {"WORLD_SIZE", std::to_string(processes)}, {"LOCAL_WORLD_SIZE", std::to_string(processes)},
-      {"MASTER_ADDR", "127.0.0.1"},           {"MASTER_PORT", std::to_string(port)}};
+  const std::vector<std::pair<std::string, std::string>> ours = {{"RANK", std::to_string(rank)},
+                                                                 {"LOCAL_RANK", std::to_string(rank)},
+                                                                 {"WORLD_SIZE", std::to_string(processes)},
+                                                                 {"LOCAL_WORLD_SIZE", std::to_string(processes)},
+                                                                 {"MASTER_ADDR", "127.0.0.1"},
+                                                                 {"MASTER_PORT", std::to_string(port)}};
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     const std::string entry(*e);
@@ -70,7 +72,8 @@ std::string describe_status(int status) {
 
 int launch_local(const LaunchOptions& options) {
   if (options.processes < 1) throw ConfigError("launch: --nproc must be at least 1");
-  if (options.args.empty()) throw ConfigError("launch: name the command to run after '--', e.g. rn50 launch --nproc 2 -- train ...");
+  if (options.args.empty())
+    throw ConfigError("launch: name the command to run after '--', e.g. rn50 launch --nproc 2 -- train ...");
   const int port = options.master_port > 0 ? options.master_port : free_port();
 
   // Signals are taken synchronously (sigtimedwait) so that no handler state is needed; children unblock them.
@@ -88,7 +91,8 @@ int launch_local(const LaunchOptions& options) {
   argv.push_back(nullptr);
   std::vector<std::vector<std::string>> environments;
   std::vector<std::vector<char*>> envps;
-  for (int rank = 0; rank < options.processes; ++rank) environments.push_back(rank_environment(rank, options.processes, port));
+  for (int rank = 0; rank < options.processes; ++rank)
+    environments.push_back(rank_environment(rank, options.processes, port));
   for (auto& env : environments) {
     envps.emplace_back();
     for (auto& entry : env) envps.back().push_back(entry.data());
@@ -140,8 +144,8 @@ int launch_local(const LaunchOptions& options) {
         if (exit_code_of(status) != 0 && result == 0) {
           result = exit_code_of(status);
           if (!stopping && running > 0) {
-            std::fprintf(stderr, "rn50 launch: rank %zu %s; stopping the other %d\n", rank, describe_status(status).c_str(),
-                         running);
+            std::fprintf(stderr, "rn50 launch: rank %zu %s; stopping the other %d\n", rank,
+                         describe_status(status).c_str(), running);
             signal_running(SIGTERM);
             stopping = true;
             stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.grace_s);
@@ -151,7 +155,8 @@ int launch_local(const LaunchOptions& options) {
       continue;
     }
     if (stopping && std::chrono::steady_clock::now() > stop_deadline) {
-      std::fprintf(stderr, "rn50 launch: %d process(es) still running after %d s; killing them\n", running, options.grace_s);
+      std::fprintf(stderr, "rn50 launch: %d process(es) still running after %d s; killing them\n", running,
+                   options.grace_s);
       signal_running(SIGKILL);
       stop_deadline = std::chrono::steady_clock::time_point::max();
     }

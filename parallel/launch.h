@@ -8,10 +8,10 @@ namespace rn50::parallel {
 
 struct LaunchOptions {
   int processes = 1;
-  int master_port = 0;  // 0: a free port of this host
-  std::string program;  // the rn50 binary to start (this one)
+  int master_port = 0;            // 0: a free port of this host
+  std::string program;            // the rn50 binary to start (this one)
   std::vector<std::string> args;  // after the program name, e.g. {"train", "--config", "x.yaml"}
-  int grace_s = 10;  // after one process fails, how long the others get to stop before SIGKILL
+  int grace_s = 10;               // after one process fails, how long the others get to stop before SIGKILL
 };
 
 // Starts the processes with torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,

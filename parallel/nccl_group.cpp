@@ -13,7 +13,7 @@ namespace rn50::parallel {
 namespace {
 
 static_assert(parallel::HasShutdown<c10d::ProcessGroupNCCL>::value,
-              "ProcessGroupNCCL::shutdown() is how rn50 closes the communicators (see trainer/communicator.h)");
+              "ProcessGroupNCCL::shutdown() is how rn50 closes the communicators (see parallel/communicator.h)");
 
 // NCCL orders a collective after the work queued so far on the calling thread's current stream. The
 // gradient hooks run on autograd's device thread, so every call first makes the training stream (current
@@ -48,7 +48,7 @@ class OnTrainingStream final : public parallel::Communicator {
 }  // namespace
 
 std::unique_ptr<parallel::Communicator> make_nccl_communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                              int world, std::chrono::milliseconds timeout) {
+                                                               int world, std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
   auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world, options);

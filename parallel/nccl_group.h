@@ -12,8 +12,8 @@ namespace rn50::parallel {
 
 // The NCCL communicator is created lazily by the first collective; `timeout` is NCCL's watchdog timeout for eager
 // collectives, meant to stop the others when a rank died or hangs (not yet seen firing on a GPU; collectives
-// replayed from a CUDA graph are outside it: see trainer/watchdog.h).
+// replayed from a CUDA graph are outside it: see parallel/watchdog.h).
 std::unique_ptr<parallel::Communicator> make_nccl_communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                              int world, std::chrono::milliseconds timeout);
+                                                               int world, std::chrono::milliseconds timeout);
 
 }  // namespace rn50::parallel

@@ -5,7 +5,7 @@
 namespace rn50::parallel {
 
 std::unique_ptr<parallel::Communicator> make_nccl_communicator(const c10::intrusive_ptr<c10d::Store>&, int, int,
-                                                              std::chrono::milliseconds) {
+                                                               std::chrono::milliseconds) {
   throw ConfigError("data parallel on GPUs needs NCCL, and this rn50 was built without CUDA");
 }
 

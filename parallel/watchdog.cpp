@@ -21,7 +21,8 @@ Watchdog::~Watchdog() {
 
 void Watchdog::run() {
   // Checks a few times per timeout, at least every second.
-  const auto period = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(1000), timeout_ / 4 + std::chrono::milliseconds(1));
+  const auto period =
+      std::min<std::chrono::milliseconds>(std::chrono::milliseconds(1000), timeout_ / 4 + std::chrono::milliseconds(1));
   std::unique_lock<std::mutex> lock(mutex_);
   while (!wake_.wait_for(lock, period, [this] { return stopping_; })) {
     const auto silent = std::chrono::nanoseconds(now_ns() - last_beat_ns_.load(std::memory_order_relaxed));

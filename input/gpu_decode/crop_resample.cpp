@@ -1,5 +1,5 @@
-// input/gpu_decode/crop_resample.cpp: resample plans (the same scale choice and region rounding as decode_crop_resize) and
-// the CPU reference of the GPU kernel.
+// input/gpu_decode/crop_resample.cpp: resample plans (the same scale choice and region rounding as decode_crop_resize)
+// and the CPU reference of the GPU kernel.
 #include "input/gpu_decode/crop_resample.h"
 
 #include <stdexcept>
@@ -12,8 +12,8 @@ namespace rn50::input {
 
 ResamplePlan plan_resample(int width, int height, const data::SampleGeometry& geometry, int out_size) {
   const codecs::CropRect& rect = geometry.rect;
-  if (width <= 0 || height <= 0 || out_size <= 0 || rect.width <= 0 || rect.height <= 0 || rect.x < 0 ||
-      rect.y < 0 || rect.x + rect.width > width || rect.y + rect.height > height)
+  if (width <= 0 || height <= 0 || out_size <= 0 || rect.width <= 0 || rect.height <= 0 || rect.x < 0 || rect.y < 0 ||
+      rect.x + rect.width > width || rect.y + rect.height > height)
     throw std::invalid_argument("plan_resample: crop " + std::to_string(rect.width) + "x" +
                                 std::to_string(rect.height) + "+" + std::to_string(rect.x) + "+" +
                                 std::to_string(rect.y) + " is not inside the " + std::to_string(width) + "x" +

@@ -1,5 +1,6 @@
-// input/gpu_decode/crop_resample.h: the host side of the GPU decode path's crop + resize + flip + normalisation: the plan of
-// each image (see data/resample_math.h) and the CPU reference that the CUDA kernel mirrors, for tests.
+// input/gpu_decode/crop_resample.h: the host side of the GPU decode path's crop + resize + flip + normalisation: the
+// plan of each image (see input/gpu_decode/resample_math.h) and the CPU reference that the CUDA kernel mirrors, for
+// tests.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +25,7 @@ ResamplePlan plan_identity(int out_size);
 void use_packed_planes(ResamplePlan& plan, int step_x, int step_y, int chroma_width, int chroma_height);
 
 // Per-channel affine of the ImageNet normalisation on whole levels x: x * scale[c] - shift[c], which is
-// (x / 255 - mean) / std; the same constants as the CPU path's upload (trainer/input.cpp).
+// (x / 255 - mean) / std; the same constants as the CPU path's upload (input/upload.cpp).
 struct Normalization {
   float scale[3];
   float shift[3];

@@ -1,5 +1,5 @@
-// input/gpu_decode/crop_resize_kernel.cu: the kernel behind crop_resize_normalize: one thread per output pixel, one grid row
-// per image, the per-pixel arithmetic shared with the CPU reference (data/resample_math.h).
+// input/gpu_decode/crop_resize_kernel.cu: the kernel behind crop_resize_normalize: one thread per output pixel, one
+// grid row per image, the per-pixel arithmetic shared with the CPU reference (input/gpu_decode/resample_math.h).
 #include "input/gpu_decode/crop_resize_kernel.h"
 
 #include "cuda/cuda_check.h"
@@ -33,8 +33,9 @@ __global__ void crop_resize_normalize_kernel(const ResampleJob* __restrict__ job
 
 }  // namespace
 
-void crop_resize_normalize(const ResampleJob* jobs, int64_t images, int out_size, void* out, cuda::kernels::OutType type,
-                           bool channels_last, const float scale[3], const float shift[3], cudaStream_t stream) {
+void crop_resize_normalize(const ResampleJob* jobs, int64_t images, int out_size, void* out,
+                           cuda::kernels::OutType type, bool channels_last, const float scale[3], const float shift[3],
+                           cudaStream_t stream) {
   if (images == 0) return;
   cuda::kernels::Affine affine{};
   for (int c = 0; c < 3; ++c) {

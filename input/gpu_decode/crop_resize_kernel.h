@@ -1,13 +1,14 @@
-// input/gpu_decode/crop_resize_kernel.h: decode: gpu's one kernel per batch: crop + resize + flip (data/resample_math.h) +
-// ImageNet normalisation + conversion to the training dtype, in NCHW or channels-last memory. No LibTorch.
+// input/gpu_decode/crop_resize_kernel.h: decode: gpu's one kernel per batch: crop + resize + flip
+// (input/gpu_decode/resample_math.h) + ImageNet normalisation + conversion to the training dtype, in NCHW or
+// channels-last memory. No LibTorch.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "input/gpu_decode/resample_math.h"
 #include "cuda/kernels.h"
+#include "input/gpu_decode/resample_math.h"
 
 namespace rn50::input::kernels {
 
@@ -20,7 +21,8 @@ struct ResampleJob {
 // For each of the `images` jobs (a device array), writes output image n of `out`, an [images, 3, out_size,
 // out_size] tensor of `type` in NCHW (channels_last false) or NHWC memory: the levels that output_pixel gives,
 // times scale[c] minus shift[c].
-void crop_resize_normalize(const ResampleJob* jobs, int64_t images, int out_size, void* out, cuda::kernels::OutType type,
-                           bool channels_last, const float scale[3], const float shift[3], cudaStream_t stream);
+void crop_resize_normalize(const ResampleJob* jobs, int64_t images, int out_size, void* out,
+                           cuda::kernels::OutType type, bool channels_last, const float scale[3], const float shift[3],
+                           cudaStream_t stream);
 
 }  // namespace rn50::input::kernels

@@ -1,6 +1,7 @@
-// input/gpu_decode/decode_pipeline.h: DecodePipeline, the GPU decoder's thread and the cycle of its slots, without CUDA: the
-// decoder plugs in its work (decode a batch into a slot; whether the device is done with a slot; wait for that and
-// hand the slot's batch back). Header-only, so that tests/gpu/test_decode_pipeline.cpp runs it on any machine.
+// input/gpu_decode/decode_pipeline.h: DecodePipeline, the GPU decoder's thread and the cycle of its slots, without
+// CUDA: the decoder plugs in its work (decode a batch into a slot; whether the device is done with a slot; wait for
+// that and hand the slot's batch back). Header-only, so that tests/input/gpu_decode/test_decode_pipeline.cpp runs it on
+// any machine.
 #pragma once
 
 #include <algorithm>

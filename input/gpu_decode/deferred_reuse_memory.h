@@ -1,5 +1,6 @@
-// input/gpu_decode/deferred_reuse_memory.h: DeferredReuseMemory, a pool whose freed blocks are handed out again only once the
-// batch during which they were freed has finished on the device. No CUDA here: the raw allocation is passed in.
+// input/gpu_decode/deferred_reuse_memory.h: DeferredReuseMemory, a pool whose freed blocks are handed out again only
+// once the batch during which they were freed has finished on the device. No CUDA here: the raw allocation is passed
+// in.
 #pragma once
 
 #include <algorithm>

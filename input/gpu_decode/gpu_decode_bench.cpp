@@ -1,6 +1,6 @@
-// input/gpu_decode/gpu_decode_bench.cpp: the GPU decode-and-augment rate: batches of encoded samples (as the loader hands them
-// out) through GpuJpegDecoder into a half-precision channels-last input, timed until the device is done; and,
-// optionally, whether decoding overlaps a simulated training step queued before each batch.
+// input/gpu_decode/gpu_decode_bench.cpp: the GPU decode-and-augment rate: batches of encoded samples (as the loader
+// hands them out) through GpuJpegDecoder into a half-precision channels-last input, timed until the device is done;
+// and, optionally, whether decoding overlaps a simulated training step queued before each batch.
 #include "input/gpu_decode/gpu_decode_bench.h"
 
 #include <ATen/ATen.h>
@@ -14,10 +14,10 @@
 #include <cmath>
 #include <utility>
 
-#include "core/errors.h"
-#include "data/dataset.h"
 #include "codecs/jpeg_header.h"
+#include "core/errors.h"
 #include "cuda/cuda_check.h"
+#include "data/dataset.h"
 #include "input/gpu_decode/gpu_decoder.h"
 
 namespace rn50::input {
@@ -34,8 +34,9 @@ class SimulatedStep {
     product_ = at::empty({kSide, kSide}, options);
     product();  // cuBLAS's first-call set-up, outside the calibration
     const double per_product = elapsed_ms([&] {
-      for (int k = 0; k < 20; ++k) product();
-    }) / 20;
+                                 for (int k = 0; k < 20; ++k) product();
+                               }) /
+                               20;
     products_ = std::max(1, static_cast<int>(std::lround(ms / per_product)));
   }
   void queue() {
@@ -98,10 +99,8 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
   const ReleaseBatch keep = [](const data::HostBatch&) {};  // the host batches live for the whole run
 
   using Clock = std::chrono::steady_clock;
-  // Where the simulated step goes: right before each batch's decode (training's order until 2026-11-30), or
-  // right after its batch's input is made, with the decode of the batch submit_ahead ahead submitted after it
-  // (training's order now, at its default depth; until call 5 of bench/results/2026-11-30-h200-c.md the decode went
-  // before the step, until bench/results/2026-11-30-h200-g.md one batch ahead, until -j.md two).
+  // Where the simulated step goes: right before each batch's decode (the naive order), or right after its batch's
+  // input is made, with the decode of the batch submit_ahead ahead submitted after it (training's order).
   enum class StepOrder { kBeforeDecode, kDecodeAhead };
   auto measure = [&](bool train, SimulatedStep* step, StepOrder order) {
     data::SampleTransform transform;
@@ -143,7 +142,7 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
       decoder.drain();
     };
     for (int warm = 0; warm < 2; ++warm) run_batch();  // allocations and nvJPEG's first-use set-up
-    finish_all();  // the timing starts with an idle device
+    finish_all();                                      // the timing starts with an idle device
     const int64_t warm_batches = finished;
     const auto start = Clock::now();
     double elapsed = 0;

@@ -1,6 +1,6 @@
-// input/gpu_decode/gpu_decoder.h: decode: gpu. nvJPEG decodes a batch of compressed samples on the GPU (the hardware engines
-// where they accept the image, nvJPEG's default backend where they do not, libjpeg for what nvJPEG refuses), and
-// one kernel crops, resizes, flips and normalises the whole batch into the training step's input tensor.
+// input/gpu_decode/gpu_decoder.h: decode: gpu. nvJPEG decodes a batch of compressed samples on the GPU (the hardware
+// engines where they accept the image, nvJPEG's default backend where they do not, libjpeg for what nvJPEG refuses),
+// and one kernel crops, resizes, flips and normalises the whole batch into the training step's input tensor.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -28,9 +28,9 @@ struct GpuDecodeCounts {
   // The decoder's host work: on its own thread routing, nvJPEG's host side and libjpeg; on the caller's, queuing
   // the crop kernel in finish_into.
   double host_s = 0;
-  double wait_s = 0;  // the decode thread's waits for the device (a slot to free up, a default-backend image)
-  double batch_wait_s = 0;  // the caller's waits in finish_into for the decode thread to finish the batch
-  double pace_wait_s = 0;   // ... and for the device, which finish_into keeps at most two steps behind
+  double wait_s = 0;           // the decode thread's waits for the device (a slot to free up, a default-backend image)
+  double batch_wait_s = 0;     // the caller's waits in finish_into for the decode thread to finish the batch
+  double pace_wait_s = 0;      // ... and for the device, which finish_into keeps at most two steps behind
   double route_s = 0;          // part of host_s: parsing headers with nvJPEG to choose each image's route
   double hardware_call_s = 0;  // part of host_s: inside nvJPEG's batched hardware calls
   double slowest_hardware_call_s = 0;  // the longest of those calls: one far above the mean stalls the host
@@ -40,8 +40,8 @@ struct GpuDecodeCounts {
   // Each batch from submit queuing it to its images being ready on the device: nvJPEG's host calls feed the device
   // work as they go, so this includes them (at least gpu_decode_hardware_call_s), not the device work alone.
   double decode_latency_s = 0;
-  double input_stall_s = 0;    // the compute stream waiting for a batch's decode before making its input
-  double crop_s = 0;           // the crop kernel and the label copy, on the compute stream
+  double input_stall_s = 0;  // the compute stream waiting for a batch's decode before making its input
+  double crop_s = 0;         // the crop kernel and the label copy, on the compute stream
   // Buffers nvJPEG had to have freshly allocated (cudaMalloc, cudaHostAlloc: slow, and the host waits in them);
   // none once its memory pool has grown to what the batches need.
   int64_t new_buffers = 0;
@@ -54,16 +54,16 @@ using BadDecodeHandler = std::function<void(size_t index, const std::string& rea
 using ReleaseBatch = std::function<void(const data::HostBatch&)>;
 
 // nvJPEG's calls run on a thread of the decoder's own: the batched hardware call returns only once its batch is
-// decoded, and for some batches only once the device has run every step queued before it (bench/results/
-// 2026-11-30-h200-g.md); on the training thread that held the next step back. The caller submits batches ahead
-// and finish_into makes each into input, in submit order.
+// decoded, and for some batches only once the device has run every step queued before it; on the training thread
+// that held the next step back (docs/gpu-decoding.md). The caller submits batches ahead and finish_into makes each
+// into input, in submit order.
 class GpuJpegDecoder {
  public:
   // Device buffers a batch decodes into, each reused once finish_into has made its previous batch into input and
   // the device has run that batch's kernel. One more than the batches submitted ahead (N), so that batch k+N's
   // decode starts as soon as it is submitted, before step k+1 is queued: with N slots it started only once the
-  // device began step k, when step k+1 was queued too, and the device then waited for the decode
-  // (bench/results/2026-11-30-h200-g.md). Also the most batches submitted and not yet finished.
+  // device began step k, when step k+1 was queued too, and the device then waited for the decode. Also the most
+  // batches submitted and not yet finished.
   static int slots(const GpuDecoderOptions& options) { return options.submit_ahead + 1; }
   // Host batches held at once, at most: one in each slot until its kernel has run, and one submitted and waiting
   // for its slot.

@@ -1,5 +1,5 @@
-// input/gpu_decode/gpu_decoder_none.cpp: decode: gpu in builds without nvJPEG (CPU-only builds, and CUDA toolkits without it):
-// a configuration error before anything starts.
+// input/gpu_decode/gpu_decoder_none.cpp: decode: gpu in builds without nvJPEG (CPU-only builds, and CUDA toolkits
+// without it): a configuration error before anything starts.
 #include "core/errors.h"
 #include "cuda/cuda_support.h"
 #include "input/gpu_decode/gpu_decode_bench.h"
@@ -8,10 +8,10 @@
 namespace rn50::input {
 namespace {
 [[noreturn]] void no_nvjpeg() {
-  throw ConfigError(std::string("config key 'decode': gpu needs nvJPEG, and this rn50 was built without it (") +
-                    (cuda::built_with_cuda() ? "CMake found no nvjpeg.h and libnvjpeg in the CUDA toolkit"
-                                       : "a CPU-only build") +
-                    ")");
+  throw ConfigError(
+      std::string("config key 'decode': gpu needs nvJPEG, and this rn50 was built without it (") +
+      (cuda::built_with_cuda() ? "CMake found no nvjpeg.h and libnvjpeg in the CUDA toolkit" : "a CPU-only build") +
+      ")");
 }
 }  // namespace
 

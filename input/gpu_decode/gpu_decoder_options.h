@@ -1,4 +1,5 @@
-// input/gpu_decode/gpu_decoder_options.h: GpuDecoderOptions, how decode: gpu's decoder uses nvJPEG. No LibTorch, no CUDA.
+// input/gpu_decode/gpu_decoder_options.h: GpuDecoderOptions, how decode: gpu's decoder uses nvJPEG. No LibTorch, no
+// CUDA.
 #pragma once
 
 namespace rn50::input {

@@ -1,6 +1,7 @@
-// input/gpu_decode/resample_math.h: the per-pixel arithmetic of the GPU decode path's crop + resize + flip, written once for
-// the CPU reference (data/crop_resample.cpp) and the CUDA kernel (gpu/crop_resize_kernel.cu). No LibTorch and no
-// CUDA headers: nvcc compiles it for the device, any C++17 compiler for the host.
+// input/gpu_decode/resample_math.h: the per-pixel arithmetic of the GPU decode path's crop + resize + flip, written
+// once for the CPU reference (input/gpu_decode/crop_resample.cpp) and the CUDA kernel
+// (input/gpu_decode/crop_resize_kernel.cu). No LibTorch and no CUDA headers: nvcc compiles it for the device, any C++17
+// compiler for the host.
 #pragma once
 
 #include <math.h>
@@ -29,10 +30,10 @@ struct ResamplePlan {
   int32_t planar = 0;
   int32_t chroma_step_x = 0, chroma_step_y = 0;  // 1 or 2 pixels per chroma sample; 0: grey
   int32_t chroma_width = 0, chroma_height = 0, chroma_pitch = 0;
-  int64_t cb_offset = 0, cr_offset = 0;  // bytes from the image's start
-  int32_t box = 1;                // 1, 2, 4 or 8
+  int64_t cb_offset = 0, cr_offset = 0;                                     // bytes from the image's start
+  int32_t box = 1;                                                          // 1, 2, 4 or 8
   int32_t region_x = 0, region_y = 0, region_width = 0, region_height = 0;  // in scaled pixels
-  int32_t area = 0;               // 1: area resampling; 0: bilinear
+  int32_t area = 0;                                                         // 1: area resampling; 0: bilinear
   int32_t flip = 0;
   float scale_x = 1.0f, scale_y = 1.0f;  // region pixels per output pixel
 };
@@ -83,9 +84,9 @@ RN50_HOST_DEVICE inline void source_pixel(const uint8_t* image, const ResamplePl
   const int y_level = image[static_cast<int64_t>(y) * p.pitch + x];
   const int cb = chroma_at(image + p.cb_offset, p, x, y) - 128;
   const int cr = chroma_at(image + p.cr_offset, p, x, y) - 128;
-  const int levels[3] = {y_level + ((91881 * cr + 32768) >> 16),              // 1.40200 Cr
+  const int levels[3] = {y_level + ((91881 * cr + 32768) >> 16),                // 1.40200 Cr
                          y_level + ((-22554 * cb - 46802 * cr + 32768) >> 16),  // -0.34414 Cb - 0.71414 Cr
-                         y_level + ((116130 * cb + 32768) >> 16)};             // 1.77200 Cb
+                         y_level + ((116130 * cb + 32768) >> 16)};              // 1.77200 Cb
   for (int c = 0; c < 3; ++c) rgb[c] = static_cast<float>(clamp_int(levels[c], 0, 255));
 }
 

@@ -9,8 +9,8 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
-#include "tests/support/special_jpegs.h"
 #include "core/errors.h"
+#include "tests/support/special_jpegs.h"
 #include "tests/support/test_support.h"
 
 namespace rn50::codecs {

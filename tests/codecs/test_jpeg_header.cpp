@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "core/errors.h"
 #include "codecs/jpeg_codec.h"
 #include "codecs/jpeg_header.h"
+#include "core/errors.h"
 #include "tests/support/special_jpegs.h"
 #include "tests/support/test_support.h"
 
@@ -119,8 +119,8 @@ TEST(JpegHeader, SkipsStrayBytesBetweenSegmentsAsLibjpegDoes) {
   expect_same_header(stray, "stray bytes before DQT");
   std::vector<uint8_t> out(32 * 32 * 3);
   DecodeScratch scratch;
-  EXPECT_NO_THROW(decode_crop_resize(stray.data(), stray.size(), CropRect{0, 0, 64, 48}, 32, 32, false, out.data(),
-                                     scratch));
+  EXPECT_NO_THROW(
+      decode_crop_resize(stray.data(), stray.size(), CropRect{0, 0, 64, 48}, 32, 32, false, out.data(), scratch));
 }
 
 TEST(JpegHeader, RejectsWhatIsNotAWholeJpegWithTheCpuDecodersReasons) {
@@ -189,8 +189,10 @@ TEST(JpegHeader, EndsTheHeadersAfterTheFirstScansHeader) {
   for (int i = 0; i < 0x40; ++i) app1.push_back(i % 2 == 0 ? 0xFF : 0xDA);
   with_app1.insert(with_app1.begin() + 2, app1.begin(), app1.end());
   const std::vector<std::pair<std::string, std::vector<uint8_t>>> files = {
-      {"baseline RGB", rgb_jpeg(500, 375, false)}, {"progressive RGB", rgb_jpeg(500, 375, true)},
-      {"baseline grey", gray_jpeg(64, 48, false)}, {"progressive grey", gray_jpeg(64, 48, true)},
+      {"baseline RGB", rgb_jpeg(500, 375, false)},
+      {"progressive RGB", rgb_jpeg(500, 375, true)},
+      {"baseline grey", gray_jpeg(64, 48, false)},
+      {"progressive grey", gray_jpeg(64, 48, true)},
       {"APP1 with marker-like bytes", with_app1}};
   for (const auto& [what, jpeg] : files) {
     SCOPED_TRACE(what);

@@ -25,8 +25,9 @@ TEST(PipelineVerdict, DataBoundCountsTheThreadsNeededAndOffersGpuDecoding) {
   const ReportRow row = data_pipeline_verdict(rates(2600, 670));
   EXPECT_EQ(row.verdict, "bad");
   // 6100 / 670 = 9.1: ten threads
-  EXPECT_EQ(row.note, "data-bound: needs about 10 decode threads (this process may use 4), or GPU decoding "
-                      "(--decode gpu)");
+  EXPECT_EQ(row.note,
+            "data-bound: needs about 10 decode threads (this process may use 4), or GPU decoding "
+            "(--decode gpu)");
 }
 
 TEST(PipelineVerdict, DataBoundButGpuDecodingWouldFeedTheModel) {
@@ -46,8 +47,9 @@ TEST(PipelineVerdict, DataBoundEitherWayWhenGpuDecodingIsNoFaster) {
 
 TEST(PipelineVerdict, NoGpuDecodingSuggestedWhereItCannotRun) {
   const ReportRow row = data_pipeline_verdict(rates(2600, 670, std::nullopt, "no CUDA device"));
-  EXPECT_EQ(row.note, "data-bound: needs about 10 decode threads (this process may use 4); GPU decoding is not "
-                      "available here (no CUDA device)");
+  EXPECT_EQ(row.note,
+            "data-bound: needs about 10 decode threads (this process may use 4); GPU decoding is not "
+            "available here (no CUDA device)");
 }
 
 TEST(PipelineVerdict, AZeroPerCoreRateGivesNoThreadCount) {

@@ -83,8 +83,12 @@ TEST(Config, TheGpuDecodersDefaultDepthIsTrainings) {
 
 TEST(Config, YamlDumpReadsBackIdentically) {
   Config c;
-  apply_overrides(c, {{"batch_size", "48"}, {"lr", "0.0375"}, {"tf32", "off"}, {"lr_milestones", "1,2,3"},
-                      {"data_root", "/tmp/x y"}, {"resume", ""}});
+  apply_overrides(c, {{"batch_size", "48"},
+                      {"lr", "0.0375"},
+                      {"tf32", "off"},
+                      {"lr_milestones", "1,2,3"},
+                      {"data_root", "/tmp/x y"},
+                      {"resume", ""}});
   Config back;
   apply_yaml_text(back, to_yaml(c), "dump");
   EXPECT_EQ(to_yaml(back), to_yaml(c));

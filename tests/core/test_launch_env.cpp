@@ -25,8 +25,13 @@ TEST(LaunchEnv, NoLauncherMeansOneProcess) {
 }
 
 TEST(LaunchEnv, TorchrunWinsOverSlurmAndOpenMpi) {
-  const LaunchEnv env = read({{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "node0"},
-                              {"MASTER_PORT", "29500"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}});
+  const LaunchEnv env = read({{"RANK", "5"},
+                              {"WORLD_SIZE", "8"},
+                              {"LOCAL_RANK", "1"},
+                              {"MASTER_ADDR", "node0"},
+                              {"MASTER_PORT", "29500"},
+                              {"SLURM_PROCID", "0"},
+                              {"SLURM_NTASKS", "2"}});
   EXPECT_EQ(env.source, "torchrun");
   EXPECT_EQ(env.rank, 5);
   EXPECT_EQ(env.world_size, 8);
@@ -43,14 +48,17 @@ TEST(LaunchEnv, SlurmAndOpenMpi) {
   env = read({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
   EXPECT_EQ(env.source, "openmpi");
   EXPECT_EQ(env.world_size, 2);
-  EXPECT_EQ(env.local_rank, 1);  // no local rank given: the global one
+  EXPECT_EQ(env.local_rank, 1);        // no local rank given: the global one
   EXPECT_EQ(env.local_world_size, 0);  // not given: unknown
 }
 
 TEST(LaunchEnv, LocalWorldSizeAndRendezvousFromAnyLauncher) {
   LaunchEnv env = read({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}});
   EXPECT_EQ(env.local_world_size, 2);
-  env = read({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}, {"SLURM_NTASKS_PER_NODE", "2"}, {"MASTER_ADDR", "n0"},
+  env = read({{"SLURM_PROCID", "1"},
+              {"SLURM_NTASKS", "4"},
+              {"SLURM_NTASKS_PER_NODE", "2"},
+              {"MASTER_ADDR", "n0"},
               {"MASTER_PORT", "1234"}});
   EXPECT_EQ(env.local_world_size, 2);
   EXPECT_EQ(env.master_addr, "n0");
@@ -67,7 +75,9 @@ TEST(LaunchEnv, BadValuesNameTheVariable) {
   EXPECT_NE(config_error_of([] { read({{"RANK", "2"}, {"WORLD_SIZE", "2"}}); }).find("not below"), std::string::npos);
   EXPECT_NE(config_error_of([] { read({{"WORLD_SIZE", "2"}}); }).find("RANK"), std::string::npos);
   EXPECT_NE(config_error_of([] { read({{"RANK", "0"}, {"WORLD_SIZE", "0"}}); }).find("WORLD_SIZE"), std::string::npos);
-  EXPECT_NE(config_error_of([] { read({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "-4"}}); }).find("MASTER_PORT"),
+  EXPECT_NE(config_error_of([] {
+              read({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "-4"}});
+            }).find("MASTER_PORT"),
             std::string::npos);
 }
 
@@ -88,7 +98,10 @@ TEST(LaunchEnv, CudaHardwareQueuesSetOnlyWhereTheUserDidNot) {
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "4", 1);
   EXPECT_EQ(widen_cuda_hardware_queues(), "4");  // the user's value is kept
   EXPECT_STREQ(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS"), "4");
-  if (before) setenv("CUDA_DEVICE_MAX_CONNECTIONS", saved.c_str(), 1); else unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (before)
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", saved.c_str(), 1);
+  else
+    unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
 }
 
 }  // namespace

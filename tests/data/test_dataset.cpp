@@ -198,7 +198,8 @@ TEST_F(DatasetTest, EncodedSamplesCarryTheFileAndTheCpuPathsCropAndFlip) {
       // The CPU path decodes exactly this crop and flip.
       std::vector<uint8_t> decoded(32 * 32 * 3);
       codecs::DecodeScratch scratch;
-      codecs::decode_crop_resize(bytes.data(), bytes.size(), expected.rect, 32, 32, expected.flip, decoded.data(), scratch);
+      codecs::decode_crop_resize(bytes.data(), bytes.size(), expected.rect, 32, 32, expected.flip, decoded.data(),
+                                 scratch);
       EXPECT_EQ(load(dataset, i, epoch), decoded);
     }
   }

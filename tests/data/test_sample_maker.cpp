@@ -11,9 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include "codecs/jpeg_codec.h"
 #include "core/errors.h"
 #include "data/image_folder.h"
-#include "codecs/jpeg_codec.h"
 #include "tests/support/test_support.h"
 
 namespace rn50::data {
@@ -44,8 +44,8 @@ std::vector<uint8_t> decode_file(const std::string& path, int& width, int& heigh
   height = info.height;
   std::vector<uint8_t> pixels(static_cast<size_t>(width) * height * 3);
   codecs::DecodeScratch scratch;
-  codecs::decode_crop_resize(bytes.data(), bytes.size(), codecs::CropRect{0, 0, width, height}, width, height, false, pixels.data(),
-                     scratch);
+  codecs::decode_crop_resize(bytes.data(), bytes.size(), codecs::CropRect{0, 0, width, height}, width, height, false,
+                             pixels.data(), scratch);
   return pixels;
 }
 

@@ -7,13 +7,13 @@
 #include <cctype>
 #include <chrono>
 #include <csignal>
-#include <cstdlib>
-#include <thread>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -113,8 +113,8 @@ TEST_F(Cli, TrainingOnTheSampleLowersTheLossAndWritesEverything) {
   // Seen on this machine: 1.22 -> 0.33 train loss, 94% top-1 (chance is 25%).
   EXPECT_LT(epochs.back()["train_loss"].get<double>(), 0.8 * epochs.front()["train_loss"].get<double>());
   EXPECT_GT(epochs.back()["top1"].get<double>(), 0.5);
-  for (const auto& key : {"wall_s", "images_per_s", "data_wait_s", "compute_s", "train_loss", "val_loss", "top1", "top5",
-                          "lr", "peak_host_rss_gib", "bad_samples"}) {
+  for (const auto& key : {"wall_s", "images_per_s", "data_wait_s", "compute_s", "train_loss", "val_loss", "top1",
+                          "top5", "lr", "peak_host_rss_gib", "bad_samples"}) {
     EXPECT_TRUE(epochs.back().contains(key)) << key;
   }
   EXPECT_TRUE(epochs.back()["peak_gpu_mem_gib"].is_null());  // unavailable on the CPU, never 0
@@ -211,7 +211,8 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   expect_exit_2_naming("bench-decode --decode gpu --files 1 --repeat 0", "--repeat must be at least 1 (got 0)");
   expect_exit_2_naming("bench-decode --files 1 --repeat 2", "--repeat is for --decode gpu");
   expect_exit_2_naming("bench-decode --decode gpu --files 1 --pin", "--pin is for CPU decoding");
-  expect_exit_2_naming("make-sample --out " + path("noisy") + " --noise -1", "noise must be in 0..100 grey levels (got -1)");
+  expect_exit_2_naming("make-sample --out " + path("noisy") + " --noise -1",
+                       "noise must be in 0..100 grey levels (got -1)");
   expect_exit_2_naming("train --data-root /x --decode-ahead-batches 5", "decode_ahead_batches");
 }
 
@@ -284,7 +285,7 @@ TEST_F(Cli, GpuDecodeCountsBadImagesAsTheCpuPathDoes) {
 // order (validation changes no weights), so their losses agree to within the device's floating-point
 // nondeterminism; a first batch from the wrong epoch's order would not (1e-3 relative: one batch in six changed
 // moves an epoch's mean loss by far more). Last, 3 ahead with a CUDA graph: captured while the decode thread works
-// (LibTorch's default global capture mode refused nvJPEG's calls then: bench/results/2026-11-30-h200-i.md), so the
+// (LibTorch's default global capture mode refused nvJPEG's calls then), so the
 // graph must be replaying after the first epoch; its losses are compared more loosely (graph against eager steps).
 TEST_F(Cli, GpuDecodeSubmitsTheNextEpochsFirstBatchesDuringTheLastSteps) {
   if (!RN50_NVJPEG_BUILD) GTEST_SKIP() << "needs a build with nvJPEG, and a GPU";
@@ -302,8 +303,9 @@ TEST_F(Cli, GpuDecodeSubmitsTheNextEpochsFirstBatchesDuringTheLastSteps) {
         path("run_" + std::to_string(ahead) + (validate ? "_validated" : "") + (graph ? "_graph" : ""));
     const Result r = rn50("train --data-root " + path("data") + " --out-dir " + run +
                           " --device cuda:0 --decode gpu --image-size 48 --val-resize 48 --batch-size 5 --workers 2"
-                          " --epochs 3 --warmup-epochs 0 --decode-ahead-batches " + std::to_string(ahead) +
-                          " --validate=" + (validate ? "on" : "off") + " --cuda-graph=" + (graph ? "on" : "off"));
+                          " --epochs 3 --warmup-epochs 0 --decode-ahead-batches " +
+                          std::to_string(ahead) + " --validate=" + (validate ? "on" : "off") +
+                          " --cuda-graph=" + (graph ? "on" : "off"));
     ASSERT_EQ(r.code, 0) << r.output;
     std::vector<double> routed;
     losses.emplace_back();
@@ -374,10 +376,12 @@ TEST_F(Cli, ExportInferAndInitFromWorkTogether) {
   std::vector<float> pixels(2 * 3 * 32 * 32);
   for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<float>((i * 7919) % 255) / 64.0f - 2.0f;
   rn50::safetensors::write_file_atomically(
-      path("x.safetensors"),
-      rn50::safetensors::serialize({{"images", rn50::safetensors::DType::F32, {2, 3, 32, 32},
-                                     reinterpret_cast<const uint8_t*>(pixels.data()), pixels.size() * 4}},
-                                   {}));
+      path("x.safetensors"), rn50::safetensors::serialize({{"images",
+                                                            rn50::safetensors::DType::F32,
+                                                            {2, 3, 32, 32},
+                                                            reinterpret_cast<const uint8_t*>(pixels.data()),
+                                                            pixels.size() * 4}},
+                                                          {}));
   r = rn50("infer --weights " + path("w.safetensors") + " --images " + path("x.safetensors") + " --out " +
            path("y.safetensors"));
   ASSERT_EQ(r.code, 0) << r.output;
@@ -464,7 +468,8 @@ TEST_F(Cli, ARankThatNeverComesStopsTheRunWithinTheTimeout) {
 TEST_F(Cli, RanksWithDifferentConfigurationsRefuseToTrain) {
   make_sample("--classes 2 --per-class 4 --val-per-class 1 --size 32");
   const std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(test_port(2));
-  const std::string run = std::string(RN50_BINARY) + " " + small_run(path("data"), path("run")) + " --epochs 1 --batch-size 2";
+  const std::string run =
+      std::string(RN50_BINARY) + " " + small_run(path("data"), path("run")) + " --epochs 1 --batch-size 2";
   // Two ranks by hand, as torchrun would start them, one with another learning rate.
   const std::string command = "(env RANK=0 " + env + " " + run + " --lr 0.1 > " + path("r0.log") + " 2>&1; echo $? > " +
                               path("r0.code") + ") & (env RANK=1 " + env + " " + run + " --lr 0.2 > " + path("r1.log") +
@@ -476,7 +481,8 @@ TEST_F(Cli, RanksWithDifferentConfigurationsRefuseToTrain) {
   };
   for (const char* rank : {"r0", "r1"}) {
     EXPECT_EQ(read(std::string(rank) + ".code"), "2\n") << read(std::string(rank) + ".log");
-    EXPECT_NE(read(std::string(rank) + ".log").find("rank 1 runs a different configuration than rank 0: 'lr: 0.2' where rank 0 has 'lr: 0.1'"),
+    EXPECT_NE(read(std::string(rank) + ".log")
+                  .find("rank 1 runs a different configuration than rank 0: 'lr: 0.2' where rank 0 has 'lr: 0.1'"),
               std::string::npos)
         << read(std::string(rank) + ".log");
   }
@@ -527,7 +533,8 @@ TEST_F(Cli, ARankThatHangsStopsTheOtherWithinTheTimeout) {
   }
   EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_log(0);
   EXPECT_LT(seconds, 40);
-  // One error line that says what stopped and why (here Gloo's own timeout; on GPUs the watchdog is meant to, not yet run there).
+  // One error line that says what stopped and why (here Gloo's own timeout; on GPUs the watchdog is meant to, not yet
+  // run there).
   EXPECT_NE(read_log(0).find("rank 0 of 2 stopped"), std::string::npos) << read_log(0);
 }
 
@@ -535,7 +542,8 @@ TEST_F(Cli, LaunchStopsTheOtherRanksWhenOneDies) {
   make_sample("--classes 2 --per-class 16 --val-per-class 1 --size 32");
   // A long run; rank 1 is killed once training has begun.
   const std::string log = path("launch.log");
-  const std::string command = std::string(RN50_BINARY) + " launch --nproc 2 -- " + small_run(path("data"), path("run")) +
+  const std::string command = std::string(RN50_BINARY) + " launch --nproc 2 -- " +
+                              small_run(path("data"), path("run")) +
                               " --model resnet18 --batch-size 2 --epochs 1000 --log-every 1 > " + log + " 2>&1";
   const pid_t launcher = fork();
   ASSERT_GE(launcher, 0);
@@ -578,8 +586,10 @@ TEST_F(Cli, LaunchStopsTheOtherRanksWhenOneDies) {
 namespace {
 
 TEST_F(Cli, PricePerHourAddsCostsToTheEpochRecordAndLog) {
-  const std::string train = "train --data synthetic --device cpu --model resnet18 --image-size 32 --val-resize 32"
-                            " --batch-size 4 --synthetic-images 8 --epochs 1 --validate=off --out-dir " + path("run");
+  const std::string train =
+      "train --data synthetic --device cpu --model resnet18 --image-size 32 --val-resize 32"
+      " --batch-size 4 --synthetic-images 8 --epochs 1 --validate=off --out-dir " +
+      path("run");
   Result r = rn50(train + " --price-per-hour 3.2");
   ASSERT_EQ(r.code, 0) << r.output;
   const auto epochs = records(path("run") + "/metrics.jsonl", "epoch");
@@ -587,7 +597,7 @@ TEST_F(Cli, PricePerHourAddsCostsToTheEpochRecordAndLog) {
   const double cost = epochs[0]["cost_per_epoch"].get<double>();
   // The whole epoch (checkpoint included) is paid for: at least the training part's wall time.
   EXPECT_GE(cost, epochs[0]["wall_s"].get<double>() / 3600.0 * 3.2);
-  EXPECT_LT(cost, 3.2);  // well under an hour
+  EXPECT_LT(cost, 3.2);                                                   // well under an hour
   EXPECT_DOUBLE_EQ(epochs[0]["projected_run_cost"].get<double>(), cost);  // one epoch configured
   EXPECT_NE(r.output.find(", cost "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(" this epoch, projected run cost "), std::string::npos) << r.output;

@@ -10,11 +10,11 @@
 
 #include "core/errors.h"
 #include "core/safetensors.h"
+#include "engine/checkpoint.h"
+#include "engine/sgd.h"
 #include "models/model.h"
 #include "tests/support/error_of.h"
 #include "tests/support/temp_dir.h"
-#include "engine/checkpoint.h"
-#include "engine/sgd.h"
 
 namespace rn50::engine {
 namespace {
@@ -134,7 +134,8 @@ TEST_F(Checkpoint, ExportedWeightsLoadBackIdenticallyWithoutOptimizerState) {
   for (size_t i = 0; i < model->parameters().size(); ++i) {
     EXPECT_TRUE(torch::equal(model->parameters()[i], other->parameters()[i]));
   }
-  for (size_t i = 0; i < model->buffers().size(); ++i) EXPECT_TRUE(torch::equal(model->buffers()[i], other->buffers()[i]));
+  for (size_t i = 0; i < model->buffers().size(); ++i)
+    EXPECT_TRUE(torch::equal(model->buffers()[i], other->buffers()[i]));
 }
 
 TEST_F(Checkpoint, InitFromAnotherClassCountKeepsTheFreshClassifier) {
@@ -178,9 +179,11 @@ namespace {
 TEST_F(Checkpoint, ExtraStateSuchAsTheLossScaleRoundTripsAndStaysOutOfExports) {
   auto model = models::create("resnet18", {3, true});
   Sgd sgd(*model, 0.9, 0, false);
-  const ExtraState saved = {{"loss_scale", torch::full({}, 8192.0)}, {"loss_scale_growth_tracker", torch::full({}, 17, torch::kInt)}};
+  const ExtraState saved = {{"loss_scale", torch::full({}, 8192.0)},
+                            {"loss_scale_growth_tracker", torch::full({}, 17, torch::kInt)}};
   save_checkpoint(dir_.file("c.safetensors"), *model, sgd, {"resnet18", 1, 1, 0, {"a", "b", "c"}, 16, 4}, saved);
-  const ExtraState loaded = {{"loss_scale", torch::zeros({})}, {"loss_scale_growth_tracker", torch::zeros({}, torch::kInt)}};
+  const ExtraState loaded = {{"loss_scale", torch::zeros({})},
+                             {"loss_scale_growth_tracker", torch::zeros({}, torch::kInt)}};
   const CheckpointMeta meta = load_checkpoint(dir_.file("c.safetensors"), *model, sgd, loaded);
   EXPECT_EQ(meta.batch_size, 16);
   EXPECT_EQ(meta.steps_per_epoch, 4);

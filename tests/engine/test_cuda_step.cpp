@@ -1,4 +1,4 @@
-// tests/gpu_device/test_cuda_step.cpp (GPU machine only): fast paths against their references, on fresh random inputs.
+// tests/engine/test_cuda_step.cpp (GPU machine only): fast paths against their references, on fresh random inputs.
 #include <ATen/Context.h>
 #include <ATen/cuda/Sleep.h>
 #include <gtest/gtest.h>
@@ -13,16 +13,18 @@
 
 #include "core/config.h"
 #include "cuda/device_ops.h"
-#include "models/model.h"
 #include "engine/sgd.h"
 #include "engine/step_timer.h"
 #include "engine/train_step.h"
+#include "input/async_upload.h"
+#include "models/model.h"
 
 namespace rn50 {
 namespace {
 
 double rel_err(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(at::kDouble) - b.to(at::kDouble)).norm().item<double>() / (b.to(at::kDouble).norm().item<double>() + 1e-30);
+  return (a.to(at::kDouble) - b.to(at::kDouble)).norm().item<double>() /
+         (b.to(at::kDouble).norm().item<double>() + 1e-30);
 }
 
 class Cuda : public ::testing::Test {
@@ -62,7 +64,8 @@ TEST_F(Cuda, FusedSgdMatchesTheAtenUpdateAndSkipsOnOverflow) {
   for (int step = 0; step < 6; ++step) {
     for (size_t i = 0; i < 3; ++i) {
       const auto g = torch::randn_like(ref_model->parameters()[i]);
-      fused_model->parameters()[i].mutable_grad() = g.clone().contiguous(fused_model->parameters()[i].suggest_memory_format());
+      fused_model->parameters()[i].mutable_grad() =
+          g.clone().contiguous(fused_model->parameters()[i].suggest_memory_format());
       ref_model->parameters()[i].mutable_grad() = g.clone();
     }
     const double lr = 0.05 * (step + 1);
@@ -174,13 +177,13 @@ TEST_F(Cuda, AsyncUploadDeliversTheHostBytesAndReleasesEachBatch) {
 
 // How one run of steps is set up: the precision and the memory layout.
 struct StepRun {
-  std::string precision = "fp32";
+  Precision precision = Precision::kFp32;
   bool channels_last = true;
 };
 
 // Two copies of a model take the same 8 steps on fresh random batches, the first eagerly, the second replayed
-// from a CUDA graph, both as `run` says; returns the largest relative difference of any parameter afterwards (and checks the steps
-// did change the weights, so a comparison of untouched weights cannot pass).
+// from a CUDA graph, both as `run` says; returns the largest relative difference of any parameter afterwards (and
+// checks the steps did change the weights, so a comparison of untouched weights cannot pass).
 double max_weight_difference(const StepRun& run) {
   torch::manual_seed(5);
   Config config;
@@ -190,7 +193,8 @@ double max_weight_difference(const StepRun& run) {
   auto second_model = models::create("resnet18", {10, false});
   {
     torch::NoGradGuard g;
-    for (size_t i = 0; i < first_model->parameters().size(); ++i) second_model->parameters()[i].copy_(first_model->parameters()[i]);
+    for (size_t i = 0; i < first_model->parameters().size(); ++i)
+      second_model->parameters()[i].copy_(first_model->parameters()[i]);
   }
   for (auto* m : {first_model.get(), second_model.get()}) {
     m->to(torch::kCUDA);
@@ -232,15 +236,16 @@ double max_weight_difference(const StepRun& run) {
       worst_name = first_model->named_parameters()[i].key();
     }
   }
-  std::printf("[ diff     ] %s %s %s: max relative weight difference %.3g (%s)\n", run.precision.c_str(),
-              run.channels_last ? "channels_last" : "nchw", "graph-vs-eager",
-              worst, worst_name.c_str());
+  std::printf("[ diff     ] %s %s %s: max relative weight difference %.3g (%s)\n", name_of(run.precision).c_str(),
+              run.channels_last ? "channels_last" : "nchw", "graph-vs-eager", worst, worst_name.c_str());
   return worst;
 }
 
 // Tolerances: bf16 and fp16 (with loss scaling) 2e-3 relative after 8 steps.
-TEST_F(Cuda, GraphReplayMatchesEagerStepsBf16) { EXPECT_LT(max_weight_difference({"bf16"}), 2e-3); }
-TEST_F(Cuda, GraphReplayMatchesEagerStepsFp16WithLossScaling) { EXPECT_LT(max_weight_difference({"fp16"}), 2e-3); }
+TEST_F(Cuda, GraphReplayMatchesEagerStepsBf16) { EXPECT_LT(max_weight_difference({Precision::kBf16}), 2e-3); }
+TEST_F(Cuda, GraphReplayMatchesEagerStepsFp16WithLossScaling) {
+  EXPECT_LT(max_weight_difference({Precision::kFp16}), 2e-3);
+}
 
 // fp32: cuDNN's default weight-gradient algorithms are nondeterministic, and on the H200 two eager fp32 runs
 // of these 8 steps drifted apart by up to 0.54 relative (in layer2.0.bn2.bias, a small tensor), as far as
@@ -255,10 +260,10 @@ class CudaDeterministic : public Cuda {
   void TearDown() override { at::globalContext().setDeterministicCuDNN(false); }
 };
 TEST_F(CudaDeterministic, GraphReplayMatchesEagerStepsFp32ChannelsLast) {
-  EXPECT_LT(max_weight_difference({"fp32", true}), 1e-6);
+  EXPECT_LT(max_weight_difference({Precision::kFp32, true}), 1e-6);
 }
 TEST_F(CudaDeterministic, GraphReplayMatchesEagerStepsFp32Nchw) {
-  EXPECT_LT(max_weight_difference({"fp32", false}), 1e-6);
+  EXPECT_LT(max_weight_difference({Precision::kFp32, false}), 1e-6);
 }
 
 }  // namespace

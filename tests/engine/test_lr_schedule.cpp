@@ -23,8 +23,8 @@ TEST(LrSchedule, WarmupThenCosine) {
   EXPECT_DOUBLE_EQ(s.at(0), 0.4 / 20);
   EXPECT_DOUBLE_EQ(s.at(9), 0.4 * 10 / 20);
   EXPECT_DOUBLE_EQ(s.at(19), 0.4);
-  EXPECT_DOUBLE_EQ(s.at(20), 0.4);                    // cosine starts at the peak
-  EXPECT_NEAR(s.at(20 + 50), 0.2, 1e-12);             // half way through the 100 decay steps
+  EXPECT_DOUBLE_EQ(s.at(20), 0.4);         // cosine starts at the peak
+  EXPECT_NEAR(s.at(20 + 50), 0.2, 1e-12);  // half way through the 100 decay steps
   EXPECT_NEAR(s.at(20 + 25), 0.2 * (1 + std::cos(M_PI / 4)), 1e-12);
   EXPECT_NEAR(s.at(119), 0.2 * (1 + std::cos(M_PI * 99 / 100)), 1e-12);
   for (int64_t i = 21; i < 120; ++i) EXPECT_LT(s.at(i), s.at(i - 1));
@@ -36,7 +36,7 @@ TEST(LrSchedule, StepDecayAtMilestones) {
   s.steps_per_epoch = 5;
   s.warmup_epochs = 0;
   s.epochs = 10;
-  s.kind = "step";
+  s.kind = LrScheduleKind::kStep;
   s.milestones = {3, 6};
   s.gamma = 0.1;
   EXPECT_DOUBLE_EQ(s.at(0), 1.0);

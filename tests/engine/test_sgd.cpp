@@ -31,8 +31,10 @@ TEST(Sgd, MatchesLibTorchSgdOverSeveralStepsWithChangingRate) {
   std::vector<torch::Tensor> decay, no_decay;
   for (auto& p : ref->parameters()) (p.dim() > 1 ? decay : no_decay).push_back(p);
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-2)));
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::SGDOptions>(torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(0)));
+  groups.emplace_back(decay, std::make_unique<torch::optim::SGDOptions>(
+                                 torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-2)));
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::SGDOptions>(
+                                    torch::optim::SGDOptions(0.1).momentum(0.9).weight_decay(0)));
   torch::optim::SGD reference(groups, torch::optim::SGDOptions(0.1));
   Sgd sgd(*ours, 0.9, 1e-2, /*decay_bn_and_bias=*/false);
 

@@ -46,8 +46,10 @@ std::vector<Entry> rn50_layout(Classifier& model) {
   std::vector<Entry> out;
   for (const auto& item : model.named_modules("", /*include_self=*/true)) {
     const std::string prefix = item.key().empty() ? "" : item.key() + ".";
-    for (const auto& p : item.value()->named_parameters(false)) out.push_back({prefix + p.key(), dtype_of(p.value()), shape_of(p.value())});
-    for (const auto& b : item.value()->named_buffers(false)) out.push_back({prefix + b.key(), dtype_of(b.value()), shape_of(b.value())});
+    for (const auto& p : item.value()->named_parameters(false))
+      out.push_back({prefix + p.key(), dtype_of(p.value()), shape_of(p.value())});
+    for (const auto& b : item.value()->named_buffers(false))
+      out.push_back({prefix + b.key(), dtype_of(b.value()), shape_of(b.value())});
   }
   return out;
 }

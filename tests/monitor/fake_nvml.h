@@ -62,7 +62,7 @@ class FakeNvml final : public NvmlApi {
   std::vector<FakeGpu> gpus;
   std::vector<std::pair<int, int>> gpm_intervals;  // (earlier, later) serials passed to gpm_metrics
   std::atomic<int> utilisation_calls{0};
-  std::atomic<int> pcie_rx_calls{0};           // read by tests while a sampler thread runs
+  std::atomic<int> pcie_rx_calls{0};  // read by tests while a sampler thread runs
 
   unsigned device_count() override { return static_cast<unsigned>(gpus.size()); }
   std::string name(const NvmlDevice& device) override {

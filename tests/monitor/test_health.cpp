@@ -81,17 +81,33 @@ TEST_F(Health, EachDegradedReadingWarnsOnItsOwnRow) {
   const char* const slow_link =
       "read under load; a narrower or slower link than the GPU supports: the slot, a riser, or BIOS settings";
   const std::vector<Degradation> degradations = {
-      {"PCIe link", [](FakeReadings& r) { r.pcie_link = PcieLink{5, 8, 5, 16}; }, "Gen5 x8 (max Gen5 x16)", slow_link},
-      {"PCIe link", [](FakeReadings& r) { r.pcie_link = PcieLink{4, 16, 5, 16}; }, "Gen4 x16 (max Gen5 x16)",
-       slow_link},
-      {"power limit", [](FakeReadings& r) { r.power_limits = PowerLimits{500, 700}; }, "500 W (default 700 W)",
-       "capped below the model's default: lower clocks under load"},
-      {"SM clock", [](FakeReadings& r) { r.sm_clocks = SmClocks{1980, 1410.0}; },
+      {"PCIe link",
+       [](FakeReadings& r) {
+         r.pcie_link = PcieLink{5, 8, 5, 16};
+       },
+       "Gen5 x8 (max Gen5 x16)", slow_link},
+      {"PCIe link",
+       [](FakeReadings& r) {
+         r.pcie_link = PcieLink{4, 16, 5, 16};
+       },
+       "Gen4 x16 (max Gen5 x16)", slow_link},
+      {"power limit",
+       [](FakeReadings& r) {
+         r.power_limits = PowerLimits{500, 700};
+       },
+       "500 W (default 700 W)", "capped below the model's default: lower clocks under load"},
+      {"SM clock",
+       [](FakeReadings& r) {
+         r.sm_clocks = SmClocks{1980, 1410.0};
+       },
        "applications 1410 MHz (max 1980 MHz)",
        "applications clock set below the maximum: slower kernels ('nvidia-smi -rac' resets it)"},
       {"clock limits now", [](FakeReadings& r) { r.clock_event_reasons = kClockEventGpuIdle | kClockEventSwPowerCap; },
        "power cap", "the clocks are held down now (power, heat or the board); training runs slower"},
-      {"other processes on this GPU", [](FakeReadings& r) { r.compute_pids = std::vector<unsigned>{17, kOwnPid, 99}; },
+      {"other processes on this GPU",
+       [](FakeReadings& r) {
+         r.compute_pids = std::vector<unsigned>{17, kOwnPid, 99};
+       },
        "2", "a shared GPU: other work competes for SMs and memory"},
   };
   for (const Degradation& degradation : degradations) {

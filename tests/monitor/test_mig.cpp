@@ -30,20 +30,30 @@ FakeMig instance(const std::string& uuid, const std::string& profile, uint64_t m
 class Mig : public ::testing::Test {
  protected:
   Mig() {
-    FakeGpu partitioned{"NVIDIA H100 80GB HBM3", "GPU-00000000-0000-0000-0000-000000000000", MigMode{true, true}, 7, {},
-                        {}, std::nullopt};
+    FakeGpu partitioned{"NVIDIA H100 80GB HBM3",
+                        "GPU-00000000-0000-0000-0000-000000000000",
+                        MigMode{true, true},
+                        7,
+                        {},
+                        {},
+                        std::nullopt};
     partitioned.mig_slots[0] = instance("MIG-aaaaaaaa-0000-0000-0000-000000000001", "3g.40gb", 40);
     partitioned.mig_slots[3] = instance("MIG-bbbbbbbb-0000-0000-0000-000000000002", "2g.20gb", 20);
     partitioned.mig_slots[5] = instance("MIG-cccccccc-0000-0000-0000-000000000003", "1g.10gb", 10);
     nvml.gpus.push_back(partitioned);
-    nvml.gpus.push_back({"NVIDIA H200", "GPU-11111111-0000-0000-0000-000000000000", MigMode{false, false}, 7, {},
-                         {}, std::nullopt});
-    nvml.gpus.push_back({"NVIDIA GeForce RTX 3090", "GPU-22222222-0000-0000-0000-000000000000", std::nullopt, 0, {},
-                         {}, std::nullopt});
-    nvml.gpus.push_back({"NVIDIA A100-SXM4-80GB", "GPU-33333333-0000-0000-0000-000000000000", MigMode{false, true}, 7,
-                         {}, {}, std::nullopt});
-    nvml.gpus.push_back({"NVIDIA H100 PCIe", "GPU-44444444-0000-0000-0000-000000000000", MigMode{true, true}, 7, {},
-                         {}, std::nullopt});
+    nvml.gpus.push_back(
+        {"NVIDIA H200", "GPU-11111111-0000-0000-0000-000000000000", MigMode{false, false}, 7, {}, {}, std::nullopt});
+    nvml.gpus.push_back(
+        {"NVIDIA GeForce RTX 3090", "GPU-22222222-0000-0000-0000-000000000000", std::nullopt, 0, {}, {}, std::nullopt});
+    nvml.gpus.push_back({"NVIDIA A100-SXM4-80GB",
+                         "GPU-33333333-0000-0000-0000-000000000000",
+                         MigMode{false, true},
+                         7,
+                         {},
+                         {},
+                         std::nullopt});
+    nvml.gpus.push_back(
+        {"NVIDIA H100 PCIe", "GPU-44444444-0000-0000-0000-000000000000", MigMode{true, true}, 7, {}, {}, std::nullopt});
   }
   FakeNvml nvml;
 };

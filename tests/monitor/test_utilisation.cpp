@@ -1,5 +1,5 @@
-// tests/monitor/test_utilisation.cpp: tests of UtilisationSampler against FakeNvml (exact statistics, unavailable metrics
-// as null, GPM intervals, reset after each epoch, prompt thread stop) and of the UUID helpers.
+// tests/monitor/test_utilisation.cpp: tests of UtilisationSampler against FakeNvml (exact statistics, unavailable
+// metrics as null, GPM intervals, reset after each epoch, prompt thread stop) and of the UUID helpers.
 #include "monitor/utilisation.h"
 
 #include <algorithm>
@@ -37,8 +37,13 @@ std::shared_ptr<FakeNvml> make_nvml() {
   h200.readings.pcie_rx_kb_per_s = 0;
   h200.readings.pcie_tx_kb_per_s = 0;
   nvml->gpus.push_back(h200);
-  FakeGpu partitioned{"NVIDIA H100 80GB HBM3", "GPU-bbbbbbbb-0000-0000-0000-000000000000", MigMode{true, true}, 7, {},
-                      {}, std::nullopt};
+  FakeGpu partitioned{"NVIDIA H100 80GB HBM3",
+                      "GPU-bbbbbbbb-0000-0000-0000-000000000000",
+                      MigMode{true, true},
+                      7,
+                      {},
+                      {},
+                      std::nullopt};
   FakeMig mig{kMigUuid, "NVIDIA H100 80GB HBM3 MIG 3g.40gb", {}};
   mig.readings.memory = MemoryInfo{2ull << 30, 40ull << 30};  // MIG: memory only, like NVML
   partitioned.mig_slots[2] = mig;
@@ -246,7 +251,7 @@ TEST(UtilisationSampler, ReadsThePcieCountersAtMostEvery500ms) {
   }
   EXPECT_EQ(nvml->pcie_rx_calls, 3);  // samples 0, 5 and 10
   const UtilisationSummary summary = sampler.take_epoch_summary();
-  EXPECT_EQ(value(summary, "pcie_rx_mbps_mean"), 5);  // (0 + 5 + 10) / 3
+  EXPECT_EQ(value(summary, "pcie_rx_mbps_mean"), 5);   // (0 + 5 + 10) / 3
   EXPECT_EQ(value(summary, "gpu_util_pct_mean"), 50);  // the other metrics every sample
 }
 

@@ -8,9 +8,9 @@
 #include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <sys/wait.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -19,13 +19,13 @@
 #include "core/config.h"
 #include "core/errors.h"
 #include "core/launch_env.h"
-#include "models/model.h"
-#include "parallel/distributed.h"
-#include "parallel/grad_sync.h"
+#include "cuda/device_ops.h"
 #include "engine/sgd.h"
 #include "engine/step_timer.h"
 #include "engine/train_step.h"
-#include "cuda/device_ops.h"
+#include "models/model.h"
+#include "parallel/distributed.h"
+#include "parallel/grad_sync.h"
 #include "tests/support/temp_dir.h"
 
 extern char** environ;
@@ -134,7 +134,7 @@ TEST(DataParallelWorker, Run) {
     exact_steps(*model, sgd, &buckets, dist->rank(), dist->world_size(), device);
   } else {  // "eager" or "graph": the training step as runs use it (bf16, channels-last, BatchNorm training)
     Config step_config;
-    step_config.precision = "bf16";
+    step_config.precision = Precision::kBf16;
     step_config.channels_last = true;
     step_config.cuda_graph = mode == "graph";
     auto timer = engine::make_cuda_step_timer();
@@ -175,9 +175,10 @@ class DataParallel : public ::testing::Test {
     for (int rank = 0; rank < 2; ++rank) {
       std::vector<std::string> env;
       for (char** e = environ; *e; ++e) env.emplace_back(*e);
-      for (const std::string& v : {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank), std::string("WORLD_SIZE=2"),
-                                   std::string("MASTER_ADDR=127.0.0.1"), "MASTER_PORT=" + std::to_string(port),
-                                   "RN50_DP_OUT=" + out, "RN50_DP_MODE=" + mode}) {
+      for (const std::string& v :
+           {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank), std::string("WORLD_SIZE=2"),
+            std::string("MASTER_ADDR=127.0.0.1"), "MASTER_PORT=" + std::to_string(port), "RN50_DP_OUT=" + out,
+            "RN50_DP_MODE=" + mode}) {
         env.push_back(v);
       }
       std::vector<char*> envp;

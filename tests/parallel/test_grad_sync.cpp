@@ -34,9 +34,7 @@ struct Net : torch::nn::Module {
     fc1 = register_module("fc1", torch::nn::Linear(16, 300));
     fc2 = register_module("fc2", torch::nn::Linear(300, 5));
   }
-  torch::Tensor forward(const torch::Tensor& x) {
-    return fc2(torch::relu(fc1(conv(x).mean({2, 3}))));
-  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc2(torch::relu(fc1(conv(x).mean({2, 3})))); }
   torch::nn::Conv2d conv{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr}, unused{nullptr};
 };

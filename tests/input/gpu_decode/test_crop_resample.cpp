@@ -1,5 +1,5 @@
-// tests/input/gpu_decode/test_crop_resample.cpp: the CPU reference of the GPU decode path's crop + resize + flip + normalise:
-// its plans follow decode_crop_resize's choices, its resize is cv::resize's, and on real JPEGs it comes out
+// tests/input/gpu_decode/test_crop_resample.cpp: the CPU reference of the GPU decode path's crop + resize + flip +
+// normalise: its plans follow decode_crop_resize's choices, its resize is cv::resize's, and on real JPEGs it comes out
 // close to the CPU path's images.
 #include <gtest/gtest.h>
 
@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "input/gpu_decode/crop_resample.h"
-#include "input/decode_bench.h"
 #include "codecs/jpeg_codec.h"
+#include "input/decode_bench.h"
+#include "input/gpu_decode/crop_resample.h"
 #include "tests/support/test_support.h"
 
 namespace rn50::input {
@@ -155,8 +155,8 @@ TEST(CropResample, ComesCloseToTheCpuPathOnRealJpegs) {
     const codecs::JpegInfo info = codecs::read_jpeg_header(files[f].data(), files[f].size());
     std::vector<uint8_t> full(static_cast<size_t>(info.width) * info.height * 3);
     codecs::DecodeScratch scratch;
-    codecs::decode_crop_resize(files[f].data(), files[f].size(), {0, 0, info.width, info.height}, info.width, info.height,
-                       false, full.data(), scratch);
+    codecs::decode_crop_resize(files[f].data(), files[f].size(), {0, 0, info.width, info.height}, info.width,
+                               info.height, false, full.data(), scratch);
     for (int out : {224, 64}) {
       transform.image_size = out;
       for (size_t index = 0; index < 12; ++index) {

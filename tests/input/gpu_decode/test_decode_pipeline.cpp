@@ -1,5 +1,5 @@
-// tests/input/gpu_decode/test_decode_pipeline.cpp: DecodePipeline (the GPU decoder's thread and slot cycle) with fake work:
-// order, slot reuse, failed decodes, fatal errors, drain and abandon, and many batches across threads. Also built
+// tests/input/gpu_decode/test_decode_pipeline.cpp: DecodePipeline (the GPU decoder's thread and slot cycle) with fake
+// work: order, slot reuse, failed decodes, fatal errors, drain and abandon, and many batches across threads. Also built
 // with ThreadSanitizer where the compiler has it (rn50_decode_pipeline_tsan_tests).
 #include "input/gpu_decode/decode_pipeline.h"
 
@@ -89,7 +89,8 @@ TEST(DecodePipeline, DecodesInSubmitOrderIntoRotatingSlotsAndHandsEachBatchBackO
   std::vector<int> made;
   {
     DecodePipeline<int> pipeline(3, fake.work());
-    for (int job = 0; job < 2; ++job) pipeline.submit(job);  // two ahead, as training does at decode_ahead_batches 2 (N+1 slots)
+    for (int job = 0; job < 2; ++job)
+      pipeline.submit(job);  // two ahead, as training does at decode_ahead_batches 2 (N+1 slots)
     for (int job = 0; job < 20; ++job) {
       const int slot = pipeline.wait_decoded();
       EXPECT_EQ(slot, job % 3);
@@ -128,15 +129,15 @@ TEST(DecodePipeline, ReusesASlotOnlyOnceItsBatchIsFinishedAndTheDeviceIsDoneWith
   fake.set_busy(0, false);
   EXPECT_EQ(pipeline.wait_decoded(), 1);
   pipeline.mark_finished(1);
-  EXPECT_EQ(pipeline.wait_decoded(), 0);  // batch 2
+  EXPECT_EQ(pipeline.wait_decoded(), 0);    // batch 2
   EXPECT_EQ(fake.retired_jobs().at(0), 0);  // (and batch 1 too, if the decode thread found it done in passing)
   pipeline.mark_finished(0);
   pipeline.drain();
   EXPECT_EQ(fake.retired_jobs(), (std::vector<int>{0, 1, 2}));
 
   // Not yet finished: never decoded into, whatever the device does.
-  pipeline.submit(3);  // slot 1
-  pipeline.submit(4);  // slot 0
+  pipeline.submit(3);                                  // slot 1
+  pipeline.submit(4);                                  // slot 0
   EXPECT_THROW(pipeline.submit(5), std::logic_error);  // two submitted, two slots
   EXPECT_EQ(pipeline.wait_decoded(), 1);
   EXPECT_EQ(pipeline.wait_decoded(), 1) << "the batch stays the oldest until mark_finished";

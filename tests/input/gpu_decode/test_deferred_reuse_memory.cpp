@@ -1,5 +1,5 @@
-// tests/input/gpu_decode/test_deferred_reuse_memory.cpp: DeferredReuseMemory hands a freed block out again only after the batch
-// that freed it has completed, never a block it did not hand out, and returns everything when it goes.
+// tests/input/gpu_decode/test_deferred_reuse_memory.cpp: DeferredReuseMemory hands a freed block out again only after
+// the batch that freed it has completed, never a block it did not hand out, and returns everything when it goes.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

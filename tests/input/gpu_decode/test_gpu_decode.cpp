@@ -1,4 +1,4 @@
-// tests/gpu_device/test_gpu_decode.cpp (GPU machine, nvJPEG builds only): decode: gpu against decode: cpu. The
+// tests/input/gpu_decode/test_gpu_decode.cpp (GPU machine, nvJPEG builds only): decode: gpu against decode: cpu. The
 // kernel against its CPU reference; whole batches of generated JPEGs (baseline, progressive, grey, CMYK, small and
 // large) against the CPU path's images; output dtypes and layouts; bad files counted and replaced.
 #include <ATen/ATen.h>
@@ -18,29 +18,29 @@
 #include <string>
 #include <vector>
 
-#include "core/errors.h"
-#include "input/gpu_decode/crop_resample.h"
-#include "data/dataset.h"
-#include "input/decode_bench.h"
-#include "data/image_folder.h"
 #include "codecs/jpeg_codec.h"
-#include "data/loader.h"
-#include "input/gpu_decode/crop_resize_kernel.h"
+#include "core/errors.h"
 #include "cuda/device_ops.h"
+#include "data/dataset.h"
+#include "data/image_folder.h"
+#include "data/loader.h"
+#include "input/decode_bench.h"
+#include "input/gpu_decode/crop_resample.h"
+#include "input/gpu_decode/crop_resize_kernel.h"
 #include "input/gpu_decode/gpu_decoder.h"
-#include "tests/support/special_jpegs.h"
-#include "tests/support/test_support.h"
 #include "tests/support/files.h"
+#include "tests/support/special_jpegs.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_support.h"
 
 namespace rn50 {
 namespace {
 
 // No std::filesystem here: see tests/support/temp_dir.h.
-using rn50::testing::TempDir;
 using rn50::testing::file_name;
 using rn50::testing::file_stem;
 using rn50::testing::read_file;
+using rn50::testing::TempDir;
 using rn50::testing::write_file;
 
 class GpuDecode : public ::testing::Test {
@@ -135,9 +135,9 @@ TEST_F(GpuDecode, KernelMatchesItsCpuReferenceInEveryDtypeAndLayout) {
       const auto type = dtype == at::kFloat
                             ? cuda::kernels::OutType::F32
                             : (dtype == at::kHalf ? cuda::kernels::OutType::F16 : cuda::kernels::OutType::BF16);
-      input::kernels::crop_resize_normalize(reinterpret_cast<const input::kernels::ResampleJob*>(job_bytes.data_ptr()), n,
-                                          out, y.data_ptr(), type, channels_last, norm.scale, norm.shift,
-                                          at::cuda::getCurrentCUDAStream().stream());
+      input::kernels::crop_resize_normalize(reinterpret_cast<const input::kernels::ResampleJob*>(job_bytes.data_ptr()),
+                                            n, out, y.data_ptr(), type, channels_last, norm.scale, norm.shift,
+                                            at::cuda::getCurrentCUDAStream().stream());
       ASSERT_FALSE(y.isnan().any().item<bool>()) << dtype << " channels_last " << channels_last;
       EXPECT_EQ(y.is_contiguous(at::MemoryFormat::ChannelsLast), channels_last);
       const at::Tensor got = y.to(at::kCPU, at::kFloat);
@@ -205,11 +205,11 @@ class GeneratedJpegs : public GpuDecode {
 
 // GPU path against CPU path, image by image, for the same crops and flips. What differs: nvJPEG's IDCT and
 // colour conversion against libjpeg's (integer, "islow"), chroma upsampling, and at reduced DCT scale the box
-// mean against libjpeg's scaled IDCT (tests/data/test_crop_resample.cpp: up to 2.2 levels mean on noisy photos).
-// CMYK goes through libjpeg itself (identical). Tolerance, set before any GPU run: mean absolute difference below
-// 2 levels on smooth images and 6 on the noisy photo-like one (strong chroma noise, where chroma upsampling differs
-// most), 99% of values within 10 and 40 levels. The measured values are printed ([ measured ]); on the H200
-// (bench/results/2026-11-30-h200x2.md) the mean was at most 0.71 and p99 at most 3 levels.
+// mean against libjpeg's scaled IDCT (tests/input/gpu_decode/test_crop_resample.cpp: up to 2.2 levels mean on noisy
+// photos). CMYK goes through libjpeg itself (identical). Tolerance, set before any GPU run: mean absolute difference
+// below 2 levels on smooth images and 6 on the noisy photo-like one (strong chroma noise, where chroma upsampling
+// differs most), 99% of values within 10 and 40 levels. The measured values are printed ([ measured ]); on the H200
+// (docs/gpu-decoding.md) the mean was at most 0.71 and p99 at most 3 levels.
 // With decode_yuv (planar) the same, the hardware images' colour conversion then in rn50's kernel.
 TEST_F(GeneratedJpegs, GpuPathMatchesTheCpuPathForTheSameCrops) {
   std::map<std::string, int64_t> hardware_images;  // per size, split and epoch, without planes
@@ -255,8 +255,8 @@ TEST_F(GeneratedJpegs, GpuPathMatchesTheCpuPathForTheSameCrops) {
                 input::plan_resample(samples[i].info.width, samples[i].info.height, samples[i].geometry, size);
             std::printf("[ measured ] %-20s %s size %3d %s epoch %llu box %d %s: mean %.2f p99 %.1f max %.0f\n",
                         name.c_str(), planar ? "planar" : "rgb   ", size, train ? "train" : "val  ",
-                        static_cast<unsigned long long>(epoch), plan.box,
-                        plan.area ? "area    " : "bilinear", d.mean, d.p99, d.max);
+                        static_cast<unsigned long long>(epoch), plan.box, plan.area ? "area    " : "bilinear", d.mean,
+                        d.p99, d.max);
             const bool noisy = name == "b_photo_like";
             EXPECT_LT(d.mean, noisy ? 6.0 : 2.0) << name;
             EXPECT_LE(d.p99, noisy ? 40.0 : 10.0) << name;
@@ -393,8 +393,8 @@ TEST_F(GeneratedJpegs, BatchesSubmittedAheadMatchTheCpuPath) {
   EXPECT_GT(counts.decode_latency_s, 0);
   EXPECT_GT(counts.crop_s, 0);
   EXPECT_GE(counts.input_stall_s, 0);
-  std::printf("[ measured ] %d batches of %lld submit to ready %.3f ms, waited for %.3f ms, crop %.3f ms\n",
-              kBatches, static_cast<long long>(n), counts.decode_latency_s * 1e3, counts.input_stall_s * 1e3,
+  std::printf("[ measured ] %d batches of %lld submit to ready %.3f ms, waited for %.3f ms, crop %.3f ms\n", kBatches,
+              static_cast<long long>(n), counts.decode_latency_s * 1e3, counts.input_stall_s * 1e3,
               counts.crop_s * 1e3);
   for (int b = 0; b < kBatches; ++b) {
     const at::Tensor y = label_out[b].cpu();
@@ -445,7 +445,7 @@ TEST_F(GeneratedJpegs, DrainKeepsASubmittedBatchForTheNextFinish) {
   at::Tensor x = at::empty({n, 3, size, size}, at::TensorOptions(at::kCUDA).dtype(at::kFloat));
   at::Tensor y = at::empty({n}, at::TensorOptions(at::kCUDA).dtype(at::kLong));
   decoder.submit(held[0], fail, release);
-  decoder.finish_into(x, y);  // the epoch's last step's input
+  decoder.finish_into(x, y);               // the epoch's last step's input
   decoder.submit(held[1], fail, release);  // the next epoch's first batch
   decoder.drain();
   EXPECT_EQ(released, (std::vector<int>{1, 0}));
@@ -504,7 +504,7 @@ TEST_F(GeneratedJpegs, AFailedDecodeComesOutOfItsFinishAndTheNextBatchesStillDec
 // current stream (their time measured with events), one decode_into of these 8 images must return in less than
 // half that time; its own host work is about a millisecond, and a call that waits for the device takes the whole
 // queue. It passes on the H200; the per-step wait measured there in training is another one: nvJPEG's hardware
-// call waiting for the previous batch's decode (bench/results/2026-11-30-h200.md).
+// call waiting for the previous batch's decode (docs/gpu-decoding.md).
 TEST_F(GeneratedJpegs, DecodingDoesNotWaitForWorkQueuedBeforeIt) {
   const int size = 64;
   const data::JpegFolderDataset set = dataset(true, size);
@@ -598,13 +598,12 @@ TEST_F(GpuDecode, BadFilesAreCountedAndReplaced) {
   for (int i = 0; i < 10; ++i) {
     const std::vector<uint8_t> pixels = test::smooth_image(160, 120, 0.3 * i);
     write_file(root + (i < 5 ? "/c0/" : "/c1/") + "img" + std::to_string(i) + ".JPEG",
-                            codecs::encode_jpeg(pixels.data(), 160, 120, 3, 90));
+               codecs::encode_jpeg(pixels.data(), 160, 120, 3, 90));
   }
   const std::vector<uint8_t> good = read_file(root + "/c0/img1.JPEG");
   write_file(root + "/c0/img1_empty.JPEG", {});
-  write_file(
-      root + "/c0/img2_truncated.JPEG",
-      std::vector<uint8_t>(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(good.size() / 2)));
+  write_file(root + "/c0/img2_truncated.JPEG",
+             std::vector<uint8_t>(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(good.size() / 2)));
   std::vector<uint8_t> png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
   png.resize(400, 0);
   write_file(root + "/c1/img6_png.JPEG", png);

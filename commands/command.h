@@ -1,0 +1,22 @@
+// commands/command.h: the subcommands of the rn50 program, one file each, and what several of them share. Each takes
+// its own argv (argv[0] is the subcommand's name) and returns the exit code; errors are thrown to main.cpp's boundary.
+#pragma once
+
+#include <string>
+
+namespace rn50::commands {
+
+int train_command(int argc, char** argv);         // commands/train.cpp
+int launch_command(int argc, char** argv);        // commands/launch.cpp
+int make_sample_command(int argc, char** argv);   // commands/make_sample.cpp
+int export_command(int argc, char** argv);        // commands/export.cpp
+int infer_command(int argc, char** argv);         // commands/infer.cpp
+int doctor_command(int argc, char** argv);        // commands/doctor.cpp
+int bench_decode_command(int argc, char** argv);  // commands/bench_decode.cpp
+
+// The GPU index of a device name: N for "cuda:N", 0 otherwise.
+inline int gpu_index(const std::string& device) {
+  return device.rfind("cuda:", 0) == 0 ? std::stoi(device.substr(5)) : 0;
+}
+
+}  // namespace rn50::commands

@@ -1,0 +1,129 @@
+// commands/train.cpp: `rn50 train`: every config key as an option, the YAML file under them, the launcher's rank and
+// MIG pinning applied before CUDA starts, then the training run (engine/trainer.h).
+#include <cxxopts.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "commands/command.h"
+#include "core/affinity.h"
+#include "core/config.h"
+#include "core/errors.h"
+#include "core/launch_env.h"
+#include "core/log.h"
+#include "engine/trainer.h"
+#include "models/model.h"
+#include "monitor/mig.h"
+#include "monitor/nvml.h"
+
+namespace rn50::commands {
+namespace {
+
+std::string dashed(std::string name) {
+  std::replace(name.begin(), name.end(), '_', '-');
+  return name;
+}
+
+std::unique_ptr<monitor::NvmlApi> open_nvml_or_throw() {
+  std::string why_not;
+  auto nvml = monitor::open_nvml(&why_not);
+  if (!nvml) throw ConfigError("config key 'mig': NVML is unavailable: " + why_not);
+  return nvml;
+}
+
+// " (a|b|c)": the registered models, for the help of the key `model`.
+std::string model_names() {
+  std::string out;
+  for (const auto& name : models::names()) out += (out.empty() ? "" : "|") + name;
+  return " (" + out + ")";
+}
+
+// Must run before anything touches CUDA: CUDA_VISIBLE_DEVICES is read once, when CUDA starts.
+void pin_to_mig(Config& config, int world_size) {
+  monitor::check_mig_compatible(world_size);
+  const std::string uuid = monitor::select_mig(*open_nvml_or_throw(), gpu_index(config.device), config.mig);
+  monitor::apply_mig_choice(uuid);
+  config.device = "cuda:0";  // the instance is the only device the process sees
+  std::fprintf(stderr, "rn50: pinned to MIG instance %s (CUDA_VISIBLE_DEVICES=%s)\n", uuid.c_str(), uuid.c_str());
+}
+
+// One of several processes of a data-parallel run: each takes the GPU of its local rank and its share of
+// the host's cores.
+void adapt_to_launch(Config& config, const LaunchEnv& launch) {
+  if (config.device.rfind("cuda:", 0) == 0) {
+    throw ConfigError("config key 'device': " + config.device + " would put all " + std::to_string(launch.world_size) +
+                      " processes on one GPU; use 'cuda' or 'auto' "
+                      "(each process takes cuda:LOCAL_RANK)");
+  }
+  if (config.workers == -1 && launch.local_world_size > 1) {
+    config.workers = std::max(1, usable_cores() / launch.local_world_size);
+  }
+}
+
+// `rn50 train`: every config key is also an option (--batch-size for batch_size).
+}  // namespace
+
+int train_command(int argc, char** argv) {
+  cxxopts::Options options("rn50 train", "Train a ResNet on an ImageNet-format folder (or synthetic data).");
+  options.add_options()("config", "YAML file of config keys, applied before the options below",
+                        cxxopts::value<std::string>())("h,help", "print this help");
+  const Config defaults;
+  for (const auto& key : config_keys()) {
+    const std::string value = key.print(defaults);
+    auto added = options.add_options("config keys (YAML name with _ for -)");
+    const bool is_switch = value == "on" || value == "off";
+    std::string help =
+        key.help + (key.name == "model" ? model_names() : "") + " [default: " + (value.empty() ? "none" : value) + "]";
+    if (is_switch) {
+      added(dashed(key.name), help, cxxopts::value<std::string>()->implicit_value("on"));
+    } else {
+      added(dashed(key.name), help, cxxopts::value<std::string>());
+    }
+  }
+  const auto parsed = options.parse(argc, argv);
+  if (parsed.count("help")) {
+    std::printf("%s\n", options.help({"", "config keys (YAML name with _ for -)"}).c_str());
+    std::printf(
+        "On/off keys: --key alone means on; write --key=off (with '=') to turn one off.\n"
+        "tf32: LibTorch's default already runs cuDNN convolutions in TF32, so 'default' and 'off' are different\n"
+        "baselines; 'off' is true FP32.\n");
+    return 0;
+  }
+  if (!parsed.unmatched().empty()) {
+    throw ConfigError("unexpected argument '" + parsed.unmatched().front() +
+                      "' (on/off options take their value with '=', as in --pin-memory=off)");
+  }
+  Config config;
+  if (parsed.count("config")) apply_yaml_file(config, parsed["config"].as<std::string>());
+  std::map<std::string, std::string> overrides;
+  for (const auto& key : config_keys()) {
+    if (parsed.count(dashed(key.name))) overrides[key.name] = parsed[dashed(key.name)].as<std::string>();
+  }
+  apply_overrides(config, overrides);
+  if (config.mig == "list") {
+    std::printf("%s\n", monitor::describe_mig(*open_nvml_or_throw(), gpu_index(config.device)).c_str());
+    return 0;
+  }
+  const LaunchEnv launch = read_launch_env();
+  if (launch.world_size > 1) adapt_to_launch(config, launch);
+  validate(config);
+  // NCCL reads its variables when the communicator is created, later in this process.
+  if (!config.nvlink) setenv("NCCL_P2P_DISABLE", "1", /*overwrite=*/1);
+  if (config.decode == Decode::kGpu) widen_cuda_hardware_queues();  // before CUDA starts: see launch_env.h
+  const auto models = models::names();
+  if (std::find(models.begin(), models.end(), config.model) == models.end()) {
+    models::create(config.model, {});  // throws the ConfigError that lists the known models
+  }
+  if (!config.mig.empty()) pin_to_mig(config, launch.world_size);
+  std::filesystem::create_directories(config.out_dir);
+  init_logging(config.out_dir + "/train.log", launch.rank);
+  engine::train(config, launch);
+  return 0;
+}
+
+}  // namespace rn50::commands

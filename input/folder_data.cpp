@@ -1,0 +1,88 @@
+// input/folder_data.cpp: opening the ImageNet folder, this rank's loaders, and the pools' host memory.
+#include "input/folder_data.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "core/config.h"
+#include "core/errors.h"
+#include "core/log.h"
+#include "cuda/cuda_support.h"
+#include "data/image_folder.h"
+
+namespace rn50::input {
+
+FolderData::FolderData(const Config& config, const InputContext& context)
+    : config_(config), context_(context), pinned_(config.pin_memory && context.device.is_cuda()) {
+  data::SampleTransform train_tf;
+  train_tf.train = true;
+  train_tf.image_size = config.image_size;
+  train_tf.seed = static_cast<uint64_t>(config.seed);
+  data::SampleTransform val_tf = train_tf;
+  val_tf.train = false;
+  val_tf.resize_size = config.val_resize;
+  train_ = std::make_unique<data::JpegFolderDataset>(data::scan_image_folder(config.data_root + "/train"), train_tf);
+  if (config.validate) {
+    val_ = std::make_unique<data::JpegFolderDataset>(data::scan_image_folder(config.data_root + "/val"), val_tf);
+    if (val_->classes() != train_->classes()) {
+      throw DataError("the class folders of " + config.data_root + "/val differ from those of train");
+    }
+  }
+  if (static_cast<int64_t>(train_->size()) < static_cast<int64_t>(config.batch_size) * context.world) {
+    throw DataError(strprintf("%s/train has %zu images, fewer than one batch per process (batch_size %d, %d processes)",
+                              config.data_root.c_str(), train_->size(), config.batch_size, context.world));
+  }
+}
+
+DatasetInfo FolderData::info() const {
+  DatasetInfo info;
+  info.classes = train_->classes();
+  info.train_images = static_cast<int64_t>(train_->size());
+  info.val_images = val_ ? static_cast<int64_t>(val_->size()) : 0;
+  // Each rank takes 1/world of the epoch's permutation.
+  info.steps_per_epoch = info.train_images / context_.world / config_.batch_size;
+  if (config_.max_steps > 0) info.steps_per_epoch = std::min(info.steps_per_epoch, config_.max_steps);
+  return info;
+}
+
+std::shared_ptr<HostAllocator> FolderData::host_allocator() const {
+  return pinned_ ? cuda::make_pinned_allocator() : std::shared_ptr<HostAllocator>(make_pageable_allocator());
+}
+
+data::LoaderOptions FolderData::loader_options(bool train) const {
+  data::LoaderOptions options;
+  options.batch_size = config_.batch_size;
+  options.workers = config_.workers;
+  // Ranks on one host take consecutive blocks of CPUs (each rank's workers are its share of the cores).
+  options.pin_first_cpu = config_.pin_workers ? std::max(0, context_.local_rank * config_.workers) : -1;
+  options.drop_last = train;
+  options.strict = config_.strict_data;
+  return options;
+}
+
+void FolderData::report_bad_sample(const std::string& what, const std::string& reason) {
+  log_warn("bad sample skipped: " + what + ": " + reason);
+}
+
+std::unique_ptr<data::BatchLoader> FolderData::train_loader(int64_t epoch, data::BatchPool& pool) {
+  auto loader = std::make_unique<data::BatchLoader>(
+      *train_, data::epoch_order(train_->size(), config_.seed, epoch, /*shuffle=*/true, context_.rank, context_.world),
+      epoch, loader_options(true), pool, report_bad_sample);
+  if (config_.pin_workers && loader->pinned_workers() < loader->worker_threads() && !unpinned_workers_logged_) {
+    unpinned_workers_logged_ = true;
+    log_warn(strprintf("pin_workers: %d of %d decode threads could not be pinned; they run unpinned",
+                       loader->worker_threads() - loader->pinned_workers(), loader->worker_threads()));
+  }
+  return loader;
+}
+
+std::unique_ptr<data::BatchLoader> FolderData::val_loader(data::BatchPool& pool) const {
+  std::vector<size_t> order;
+  for (size_t i = static_cast<size_t>(context_.rank); i < val_->size(); i += static_cast<size_t>(context_.world))
+    order.push_back(i);
+  return std::make_unique<data::BatchLoader>(*val_, std::move(order), 0, loader_options(false), pool,
+                                             report_bad_sample);
+}
+
+}  // namespace rn50::input

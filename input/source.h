@@ -1,0 +1,80 @@
+// input/source.h: InputSource, what the epoch loop reads each step's batch from, and create_input_source, which
+// picks CPU decoding, GPU decoding or synthetic batches from the configuration. The loop never knows which.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rn50 {
+struct Config;
+}
+
+namespace rn50::input {
+
+// Named counters for an epoch record; nullopt is written as null ("unavailable"), never 0.
+using NamedValues = std::vector<std::pair<std::string, std::optional<double>>>;
+
+// What a source reports for an epoch of training or for a validation.
+struct InputCounts {
+  double wait_s = 0;        // host time blocked on the data: the loader, a copy slot, a decode
+  int64_t bad_samples = 0;  // images skipped (counted and replaced) because they could not be read or decoded
+  NamedValues extra;        // the source's own counters, under its own names
+};
+
+// Where the data comes from and how it is split: the same on every rank of a data-parallel run.
+struct DatasetInfo {
+  std::vector<std::string> classes;
+  int64_t train_images = 0;     // in all, before the split over ranks
+  int64_t val_images = 0;       // 0: no validation split
+  int64_t steps_per_epoch = 0;  // per rank
+};
+
+// Who reads and what the step's input looks like.
+struct InputContext {
+  c10::Device device = c10::kCPU;
+  int rank = 0, world = 1, local_rank = 0;  // data parallel: each rank takes 1/world of every epoch
+  at::ScalarType image_dtype = at::kFloat;  // the step's input tensor: [batch, 3, size, size] of this dtype
+  bool channels_last = false;
+};
+
+// Called with each validation batch, on the device, in the step's input dtype and layout.
+using EvalBatch = std::function<void(const at::Tensor& images, const at::Tensor& labels)>;
+
+class InputSource {
+ public:
+  virtual ~InputSource() = default;
+  const DatasetInfo& info() const { return info_; }
+  // Rows for the start-up table: how batches are made and reach the device.
+  virtual std::vector<std::pair<std::string, std::string>> describe() const = 0;
+
+  // Starts training epoch `epoch` (0-based) of info().steps_per_epoch steps.
+  virtual void begin_epoch(int64_t epoch) = 0;
+  // Writes the next step's batch into `images` and `labels` in place: under a CUDA graph their addresses are baked
+  // into the captured step.
+  virtual void fill(at::Tensor& images, at::Tensor& labels) = 0;
+  // Called once the step that reads the batch is queued: work for later steps (batches decoded ahead, the next
+  // epoch's first batches).
+  virtual void after_step() {}
+  // Ends the epoch once its last step is queued: waits for the work still held and returns its counters.
+  virtual InputCounts end_epoch() = 0;
+
+  // This rank's share of the validation split, batch by batch (the last may be short); needs info().val_images > 0.
+  virtual InputCounts validate(const EvalBatch& eval) = 0;
+
+ protected:
+  DatasetInfo info_;
+};
+
+// Opens the data the configuration names (the ImageNet folder under data_root, or synthetic batches) for this rank.
+// Throws ConfigError / DataError before training when the data or the device cannot serve the configuration.
+std::unique_ptr<InputSource> create_input_source(const Config& config, const InputContext& context);
+
+}  // namespace rn50::input
