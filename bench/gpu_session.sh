@@ -191,7 +191,7 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
       | tee -a "$OUT/bench_decode_gpu_yuv.txt"
     # Against the same configuration and steps on synthetic data, in the same session: what "within 3%" compares.
     # Five epochs each, interleaved, GPUDECODE_REPS (2) times: GPU decoding gets faster over a run's first epochs, so the steady
-    # epochs (4 and 5) are compared (bench/results/2026-11-30-h200-d.md).
+    # epochs (4 and 5) are compared (docs/gpu-decoding.md).
     n_train=$(find "$jpeg"/train -name '*.JPEG' | wc -l)
     for rep in $(seq "${GPUDECODE_REPS:-2}"); do
       EPOCHS=5 jpeg_run gpu_decode_$rep --decode gpu
@@ -211,7 +211,7 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
     # The training thread's waits in finish_into (for the decode thread, for the device) and nvJPEG's slowest call
     epoch_keys /tmp/runs/gpu_decode_1/metrics.jsonl between_steps gpu_decode_batch gpu_decode_pace gpu_decode_slowest \
       gpu_decode_wait | tee -a "$OUT/table.txt"
-    # NVML's GPM metrics: DRAM bandwidth came back NaN in some runs (bench/results/2026-11-30-h200-h.md)
+    # NVML's GPM metrics: DRAM bandwidth came back NaN in some runs (docs/utilisation.md)
     for run in gpu_decode_1 synthetic_1; do epoch_keys "/tmp/runs/$run/metrics.jsonl" sm_util dram_bw; done \
       | tee -a "$OUT/table.txt"
     grep -h "non-finite" "$OUT"/gpu_decode_*.log "$OUT"/synthetic_*.log | sort | uniq -c | grep . || echo "no non-finite warnings"

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""bench/torch_reference.py: the PyTorch reference for rn50's step speed: torchvision's ResNet-50 trained on synthetic
+batches on one GPU as rn50's optimized configuration trains it (fp16 autocast with a gradient scaler, channels-last,
+cuDNN autotuning, SGD with momentum 0.9, weight decay 1e-4, label smoothing 0.1), eagerly, replayed from a CUDA graph
+of the whole step, or compiled with torch.compile. Prints one JSON line per mode: images/s over the timed steps, the
+compile or capture time, and the peak memory.
+
+  python3 bench/torch_reference.py --modes eager compile --batch 256 --steps 100
+"""
+import argparse
+import json
+import time
+
+import torch
+import torch.nn.functional as F
+import torchvision
+
+
+def make_step(model, opt, scaler, images, labels):
+    def step():
+        opt.zero_grad(set_to_none=False)
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = F.cross_entropy(model(images), labels, label_smoothing=0.1)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return loss
+    return step
+
+
+def run(mode, batch, steps, warmup):
+    torch.manual_seed(0)
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    model = torchvision.models.resnet50().cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+    images = torch.randn(batch, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last)
+    labels = torch.randint(0, 1000, (batch,), device="cuda")
+    torch.cuda.reset_peak_memory_stats()
+    start = time.time()
+    if mode == "compile":
+        model = torch.compile(model)
+    scaler = torch.amp.GradScaler("cuda", enabled=mode != "graph")  # a graphed step cannot sync for the scaler
+    step = make_step(model, opt, scaler, images, labels)
+    if mode == "graph":
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(warmup):
+                step()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=False)
+        with torch.cuda.graph(graph):
+            step()
+        run_step = graph.replay
+    else:
+        for _ in range(warmup):
+            step()
+        run_step = step
+    torch.cuda.synchronize()
+    setup_s = time.time() - start
+    # Timed in windows of 10 steps: the median window is the rate (the first windows can still be warming up).
+    rates = []
+    for _ in range(max(1, steps // 10)):
+        t0 = torch.cuda.Event(enable_timing=True)
+        t1 = torch.cuda.Event(enable_timing=True)
+        t0.record()
+        for _ in range(10):
+            run_step()
+        t1.record()
+        t1.synchronize()
+        rates.append(10 * batch / (t0.elapsed_time(t1) / 1e3))
+    rates.sort()
+    return {"mode": mode, "batch": batch, "images_per_s": rates[len(rates) // 2], "min": rates[0], "max": rates[-1],
+            "windows": len(rates), "setup_s": round(setup_s, 1),
+            "peak_allocated_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
+            "peak_reserved_gib": round(torch.cuda.max_memory_reserved() / 2**30, 2),
+            "torch": torch.__version__, "gpu": torch.cuda.get_device_name()}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--modes", nargs="+", default=["eager", "compile"], choices=["eager", "graph", "compile"])
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--steps", type=int, default=100, help="timed steps (in windows of 10)")
+    p.add_argument("--warmup", type=int, default=15)
+    args = p.parse_args()
+    for mode in args.modes:
+        print(json.dumps(run(mode, args.batch, args.steps, args.warmup)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
