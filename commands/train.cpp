@@ -76,10 +76,9 @@ int train_command(int argc, char** argv) {
   for (const auto& key : config_keys()) {
     const std::string value = key.print(defaults);
     auto added = options.add_options("config keys (YAML name with _ for -)");
-    const bool is_switch = value == "on" || value == "off";
     std::string help =
         key.help + (key.name == "model" ? model_names() : "") + " [default: " + (value.empty() ? "none" : value) + "]";
-    if (is_switch) {
+    if (key.on_off) {
       added(dashed(key.name), help, cxxopts::value<std::string>()->implicit_value("on"));
     } else {
       added(dashed(key.name), help, cxxopts::value<std::string>());

@@ -79,7 +79,7 @@ ConfigKey double_key(const char* name, double Config::*member, const char* help)
 
 ConfigKey bool_key(const char* name, bool Config::*member, const char* help) {
   return {name, help, [=](Config& c, const std::string& v) { c.*member = parse_bool(name, v); },
-          [=](const Config& c) { return std::string(c.*member ? "on" : "off"); }};
+          [=](const Config& c) { return std::string(c.*member ? "on" : "off"); }, /*on_off=*/true};
 }
 
 ConfigKey string_key(const char* name, std::string Config::*member, const char* help) {
@@ -109,6 +109,11 @@ const Names<Tf32>& names(Tf32) {
 const Names<Precision>& names(Precision) {
   static const Names<Precision> n = {
       {Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kFp16, "fp16"}};
+  return n;
+}
+
+const Names<Fusion>& names(Fusion) {
+  static const Names<Fusion> n = {{Fusion::kOff, "off"}, {Fusion::kBatchNorm, "bn"}};
   return n;
 }
 
@@ -225,6 +230,10 @@ std::vector<ConfigKey> make_keys() {
       bool_key("channels_last", &C::channels_last, "NHWC memory layout for images, weights and activations"),
       bool_key("cudnn_benchmark", &C::cudnn_benchmark, "let cuDNN time its algorithms and keep the fastest"),
       bool_key("cuda_graph", &C::cuda_graph, "capture the whole training step in a CUDA graph and replay it"),
+      choice_key("fusion", &C::fusion,
+                 "kernel fusion in the model: off (ATen's BatchNorm, add and ReLU kernels, one pass each) or bn "
+                 "(BatchNorm with its residual add and ReLU fused, forward and backward, for channels-last tensors on "
+                 "a GPU; elsewhere the same ops, logged)"),
       string_key("mig", &C::mig,
                  "MIG pinning: 'list' prints the GPU's MIG instances; a MIG UUID or instance index pins the run to "
                  "it (CUDA_VISIBLE_DEVICES=MIG-...) before CUDA starts"),
@@ -269,6 +278,7 @@ std::string name_of(Decode value) { return name_in_table(value); }
 std::string name_of(LrScheduleKind value) { return name_in_table(value); }
 std::string name_of(Tf32 value) { return name_in_table(value); }
 std::string name_of(Precision value) { return name_in_table(value); }
+std::string name_of(Fusion value) { return name_in_table(value); }
 
 const std::vector<ConfigKey>& config_keys() {
   static const std::vector<ConfigKey> keys = make_keys();

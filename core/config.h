@@ -15,11 +15,13 @@ enum class Decode { kCpu, kGpu };               // cpu | gpu
 enum class LrScheduleKind { kCosine, kStep };   // cosine | step
 enum class Tf32 { kDefault, kOn, kOff };        // default | on | off
 enum class Precision { kFp32, kBf16, kFp16 };   // fp32 | bf16 | fp16
+enum class Fusion { kOff, kBatchNorm };         // off | bn
 std::string name_of(DataSource value);
 std::string name_of(Decode value);
 std::string name_of(LrScheduleKind value);
 std::string name_of(Tf32 value);
 std::string name_of(Precision value);
+std::string name_of(Fusion value);
 
 struct Config {
   // model
@@ -73,6 +75,7 @@ struct Config {
   bool channels_last = false;
   bool cudnn_benchmark = false;
   bool cuda_graph = false;
+  Fusion fusion = Fusion::kOff;
   std::string mig;  // list | MIG-<uuid> | instance index; empty: no MIG pinning
 
   // data parallel (several processes; see LaunchEnv)
@@ -88,6 +91,7 @@ struct ConfigKey {
   std::string help;
   std::function<void(Config&, const std::string&)> parse;  // throws ConfigError naming the key
   std::function<std::string(const Config&)> print;
+  bool on_off = false;  // an on/off switch: `--key` alone turns it on
 };
 const std::vector<ConfigKey>& config_keys();
 

@@ -30,6 +30,7 @@
 #include "models/model.h"
 #include "monitor/nvml.h"
 #include "monitor/utilisation.h"
+#include "ops/fused_batch_norm.h"
 #include "parallel/distributed.h"
 #include "parallel/grad_sync.h"
 #include "parallel/watchdog.h"
@@ -55,6 +56,20 @@ c10::Device resolve_device(const std::string& name, int local_rank) {
                       std::to_string(torch::cuda::device_count()) + " CUDA device(s) are visible");
   }
   return device;
+}
+
+// fusion: bn: which kernels the model's three kinds of BatchNorm get, for the start-up table; a fallback to ATen's
+// separate ops is also a warning.
+std::string describe_fusion(const Config& config, const c10::Device& device) {
+  at::Tensor x = at::empty({2, 64, 4, 4}, at::TensorOptions(device).dtype(compute_dtype(config.precision)));
+  if (config.channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+  const std::string why_not = ops::fused_unsupported_reason(x);
+  if (!why_not.empty()) {
+    log_warn("fusion: bn runs ATen's separate BatchNorm, add and ReLU kernels: " + why_not);
+    return "bn: ATen's separate ops (" + why_not + ")";
+  }
+  return "bn: BatchNorm+ReLU " + ops::describe_kernels(x, false, true) + "; BatchNorm+add+ReLU " +
+         ops::describe_kernels(x, true, true) + "; BatchNorm " + ops::describe_kernels(x, false, false);
 }
 
 // What the configuration asks of the device, checked before any work.
@@ -122,6 +137,7 @@ void Session::build_model() {
   models::ModelOptions options;
   options.num_classes = static_cast<int64_t>(info.classes.size());
   options.zero_init_residual = config.zero_init_residual;
+  options.fusion = config.fusion;
   model = models::create(config.model, options);
   model->to(device);
   if (config.channels_last) models::to_channels_last(*model);
@@ -241,6 +257,7 @@ void Session::log_start() const {
   if (device.is_cuda()) rows.emplace_back("(kernels)", cuda::describe_kernels(device.index()));
   for (auto& row : source->describe()) rows.push_back(std::move(row));
   if (config.cuda_graph) rows.emplace_back("(cuda graph)", step->graph_status());
+  if (config.fusion != Fusion::kOff) rows.emplace_back("(fusion)", describe_fusion(config, device));
   rows.emplace_back("(utilisation)", sampler_status.empty() ? "unavailable on the CPU" : sampler_status);
   rows.emplace_back("(classes)", std::to_string(source->info().classes.size()));
   rows.emplace_back("(steps per epoch)", std::to_string(source->info().steps_per_epoch));

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/config.h"
+
 namespace rn50::models {
 
 // Any model rn50 trains: NCHW (or channels-last) float images in, logits out.
@@ -22,6 +24,9 @@ class Classifier : public torch::nn::Module {
 struct ModelOptions {
   int64_t num_classes = 1000;
   bool zero_init_residual = true;  // last BatchNorm of each residual block starts at zero
+  // kBatchNorm: each BatchNorm runs with its ReLU and residual add in one fused op (ops/fused_batch_norm.h); the
+  // modules, parameters and buffers are the same either way.
+  Fusion fusion = Fusion::kOff;
 };
 
 // Builds a registered model. Throws rn50::ConfigError naming the model when it is unknown.

@@ -37,9 +37,9 @@ def main():
     check(code == 0, f"ablation.py --quick exited with {code}")
 
     runs = json.load(open(os.path.join(opts.out, "ablation.json")))["runs"]
-    # Quick mode on the CPU: baseline, 5 alone, 5 all-but-one, all (no fp16), on JPEG data; the same on synthetic
+    # Quick mode on the CPU: baseline, 6 alone, 6 all-but-one, all (no fp16), on JPEG data; the same on synthetic
     # data but for +loader and all-loader (no loader there: they would equal the baseline and "all").
-    check(len(runs) == 22, f"22 runs expected, got {len(runs)}")
+    check(len(runs) == 26, f"26 runs expected, got {len(runs)}")
     check(not any(r["data"] == "synthetic" and "loader" in r["label"] for r in runs), "a loader run on synthetic data")
     check(all(r["summary"] for r in runs), "a run without a summary")
 
@@ -75,7 +75,7 @@ def main():
           "report.md: no baseline and optimized cost")
     check("(images_per_s.svg)" in report and "(step_split.svg)" in report, "report.md: pictures not referenced")
     check(all(r["process_s"] > 0 for r in runs), "a run without its process time")
-    check(re.search(r"Time: [\d.]+ minutes for 22 runs", report), "report.md: no time for the matrix")
+    check(re.search(r"Time: [\d.]+ minutes for 26 runs", report), "report.md: no time for the matrix")
     check(re.search(r"The whole command \(every call of it, with --resume\): [\d.]+ minutes", report),
           "report.md: no time for the whole command")
 
@@ -96,10 +96,10 @@ def main():
               "--work", opts.work, "--quick", "--resume"]
     result = subprocess.run(resume, capture_output=True, text=True)
     check(result.returncode == 0, f"ablation.py --resume exited with {result.returncode}: {result.stderr}")
-    check("resuming: 20 successful runs" in result.stdout, f"resume kept other than 20 runs: {result.stdout}")
+    check("resuming: 24 successful runs" in result.stdout, f"resume kept other than 24 runs: {result.stdout}")
     check(result.stdout.count(" img/s ") == 2, f"resume ran other than the 2 missing runs: {result.stdout}")
     resumed = json.load(open(os.path.join(opts.out, "ablation.json")))
-    check(len(resumed["runs"]) == 22, f"ablation.json holds {len(resumed['runs'])} runs after resuming, not 22")
+    check(len(resumed["runs"]) == 26, f"ablation.json holds {len(resumed['runs'])} runs after resuming, not 26")
     check([(r["data"], r["label"]) for r in resumed["runs"]] == [(r["data"], r["label"]) for r in runs],
           "resumed runs out of order")
     kept = [r for r in resumed["runs"] if (r["data"], r["label"]) not in {(m["data"], m["label"]) for m in missing}]

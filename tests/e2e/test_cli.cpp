@@ -1,108 +1,8 @@
 // tests/e2e/test_cli.cpp: the rn50 binary as a user runs it: make-sample, train, resume, and bad input.
-#include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include "tests/e2e/cli.h"
 
-#include <array>
-#include <cctype>
-#include <chrono>
-#include <csignal>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <string>
-#include <thread>
-#include <utility>
-#include <vector>
-
-#include "core/safetensors.h"
-
+namespace rn50::e2e {
 namespace {
-
-namespace fs = std::filesystem;
-
-struct Result {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-// Runs the binary with `args`; `env` (VAR=value ...) is set for that process only.
-Result rn50(const std::string& args, const std::string& env = "") {
-  const std::string command = (env.empty() ? "" : "env " + env + " ") + std::string(RN50_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return r;
-  std::array<char, 4096> buffer{};
-  while (fgets(buffer.data(), buffer.size(), pipe)) r.output += buffer.data();
-  const int status = ::pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::vector<nlohmann::json> records(const fs::path& metrics, const std::string& type) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(metrics);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j["type"] == type) out.push_back(j);
-  }
-  return out;
-}
-
-// The numbers on the rest of the line after `label` in `output`, in order; none when the label is absent.
-std::vector<double> numbers_after(const std::string& output, const std::string& label) {
-  std::vector<double> numbers;
-  const size_t at = output.find(label);
-  if (at == std::string::npos) return numbers;
-  const size_t end = output.find('\n', at);
-  const size_t from = at + label.size();
-  const std::string rest = output.substr(from, end == std::string::npos ? std::string::npos : end - from);
-  for (const char* p = rest.c_str(); *p != '\0';) {
-    if (std::isdigit(static_cast<unsigned char>(*p)) == 0) {
-      ++p;
-      continue;
-    }
-    char* next = nullptr;
-    numbers.push_back(std::strtod(p, &next));
-    p = next;
-  }
-  return numbers;
-}
-
-class Cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("rn50_e2e_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  // `rn50 args` exits with 2 (a configuration or data error) and its output names `fragment`.
-  static void expect_exit_2_naming(const std::string& args, const std::string& fragment, const std::string& env = "") {
-    const Result r = rn50(args, env);
-    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
-    EXPECT_NE(r.output.find(fragment), std::string::npos) << args << "\n" << r.output;
-  }
-  void make_sample(const std::string& args) {
-    const Result r = rn50("make-sample --out " + path("data") + " " + args);
-    ASSERT_EQ(r.code, 0) << r.output;
-  }
-  fs::path dir_;
-};
-
-// A small, fast training configuration on the generated sample: ResNet-50 at 48 px, constant rate.
-std::string small_run(const std::string& data, const std::string& out) {
-  return "train --data-root " + data + " --out-dir " + out +
-         " --device cpu --image-size 48 --val-resize 48 --batch-size 16 --workers 2 --warmup-epochs 0"
-         " --label-smoothing 0 --lr-schedule step --lr 0.1";
-}
 
 TEST_F(Cli, TrainingOnTheSampleLowersTheLossAndWritesEverything) {
   make_sample("--classes 4 --per-class 32 --val-per-class 4 --size 48");
@@ -144,6 +44,28 @@ TEST_F(Cli, ResumedRunTakesTheSameNextStepAsAnUninterruptedOne) {
     EXPECT_EQ(a[i]["step"], b[i]["step"]);
     EXPECT_NEAR(a[i]["loss"].get<double>(), b[i]["loss"].get<double>(), 1e-5) << "step " << a[i]["step"];
   }
+}
+
+// fusion: bn on the CPU runs ATen's separate ops, says so once at start, and trains exactly as fusion: off does (on
+// the GPU the fused kernels are checked against ATen's ops in tests/ops/test_fused_batch_norm_cuda.cpp).
+TEST_F(Cli, FusionFallsBackOnTheCpuAndTrainsTheSame) {
+  make_sample("--classes 3 --per-class 11 --val-per-class 2 --size 32");
+  const std::string options = " --log-every 1 --validate=off --seed 3 --image-size 32 --epochs 1";
+  const Result off = rn50(small_run(path("data"), path("off")) + options);
+  ASSERT_EQ(off.code, 0) << off.output;
+  const Result fused = rn50(small_run(path("data"), path("fused")) + options + " --fusion bn");
+  ASSERT_EQ(fused.code, 0) << fused.output;
+  EXPECT_NE(fused.output.find("fusion: bn runs ATen's separate BatchNorm, add and ReLU kernels: on the CPU"),
+            std::string::npos)
+      << fused.output;
+  const auto a = records(path("off") + "/metrics.jsonl", "step");
+  const auto b = records(path("fused") + "/metrics.jsonl", "step");
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i]["loss"].get<double>(), b[i]["loss"].get<double>());
+  const Result bad = rn50(small_run(path("data"), path("bad")) + options + " --fusion conv");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.output.find("config key 'fusion'"), std::string::npos) << bad.output;
 }
 
 // An empty file, a text file and a truncated JPEG, all named .JPEG, in one class folder.
@@ -424,163 +346,6 @@ TEST_F(Cli, DoctorRunsWithoutAGpuAndComparesPrices) {
   EXPECT_EQ(r.code, 2);
 }
 
-// ---- data parallel (CPU, Gloo) ------------------------------------------------------------------------------
-
-int test_port(int offset) { return 30000 + (::getpid() * 11 + offset) % 20000; }
-
-TEST_F(Cli, LaunchTwoRanksConvergesLikeOneProcess) {
-  make_sample("--classes 4 --per-class 32 --val-per-class 4 --size 48");
-  const std::string common = " --model resnet18 --epochs 4 --workers 1 --log-every 4";
-  const Result one = rn50(small_run(path("data"), path("one")) + common);
-  ASSERT_EQ(one.code, 0) << one.output;
-  // The same global batch (16) as two ranks of 8.
-  const Result two = rn50("launch --nproc 2 -- " + small_run(path("data"), path("two")) + common + " --batch-size 8");
-  ASSERT_EQ(two.code, 0) << two.output;
-  EXPECT_NE(two.output.find("2 processes over gloo"), std::string::npos) << two.output;
-  const auto a = records(path("one") + "/metrics.jsonl", "epoch"), b = records(path("two") + "/metrics.jsonl", "epoch");
-  ASSERT_EQ(a.size(), 4u);
-  ASSERT_EQ(b.size(), 4u);  // rank 0 alone writes the metrics
-  EXPECT_EQ(b.back()["steps"], a.back()["steps"]);
-  EXPECT_EQ(b.back()["images"], a.back()["images"]);  // global images per epoch
-  // Seen on this machine (4 epochs): train loss 1.24 -> 0.43, top-1 81% for one process; 1.26 -> 0.51, top-1 88%
-  // for two ranks (chance 25%).
-  // The runs differ in BatchNorm statistics (8 images per rank against 16), so their losses are not equal.
-  EXPECT_GT(b.back()["top1"].get<double>(), 0.5);
-  EXPECT_LT(b.back()["train_loss"].get<double>(), 0.8 * b.front()["train_loss"].get<double>());
-  EXPECT_NEAR(b.back()["train_loss"].get<double>(), a.back()["train_loss"].get<double>(), 0.35);
-  EXPECT_FALSE(b.back()["communication_s"].is_null());
-  EXPECT_TRUE(b.back().contains("data_wait_s_rank1"));
-  EXPECT_TRUE(a.back()["communication_s"].is_null());  // one process: unavailable
-  EXPECT_TRUE(fs::exists(path("two") + "/checkpoint.safetensors"));
-}
-
-TEST_F(Cli, ARankThatNeverComesStopsTheRunWithinTheTimeout) {
-  make_sample("--classes 2 --per-class 4 --val-per-class 1 --size 32");
-  const auto start = std::chrono::steady_clock::now();
-  const Result r = rn50(small_run(path("data"), path("run")) + " --dist-timeout-s 3",
-                        "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(test_port(1)));
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("could not join the run"), std::string::npos) << r.output;
-  EXPECT_LT(seconds, 60);
-}
-
-TEST_F(Cli, RanksWithDifferentConfigurationsRefuseToTrain) {
-  make_sample("--classes 2 --per-class 4 --val-per-class 1 --size 32");
-  const std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(test_port(2));
-  const std::string run =
-      std::string(RN50_BINARY) + " " + small_run(path("data"), path("run")) + " --epochs 1 --batch-size 2";
-  // Two ranks by hand, as torchrun would start them, one with another learning rate.
-  const std::string command = "(env RANK=0 " + env + " " + run + " --lr 0.1 > " + path("r0.log") + " 2>&1; echo $? > " +
-                              path("r0.code") + ") & (env RANK=1 " + env + " " + run + " --lr 0.2 > " + path("r1.log") +
-                              " 2>&1; echo $? > " + path("r1.code") + ") & wait";
-  ASSERT_EQ(std::system(command.c_str()), 0);
-  auto read = [&](const std::string& name) {
-    std::ifstream in(path(name));
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
-  for (const char* rank : {"r0", "r1"}) {
-    EXPECT_EQ(read(std::string(rank) + ".code"), "2\n") << read(std::string(rank) + ".log");
-    EXPECT_NE(read(std::string(rank) + ".log")
-                  .find("rank 1 runs a different configuration than rank 0: 'lr: 0.2' where rank 0 has 'lr: 0.1'"),
-              std::string::npos)
-        << read(std::string(rank) + ".log");
-  }
-}
-
-// Two ranks started by hand (as torchrun or Slurm would, with no launcher watching them); rank 1 is frozen
-// (SIGSTOP) mid-training: rank 0 must stop by itself, with an error, within about dist_timeout_s.
-TEST_F(Cli, ARankThatHangsStopsTheOtherWithinTheTimeout) {
-  make_sample("--classes 2 --per-class 16 --val-per-class 1 --size 32");
-  const std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(test_port(3));
-  const std::string run = std::string(RN50_BINARY) + " " + small_run(path("data"), path("run")) +
-                          " --model resnet18 --batch-size 2 --epochs 1000 --log-every 1 --dist-timeout-s 5";
-  pid_t ranks[2] = {0, 0};
-  for (int r = 0; r < 2; ++r) {
-    const std::string command = "exec env RANK=" + std::to_string(r) + " " + env + " " + run + " > " +
-                                path("r" + std::to_string(r) + ".log") + " 2>&1";
-    ranks[r] = fork();
-    ASSERT_GE(ranks[r], 0);
-    if (ranks[r] == 0) {
-      execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-  }
-  auto read_log = [&](int r) {
-    std::ifstream in(path("r" + std::to_string(r) + ".log"));
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (read_log(0).find("step 2 ") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  ASSERT_NE(read_log(0).find("step 2 "), std::string::npos) << read_log(0);
-  ::kill(ranks[1], SIGSTOP);
-  const auto frozen_at = std::chrono::steady_clock::now();
-  int status = 0;
-  pid_t done = 0;
-  while ((done = ::waitpid(ranks[0], &status, WNOHANG)) == 0 &&
-         std::chrono::steady_clock::now() - frozen_at < std::chrono::seconds(60)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - frozen_at).count();
-  ::kill(ranks[1], SIGKILL);
-  ::waitpid(ranks[1], nullptr, 0);
-  if (done == 0) {
-    ::kill(ranks[0], SIGKILL);
-    ::waitpid(ranks[0], nullptr, 0);
-    FAIL() << "rank 0 still waiting 60 s after rank 1 froze:\n" << read_log(0);
-  }
-  EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_log(0);
-  EXPECT_LT(seconds, 40);
-  // One error line that says what stopped and why (here Gloo's own timeout; on GPUs the watchdog is meant to, not yet
-  // run there).
-  EXPECT_NE(read_log(0).find("rank 0 of 2 stopped"), std::string::npos) << read_log(0);
-}
-
-TEST_F(Cli, LaunchStopsTheOtherRanksWhenOneDies) {
-  make_sample("--classes 2 --per-class 16 --val-per-class 1 --size 32");
-  // A long run; rank 1 is killed once training has begun.
-  const std::string log = path("launch.log");
-  const std::string command = std::string(RN50_BINARY) + " launch --nproc 2 -- " +
-                              small_run(path("data"), path("run")) +
-                              " --model resnet18 --batch-size 2 --epochs 1000 --log-every 1 > " + log + " 2>&1";
-  const pid_t launcher = fork();
-  ASSERT_GE(launcher, 0);
-  if (launcher == 0) {
-    execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  auto read_log = [&] {
-    std::ifstream in(log);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (read_log().find("step 2 ") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  ASSERT_NE(read_log().find("step 2 "), std::string::npos) << read_log();
-  std::ifstream children("/proc/" + std::to_string(launcher) + "/task/" + std::to_string(launcher) + "/children");
-  pid_t rank0 = 0, rank1 = 0;
-  children >> rank0 >> rank1;
-  ASSERT_GT(rank1, 0);
-  const auto killed_at = std::chrono::steady_clock::now();
-  ::kill(rank1, SIGKILL);
-  int status = 0;
-  ::waitpid(launcher, &status, 0);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGKILL) << status;
-  EXPECT_NE(read_log().find("rank 1 was killed by signal"), std::string::npos) << read_log();
-  EXPECT_LT(seconds, 30);
-  EXPECT_NE(::kill(rank0, 0), 0);  // rank 0 is gone too
-
-  // A second run after the crash starts cleanly: the same port, the same output folder.
-  const Result again = rn50("launch --nproc 2 -- " + small_run(path("data"), path("run")) +
-                            " --model resnet18 --batch-size 2 --epochs 1 --max-steps 3");
-  EXPECT_EQ(again.code, 0) << again.output;
-  EXPECT_EQ(records(path("run") + "/metrics.jsonl", "epoch").size(), 1u);
-}
-
 }  // namespace
 
 namespace {
@@ -614,3 +379,4 @@ TEST_F(Cli, PricePerHourAddsCostsToTheEpochRecordAndLog) {
 }
 
 }  // namespace
+}  // namespace rn50::e2e

@@ -1,0 +1,208 @@
+// ops/batch_norm_kernels.cu: rn50's own BatchNorm(+add)+ReLU kernels: the __global__ wrappers around
+// ops/batch_norm_kernels_impl.cuh and their launches (forward: statistics partials, finalize, normalise; backward:
+// gradient partials, finalize, dx).
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "cuda/cuda_check.h"
+#include "ops/batch_norm_kernels.h"
+#include "ops/batch_norm_kernels_impl.cuh"
+
+namespace rn50::ops::kernels {
+namespace {
+
+using impl::Idx;
+
+__device__ inline Idx thread_idx() {
+  return Idx{static_cast<int>(threadIdx.x), static_cast<int>(threadIdx.y), static_cast<int>(blockIdx.x),
+             static_cast<int>(blockIdx.y)};
+}
+
+template <typename T, int VEC>
+__global__ void __launch_bounds__(impl::kThreads, impl::kBlocksPerSm)
+    stats_kernel(Plan p, const T* __restrict__ x, float* __restrict__ part_sum, float* __restrict__ part_sq) {
+  __shared__ float s_sum[impl::kThreads * VEC];
+  __shared__ float s_sq[impl::kThreads * VEC];
+  impl::stats_accumulate<T, VEC>(p, thread_idx(), x, s_sum, s_sq);
+  __syncthreads();
+  impl::block_partials(p, VEC, threadIdx.y * blockDim.x + threadIdx.x, blockIdx.x, blockIdx.y, s_sum, s_sq, part_sum,
+                       part_sq);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(impl::kFinalizeChannels* impl::kFinalizeGroups)
+    finalize_forward_kernel(Plan p, const float* __restrict__ part_sum, const float* __restrict__ part_sq,
+                            const T* __restrict__ x, impl::StatsOut out) {
+  __shared__ double s_a[impl::kFinalizeChannels * impl::kFinalizeGroups];
+  __shared__ double s_b[impl::kFinalizeChannels * impl::kFinalizeGroups];
+  impl::finalize_accumulate(p, threadIdx.x, threadIdx.y, blockIdx.x, part_sum, part_sq, s_a, s_b);
+  __syncthreads();
+  if (threadIdx.y == 0) impl::finalize_forward<T>(p, threadIdx.x, blockIdx.x, s_a, s_b, x, out);
+}
+
+template <typename T, int VEC, bool kResidual, bool kRelu>
+__global__ void __launch_bounds__(impl::kThreads, impl::kBlocksPerSm)
+    normalize_kernel(Plan p, const T* __restrict__ x, const T* __restrict__ residual, T* __restrict__ y,
+                     const float* __restrict__ weight, const float* __restrict__ bias, const float* __restrict__ mean,
+                     const float* __restrict__ invstd) {
+  impl::normalize_rows<T, VEC, kResidual, kRelu>(p, thread_idx(), x, residual, y, weight, bias, mean, invstd);
+}
+
+template <typename T, int VEC, bool kRelu, bool kWriteG>
+__global__ void __launch_bounds__(impl::kThreads, impl::kBlocksPerSm)
+    backward_reduce_kernel(Plan p, const T* __restrict__ dy, const T* __restrict__ y, const T* __restrict__ x,
+                           const float* __restrict__ mean, T* __restrict__ g_out, float* __restrict__ part_g,
+                           float* __restrict__ part_gx) {
+  __shared__ float s_g[impl::kThreads * VEC];
+  __shared__ float s_gx[impl::kThreads * VEC];
+  impl::backward_accumulate<T, VEC, kRelu, kWriteG>(p, thread_idx(), dy, y, x, mean, g_out, s_g, s_gx);
+  __syncthreads();
+  impl::block_partials(p, VEC, threadIdx.y * blockDim.x + threadIdx.x, blockIdx.x, blockIdx.y, s_g, s_gx, part_g,
+                       part_gx);
+}
+
+__global__ void __launch_bounds__(impl::kFinalizeChannels* impl::kFinalizeGroups)
+    finalize_backward_kernel(Plan p, const float* __restrict__ part_g, const float* __restrict__ part_gx,
+                             impl::GradOut out) {
+  __shared__ double s_a[impl::kFinalizeChannels * impl::kFinalizeGroups];
+  __shared__ double s_b[impl::kFinalizeChannels * impl::kFinalizeGroups];
+  impl::finalize_accumulate(p, threadIdx.x, threadIdx.y, blockIdx.x, part_g, part_gx, s_a, s_b);
+  __syncthreads();
+  if (threadIdx.y == 0) impl::finalize_backward(p, threadIdx.x, blockIdx.x, s_a, s_b, out);
+}
+
+template <typename T, int VEC, impl::GradSource kSource>
+__global__ void __launch_bounds__(impl::kThreads, impl::kBlocksPerSm)
+    dx_kernel(Plan p, const T* __restrict__ grad, const T* __restrict__ y, const T* __restrict__ x,
+              impl::DxCoefficients co, T* __restrict__ dx) {
+  impl::dx_rows<T, VEC, kSource>(p, thread_idx(), grad, y, x, co, dx);
+}
+
+bool misaligned(const void* p) { return p != nullptr && reinterpret_cast<uintptr_t>(p) % 16 != 0; }
+
+void check_plan(const Plan& p, int elem_bytes, std::initializer_list<const void*> pointers) {
+  if (p.rows < 1 || p.channels < 1) throw std::invalid_argument("batch_norm kernels: empty tensor");
+  if (p.vec != 1 && p.vec != 16 / elem_bytes) throw std::invalid_argument("batch_norm kernels: plan of another dtype");
+  if (p.vec > 1) {
+    for (const void* ptr : pointers) {
+      if (misaligned(ptr))
+        throw std::invalid_argument("batch_norm kernels: a plan with 16-byte loads got a misaligned pointer");
+    }
+  }
+}
+
+dim3 main_block(const Plan& p) { return dim3(p.lanes, p.row_threads); }
+dim3 finalize_grid(const Plan& p) {
+  return dim3(static_cast<unsigned>(impl::ceil_div(p.channels, impl::kFinalizeChannels)));
+}
+dim3 finalize_block() { return dim3(impl::kFinalizeChannels, impl::kFinalizeGroups); }
+
+template <typename T, int VEC>
+void forward_with(const Plan& p, const ForwardArgs<T>& a, cudaStream_t stream) {
+  if (a.batch_stats) {
+    float* part_sum = static_cast<float*>(a.workspace);
+    float* part_sq = part_sum + static_cast<int64_t>(p.reduce_blocks) * p.channels;
+    stats_kernel<T, VEC><<<dim3(p.tiles, p.reduce_blocks), main_block(p), 0, stream>>>(p, a.x, part_sum, part_sq);
+    RN50_CUDA_CHECK(cudaGetLastError());
+    const impl::StatsOut out{a.mean, a.invstd, a.running_mean, a.running_var, a.momentum, a.eps};
+    finalize_forward_kernel<T><<<finalize_grid(p), finalize_block(), 0, stream>>>(p, part_sum, part_sq, a.x, out);
+    RN50_CUDA_CHECK(cudaGetLastError());
+  }
+  const dim3 grid(p.tiles, p.elementwise_blocks);
+  const bool residual = a.residual != nullptr;
+  if (residual && a.relu) {
+    normalize_kernel<T, VEC, true, true>
+        <<<grid, main_block(p), 0, stream>>>(p, a.x, a.residual, a.y, a.weight, a.bias, a.mean, a.invstd);
+  } else if (residual) {
+    normalize_kernel<T, VEC, true, false>
+        <<<grid, main_block(p), 0, stream>>>(p, a.x, a.residual, a.y, a.weight, a.bias, a.mean, a.invstd);
+  } else if (a.relu) {
+    normalize_kernel<T, VEC, false, true>
+        <<<grid, main_block(p), 0, stream>>>(p, a.x, nullptr, a.y, a.weight, a.bias, a.mean, a.invstd);
+  } else {
+    normalize_kernel<T, VEC, false, false>
+        <<<grid, main_block(p), 0, stream>>>(p, a.x, nullptr, a.y, a.weight, a.bias, a.mean, a.invstd);
+  }
+  RN50_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T, int VEC>
+void backward_with(const Plan& p, const BackwardArgs<T>& a, cudaStream_t stream) {
+  float* part_g = static_cast<float*>(a.workspace);
+  float* part_gx = part_g + static_cast<int64_t>(p.reduce_blocks) * p.channels;
+  const dim3 reduce_grid(p.tiles, p.reduce_blocks);
+  // With ReLU and a residual the reduction stores g as the residual's gradient, and dx reads it back instead of dy
+  // and y: one tensor read fewer. Without a residual there is nothing to store g in, so dx masks dy again.
+  const bool store_g = a.relu && a.dresidual != nullptr;
+  if (store_g) {
+    backward_reduce_kernel<T, VEC, true, true>
+        <<<reduce_grid, main_block(p), 0, stream>>>(p, a.dy, a.y, a.x, a.mean, a.dresidual, part_g, part_gx);
+  } else if (a.relu) {
+    backward_reduce_kernel<T, VEC, true, false>
+        <<<reduce_grid, main_block(p), 0, stream>>>(p, a.dy, a.y, a.x, a.mean, nullptr, part_g, part_gx);
+  } else {
+    backward_reduce_kernel<T, VEC, false, false>
+        <<<reduce_grid, main_block(p), 0, stream>>>(p, a.dy, nullptr, a.x, a.mean, nullptr, part_g, part_gx);
+  }
+  RN50_CUDA_CHECK(cudaGetLastError());
+  finalize_backward_kernel<<<finalize_grid(p), finalize_block(), 0, stream>>>(
+      p, part_g, part_gx, impl::GradOut{a.invstd, a.dweight, a.dbias});
+  RN50_CUDA_CHECK(cudaGetLastError());
+  const impl::DxCoefficients co{a.weight, a.mean, a.invstd, a.dweight, a.dbias, a.batch_stats};
+  const dim3 grid(p.tiles, p.elementwise_blocks);
+  if (store_g) {
+    dx_kernel<T, VEC, impl::GradSource::kStored>
+        <<<grid, main_block(p), 0, stream>>>(p, a.dresidual, nullptr, a.x, co, a.dx);
+  } else if (a.relu) {
+    dx_kernel<T, VEC, impl::GradSource::kDyMasked><<<grid, main_block(p), 0, stream>>>(p, a.dy, a.y, a.x, co, a.dx);
+  } else {
+    dx_kernel<T, VEC, impl::GradSource::kDy><<<grid, main_block(p), 0, stream>>>(p, a.dy, nullptr, a.x, co, a.dx);
+  }
+  RN50_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+template <typename T>
+Plan make_plan(int64_t rows, int64_t channels, bool aligned16, int device) {
+  if (rows < 1 || channels < 1) throw std::invalid_argument("batch_norm kernels: empty tensor");
+  int sm_count = 0;
+  RN50_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+  return impl::make_plan_for(rows, channels, static_cast<int>(sizeof(T)), aligned16, sm_count);
+}
+
+template <typename T>
+void batch_norm_forward(const Plan& plan, const ForwardArgs<T>& args, cudaStream_t stream) {
+  check_plan(plan, sizeof(T), {args.x, args.residual, args.y});
+  if (args.batch_stats && args.workspace == nullptr) throw std::invalid_argument("batch_norm_forward: no workspace");
+  constexpr int kWide = 16 / sizeof(T);
+  if (plan.vec == kWide) {
+    forward_with<T, kWide>(plan, args, stream);
+  } else {
+    forward_with<T, 1>(plan, args, stream);
+  }
+}
+
+template <typename T>
+void batch_norm_backward(const Plan& plan, const BackwardArgs<T>& args, cudaStream_t stream) {
+  check_plan(plan, sizeof(T), {args.dy, args.x, args.y, args.dx, args.dresidual});
+  if (args.workspace == nullptr) throw std::invalid_argument("batch_norm_backward: no workspace");
+  constexpr int kWide = 16 / sizeof(T);
+  if (plan.vec == kWide) {
+    backward_with<T, kWide>(plan, args, stream);
+  } else {
+    backward_with<T, 1>(plan, args, stream);
+  }
+}
+
+#define RN50_BN_INSTANTIATE(T)                                                           \
+  template Plan make_plan<T>(int64_t, int64_t, bool, int);                               \
+  template void batch_norm_forward<T>(const Plan&, const ForwardArgs<T>&, cudaStream_t); \
+  template void batch_norm_backward<T>(const Plan&, const BackwardArgs<T>&, cudaStream_t);
+RN50_BN_INSTANTIATE(float)
+RN50_BN_INSTANTIATE(__half)
+RN50_BN_INSTANTIATE(__nv_bfloat16)
+#undef RN50_BN_INSTANTIATE
+
+}  // namespace rn50::ops::kernels

@@ -1,0 +1,502 @@
+// ops/batch_norm_kernels_impl.cuh: the arithmetic and index mapping of rn50's BatchNorm kernels as functions of one
+// thread's and block's indices, so that the kernels (ops/batch_norm_kernels.cu) and a host emulation of them
+// (tests/ops/test_batch_norm_kernels_host.cpp) run the same code.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <vector_functions.h>
+#include <vector_types.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "ops/batch_norm_kernels.h"
+
+#if defined(__CUDACC__)
+#define RN50_HD __host__ __device__
+#else
+#define RN50_HD
+#endif
+// Unrolled in device code; the host compilers (nvcc's host pass, the emulation test) take the loops as written.
+#if defined(__CUDA_ARCH__)
+#define RN50_UNROLL _Pragma("unroll")
+#else
+#define RN50_UNROLL
+#endif
+
+namespace rn50::ops::kernels::impl {
+
+constexpr int kThreads = 256;    // threads of a main kernel's block, at most
+constexpr int kBlocksPerSm = 4;  // resident blocks per SM the grids aim for (one wave; loops stride over rows)
+constexpr int kMaxLanes = 32;    // channel vectors across one block: 512 contiguous bytes of a row
+// Rows a thread loads before it uses any: enough bytes in flight per SM to cover memory latency, few enough registers
+// for kBlocksPerSm blocks (the suffix counts the tensors a row reads).
+constexpr int kStatsUnroll = 4;
+constexpr int kElementwiseUnroll1 = 4;
+constexpr int kElementwiseUnroll2 = 2;
+constexpr int kElementwiseUnroll3 = 1;
+constexpr int kBackwardUnroll = 2;
+constexpr int kFinalizeChannels = 32;  // the finalize kernels' block: 32 channels x 16 groups of partials
+constexpr int kFinalizeGroups = 16;
+
+struct Idx {
+  int tx, ty, bx, by;
+};
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+inline Plan make_plan_for(int64_t rows, int64_t channels, int elem_bytes, bool aligned16, int sm_count) {
+  Plan p;
+  p.rows = rows;
+  p.channels = channels;
+  const int wide = 16 / elem_bytes;
+  p.vec = (aligned16 && channels % wide == 0) ? wide : 1;
+  const int64_t vectors = channels / p.vec;
+  p.tiles = static_cast<int>(ceil_div(vectors, kMaxLanes));
+  p.lanes = static_cast<int>(ceil_div(vectors, p.tiles));  // balanced: the last tile is as full as the others
+  p.row_threads = kThreads / p.lanes;
+  const int64_t row_groups = ceil_div(ceil_div(rows, p.row_threads), kStatsUnroll);
+  const int64_t wave = std::max<int64_t>(1, static_cast<int64_t>(sm_count) * kBlocksPerSm / p.tiles);
+  const int64_t blocks = std::min<int64_t>({row_groups, wave, 65535});
+  p.reduce_blocks = static_cast<int>(std::max<int64_t>(1, blocks));
+  p.elementwise_blocks = p.reduce_blocks;
+  p.workspace_bytes = 2 * static_cast<size_t>(p.reduce_blocks) * static_cast<size_t>(channels) * sizeof(float);
+  return p;
+}
+
+// ---- element conversion and vector access -----------------------------------------------------------------------
+
+RN50_HD inline float to_float(float v) { return v; }
+RN50_HD inline float to_float(__half v) { return __half2float(v); }
+RN50_HD inline float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// N elements of T as one aligned access (16 bytes, or one element): raw bits, converted to float only where used, so
+// that the rows a thread keeps in flight cost 4 registers each.
+template <typename T, int N>
+struct Pack;
+template <>
+struct Pack<float, 4> {
+  float4 r;
+};
+template <>
+struct Pack<float, 1> {
+  float r;
+};
+template <>
+struct Pack<__half, 8> {
+  uint4 r;
+};
+template <>
+struct Pack<__half, 1> {
+  unsigned short r;
+};
+template <>
+struct Pack<__nv_bfloat16, 8> {
+  uint4 r;
+};
+template <>
+struct Pack<__nv_bfloat16, 1> {
+  unsigned short r;
+};
+
+template <typename T, int N>
+RN50_HD inline Pack<T, N> load_pack(const T* __restrict__ p) {
+  Pack<T, N> pack;
+  pack.r = *reinterpret_cast<const decltype(pack.r)*>(p);
+  return pack;
+}
+
+template <typename T, int N>
+RN50_HD inline void store_pack(T* __restrict__ p, const Pack<T, N>& pack) {
+  *reinterpret_cast<decltype(pack.r)*>(p) = pack.r;
+}
+
+template <typename To, typename From>
+RN50_HD inline To bit_cast(const From& from) {
+  static_assert(sizeof(To) == sizeof(From), "bit_cast between types of different sizes");
+  To to;
+  memcpy(&to, &from, sizeof(To));
+  return to;
+}
+
+RN50_HD inline void unpack(const Pack<float, 4>& p, float (&f)[4]) {
+  f[0] = p.r.x;
+  f[1] = p.r.y;
+  f[2] = p.r.z;
+  f[3] = p.r.w;
+}
+RN50_HD inline void unpack(const Pack<float, 1>& p, float (&f)[1]) { f[0] = p.r; }
+
+RN50_HD inline void unpack_half2(unsigned int word, float* f) {
+  f[0] = __half2float(__ushort_as_half(static_cast<unsigned short>(word & 0xffffu)));
+  f[1] = __half2float(__ushort_as_half(static_cast<unsigned short>(word >> 16)));
+}
+RN50_HD inline void unpack(const Pack<__half, 8>& p, float (&f)[8]) {
+  unpack_half2(p.r.x, f);
+  unpack_half2(p.r.y, f + 2);
+  unpack_half2(p.r.z, f + 4);
+  unpack_half2(p.r.w, f + 6);
+}
+RN50_HD inline void unpack(const Pack<__half, 1>& p, float (&f)[1]) { f[0] = __half2float(__ushort_as_half(p.r)); }
+
+// bfloat16 is the upper half of a float's bits: converting is a shift or a mask.
+RN50_HD inline void unpack_bf162(unsigned int word, float* f) {
+  f[0] = bit_cast<float>(word << 16);
+  f[1] = bit_cast<float>(word & 0xffff0000u);
+}
+RN50_HD inline void unpack(const Pack<__nv_bfloat16, 8>& p, float (&f)[8]) {
+  unpack_bf162(p.r.x, f);
+  unpack_bf162(p.r.y, f + 2);
+  unpack_bf162(p.r.z, f + 4);
+  unpack_bf162(p.r.w, f + 6);
+}
+RN50_HD inline void unpack(const Pack<__nv_bfloat16, 1>& p, float (&f)[1]) {
+  f[0] = bit_cast<float>(static_cast<unsigned int>(p.r) << 16);
+}
+
+RN50_HD inline Pack<float, 4> pack_of(const float (&f)[4], float) { return {make_float4(f[0], f[1], f[2], f[3])}; }
+RN50_HD inline Pack<float, 1> pack_of(const float (&f)[1], float) { return {f[0]}; }
+RN50_HD inline Pack<__half, 8> pack_of(const float (&f)[8], __half) {
+  return {make_uint4(
+      bit_cast<unsigned int>(__floats2half2_rn(f[0], f[1])), bit_cast<unsigned int>(__floats2half2_rn(f[2], f[3])),
+      bit_cast<unsigned int>(__floats2half2_rn(f[4], f[5])), bit_cast<unsigned int>(__floats2half2_rn(f[6], f[7])))};
+}
+RN50_HD inline Pack<__half, 1> pack_of(const float (&f)[1], __half) {
+  return {__half_as_ushort(__float2half_rn(f[0]))};
+}
+RN50_HD inline Pack<__nv_bfloat16, 8> pack_of(const float (&f)[8], __nv_bfloat16) {
+  return {make_uint4(bit_cast<unsigned int>(__floats2bfloat162_rn(f[0], f[1])),
+                     bit_cast<unsigned int>(__floats2bfloat162_rn(f[2], f[3])),
+                     bit_cast<unsigned int>(__floats2bfloat162_rn(f[4], f[5])),
+                     bit_cast<unsigned int>(__floats2bfloat162_rn(f[6], f[7])))};
+}
+RN50_HD inline Pack<__nv_bfloat16, 1> pack_of(const float (&f)[1], __nv_bfloat16) {
+  return {__bfloat16_as_ushort(__float2bfloat16_rn(f[0]))};
+}
+
+template <typename T, int N>
+RN50_HD inline void load(const T* __restrict__ p, float (&out)[N]) {
+  unpack(load_pack<T, N>(p), out);
+}
+
+template <typename T, int N>
+RN50_HD inline void store(T* __restrict__ p, const float (&in)[N]) {
+  store_pack<T, N>(p, pack_of(in, T{}));
+}
+
+// The channel vector a thread covers (its first channel is vector * VEC), and whether it holds one at all (the
+// last tile can be narrower than `lanes`).
+RN50_HD inline int64_t vector_of(const Plan& p, const Idx& i) { return static_cast<int64_t>(i.bx) * p.lanes + i.tx; }
+
+// ---- forward: statistics ------------------------------------------------------------------------------------------
+
+// Each thread sums (x - shift) and (x - shift)^2 over its rows in float, shift being the channel's value in row 0:
+// the sums then hold values near zero mean, so the sum of squares loses nothing to cancellation when the channel's
+// mean is large against its spread (the finalize pass adds the shift back). Loads stay packed until used, so that
+// kStatsUnroll rows of 16 bytes are in flight per thread at 4 registers each. Results go to shared memory, laid out
+// [row_threads][lanes * VEC].
+template <typename T, int VEC>
+RN50_HD inline void stats_accumulate(const Plan& p, const Idx& i, const T* __restrict__ x, float* s_sum, float* s_sq) {
+  const int64_t v = vector_of(p, i);
+  float s1[VEC], s2[VEC];
+  RN50_UNROLL
+  for (int k = 0; k < VEC; ++k) s1[k] = s2[k] = 0.0f;
+  if (v * VEC < p.channels) {
+    const int64_t c0 = v * VEC;
+    float shift[VEC];
+    load<T, VEC>(x + c0, shift);
+    const int64_t step = static_cast<int64_t>(p.reduce_blocks) * p.row_threads;
+    for (int64_t r = static_cast<int64_t>(i.by) * p.row_threads + i.ty; r < p.rows; r += kStatsUnroll * step) {
+      Pack<T, VEC> e[kStatsUnroll]{};
+      RN50_UNROLL
+      for (int u = 0; u < kStatsUnroll; ++u) {
+        const int64_t row = r + u * step;
+        if (row < p.rows) e[u] = load_pack<T, VEC>(x + row * p.channels + c0);
+      }
+      RN50_UNROLL
+      for (int u = 0; u < kStatsUnroll; ++u) {
+        if (r + u * step >= p.rows) continue;
+        float f[VEC];
+        unpack(e[u], f);
+        RN50_UNROLL
+        for (int k = 0; k < VEC; ++k) {
+          const float d = f[k] - shift[k];
+          s1[k] += d;
+          s2[k] = fmaf(d, d, s2[k]);
+        }
+      }
+    }
+  }
+  const int base = i.ty * p.lanes * VEC + i.tx * VEC;
+  RN50_UNROLL
+  for (int k = 0; k < VEC; ++k) {
+    s_sum[base + k] = s1[k];
+    s_sq[base + k] = s2[k];
+  }
+}
+
+// After the block's barrier: one thread per channel of the tile adds the row threads' sums and writes the block's
+// partial, [reduce_blocks][channels].
+RN50_HD inline void block_partials(const Plan& p, int vec, int tid, int bx, int by, const float* s_a, const float* s_b,
+                                   float* __restrict__ part_a, float* __restrict__ part_b) {
+  const int width = p.lanes * vec;
+  for (int lc = tid; lc < width; lc += p.lanes * p.row_threads) {
+    const int64_t c = static_cast<int64_t>(bx) * width + lc;
+    if (c >= p.channels) continue;
+    float a = 0.0f, b = 0.0f;
+    for (int t = 0; t < p.row_threads; ++t) {
+      a += s_a[t * width + lc];
+      b += s_b[t * width + lc];
+    }
+    part_a[static_cast<int64_t>(by) * p.channels + c] = a;
+    part_b[static_cast<int64_t>(by) * p.channels + c] = b;
+  }
+}
+
+// The finalize kernels' first phase: thread (tx, ty) of block bx adds, in double, the partials of channel
+// bx * 32 + tx from every 16th block starting at ty; results to shared memory [16][32].
+RN50_HD inline void finalize_accumulate(const Plan& p, int tx, int ty, int bx, const float* __restrict__ part_a,
+                                        const float* __restrict__ part_b, double* s_a, double* s_b) {
+  const int64_t c = static_cast<int64_t>(bx) * kFinalizeChannels + tx;
+  double a = 0.0, b = 0.0;
+  if (c < p.channels) {
+    for (int g = ty; g < p.reduce_blocks; g += kFinalizeGroups) {
+      a += part_a[static_cast<int64_t>(g) * p.channels + c];
+      b += part_b[static_cast<int64_t>(g) * p.channels + c];
+    }
+  }
+  s_a[ty * kFinalizeChannels + tx] = a;
+  s_b[ty * kFinalizeChannels + tx] = b;
+}
+
+RN50_HD inline void finalize_sum(int tx, const double* s_a, const double* s_b, double& a, double& b) {
+  a = 0.0;
+  b = 0.0;
+  for (int t = 0; t < kFinalizeGroups; ++t) {
+    a += s_a[t * kFinalizeChannels + tx];
+    b += s_b[t * kFinalizeChannels + tx];
+  }
+}
+
+struct StatsOut {
+  float* mean;
+  float* invstd;
+  float* running_mean;  // may be null
+  float* running_var;   // may be null
+  double momentum;
+  double eps;
+};
+
+// The finalize kernels' second phase (threads of ty == 0): mean, biased variance and invstd of channel c from the
+// shifted sums, and the running statistics' update with the unbiased variance, as PyTorch does.
+template <typename T>
+RN50_HD inline void finalize_forward(const Plan& p, int tx, int bx, const double* s_a, const double* s_b,
+                                     const T* __restrict__ x, const StatsOut& out) {
+  const int64_t c = static_cast<int64_t>(bx) * kFinalizeChannels + tx;
+  if (c >= p.channels) return;
+  double a, b;
+  finalize_sum(tx, s_a, s_b, a, b);
+  const double m = static_cast<double>(p.rows);
+  const double shifted_mean = a / m;
+  const double spread = b / m - shifted_mean * shifted_mean;
+  const double var = spread > 0.0 ? spread : 0.0;  // rounding can leave a constant channel's slightly negative
+  const double mean = static_cast<double>(to_float(x[c])) + shifted_mean;
+  out.mean[c] = static_cast<float>(mean);
+  out.invstd[c] = static_cast<float>(1.0 / sqrt(var + out.eps));
+  if (out.running_mean != nullptr) {
+    out.running_mean[c] = static_cast<float>((1.0 - out.momentum) * out.running_mean[c] + out.momentum * mean);
+  }
+  if (out.running_var != nullptr) {
+    const double unbiased = p.rows > 1 ? var * m / (m - 1.0) : var;
+    out.running_var[c] = static_cast<float>((1.0 - out.momentum) * out.running_var[c] + out.momentum * unbiased);
+  }
+}
+
+// ---- forward: normalise, add, ReLU --------------------------------------------------------------------------------
+
+// Rows run from the last to the first: the statistics pass read them first to last, so the tensor's tail is what the
+// L2 cache still holds when this pass starts.
+template <typename T, int VEC, bool kResidual, bool kRelu>
+RN50_HD inline void normalize_rows(const Plan& p, const Idx& i, const T* __restrict__ x, const T* __restrict__ residual,
+                                   T* __restrict__ y, const float* __restrict__ weight, const float* __restrict__ bias,
+                                   const float* __restrict__ mean, const float* __restrict__ invstd) {
+  constexpr int U = kResidual ? kElementwiseUnroll2 : kElementwiseUnroll1;
+  const int64_t v = vector_of(p, i);
+  if (v * VEC >= p.channels) return;
+  const int64_t c0 = v * VEC;
+  float mu[VEC], scale[VEC], shift[VEC];
+  RN50_UNROLL
+  for (int k = 0; k < VEC; ++k) {
+    mu[k] = mean[c0 + k];
+    scale[k] = weight[c0 + k] * invstd[c0 + k];
+    shift[k] = bias[c0 + k];
+  }
+  const int64_t step = static_cast<int64_t>(p.elementwise_blocks) * p.row_threads;
+  for (int64_t r = static_cast<int64_t>(i.by) * p.row_threads + i.ty; r < p.rows; r += U * step) {
+    Pack<T, VEC> e[U]{}, add[U]{};
+    RN50_UNROLL
+    for (int u = 0; u < U; ++u) {
+      const int64_t row = p.rows - 1 - (r + u * step);
+      if (row >= 0) {
+        e[u] = load_pack<T, VEC>(x + row * p.channels + c0);
+        if (kResidual) add[u] = load_pack<T, VEC>(residual + row * p.channels + c0);
+      }
+    }
+    RN50_UNROLL
+    for (int u = 0; u < U; ++u) {
+      const int64_t row = p.rows - 1 - (r + u * step);
+      if (row < 0) continue;
+      float out[VEC], f[VEC], fr[VEC];
+      unpack(e[u], f);
+      if (kResidual) unpack(add[u], fr);
+      RN50_UNROLL
+      for (int k = 0; k < VEC; ++k) {
+        float z = fmaf(f[k] - mu[k], scale[k], shift[k]);
+        if (kResidual) z += fr[k];
+        out[k] = (kRelu && z < 0.0f) ? 0.0f : z;  // NaN stays NaN, as in torch.relu
+      }
+      store<T, VEC>(y + row * p.channels + c0, out);
+    }
+  }
+}
+
+// ---- backward: reduction ------------------------------------------------------------------------------------------
+
+// Each thread sums g and g * (x - mean) over its rows (first to last) and, with kWriteG, stores g (the residual's
+// gradient; exact, since g is dy or zero).
+template <typename T, int VEC, bool kRelu, bool kWriteG>
+RN50_HD inline void backward_accumulate(const Plan& p, const Idx& i, const T* __restrict__ dy, const T* __restrict__ y,
+                                        const T* __restrict__ x, const float* __restrict__ mean, T* __restrict__ g_out,
+                                        float* s_a, float* s_b) {
+  constexpr int U = kBackwardUnroll;
+  const int64_t v = vector_of(p, i);
+  float sg[VEC], sgx[VEC];
+  RN50_UNROLL
+  for (int k = 0; k < VEC; ++k) sg[k] = sgx[k] = 0.0f;
+  if (v * VEC < p.channels) {
+    const int64_t c0 = v * VEC;
+    float mu[VEC];
+    RN50_UNROLL
+    for (int k = 0; k < VEC; ++k) mu[k] = mean[c0 + k];
+    const int64_t step = static_cast<int64_t>(p.reduce_blocks) * p.row_threads;
+    for (int64_t r = static_cast<int64_t>(i.by) * p.row_threads + i.ty; r < p.rows; r += U * step) {
+      Pack<T, VEC> pg[U]{}, pe[U]{}, po[U]{};
+      RN50_UNROLL
+      for (int u = 0; u < U; ++u) {
+        const int64_t row = r + u * step;
+        if (row < p.rows) {
+          pg[u] = load_pack<T, VEC>(dy + row * p.channels + c0);
+          pe[u] = load_pack<T, VEC>(x + row * p.channels + c0);
+          if (kRelu) po[u] = load_pack<T, VEC>(y + row * p.channels + c0);
+        }
+      }
+      RN50_UNROLL
+      for (int u = 0; u < U; ++u) {
+        const int64_t row = r + u * step;
+        if (row >= p.rows) continue;
+        float g[VEC], f[VEC], fo[VEC];
+        unpack(pg[u], g);
+        unpack(pe[u], f);
+        if (kRelu) unpack(po[u], fo);
+        RN50_UNROLL
+        for (int k = 0; k < VEC; ++k) {
+          if (kRelu && !(fo[k] > 0.0f)) g[k] = 0.0f;
+          sg[k] += g[k];
+          sgx[k] = fmaf(g[k], f[k] - mu[k], sgx[k]);
+        }
+        if (kWriteG) store<T, VEC>(g_out + row * p.channels + c0, g);
+      }
+    }
+  }
+  const int base = i.ty * p.lanes * VEC + i.tx * VEC;
+  RN50_UNROLL
+  for (int k = 0; k < VEC; ++k) {
+    s_a[base + k] = sg[k];
+    s_b[base + k] = sgx[k];
+  }
+}
+
+struct GradOut {
+  const float* invstd;
+  float* dweight;
+  float* dbias;
+};
+
+RN50_HD inline void finalize_backward(const Plan& p, int tx, int bx, const double* s_a, const double* s_b,
+                                      const GradOut& out) {
+  const int64_t c = static_cast<int64_t>(bx) * kFinalizeChannels + tx;
+  if (c >= p.channels) return;
+  double a, b;
+  finalize_sum(tx, s_a, s_b, a, b);
+  out.dbias[c] = static_cast<float>(a);
+  out.dweight[c] = static_cast<float>(b * static_cast<double>(out.invstd[c]));
+}
+
+// ---- backward: dx --------------------------------------------------------------------------------------------------
+
+// Where g comes from: dy as is (no ReLU), dy masked by y > 0, or g as the reduction stored it (ReLU and residual).
+enum class GradSource { kDy, kDyMasked, kStored };
+
+struct DxCoefficients {
+  const float* weight;
+  const float* mean;
+  const float* invstd;
+  const float* dweight;
+  const float* dbias;
+  bool batch_stats;
+};
+
+// dx = A * g + B * (x - mean) + D per channel: A = w * invstd, B = -A * invstd * dweight / M, D = -A * dbias / M with
+// batch statistics; B = D = 0 with running ones. Rows run last to first (the reduction ran first to last).
+template <typename T, int VEC, GradSource kSource>
+RN50_HD inline void dx_rows(const Plan& p, const Idx& i, const T* __restrict__ grad, const T* __restrict__ y,
+                            const T* __restrict__ x, const DxCoefficients& co, T* __restrict__ dx) {
+  constexpr int U = kSource == GradSource::kDyMasked ? kElementwiseUnroll3 : kElementwiseUnroll2;
+  const int64_t v = vector_of(p, i);
+  if (v * VEC >= p.channels) return;
+  const int64_t c0 = v * VEC;
+  const float inv_m = static_cast<float>(1.0 / static_cast<double>(p.rows));
+  float mu[VEC], a[VEC], b[VEC], d[VEC];
+  RN50_UNROLL
+  for (int k = 0; k < VEC; ++k) {
+    const float is = co.invstd[c0 + k];
+    mu[k] = co.mean[c0 + k];
+    a[k] = co.weight[c0 + k] * is;
+    b[k] = co.batch_stats ? -a[k] * is * co.dweight[c0 + k] * inv_m : 0.0f;
+    d[k] = co.batch_stats ? -a[k] * co.dbias[c0 + k] * inv_m : 0.0f;
+  }
+  const int64_t step = static_cast<int64_t>(p.elementwise_blocks) * p.row_threads;
+  for (int64_t r = static_cast<int64_t>(i.by) * p.row_threads + i.ty; r < p.rows; r += U * step) {
+    Pack<T, VEC> pg[U]{}, pe[U]{}, po[U]{};
+    RN50_UNROLL
+    for (int u = 0; u < U; ++u) {
+      const int64_t row = p.rows - 1 - (r + u * step);
+      if (row >= 0) {
+        pg[u] = load_pack<T, VEC>(grad + row * p.channels + c0);
+        pe[u] = load_pack<T, VEC>(x + row * p.channels + c0);
+        if (kSource == GradSource::kDyMasked) po[u] = load_pack<T, VEC>(y + row * p.channels + c0);
+      }
+    }
+    RN50_UNROLL
+    for (int u = 0; u < U; ++u) {
+      const int64_t row = p.rows - 1 - (r + u * step);
+      if (row < 0) continue;
+      float result[VEC], g[VEC], f[VEC], fo[VEC];
+      unpack(pg[u], g);
+      unpack(pe[u], f);
+      if (kSource == GradSource::kDyMasked) unpack(po[u], fo);
+      RN50_UNROLL
+      for (int k = 0; k < VEC; ++k) {
+        if (kSource == GradSource::kDyMasked && !(fo[k] > 0.0f)) g[k] = 0.0f;
+        result[k] = fmaf(a[k], g[k], fmaf(b[k], f[k] - mu[k], d[k]));
+      }
+      store<T, VEC>(dx + row * p.channels + c0, result);
+    }
+  }
+}
+
+}  // namespace rn50::ops::kernels::impl

@@ -1,0 +1,52 @@
+// ops/fused_batch_norm.h: BatchNorm(+residual add)+ReLU as one autograd op, fused on the GPU for channels-last
+// tensors (cuDNN's fused kernels or rn50's own), with ATen's separate ops everywhere else.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+
+namespace rn50::ops {
+
+// Which kernels run a fused BatchNorm: cuDNN's fused BatchNorm+add+activation (cudnnBatchNormalizationForwardTrainingEx
+// / BackwardEx, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops BN / BN_ACTIVATION / BN_ADD_ACTIVATION), rn50's own kernels,
+// kAuto: in training cuDNN's for BatchNorm+ReLU where cuDNN takes the case, rn50's own otherwise; kAten: ATen's
+// separate batch_norm, add_ and relu_ (what the model ran before; the reference of the tests). Evaluation (training
+// false) runs rn50's kernels for all but kAten: cuDNN has no fused inference op with add and activation.
+enum class BnKernels { kAuto, kCudnn, kOwn, kAten };
+
+// "auto", "cudnn", "rn50", "aten".
+const char* to_string(BnKernels kernels);
+
+// The BatchNorm's tensors and settings, as torch::nn::BatchNorm2d holds them (weight, bias, running_mean, running_var
+// float32 [C]; num_batches_tracked int64 0-dim).
+struct BatchNormState {
+  at::Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+  double momentum = 0.1, eps = 1e-5;
+  bool training = true;
+};
+
+// y = relu?(batch_norm(x) + residual?), with torch::nn::BatchNorm2d's semantics: in training the batch statistics
+// (biased variance to normalise), running_mean/var updated in place with momentum (running_var with the unbiased
+// variance), num_batches_tracked += 1; in evaluation the running statistics. `residual` may be undefined (no add); when
+// defined it has x's shape and dtype (a layout other than x's costs a copy). Gradients flow to x, weight, bias and
+// residual. x must be 4-D [N, C, H, W]. Fused where fused_unsupported_reason(x) is empty and the state's tensors are
+// float32 [C] on x's device; elsewhere (CPU, NCHW, other dtypes, no affine or no running statistics) ATen's ops compute
+// the same. Throws std::invalid_argument on inconsistent arguments, and for kCudnn where cuDNN does not take the case.
+at::Tensor batch_norm_act(const at::Tensor& x, const BatchNormState& bn, const at::Tensor& residual, bool relu,
+                          BnKernels kernels = BnKernels::kAuto);
+
+// Why batch_norm_act would not use fused kernels for such an x (empty: it would), e.g. "on the CPU", "NCHW layout",
+// "this rn50 was built without CUDA": for a log line at start.
+std::string fused_unsupported_reason(const at::Tensor& x);
+
+// Why cuDNN's fused kernels would not take this case (empty: they would, as far as cuDNN's size queries tell; the call
+// itself can still refuse, and kAuto then runs rn50's kernels). Asks cuDNN for a CUDA x.
+std::string cudnn_unsupported_reason(const at::Tensor& x, bool residual, bool relu);
+
+// The kernels batch_norm_act would run for such a call: "cuDNN", "rn50", "rn50 (cuDNN: <why not>)" for kAuto,
+// "ATen (<why>)", or "none (cuDNN: <why not>)" for a kCudnn it would refuse.
+std::string describe_kernels(const at::Tensor& x, bool residual, bool relu, BnKernels kernels = BnKernels::kAuto,
+                             bool training = true);
+
+}  // namespace rn50::ops

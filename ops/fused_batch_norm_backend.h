@@ -1,0 +1,60 @@
+// ops/fused_batch_norm_backend.h: what the dispatch (ops/fused_batch_norm.cpp) asks of the fused kernels' glue, with no
+// CUDA types, so that every build compiles the dispatch: CUDA builds link ops/fused_batch_norm_cuda.cpp, CPU builds
+// ops/fused_batch_norm_none.cpp.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+
+#include "ops/fused_batch_norm.h"
+
+namespace rn50::ops::detail {
+
+// True when the CUDA glue is linked (a CUDA build).
+bool built_with_cuda();
+
+// kAuto's choice in training: cuDNN's fused kernels for BatchNorm+ReLU, whose backward ran faster than rn50's for
+// most of ResNet-50's shapes on the H200, rn50's for BatchNorm+add+ReLU and BatchNorm alone, where rn50's were faster
+// both ways (tests/ops/bench_fused_batch_norm.cpp; docs/fused-kernels.md).
+inline bool auto_prefers_cudnn(bool residual, bool relu) { return relu && !residual; }
+
+// The kernels a fused forward ran; its backward runs the same family (cuDNN's reserve space suits only cuDNN).
+enum class Ran { kOwn = 0, kCudnn = 1 };
+
+// x and residual (undefined: none) are channels-last CUDA tensors of one dtype; the state's tensors float32 [C].
+struct ForwardIn {
+  at::Tensor x, residual, weight, bias, running_mean, running_var;
+  double momentum = 0.1, eps = 1e-5;
+  bool training = true, relu = true;
+  BnKernels kernels = BnKernels::kAuto;
+};
+
+// y: the output; mean and invstd (float32 [C]): the batch's in training, the running statistics' in evaluation;
+// reserve: cuDNN's reserve space (undefined for rn50's kernels).
+struct ForwardOut {
+  at::Tensor y, mean, invstd, reserve;
+  Ran ran = Ran::kOwn;
+};
+
+ForwardOut forward(const ForwardIn& in);
+
+struct BackwardIn {
+  at::Tensor dy, x, y, weight, bias, mean, invstd, reserve;
+  bool has_residual = false, relu = true, training = true;
+  double eps = 1e-5;
+  BnKernels kernels = BnKernels::kAuto;
+  Ran ran = Ran::kOwn;
+};
+
+// dresidual: undefined without a residual.
+struct BackwardOut {
+  at::Tensor dx, dweight, dbias, dresidual;
+};
+
+BackwardOut backward(const BackwardIn& in);
+
+// See rn50::ops::cudnn_unsupported_reason.
+std::string cudnn_unsupported_reason(const at::Tensor& x, bool residual, bool relu);
+
+}  // namespace rn50::ops::detail
