@@ -25,6 +25,8 @@ struct JpegErrorManager {
   jpeg_error_mgr pub;
   std::jmp_buf jump;
   bool premature_end;
+  bool corrupt;
+  bool in_data;  // past the header: stray bytes there are damage, not the header padding libjpeg skips
   char message[JMSG_LENGTH_MAX];
 };
 
@@ -34,12 +36,34 @@ struct JpegErrorManager {
   std::longjmp(err->jump, 1);
 }
 
-// Warnings (level -1) are counted silently, except a premature end of data: a truncated file must not
-// pass as an image padded with grey. Trace messages (level >= 0) are ignored.
+// libjpeg's warnings that the data itself is damaged: it goes on decoding, with grey or garbage where the data was.
+bool corrupt_data_warning(int code) {
+  switch (code) {
+    case JWRN_HIT_MARKER:       // premature end of a data segment
+    case JWRN_EXTRANEOUS_DATA:  // bytes before a marker that belong to nothing
+    case JWRN_HUFF_BAD_CODE:
+    case JWRN_MUST_RESYNC:
+#if JPEG_LIB_VERSION >= 70
+    case JWRN_ARITH_BAD_CODE:
+#endif
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Warnings (level -1) are counted silently, except those about damaged data and a premature end of the file: a
+// damaged or truncated file must not pass as an image padded with grey. Trace messages (level >= 0) are ignored.
 void on_message(j_common_ptr cinfo, int msg_level) {
   if (msg_level >= 0) return;
+  auto* err = reinterpret_cast<JpegErrorManager*>(cinfo->err);
   if (cinfo->err->msg_code == JWRN_JPEG_EOF) {
-    reinterpret_cast<JpegErrorManager*>(cinfo->err)->premature_end = true;
+    err->premature_end = true;
+    jump_on_error(cinfo);
+  }
+  const bool header_padding = cinfo->err->msg_code == JWRN_EXTRANEOUS_DATA && !err->in_data;
+  if (corrupt_data_warning(cinfo->err->msg_code) && !header_padding) {
+    err->corrupt = true;
     jump_on_error(cinfo);
   }
   cinfo->err->num_warnings++;
@@ -50,6 +74,8 @@ void install_error_manager(JpegErrorManager& err, jpeg_error_mgr*& slot) {
   err.pub.error_exit = &jump_on_error;
   err.pub.emit_message = &on_message;
   err.premature_end = false;
+  err.corrupt = false;
+  err.in_data = false;
   err.message[0] = '\0';
 }
 
@@ -65,6 +91,7 @@ bool run_guarded(JpegErrorManager& err, Fn& fn) {
 
 std::string libjpeg_reason(const JpegErrorManager& err) {
   if (err.premature_end) return std::string("truncated JPEG (") + err.message + ")";
+  if (err.corrupt) return std::string("damaged JPEG data (") + err.message + ")";
   return std::string("corrupt or unsupported JPEG (") + err.message + ")";
 }
 
@@ -84,6 +111,8 @@ class Decompressor {
   Decompressor& operator=(const Decompressor&) = delete;
 
   j_decompress_ptr get() { return &cinfo_; }
+  // Called once the header is read: from here on, stray bytes before a marker are damaged data.
+  void entered_data() { err_.in_data = true; }
 
   template <class Fn>
   void run(Fn fn) {
@@ -109,6 +138,7 @@ void read_header(Decompressor& decompressor, const uint8_t* bytes, size_t size) 
     jpeg_mem_src(cinfo, const_cast<unsigned char*>(bytes), static_cast<unsigned long>(size));
     jpeg_read_header(cinfo, TRUE);
   });
+  decompressor.entered_data();
   const int components = cinfo->num_components;
   if (components != 1 && components != 3 && components != 4)
     throw DecodeError("unsupported JPEG with " + std::to_string(components) + " colour components");

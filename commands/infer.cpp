@@ -27,6 +27,17 @@ struct InferOptions {
   std::string device = "cpu";
 };
 
+// Class counts beyond this are no classifier rn50 trains (ImageNet-21k has 21,841): a larger one is a bad file, and
+// building it first would take its memory before any check could refuse it.
+constexpr int64_t kMaxClasses = 100000;
+constexpr int64_t kMaxImages = 65536, kMaxSide = 4096;
+
+std::string shape_of(const safetensors::TensorView& t) {
+  std::string out = "[";
+  for (size_t i = 0; i < t.shape.size(); ++i) out += (i ? ", " : "") + std::to_string(t.shape[i]);
+  return out + "]";
+}
+
 // Runs the model in evaluation mode in true FP32 (no TF32) and writes the logits.
 void infer(const InferOptions& options) {
   namespace st = rn50::safetensors;
@@ -41,9 +52,22 @@ void infer(const InferOptions& options) {
   const st::TensorView* fc = weights.find("fc.weight");
   if (!fc || fc->shape.size() != 2)
     throw ConfigError(options.weights + " has no 2-D 'fc.weight' to size the classifier");
+  if (fc->dtype != st::DType::F32) {
+    throw ConfigError(options.weights + ": 'fc.weight' is " + st::dtype_name(fc->dtype) +
+                      "; rn50 infer takes F32 weights, as rn50 export writes them");
+  }
+  if (fc->shape[0] < 1 || fc->shape[0] > kMaxClasses || fc->shape[1] < 1) {
+    throw ConfigError(options.weights + ": 'fc.weight' is " + shape_of(*fc) + ", not a classifier of 1 to " +
+                      std::to_string(kMaxClasses) + " classes");
+  }
   const st::TensorView* x = images.find("images");
   if (!x || x->dtype != st::DType::F32 || x->shape.size() != 4 || x->shape[1] != 3) {
     throw ConfigError(options.images + " needs an F32 tensor 'images' of shape [N, 3, H, W]");
+  }
+  if (x->shape[0] < 1 || x->shape[0] > kMaxImages || x->shape[2] < 1 || x->shape[2] > kMaxSide || x->shape[3] < 1 ||
+      x->shape[3] > kMaxSide) {
+    throw ConfigError(options.images + ": 'images' is " + shape_of(*x) + "; rn50 infer takes 1 to " +
+                      std::to_string(kMaxImages) + " images of 1 to " + std::to_string(kMaxSide) + " pixels a side");
   }
   std::string model_name = options.model;
   if (model_name.empty()) {
@@ -55,7 +79,7 @@ void infer(const InferOptions& options) {
   const c10::Device device(options.device);
   auto model = models::create(model_name, {fc->shape[0], false});
   model->to(device);
-  log_info(engine::load_weights(options.weights, *model, model->classifier_name()));
+  log_info(engine::load_weights(options.weights, *model, model->classifier_name(), /*new_classifier=*/false));
   model->eval();
   torch::NoGradGuard no_grad;
   const at::Tensor input = at::from_blob(const_cast<uint8_t*>(x->data), x->shape, at::kFloat)

@@ -8,6 +8,7 @@
 
 #include "commands/command.h"
 #include "core/errors.h"
+#include "core/log.h"
 
 namespace {
 
@@ -51,21 +52,27 @@ int main(int argc, char** argv) {
   const std::string name = argv[1];
   for (const auto& command : command_table()) {
     if (name != command.name) continue;
+    // The one place an error becomes an exit code: 2 for what the user can fix (configuration, data, options), 1 for
+    // the rest. The line also goes to the run's log file, where the run has one.
+    auto fatal = [&](const std::string& kind, const char* what, int code) {
+      const std::string line = "rn50 " + name + ": " + kind + what;
+      std::fprintf(stderr, "%s\n", line.c_str());
+      rn50::log_to_file(line);
+      return code;
+    };
     try {
       return command.run(argc - 1, argv + 1);
     } catch (const rn50::ConfigError& e) {
-      std::fprintf(stderr, "rn50 %s: configuration error: %s\n", name.c_str(), e.what());
+      return fatal("configuration error: ", e.what(), 2);
     } catch (const rn50::DataError& e) {
-      std::fprintf(stderr, "rn50 %s: data error: %s\n", name.c_str(), e.what());
+      return fatal("data error: ", e.what(), 2);
     } catch (const rn50::DecodeError& e) {
-      std::fprintf(stderr, "rn50 %s: bad image: %s\n", name.c_str(), e.what());
+      return fatal("bad image: ", e.what(), 2);
     } catch (const cxxopts::exceptions::exception& e) {
-      std::fprintf(stderr, "rn50 %s: %s\n", name.c_str(), e.what());
+      return fatal("", e.what(), 2);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "rn50 %s: error: %s\n", name.c_str(), e.what());
-      return 1;
+      return fatal("error: ", e.what(), 1);
     }
-    return 2;
   }
   std::fprintf(stderr, "rn50: unknown command '%s'\n", name.c_str());
   usage();

@@ -1,5 +1,6 @@
 // commands/train.cpp: `rn50 train`: every config key as an option, the YAML file under them, the launcher's rank and
 // MIG pinning applied before CUDA starts, then the training run (engine/trainer.h).
+#include <unistd.h>
 #include <cxxopts.hpp>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <system_error>
 
 #include "commands/command.h"
 #include "core/affinity.h"
@@ -119,7 +121,13 @@ int train_command(int argc, char** argv) {
     models::create(config.model, {});  // throws the ConfigError that lists the known models
   }
   if (!config.mig.empty()) pin_to_mig(config, launch.world_size);
-  std::filesystem::create_directories(config.out_dir);
+  // out_dir must be a folder this process can write: a failure here is the user's to fix (exit 2), not later.
+  std::error_code ec;
+  std::filesystem::create_directories(config.out_dir, ec);
+  if (ec) throw ConfigError("config key 'out_dir': cannot create " + config.out_dir + ": " + ec.message());
+  if (::access(config.out_dir.c_str(), W_OK) != 0) {
+    throw ConfigError("config key 'out_dir': " + config.out_dir + " is not writable");
+  }
   init_logging(config.out_dir + "/train.log", launch.rank);
   engine::train(config, launch);
   return 0;

@@ -7,8 +7,10 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <sstream>
+#include <system_error>
 #include <utility>
 
 #include "core/affinity.h"
@@ -16,6 +18,8 @@
 
 namespace rn50 {
 namespace {
+
+constexpr uintmax_t kMaxConfigBytes = 1 << 20;
 
 [[noreturn]] void bad_value(const std::string& key, const std::string& value, const std::string& expected) {
   throw ConfigError("config key '" + key + "': '" + value + "' is not " + expected);
@@ -196,6 +200,11 @@ std::vector<ConfigKey> make_keys() {
               "decode: gpu with decode_ahead: batches handed to the decode thread ahead of their step, 1 to 4 (each "
               "holds a batch of decoded images on the device)"),
       bool_key("strict_data", &C::strict_data, "stop at the first unreadable image instead of skipping it"),
+      int_key("max_image_bytes", &C::max_image_bytes,
+              "an image file larger than this is a bad sample, never read (a photo is a few MB)"),
+      int_key("max_image_pixels", &C::max_image_pixels,
+              "an image whose header claims more pixels (width x height) is a bad sample, never decoded (Pillow's "
+              "decompression-bomb limit; a 12000x12000 photo is 144 million)"),
       int_key("synthetic_images", &C::synthetic_images, "images per epoch when data is synthetic"),
       int_key("epochs", &C::epochs, "epochs to train"),
       int_key("max_steps", &C::max_steps, "stop each epoch after this many steps (0: the whole epoch)"),
@@ -250,7 +259,9 @@ void apply_yaml_node(Config& config, const YAML::Node& root, const std::string& 
   if (!root || root.IsNull()) return;
   if (!root.IsMap()) throw ConfigError(origin + ": expected a mapping of key: value");
   for (const auto& item : root) {
+    if (!item.first.IsScalar()) throw ConfigError(origin + ": a key that is not a plain name");
     const std::string key = item.first.as<std::string>();
+    if (key.size() > 64) throw ConfigError(origin + ": unknown config key '" + key.substr(0, 64) + "...'");
     const auto& keys = config_keys();
     const auto it = std::find_if(keys.begin(), keys.end(), [&](const ConfigKey& k) { return k.name == key; });
     if (it == keys.end()) throw ConfigError(origin + ": unknown config key '" + key + "'");
@@ -286,6 +297,10 @@ const std::vector<ConfigKey>& config_keys() {
 }
 
 void apply_yaml_text(Config& config, const std::string& text, const std::string& origin) {
+  if (text.size() > kMaxConfigBytes) {
+    throw ConfigError(origin + ": " + std::to_string(text.size()) + " bytes of YAML; at most " +
+                      std::to_string(kMaxConfigBytes) + " are read");
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -296,6 +311,16 @@ void apply_yaml_text(Config& config, const std::string& text, const std::string&
 }
 
 void apply_yaml_file(Config& config, const std::string& path) {
+  // A config file is a page of keys: a larger one, a folder or a device is refused before yaml-cpp reads it whole.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) throw ConfigError("cannot read config file: " + path);
+  if (!std::filesystem::is_regular_file(status)) throw ConfigError("config file " + path + " is not a regular file");
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec || size > kMaxConfigBytes) {
+    throw ConfigError("config file " + path + " is " + std::to_string(size) + " bytes; at most " +
+                      std::to_string(kMaxConfigBytes) + " are read");
+  }
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -324,25 +349,30 @@ void validate(Config& c) {
   };
   require(c.image_size >= 16 && c.image_size <= 1024, "image_size", "must be between 16 and 1024");
   require(c.val_resize >= c.image_size, "val_resize", "must be at least image_size");
-  require(c.batch_size >= 1, "batch_size", "must be at least 1");
-  require(c.workers >= -1, "workers", "must be -1 (auto), 0 or more");
-  require(c.prefetch >= 1, "prefetch", "must be at least 1");
+  // Upper bounds too: each is far above any real run, and below what would exhaust memory or overflow the times
+  // derived from it (issue 25).
+  require(c.batch_size >= 1 && c.batch_size <= 65536, "batch_size", "must be 1 to 65536");
+  require(c.workers >= -1 && c.workers <= 4096, "workers", "must be -1 (auto), or 0 to 4096");
+  require(c.prefetch >= 1 && c.prefetch <= 64, "prefetch", "must be 1 to 64 (each holds a batch in host memory)");
+  require(c.max_image_bytes >= 1, "max_image_bytes", "must be at least 1");
+  require(c.max_image_pixels >= 1, "max_image_pixels", "must be at least 1");
   require(c.decode_ahead_batches >= 1 && c.decode_ahead_batches <= 4, "decode_ahead_batches", "must be 1 to 4");
   require(c.synthetic_images >= c.batch_size || c.data != DataSource::kSynthetic, "synthetic_images",
           "must be at least batch_size");
-  require(c.epochs >= 1, "epochs", "must be at least 1");
+  require(c.synthetic_images <= (int64_t{1} << 40), "synthetic_images", "must be at most 2^40");
+  require(c.epochs >= 1 && c.epochs <= 1000000, "epochs", "must be 1 to 1000000");
   require(c.max_steps >= 0, "max_steps", "must be 0 (whole epoch) or more");
-  require(c.lr > 0, "lr", "must be positive");
-  require(c.warmup_epochs >= 0, "warmup_epochs", "must not be negative");
+  require(c.lr > 0 && c.lr <= 100, "lr", "must be in (0, 100] (for a batch of 256)");
+  require(c.warmup_epochs >= 0 && c.warmup_epochs <= 10000, "warmup_epochs", "must be 0 to 10000");
   require(c.lr_gamma > 0 && c.lr_gamma <= 1, "lr_gamma", "must be in (0, 1]");
   require(std::adjacent_find(c.lr_milestones.begin(), c.lr_milestones.end(), std::greater_equal<int>()) ==
               c.lr_milestones.end(),
           "lr_milestones", "must be strictly increasing");
   require(c.momentum >= 0 && c.momentum < 1, "momentum", "must be in [0, 1)");
-  require(c.weight_decay >= 0, "weight_decay", "must not be negative");
+  require(c.weight_decay >= 0 && c.weight_decay <= 1, "weight_decay", "must be in [0, 1]");
   require(c.label_smoothing >= 0 && c.label_smoothing < 1, "label_smoothing", "must be in [0, 1)");
   require(c.log_every >= 1, "log_every", "must be at least 1");
-  require(c.price_per_hour >= 0, "price_per_hour", "must not be negative (0 turns costs off)");
+  require(c.price_per_hour >= 0 && c.price_per_hour <= 1e9, "price_per_hour", "must be 0 (off) to 1e9");
   require(!c.out_dir.empty(), "out_dir", "must not be empty");
   require(c.data == DataSource::kSynthetic || !c.data_root.empty(), "data_root", "is required when data is folder");
   require(c.resume.empty() || c.init_from.empty(), "init_from",
@@ -357,7 +387,7 @@ void validate(Config& c) {
             "'" + c.device + "' needs a GPU index, like cuda:0");
   }
   require(c.bucket_mb > 0 && c.bucket_mb <= 4096, "bucket_mb", "must be in (0, 4096]");
-  require(c.dist_timeout_s >= 1, "dist_timeout_s", "must be at least 1");
+  require(c.dist_timeout_s >= 1 && c.dist_timeout_s <= 604800, "dist_timeout_s", "must be 1 to 604800 (a week)");
   require(!(cpu && c.precision != Precision::kFp32), "precision",
           name_of(c.precision) + " (autocast) needs a CUDA device; use fp32 on cpu");
   require(!(cpu && c.decode == Decode::kGpu), "decode", "gpu needs a CUDA device; use decode: cpu on the cpu");

@@ -43,7 +43,9 @@ struct Config {
   bool decode_ahead = true;  // decode: gpu in training: batch k+N submitted right after step k (off: before its own)
   int decode_ahead_batches = 3;  // that N (docs/gpu-decoding.md: why 3)
   bool strict_data = false;
-  int64_t synthetic_images = 25600;  // images per epoch in synthetic mode
+  int64_t max_image_bytes = int64_t{64} << 20;  // larger files are bad samples, never read
+  int64_t max_image_pixels = 178956970;         // width x height above this: a bad sample, never decoded
+  int64_t synthetic_images = 25600;             // images per epoch in synthetic mode
 
   // optimisation
   int epochs = 90;

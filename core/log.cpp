@@ -13,14 +13,24 @@ namespace rn50 {
 void init_logging(const std::string& file, int rank) {
   std::vector<spdlog::sink_ptr> sinks;
   sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
-  if (!file.empty() && rank == 0)
+  spdlog::drop("rn50-file");
+  if (!file.empty() && rank == 0) {
     sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(file, /*truncate=*/false));
+    auto file_only = std::make_shared<spdlog::logger>("rn50-file", sinks.back());
+    file_only->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
+    file_only->flush_on(spdlog::level::err);
+    spdlog::register_logger(file_only);
+  }
   auto logger = std::make_shared<spdlog::logger>("rn50", sinks.begin(), sinks.end());
   logger->set_pattern(rank == 0 ? "[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v"
                                 : "[%Y-%m-%d %H:%M:%S.%e] [rank " + std::to_string(rank) + "] [%^%l%$] %v");
   logger->set_level(rank == 0 ? spdlog::level::info : spdlog::level::warn);
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
+}
+
+void log_to_file(const std::string& message) {
+  if (const auto file = spdlog::get("rn50-file")) file->error("{}", message);
 }
 
 void log_info(const std::string& message) { spdlog::info("{}", message); }

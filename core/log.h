@@ -14,6 +14,10 @@ namespace rn50 {
 // Other ranks log warnings and errors only, prefixed with their rank.
 void init_logging(const std::string& file, int rank);
 
+// The line into the run's log file only (nothing when there is none): main's error boundary prints its fatal
+// error to the console itself.
+void log_to_file(const std::string& message);
+
 void log_info(const std::string& message);
 void log_warn(const std::string& message);
 void log_error(const std::string& message);

@@ -2,6 +2,7 @@
 #include "core/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,9 +28,135 @@ constexpr DTypeInfo kDTypes[] = {{DType::F64, "F64", 8},   {DType::F32, "F32", 4
                                  {DType::BOOL, "BOOL", 1}};
 
 constexpr uint64_t kMaxHeader = 100u << 20;  // the reference implementation's limit
+// A header is {name: {dtype, shape: [dims], data_offsets: [b, e]}}: depth 3. Deeper JSON is refused while it is
+// parsed, before anything recurses through it (printing a value 50,000 lists deep overflowed the stack).
+constexpr int kMaxJsonDepth = 8;
+constexpr size_t kMaxTensors = 1u << 20;
+constexpr size_t kMaxRank = 8;
 
 [[noreturn]] void fail(const std::string& origin, const std::string& what) {
   throw FormatError(origin + ": not a valid safetensors file: " + what);
+}
+
+// A value for an error message, bounded: a short scalar as written, a long one cut, a list or object by its kind.
+std::string excerpt(const nlohmann::json& value) {
+  if (value.is_array()) return "a list of " + std::to_string(value.size());
+  if (value.is_object()) return "an object of " + std::to_string(value.size()) + " keys";
+  std::string text = value.dump();
+  if (text.size() > 40) text = text.substr(0, 40) + "...";
+  return text;
+}
+
+std::string excerpt(const std::string& name) { return name.size() > 60 ? name.substr(0, 60) + "..." : name; }
+
+nlohmann::json parse_header_json(const uint8_t* begin, const uint8_t* end, const std::string& origin) {
+  try {
+    return nlohmann::json::parse(begin, end, [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > kMaxJsonDepth) fail(origin, "header JSON nested deeper than " + std::to_string(kMaxJsonDepth));
+      return true;
+    });
+  } catch (const nlohmann::json::exception& e) {
+    const std::string what = e.what();
+    fail(origin, "header is not JSON (" + (what.size() > 120 ? what.substr(0, 120) + "..." : what) + ")");
+  }
+}
+
+// One tensor's entry, checked against the data's size; `data` holds its offset until the storage exists.
+TensorView parse_entry(const std::string& name, const nlohmann::json& entry, size_t data_size,
+                       const std::string& origin) {
+  const std::string shown = "tensor '" + excerpt(name) + "'";
+  if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets")) {
+    fail(origin, shown + " lacks dtype, shape or data_offsets");
+  }
+  TensorView view;
+  view.name = name;
+  const auto& dtype = entry["dtype"];
+  const auto known = std::find_if(std::begin(kDTypes), std::end(kDTypes), [&](const DTypeInfo& d) {
+    return dtype.is_string() && dtype.get<std::string>() == d.name;
+  });
+  if (known == std::end(kDTypes)) fail(origin, shown + " has unknown dtype " + excerpt(dtype));
+  view.dtype = known->dtype;
+  const auto& shape = entry["shape"];
+  if (!shape.is_array()) fail(origin, shown + " has a shape that is not a list");
+  if (shape.size() > kMaxRank) fail(origin, shown + " has " + std::to_string(shape.size()) + " dimensions");
+  size_t numel = 1;
+  for (const auto& d : shape) {
+    if (!d.is_number_unsigned()) fail(origin, shown + " has a bad dimension " + excerpt(d));
+    const uint64_t dim = d.get<uint64_t>();
+    if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+        (dim != 0 && numel > std::numeric_limits<size_t>::max() / 16 / dim))
+      fail(origin, shown + " is too large");
+    numel *= dim;
+    view.shape.push_back(static_cast<int64_t>(dim));
+  }
+  const auto& offsets = entry["data_offsets"];
+  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+      !offsets[1].is_number_unsigned()) {
+    fail(origin, shown + " has data_offsets that are not two non-negative integers");
+  }
+  const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
+  if (begin > end || end > data_size) {
+    fail(origin, shown + " has offsets [" + std::to_string(begin) + ", " + std::to_string(end) + "] outside the " +
+                     std::to_string(data_size) + " data bytes");
+  }
+  if (end - begin != numel * known->size) {
+    fail(origin, shown + " has " + std::to_string(end - begin) + " bytes, its dtype and shape need " +
+                     std::to_string(numel * known->size));
+  }
+  view.bytes = end - begin;
+  view.data = reinterpret_cast<const uint8_t*>(begin);
+  return view;
+}
+
+// The header's tensors and metadata, every range checked against `data_size`, the data not yet read.
+File parse_header(const uint8_t* json_begin, size_t json_size, size_t data_size, const std::string& origin) {
+  const nlohmann::json header = parse_header_json(json_begin, json_begin + json_size, origin);
+  if (!header.is_object()) fail(origin, "header is not a JSON object");
+  if (header.size() > kMaxTensors) fail(origin, std::to_string(header.size()) + " tensors");
+  File file;
+  std::vector<std::pair<size_t, size_t>> ranges;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (!it.value().is_object()) fail(origin, "__metadata__ is not an object");
+      for (auto m = it.value().begin(); m != it.value().end(); ++m) {
+        if (!m.value().is_string()) fail(origin, "__metadata__ value '" + excerpt(m.key()) + "' is not a string");
+        file.metadata[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    file.tensors.push_back(parse_entry(it.key(), it.value(), data_size, origin));
+    const size_t begin = reinterpret_cast<size_t>(file.tensors.back().data);
+    ranges.emplace_back(begin, begin + file.tensors.back().bytes);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  size_t covered = 0;
+  for (const auto& [begin, end] : ranges) {
+    if (begin < covered) fail(origin, "tensor data ranges overlap at byte " + std::to_string(begin));
+    if (begin > covered)
+      fail(origin, "bytes " + std::to_string(covered) + ".." + std::to_string(begin) + " belong to no tensor");
+    covered = end;
+  }
+  if (covered != data_size) fail(origin, "bytes after " + std::to_string(covered) + " belong to no tensor");
+  return file;
+}
+
+// The header length from the first 8 bytes, checked against the limit and the file's size.
+uint64_t header_length(const uint8_t* first8, uint64_t file_size, const std::string& origin) {
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(first8[i]) << (8 * i);
+  if (n > kMaxHeader) fail(origin, "header length " + std::to_string(n) + " exceeds 100 MiB");
+  if (n > file_size - 8) {
+    fail(origin, "header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(file_size) +
+                     " bytes)");
+  }
+  return n;
+}
+
+// Points the tensors' views into the storage (their data fields hold offsets until now) and sorts them by name.
+void settle(File& file, size_t data_start) {
+  for (auto& t : file.tensors) t.data = file.storage.data() + data_start + reinterpret_cast<size_t>(t.data);
+  std::sort(file.tensors.begin(), file.tensors.end(),
+            [](const TensorView& a, const TensorView& b) { return a.name < b.name; });
 }
 
 }  // namespace
@@ -85,106 +212,65 @@ std::vector<uint8_t> serialize(const std::vector<TensorView>& tensors,
 
 File parse(std::vector<uint8_t> bytes, const std::string& origin) {
   if (bytes.size() < 8) fail(origin, "shorter than its 8-byte header length");
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(bytes[i]) << (8 * i);
-  if (n > kMaxHeader) fail(origin, "header length " + std::to_string(n) + " exceeds 100 MiB");
-  if (n > bytes.size() - 8) {
-    fail(origin, "header length " + std::to_string(n) + " runs past the end of the file (" +
-                     std::to_string(bytes.size()) + " bytes)");
-  }
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(n));
-  } catch (const nlohmann::json::exception& e) {
-    fail(origin, std::string("header is not JSON (") + e.what() + ")");
-  }
-  if (!header.is_object()) fail(origin, "header is not a JSON object");
-
-  File file;
-  const size_t data_start = 8 + n;
-  const size_t data_size = bytes.size() - data_start;
-  std::vector<std::pair<size_t, size_t>> ranges;
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    const std::string& name = it.key();
-    const auto& entry = it.value();
-    if (name == "__metadata__") {
-      if (!entry.is_object()) fail(origin, "__metadata__ is not an object");
-      for (auto m = entry.begin(); m != entry.end(); ++m) {
-        if (!m.value().is_string()) fail(origin, "__metadata__ value '" + m.key() + "' is not a string");
-        file.metadata[m.key()] = m.value().get<std::string>();
-      }
-      continue;
-    }
-    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets")) {
-      fail(origin, "tensor '" + name + "' lacks dtype, shape or data_offsets");
-    }
-    TensorView view;
-    view.name = name;
-    const auto& dtype = entry["dtype"];
-    const auto known = std::find_if(std::begin(kDTypes), std::end(kDTypes), [&](const DTypeInfo& d) {
-      return dtype.is_string() && dtype.get<std::string>() == d.name;
-    });
-    if (known == std::end(kDTypes)) fail(origin, "tensor '" + name + "' has unknown dtype " + dtype.dump());
-    view.dtype = known->dtype;
-    const auto& shape = entry["shape"];
-    if (!shape.is_array()) fail(origin, "tensor '" + name + "' has a shape that is not a list");
-    size_t numel = 1;
-    for (const auto& d : shape) {
-      if (!d.is_number_unsigned()) fail(origin, "tensor '" + name + "' has a bad dimension " + d.dump());
-      const uint64_t dim = d.get<uint64_t>();
-      if (dim != 0 && numel > std::numeric_limits<size_t>::max() / 16 / dim)
-        fail(origin, "tensor '" + name + "' is too large");
-      numel *= dim;
-      view.shape.push_back(static_cast<int64_t>(dim));
-    }
-    const auto& offsets = entry["data_offsets"];
-    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
-        !offsets[1].is_number_unsigned()) {
-      fail(origin, "tensor '" + name + "' has data_offsets that are not two non-negative integers");
-    }
-    const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
-    if (begin > end || end > data_size) {
-      fail(origin, "tensor '" + name + "' has offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                       "] outside the " + std::to_string(data_size) + " data bytes");
-    }
-    if (end - begin != numel * known->size) {
-      fail(origin, "tensor '" + name + "' has " + std::to_string(end - begin) + " bytes, its dtype and shape need " +
-                       std::to_string(numel * known->size));
-    }
-    view.bytes = end - begin;
-    ranges.emplace_back(begin, end);
-    view.data = reinterpret_cast<const uint8_t*>(begin);  // offset for now; pointer once storage is final
-    file.tensors.push_back(std::move(view));
-  }
-  std::sort(ranges.begin(), ranges.end());
-  size_t covered = 0;
-  for (const auto& [begin, end] : ranges) {
-    if (begin < covered) fail(origin, "tensor data ranges overlap at byte " + std::to_string(begin));
-    if (begin > covered)
-      fail(origin, "bytes " + std::to_string(covered) + ".." + std::to_string(begin) + " belong to no tensor");
-    covered = end;
-  }
-  if (covered != data_size) fail(origin, "bytes after " + std::to_string(covered) + " belong to no tensor");
-
+  const uint64_t n = header_length(bytes.data(), bytes.size(), origin);
+  File file = parse_header(bytes.data() + 8, n, bytes.size() - 8 - n, origin);
   file.storage = std::move(bytes);
-  for (auto& t : file.tensors) t.data = file.storage.data() + data_start + reinterpret_cast<size_t>(t.data);
-  std::sort(file.tensors.begin(), file.tensors.end(),
-            [](const TensorView& a, const TensorView& b) { return a.name < b.name; });
+  settle(file, 8 + n);
   return file;
 }
 
 File read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw FormatError("cannot read " + path);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return parse(std::move(bytes), path);
+  // Only regular files: opening a FIFO would block, and a device such as /dev/zero has no end. O_NONBLOCK keeps the
+  // open itself from waiting for a FIFO's writer between the stat and the open.
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) throw FormatError("cannot read " + path + ": " + std::strerror(errno));
+  if (!S_ISREG(info.st_mode)) throw FormatError("cannot read " + path + ": not a regular file");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw FormatError("cannot read " + path + ": " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode))
+    throw FormatError("cannot read " + path + ": not a regular file");
+  const uint64_t size = static_cast<uint64_t>(info.st_size);
+  auto read_at = [&](uint8_t* out, size_t count, uint64_t offset) {
+    size_t done = 0;
+    while (done < count) {
+      const ssize_t got = ::pread(fd, out + done, count - done, static_cast<off_t>(offset + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) throw FormatError("cannot read " + path + ": " + (got < 0 ? std::strerror(errno) : "file shrank"));
+      done += static_cast<size_t>(got);
+    }
+  };
+  if (size < 8) fail(path, "shorter than its 8-byte header length");
+  uint8_t first8[8];
+  read_at(first8, 8, 0);
+  const uint64_t n = header_length(first8, size, path);
+  // The header is checked before the data is read: a bad file costs its header's bytes, never its size.
+  std::vector<uint8_t> json(n);
+  read_at(json.data(), n, 8);
+  File file = parse_header(json.data(), n, size - 8 - n, path);
+  file.storage.resize(size);
+  std::memcpy(file.storage.data(), first8, 8);
+  std::memcpy(file.storage.data() + 8, json.data(), n);
+  read_at(file.storage.data() + 8 + n, size - 8 - n, 8 + n);
+  settle(file, 8 + n);
+  return file;
 }
 
 std::string encode_string_list(const std::vector<std::string>& items) { return nlohmann::json(items).dump(); }
 
 std::vector<std::string> decode_string_list(const std::string& json) {
   try {
-    return nlohmann::json::parse(json).get<std::vector<std::string>>();
+    // A list of strings is two levels deep; anything deeper is refused while it is parsed.
+    return nlohmann::json::parse(json,
+                                 [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+                                   if (depth > 2)
+                                     throw FormatError("not a JSON list of strings: nested deeper than a list");
+                                   return true;
+                                 })
+        .get<std::vector<std::string>>();
   } catch (const nlohmann::json::exception& e) {
     throw FormatError(std::string("not a JSON list of strings: ") + e.what());
   }

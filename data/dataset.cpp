@@ -10,7 +10,9 @@
 #include <system_error>
 #include <utility>
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "codecs/jpeg_header.h"
 #include "core/errors.h"
@@ -19,8 +21,10 @@
 namespace rn50::data {
 namespace {
 
-struct FileCloser {
-  void operator()(std::FILE* file) const { std::fclose(file); }
+// An open file descriptor, closed when it goes.
+struct OpenFile {
+  int fd;
+  ~OpenFile() { ::close(fd); }
 };
 
 // The current errno as text (thread-safe, unlike strerror).
@@ -30,20 +34,42 @@ std::string cannot_read(const std::string& path, const std::string& reason) {
   return "cannot read " + path + ": " + reason;
 }
 
-// Reads a whole file into `bytes`, reusing its capacity.
-void read_file(const std::string& path, std::vector<uint8_t>& bytes) {
-  errno = 0;
-  std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
-  if (!file) throw DecodeError(cannot_read(path, errno_text()));
+// Reads a whole file into `bytes`, reusing its capacity. Only regular files of at most max_bytes, checked before
+// the file is opened (a FIFO would block the open, a device never end) and again on the open file; O_NONBLOCK keeps
+// a FIFO swapped in between from blocking.
+void read_file(const std::string& path, std::vector<uint8_t>& bytes, int64_t max_bytes) {
   struct stat status {};
-  if (fstat(fileno(file.get()), &status) != 0) throw DecodeError(cannot_read(path, errno_text()));
-  if (!S_ISREG(status.st_mode)) throw DecodeError(cannot_read(path, "not a regular file"));
+  if (::stat(path.c_str(), &status) != 0) throw DecodeError(cannot_read(path, errno_text()));
+  auto check = [&] {
+    if (!S_ISREG(status.st_mode)) throw DecodeError(cannot_read(path, "not a regular file"));
+    if (status.st_size > max_bytes) {
+      throw DecodeError(path + ": " + std::to_string(status.st_size) + " bytes, above max_image_bytes (" +
+                        std::to_string(max_bytes) + ")");
+    }
+  };
+  check();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw DecodeError(cannot_read(path, errno_text()));
+  const OpenFile file{fd};
+  if (::fstat(fd, &status) != 0) throw DecodeError(cannot_read(path, errno_text()));
+  check();
   bytes.resize(static_cast<size_t>(status.st_size));
-  errno = 0;
-  const size_t got = bytes.empty() ? 0 : std::fread(bytes.data(), 1, bytes.size(), file.get());
-  if (got != bytes.size()) {
-    const bool failed = std::ferror(file.get()) != 0;
-    throw DecodeError(cannot_read(path, failed ? errno_text() : "the file shrank while being read"));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t got = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw DecodeError(cannot_read(path, errno_text()));
+    if (got == 0) throw DecodeError(cannot_read(path, "the file shrank while being read"));
+    done += static_cast<size_t>(got);
+  }
+}
+
+// The header's size against max_pixels, before any decoding allocates for it.
+void check_pixels(const codecs::JpegInfo& info, int64_t max_pixels) {
+  const int64_t pixels = static_cast<int64_t>(info.width) * info.height;
+  if (pixels > max_pixels) {
+    throw DecodeError(std::to_string(info.width) + "x" + std::to_string(info.height) + " is " + std::to_string(pixels) +
+                      " pixels, above max_image_pixels (" + std::to_string(max_pixels) + ")");
   }
 }
 
@@ -65,8 +91,8 @@ void ImageDataset::load_encoded(size_t, uint64_t, EncodedSample&) const {
   throw std::logic_error("this image source hands out decoded pixels only");
 }
 
-JpegFolderDataset::JpegFolderDataset(ImageFolder folder, SampleTransform transform)
-    : folder_(std::move(folder)), transform_(transform) {
+JpegFolderDataset::JpegFolderDataset(ImageFolder folder, SampleTransform transform, SampleLimits limits)
+    : folder_(std::move(folder)), transform_(transform), limits_(limits) {
   if (folder_.labels.size() != folder_.files.size())
     throw DataError("image folder has " + std::to_string(folder_.files.size()) + " files but " +
                     std::to_string(folder_.labels.size()) + " labels");
@@ -79,10 +105,11 @@ JpegFolderDataset::JpegFolderDataset(ImageFolder folder, SampleTransform transfo
 
 void JpegFolderDataset::load(size_t index, uint64_t epoch, uint8_t* out, WorkerScratch& scratch) const {
   const std::string& path = folder_.files.at(index);
-  read_file(path, scratch.file);
+  read_file(path, scratch.file, limits_.max_bytes);
   try {
     // The plain marker walk: libjpeg reads the header again inside decode_crop_resize, one decompressor per image.
     const codecs::JpegInfo info = codecs::parse_jpeg_frame_header(scratch.file.data(), scratch.file.size());
+    check_pixels(info, limits_.max_pixels);
     const SampleGeometry geometry = sample_geometry(transform_, info.width, info.height, epoch, index);
     codecs::decode_crop_resize(scratch.file.data(), scratch.file.size(), geometry.rect, transform_.image_size,
                                transform_.image_size, geometry.flip, out, scratch.decode);
@@ -93,9 +120,10 @@ void JpegFolderDataset::load(size_t index, uint64_t epoch, uint8_t* out, WorkerS
 
 void JpegFolderDataset::load_encoded(size_t index, uint64_t epoch, EncodedSample& out) const {
   const std::string& path = folder_.files.at(index);
-  read_file(path, out.bytes);
+  read_file(path, out.bytes, limits_.max_bytes);
   try {
     out.info = codecs::parse_jpeg_frame_header(out.bytes.data(), out.bytes.size());
+    check_pixels(out.info, limits_.max_pixels);
     out.geometry = sample_geometry(transform_, out.info.width, out.info.height, epoch, index);
     out.index = index;
   } catch (const DecodeError& e) {

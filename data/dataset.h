@@ -22,6 +22,14 @@ struct SampleTransform {
   uint64_t seed = 0;
 };
 
+// Bounds on one image, checked before its bytes are read and before it is decoded: a file over them is a bad sample.
+struct SampleLimits {
+  int64_t max_bytes = int64_t{64} << 20;  // larger files are never read (a photo is a few MB)
+  // width x height above this is refused before decoding: Pillow's decompression-bomb limit, which a 12000x12000
+  // photo (144 M pixels) stays under and a 2 KB file claiming 60000x60000 does not.
+  int64_t max_pixels = 178956970;
+};
+
 // The crop and flip of one sample. Both decode paths take them from here, so that they agree for every sample.
 struct SampleGeometry {
   codecs::CropRect rect;
@@ -63,7 +71,7 @@ class ImageDataset {
 
 class JpegFolderDataset final : public ImageDataset {
  public:
-  JpegFolderDataset(ImageFolder folder, SampleTransform transform);
+  JpegFolderDataset(ImageFolder folder, SampleTransform transform, SampleLimits limits = {});
   size_t size() const override { return folder_.files.size(); }
   int64_t label(size_t index) const override { return folder_.labels[index]; }
   std::string describe(size_t index) const override { return folder_.files[index]; }
@@ -75,6 +83,7 @@ class JpegFolderDataset final : public ImageDataset {
  private:
   ImageFolder folder_;
   SampleTransform transform_;
+  SampleLimits limits_;
 };
 
 // The sample order of one epoch: a permutation of [0, n) drawn from (seed, epoch) when `shuffle`, the

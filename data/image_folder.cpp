@@ -27,7 +27,8 @@ bool has_image_extension(const std::string& name) {
 
 // Appends the images under one class folder in the order of torchvision's sorted(os.walk(...)): folders sorted
 // by their path string, files sorted by name within each folder. Symlinked sub-folders are not followed, so a
-// link cycle cannot make the scan endless.
+// link cycle cannot make the scan endless. An entry whose type cannot be read (a dangling or self-looping link) is
+// listed like a file when its name is an image's: loading it fails, and it counts as a bad sample, not a fatal error.
 void collect_class_images(const fs::path& class_dir, std::vector<std::string>& files) {
   std::vector<std::pair<std::string, std::vector<std::string>>> folders;  // (folder path, image names)
   std::vector<fs::path> pending{class_dir};
@@ -37,8 +38,10 @@ void collect_class_images(const fs::path& class_dir, std::vector<std::string>& f
     std::vector<std::string> names;
     for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
       const std::string name = entry.path().filename().string();
-      if (entry.is_directory()) {
-        if (!entry.is_symlink()) pending.push_back(entry.path());
+      std::error_code ec;
+      const bool is_dir = entry.is_directory(ec);
+      if (!ec && is_dir) {
+        if (!entry.is_symlink(ec) && !ec) pending.push_back(entry.path());
       } else if (has_image_extension(name)) {
         names.push_back(name);
       }
@@ -63,7 +66,8 @@ ImageFolder scan_image_folder(const std::string& split_dir) {
   ImageFolder folder;
   try {
     for (const fs::directory_entry& entry : fs::directory_iterator(root)) {
-      if (entry.is_directory()) folder.classes.push_back(entry.path().filename().string());
+      std::error_code entry_ec;  // a link whose target cannot be read is no class folder
+      if (entry.is_directory(entry_ec) && !entry_ec) folder.classes.push_back(entry.path().filename().string());
     }
     if (folder.classes.empty()) throw DataError("no class folders in " + split_dir);
     std::sort(folder.classes.begin(), folder.classes.end());  // byte order, as Python sorts str

@@ -7,6 +7,9 @@
 #include <torch/utils.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <limits>
 
 #include "core/errors.h"
 #include "core/safetensors.h"
@@ -68,26 +71,52 @@ at::ScalarType to_scalar_type(st::DType dtype) {
   return at::kFloat;
 }
 
+// A metadata value for an error message, cut short.
+std::string shown(const std::string& value) { return value.size() > 40 ? value.substr(0, 40) + "..." : value; }
+
+// Every value is range-checked: a resumed run trusts them for its schedule (a negative step gave a negative rate).
 CheckpointMeta meta_of(const st::File& file, const std::string& path) {
   auto get = [&](const std::string& key) {
     const auto it = file.metadata.find(key);
     if (it == file.metadata.end()) throw ConfigError("checkpoint " + path + " has no '" + key + "' in its metadata");
     return it->second;
   };
-  if (get("format") != kFormat) throw ConfigError("not an rn50 checkpoint (format " + get("format") + "): " + path);
+  auto integer = [&](const std::string& key, int64_t low, int64_t high) {
+    const std::string text = get(key);
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || errno == ERANGE || v < low || v > high) {
+      throw ConfigError("checkpoint " + path + ": metadata '" + key + "' is '" + shown(text) +
+                        "', not an integer in [" + std::to_string(low) + ", " + std::to_string(high) + "]");
+    }
+    return static_cast<int64_t>(v);
+  };
+  if (get("format") != kFormat) {
+    throw ConfigError("not an rn50 checkpoint (format " + shown(get("format")) + "): " + path);
+  }
+  constexpr int64_t kMany = int64_t{1} << 40;
   CheckpointMeta meta;
+  meta.model = get("model");
+  if (meta.model.empty() || meta.model.size() > 64) {
+    throw ConfigError("checkpoint " + path + ": metadata 'model' is '" + shown(meta.model) + "', not a model name");
+  }
+  meta.epoch = integer("epoch", 0, 1000000);
+  meta.batch_size = integer("batch_size", 1, 1 << 24);
+  meta.steps_per_epoch = integer("steps_per_epoch", 1, kMany);
+  meta.step = integer("step", 0, kMany);
+  meta.seed = integer("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+  if (meta.step > meta.epoch * meta.steps_per_epoch) {
+    throw ConfigError("checkpoint " + path + ": metadata step " + std::to_string(meta.step) + " is past its " +
+                      std::to_string(meta.epoch) + " epochs of " + std::to_string(meta.steps_per_epoch) + " steps");
+  }
   try {
-    meta.model = get("model");
-    meta.epoch = std::stoll(get("epoch"));
-    meta.step = std::stoll(get("step"));
-    meta.seed = std::stoll(get("seed"));
     meta.classes = st::decode_string_list(get("classes"));
-    meta.batch_size = std::stoll(get("batch_size"));
-    meta.steps_per_epoch = std::stoll(get("steps_per_epoch"));
-  } catch (const ConfigError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw ConfigError("checkpoint " + path + " has malformed metadata: " + e.what());
+  } catch (const st::FormatError& e) {
+    throw ConfigError("checkpoint " + path + " has a malformed class list: " + shown(e.what()));
+  }
+  if (meta.classes.empty() || meta.classes.size() > (1u << 20)) {
+    throw ConfigError("checkpoint " + path + " lists " + std::to_string(meta.classes.size()) + " classes");
   }
   return meta;
 }
@@ -177,7 +206,8 @@ CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model
   return meta;
 }
 
-std::string load_weights(const std::string& path, torch::nn::Module& model, const std::string& classifier_name) {
+std::string load_weights(const std::string& path, torch::nn::Module& model, const std::string& classifier_name,
+                         bool new_classifier) {
   const st::File file = read(path);
   const NamedTensors targets = named_state(model);
 
@@ -189,7 +219,7 @@ std::string load_weights(const std::string& path, torch::nn::Module& model, cons
     if (!view) {
       missing.push_back(name);
     } else if (c10::IntArrayRef(view->shape) != target.sizes() || to_scalar_type(view->dtype) != target.scalar_type()) {
-      if (in_classifier(name)) {
+      if (in_classifier(name) && new_classifier) {
         classifier_differs = true;  // another class count: the classifier keeps its initialisation
       } else {
         misshaped.push_back(name);
@@ -206,10 +236,10 @@ std::string load_weights(const std::string& path, torch::nn::Module& model, cons
     if (names.size() > 8) out += ", ... (" + std::to_string(names.size()) + " in all)";
     return out;
   };
-  if (!missing.empty()) throw ConfigError("config key 'init_from': " + path + " lacks " + join(missing));
-  if (!misshaped.empty()) throw ConfigError("config key 'init_from': " + path + " has mis-shaped " + join(misshaped));
-  if (!extra.empty())
-    throw ConfigError("config key 'init_from': " + path + " has tensors the model lacks: " + join(extra));
+  const std::string who = new_classifier ? "config key 'init_from': " : "";  // rn50 infer's errors name no key
+  if (!missing.empty()) throw ConfigError(who + path + " lacks " + join(missing));
+  if (!misshaped.empty()) throw ConfigError(who + path + " has mis-shaped " + join(misshaped));
+  if (!extra.empty()) throw ConfigError(who + path + " has tensors the model lacks: " + join(extra));
 
   torch::NoGradGuard no_grad;
   for (const auto& [name, target] : targets) {

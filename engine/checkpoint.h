@@ -51,8 +51,10 @@ CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model
 // state dict, or an rn50 checkpoint). Every parameter and buffer must be there with its shape, except
 // that when the classifier's shapes differ (another class count) the classifier keeps its fresh
 // initialisation: the start of fine-tuning. Extra tensors other than an rn50 checkpoint's momentum are
-// an error. Errors name the tensors. Returns what was done, for the log.
-std::string load_weights(const std::string& path, torch::nn::Module& model, const std::string& classifier_name);
+// an error. Errors name the tensors. Returns what was done, for the log. With new_classifier false a classifier that
+// differs is an error too (evaluating a fresh classifier would print meaningless logits).
+std::string load_weights(const std::string& path, torch::nn::Module& model, const std::string& classifier_name,
+                         bool new_classifier = true);
 
 // Writes the model tensors of a checkpoint (no optimizer state) with the class list and model name in
 // the metadata: what `rn50 export` produces, loadable by torchvision in one line.

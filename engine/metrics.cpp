@@ -1,8 +1,17 @@
 // engine/metrics.cpp: JSON serialisation of step and epoch records.
 #include "engine/metrics.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <stdexcept>
 
 namespace rn50::engine {
@@ -10,16 +19,72 @@ namespace {
 
 nlohmann::json optional_number(const std::optional<double>& x) { return x ? nlohmann::json(*x) : nlohmann::json(); }
 
-}  // namespace
-
-MetricsLog::MetricsLog(const std::string& path) : out_(path, std::ios::app), path_(path) {
-  if (!out_) throw std::runtime_error("cannot open metrics file " + path);
+// Whether a record of an interrupted run is still the resumed run's: step records up to its step, epoch records up
+// to its epoch. A line that is not a record is dropped.
+bool kept_on_resume(const std::string& line, const ResumePoint& resume) {
+  const nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!r.is_object() || !r.contains("type")) return false;
+  if (r["type"] == "step") return r.value("step", int64_t{-1}) >= 0 && r.value("step", int64_t{0}) <= resume.step;
+  if (r["type"] == "epoch") return r.value("epoch", int64_t{-1}) >= 0 && r.value("epoch", int64_t{0}) <= resume.epoch;
+  return false;
 }
 
+// Reads the file as it is, cuts a torn last line and, when resuming, the records past the resume point; rewrites it
+// (through a .tmp file renamed over it) when anything was cut. Returns what was repaired.
+std::string repair(const std::string& path, const std::optional<ResumePoint>& resume) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string kept;
+  size_t torn = 0, dropped = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (lines.eof() && !text.empty() && text.back() != '\n') {
+      torn = line.size();  // the last line has no newline: cut short by a full disk or a kill
+      continue;
+    }
+    if (resume && !kept_on_resume(line, *resume)) {
+      ++dropped;
+      continue;
+    }
+    kept += line + '\n';
+  }
+  if (torn == 0 && dropped == 0) return "";
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << kept;
+    if (!out.flush()) throw std::runtime_error("cannot repair metrics file " + path + " (writing " + tmp + ")");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw std::runtime_error("cannot repair metrics file " + path + ": " + std::strerror(errno));
+  std::string what = "metrics file " + path + ":";
+  if (torn) what += " cut a torn last line of " + std::to_string(torn) + " bytes;";
+  if (dropped) what += " dropped " + std::to_string(dropped) + " records past the resumed checkpoint;";
+  what.pop_back();
+  return what;
+}
+
+}  // namespace
+
+MetricsLog::MetricsLog(const std::string& path, const std::optional<ResumePoint>& resume)
+    : path_(path), repaired_(repair(path, resume)) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw std::runtime_error("cannot open metrics file " + path + ": " + std::strerror(errno));
+}
+
+MetricsLog::~MetricsLog() { ::close(fd_); }
+
 void MetricsLog::write_line(const std::string& line) {
-  out_ << line << '\n';
-  out_.flush();
-  if (!out_) throw std::runtime_error("cannot write metrics file " + path_);
+  const std::string record = line + '\n';
+  ssize_t n = -1;
+  do {
+    n = ::write(fd_, record.data(), record.size());
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(record.size())) {
+    throw std::runtime_error("cannot write metrics file " + path_ + ": " +
+                             (n < 0 ? std::strerror(errno) : "short write (disk full?)"));
+  }
 }
 
 void MetricsLog::write(const StepRecord& r) {

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <utility>
@@ -36,16 +35,31 @@ struct EpochRecord {
   std::vector<std::pair<std::string, std::optional<double>>> extra;
 };
 
+// Where a resumed run continues: records after it in the file belong to the interrupted run's lost work.
+struct ResumePoint {
+  int64_t epoch = 0;  // epochs completed
+  int64_t step = 0;   // optimizer steps completed
+};
+
 class MetricsLog {
  public:
-  explicit MetricsLog(const std::string& path);  // appends: a resumed run continues the same file
+  // Appends to `path`, one write per record, so that a record is whole or, when the disk fills up mid-write, the
+  // only torn line. A torn last line left by an earlier run is cut off (with the returned warning); with `resume`,
+  // records past it are dropped too, so that the resumed run does not repeat them.
+  explicit MetricsLog(const std::string& path, const std::optional<ResumePoint>& resume = std::nullopt);
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
   void write(const StepRecord& record);
   void write(const EpochRecord& record);
+  // What opening the file repaired ("" when nothing), for the log.
+  const std::string& repaired() const { return repaired_; }
 
  private:
   void write_line(const std::string& line);
-  std::ofstream out_;
+  int fd_ = -1;
   std::string path_;
+  std::string repaired_;
 };
 
 }  // namespace rn50::engine

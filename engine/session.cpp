@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -96,6 +98,7 @@ void apply_math_switches(const Config& config) {
 Session::Session(const Config& config_in, const LaunchEnv& launch, std::unique_ptr<input::InputSource> source_in)
     : config(config_in), device(resolve_device(config_in.device, launch.local_rank)) {
   check_device(config, device);
+  input::check_input_device(config, device);
   apply_math_switches(config);
   // All device work, warm-up included, runs on one non-default stream: CUDA graph capture needs it.
   if (device.is_cuda()) cuda::use_side_stream(device.index());
@@ -111,10 +114,16 @@ Session::Session(const Config& config_in, const LaunchEnv& launch, std::unique_p
   build_model();
   if (primary()) {
     std::filesystem::create_directories(config.out_dir);
-    metrics = std::make_unique<MetricsLog>(config.out_dir + "/metrics.jsonl");
+    remove_stale_temporaries();
     std::ofstream(config.out_dir + "/config.yaml") << to_yaml(config);
   }
   if (!config.resume.empty()) resume();
+  if (primary()) {
+    std::optional<ResumePoint> resumed;
+    if (!config.resume.empty()) resumed = ResumePoint{start_epoch, global_step};
+    metrics = std::make_unique<MetricsLog>(config.out_dir + "/metrics.jsonl", resumed);
+    if (!metrics->repaired().empty()) log_warn(metrics->repaired());
+  }
   if (!config.init_from.empty()) {
     log_info("init_from " + config.init_from + ": " + load_weights(config.init_from, *model, model->classifier_name()));
   }
@@ -129,6 +138,18 @@ int Session::rank() const { return distributed ? distributed->rank() : 0; }
 
 void Session::beat() {
   if (watchdog) watchdog->beat();
+}
+
+// A .tmp file left in out_dir by a run killed while it wrote a checkpoint or repaired the metrics: the file it was
+// to replace is intact (writes go through a .tmp renamed over it), so the leftover goes.
+void Session::remove_stale_temporaries() const {
+  for (const char* name : {"checkpoint.safetensors.tmp", "metrics.jsonl.tmp"}) {
+    const std::string path = config.out_dir + "/" + name;
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(path, ec) && std::filesystem::remove(path, ec)) {
+      log_warn("removed " + path + ", left by an earlier run that stopped while writing it");
+    }
+  }
 }
 
 void Session::build_model() {

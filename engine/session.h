@@ -75,6 +75,7 @@ struct Session {
   int64_t global_step = 0;
 
  private:
+  void remove_stale_temporaries() const;
   void build_model();
   void resume();
   void join_data_parallel();

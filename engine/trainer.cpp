@@ -34,6 +34,21 @@
 namespace rn50::engine {
 namespace {
 
+// On an exception out of an epoch, the input source stops using the batches it holds before their loader goes.
+class AbandonOnError {
+ public:
+  explicit AbandonOnError(input::InputSource& source) : source_(source), exceptions_(std::uncaught_exceptions()) {}
+  ~AbandonOnError() {
+    if (std::uncaught_exceptions() > exceptions_) source_.abandon();
+  }
+  AbandonOnError(const AbandonOnError&) = delete;
+  AbandonOnError& operator=(const AbandonOnError&) = delete;
+
+ private:
+  input::InputSource& source_;
+  int exceptions_;
+};
+
 double peak_host_rss_gib() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -49,7 +64,7 @@ class EpochLoop {
       const auto t0 = Clock::now();
       EpochRecord record = train_epoch(epoch);
       if (s_.distributed) s_.average_buffers();
-      if (s_.source->info().val_images > 0) validate(record);
+      if (config_.validate && s_.source->info().val_images > 0) validate(record);
       s_.beat();
       if (s_.primary()) {
         if (config_.checkpoint) save(epoch + 1);
@@ -74,6 +89,7 @@ class EpochLoop {
     input::InputSource& source = *s_.source;
     const int64_t steps = source.info().steps_per_epoch;
     source.begin_epoch(epoch);
+    const AbandonOnError abandon_on_error(source);
     EpochRecord record;
     record.epoch = epoch + 1;
     at::Tensor loss_sum = at::zeros({}, at::TensorOptions(s_.device).dtype(at::kFloat));

@@ -22,9 +22,14 @@ FolderData::FolderData(const Config& config, const InputContext& context)
   data::SampleTransform val_tf = train_tf;
   val_tf.train = false;
   val_tf.resize_size = config.val_resize;
-  train_ = std::make_unique<data::JpegFolderDataset>(data::scan_image_folder(config.data_root + "/train"), train_tf);
+  data::SampleLimits limits;
+  limits.max_bytes = config.max_image_bytes;
+  limits.max_pixels = config.max_image_pixels;
+  train_ =
+      std::make_unique<data::JpegFolderDataset>(data::scan_image_folder(config.data_root + "/train"), train_tf, limits);
   if (config.validate) {
-    val_ = std::make_unique<data::JpegFolderDataset>(data::scan_image_folder(config.data_root + "/val"), val_tf);
+    val_ =
+        std::make_unique<data::JpegFolderDataset>(data::scan_image_folder(config.data_root + "/val"), val_tf, limits);
     if (val_->classes() != train_->classes()) {
       throw DataError("the class folders of " + config.data_root + "/val differ from those of train");
     }

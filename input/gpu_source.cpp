@@ -131,6 +131,8 @@ class GpuDecodeSource final : public InputSource {
     return counts;
   }
 
+  void abandon() override { decoder_->abandon(); }
+
   InputCounts validate(const EvalBatch& eval) override {
     const std::unique_ptr<data::BatchLoader> loader = data_.val_loader(*val_pool_);
     const AbandonDecodesOnError abandon_on_error(*decoder_);

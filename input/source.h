@@ -69,6 +69,10 @@ class InputSource {
   // This rank's share of the validation split, batch by batch (the last may be short); needs info().val_images > 0.
   virtual InputCounts validate(const EvalBatch& eval) = 0;
 
+  // After an exception out of an epoch: stop using the batches still held, without handing them back (their loader
+  // goes as the exception unwinds). The source is not used again.
+  virtual void abandon() {}
+
  protected:
   DatasetInfo info_;
 };
@@ -76,5 +80,9 @@ class InputSource {
 // Opens the data the configuration names (the ImageNet folder under data_root, or synthetic batches) for this rank.
 // Throws ConfigError / DataError before training when the data or the device cannot serve the configuration.
 std::unique_ptr<InputSource> create_input_source(const Config& config, const InputContext& context);
+
+// The device checks of create_input_source alone (decode: gpu needs a CUDA device and nvJPEG), for a run to make
+// before anything else, data parallel's rendezvous included.
+void check_input_device(const Config& config, const c10::Device& device);
 
 }  // namespace rn50::input

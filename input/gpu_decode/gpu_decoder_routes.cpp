@@ -142,7 +142,7 @@ nvjpegStatus_t GpuJpegDecoder::Impl::decode_hardware_batch(const data::HostBatch
   const nvjpegStatus_t as_rgb = hardware_call(batch, slot, base);
   if (as_rgb == NVJPEG_STATUS_SUCCESS) {
     log_warn("nvJPEG's hardware decoder failed a batch with planar output (" + nvjpeg_status_name(status) +
-             ") and scratch.decoded it as RGB: decode_yuv is off from here on");
+             ") and decoded it as RGB: decode_yuv is off from here on");
     return as_rgb;
   }
   planar = true;  // the batch itself is bad: planar output stays

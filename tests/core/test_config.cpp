@@ -1,10 +1,16 @@
 // tests/core/test_config.cpp: YAML and override parsing, validation errors naming the key, YAML round trip.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "core/config.h"
 #include "core/errors.h"
 #include "input/gpu_decode/gpu_decoder_options.h"
 #include "tests/support/error_of.h"
+#include "tests/support/temp_dir.h"
 
 namespace rn50 {
 namespace {
@@ -65,6 +71,46 @@ TEST(Config, ValidationNamesTheKey) {
   EXPECT_NE(invalid({{"price_per_hour", "-0.5"}}).find("price_per_hour"), std::string::npos);
   EXPECT_EQ(invalid({{"price_per_hour", "3.2"}}), "");
   EXPECT_EQ(invalid({{"data_root", ""}, {"data", "synthetic"}}), "");
+}
+
+// Hostile values (issue 25): each refused with one line naming its key, before anything is allocated for it.
+TEST(Config, RangesBoundValuesThatWouldExhaustMemoryOrOverflow) {
+  const std::vector<std::pair<std::string, std::string>> hostile = {{"prefetch", "1000000"},
+                                                                    {"batch_size", "200000"},
+                                                                    {"batch_size", "2147483647"},
+                                                                    {"lr", "1e308"},
+                                                                    {"warmup_epochs", "1e300"},
+                                                                    {"dist_timeout_s", "2000000000"},
+                                                                    {"weight_decay", "1e30"},
+                                                                    {"epochs", "2000000000"},
+                                                                    {"max_image_pixels", "0"},
+                                                                    {"max_image_bytes", "-1"},
+                                                                    {"workers", "100000"},
+                                                                    {"price_per_hour", "1e300"},
+                                                                    {"synthetic_images", "9223372036854775807"}};
+  for (const auto& [key, value] : hostile) {
+    Config c;
+    c.data = DataSource::kSynthetic;
+    const std::string e = error_of([&] {
+      apply_overrides(c, {{key, value}});
+      validate(c);
+    });
+    EXPECT_NE(e.find("config key '" + key + "'"), std::string::npos) << key << "=" << value << ": " << e;
+  }
+}
+
+TEST(Config, FilesAndKeysThatAreNotAConfigAreConfigurationErrors) {
+  rn50::testing::TempDir dir;
+  Config c;
+  EXPECT_NE(error_of([&] { apply_yaml_file(c, dir.path()); }).find("not a regular file"), std::string::npos);
+  EXPECT_NE(error_of([&] { apply_yaml_file(c, "/dev/zero"); }).find("not a regular file"), std::string::npos);
+  const std::string big = dir.file("big.yaml");
+  std::ofstream(big) << "# " << std::string(2 << 20, 'x') << "\n";
+  EXPECT_NE(error_of([&] { apply_yaml_file(c, big); }).find("at most 1048576 are read"), std::string::npos);
+  EXPECT_NE(error_of([&] { apply_yaml_text(c, "[a, b]: 1\n", "k.yaml"); }).find("not a plain name"), std::string::npos);
+  const std::string long_key = error_of([&] { apply_yaml_text(c, std::string(100000, 'k') + ": 1\n", "k.yaml"); });
+  EXPECT_NE(long_key.find("k.yaml"), std::string::npos) << long_key.substr(0, 200);  // yaml-cpp's or rn50's refusal
+  EXPECT_LT(long_key.size(), 300u);
 }
 
 TEST(Config, AutoWorkersResolveToUsableCores) {

@@ -1,8 +1,14 @@
 // tests/core/test_safetensors.cpp: the safetensors writer and reader: round trip, and one test per defect.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <string>
 
 #include "core/safetensors.h"
 #include "tests/support/temp_dir.h"
@@ -119,6 +125,71 @@ TEST(Safetensors, RejectsASizeThatDisagreesWithTheShape) {
 TEST(Safetensors, RejectsMalformedEntries) {
   EXPECT_NE(error_of(with_header(R"({"a": {"dtype": "F32"}})", 0)).find("lacks"), std::string::npos);
   EXPECT_NE(error_of(with_header(R"({"__metadata__": {"k": 1}})", 0)).find("not a string"), std::string::npos);
+}
+
+// Hostile files (issue 25): each gives a short FormatError, in bounded time and memory.
+
+std::string read_error(const std::string& path) {
+  try {
+    read_file(path);
+  } catch (const FormatError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+double peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+TEST(Safetensors, RefusesDeeplyNestedJsonWhileParsingIt) {
+  // 50,000 nested lists as a dtype: printing it into the message once overflowed the stack.
+  const std::string deep = std::string(50000, '[') + std::string(50000, ']');
+  const std::string e =
+      error_of(with_header("{\"x\":{\"dtype\":" + deep + ",\"shape\":[],\"data_offsets\":[0,0]}}", 0));
+  EXPECT_NE(e.find("nested deeper than"), std::string::npos) << e.substr(0, 200);
+  EXPECT_LT(e.size(), 200u);
+}
+
+TEST(Safetensors, QuotesBadValuesBoundedly) {
+  const std::string long_name(10000, 'd');
+  std::string e =
+      error_of(with_header("{\"x\":{\"dtype\":\"" + long_name + "\",\"shape\":[],\"data_offsets\":[0,0]}}", 0));
+  EXPECT_NE(e.find("unknown dtype"), std::string::npos) << e.substr(0, 200);
+  EXPECT_LT(e.size(), 200u);
+  e = error_of(with_header("{\"" + long_name + "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,2]}}", 0));
+  EXPECT_NE(e.find("outside the 0 data bytes"), std::string::npos) << e.substr(0, 200);
+  EXPECT_LT(e.size(), 250u);
+  e = error_of(with_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4));
+  EXPECT_NE(e.find("9 dimensions"), std::string::npos) << e;
+}
+
+TEST(Safetensors, ReadsTheHeaderBeforeTheData) {
+  // A 3 GiB sparse file whose header is not JSON: refused after reading its header, not the whole file.
+  rn50::testing::TempDir dir;
+  const std::string path = dir.file("big.safetensors");
+  std::vector<uint8_t> head = with_header("{not json}", 0);
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(head.data()), static_cast<std::streamsize>(head.size()));
+  }
+  ASSERT_EQ(::truncate(path.c_str(), off_t{3} << 30), 0);
+  const double before = peak_rss_mib();
+  const std::string e = read_error(path);
+  EXPECT_NE(e.find("header is not JSON"), std::string::npos) << e;
+  EXPECT_LT(peak_rss_mib() - before, 256.0) << "MiB of peak memory for a refused 3 GiB file";
+}
+
+TEST(Safetensors, RefusesFilesThatAreNotRegularWithoutOpeningThem) {
+  rn50::testing::TempDir dir;
+  const std::string fifo = dir.file("w.safetensors");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(read_error(fifo).find("not a regular file"), std::string::npos);  // would block in open otherwise
+  EXPECT_NE(read_error("/dev/zero").find("not a regular file"), std::string::npos);
+  EXPECT_NE(read_error(dir.path()).find("not a regular file"), std::string::npos);
+  EXPECT_NE(read_error(dir.file("none")).find("cannot read"), std::string::npos);
 }
 
 }  // namespace

@@ -9,9 +9,12 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/errors.h"
 #include "data/random_draws.h"
+#include "tests/support/special_jpegs.h"
 #include "tests/support/test_support.h"
 
 namespace rn50::data {
@@ -64,6 +67,16 @@ class DatasetTest : public ::testing::Test {
     WorkerScratch scratch;
     dataset.load(index, epoch, out.data(), scratch);
     return out;
+  }
+
+  // The message of reading sample `index` for the GPU ("" when it reads).
+  static std::string encoded_error_of(const ImageDataset& dataset, size_t index, EncodedSample& out) {
+    try {
+      dataset.load_encoded(index, 0, out);
+    } catch (const DecodeError& e) {
+      return e.what();
+    }
+    return "";
   }
 
   static std::string decode_error_of(const ImageDataset& dataset, size_t index) {
@@ -163,16 +176,53 @@ TEST_F(DatasetTest, BadFilesThrowDecodeErrorNamingThePath) {
     EXPECT_NE(message.find(folder.files[i]), std::string::npos) << message;
     EXPECT_NE(message.find(reasons[i]), std::string::npos) << message;
     // Reading a sample for the GPU fails the same way, before any decoding.
-    std::string encoded_message;
-    try {
-      dataset.load_encoded(i, 0, encoded);
-    } catch (const DecodeError& e) {
-      encoded_message = e.what();
-    }
-    EXPECT_EQ(encoded_message, message);
+    EXPECT_EQ(encoded_error_of(dataset, i, encoded), message);
   }
   EXPECT_EQ(decode_error_of(dataset, 5), "");
   EXPECT_NO_THROW(dataset.load_encoded(5, 0, encoded));
+}
+
+// Hostile files (issue 25): each a bad sample with its reason, in bounded time and memory, on both paths; the
+// limits are the dataset's (config keys max_image_bytes and max_image_pixels).
+TEST_F(DatasetTest, HostileFilesAreBadSamplesBeforeTheyCostTimeOrMemory) {
+  const ImageFolder folder = scan_image_folder(root_.string());
+  SampleLimits limits;
+  limits.max_bytes = 1 << 20;
+  const JpegFolderDataset dataset(folder, train_transform(), limits);
+  const std::vector<uint8_t> good = test::read_bytes(folder.files[1]);
+  // A FIFO: opening it would wait for a writer forever.
+  fs::remove(folder.files[0]);
+  ASSERT_EQ(::mkfifo(folder.files[0].c_str(), 0600), 0);
+  // A sparse file far larger than the limit: refused from its size, never read.
+  test::write_bytes(folder.files[1], good);
+  ASSERT_EQ(::truncate(folder.files[1].c_str(), off_t{2} << 30), 0);
+  // A 2 KB file whose frame header claims 60000x60000 pixels.
+  std::vector<uint8_t> bomb = good;
+  const size_t sof = test::segment_offset(bomb, 0xC0);
+  for (const size_t at : {sof + 5, sof + 7}) bomb[at] = 0xEA, bomb[at + 1] = 0x60;  // 60000, big-endian
+  test::write_bytes(folder.files[2], bomb);
+  // Scan data cut short before an end-of-image marker: libjpeg would pad the image with grey.
+  const size_t sos = test::segment_offset(good, 0xDA);
+  std::vector<uint8_t> damaged(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(sos + 40));
+  damaged.push_back(0xFF);
+  damaged.push_back(0xD9);
+  test::write_bytes(folder.files[3], damaged);
+
+  const std::string reasons[] = {"not a regular file", "above max_image_bytes (1048576)",
+                                 "60000x60000 is 3600000000 pixels, above max_image_pixels (178956970)", "JPEG"};
+  EncodedSample encoded;
+  for (size_t i = 0; i < 4; ++i) {
+    const std::string message = decode_error_of(dataset, i);
+    EXPECT_NE(message.find(reasons[i]), std::string::npos) << message;
+    if (i == 3) continue;  // damaged scan data is found by decoding; the GPU path's decoders report it there
+    EXPECT_EQ(encoded_error_of(dataset, i, encoded), message);
+  }
+  EXPECT_NE(decode_error_of(dataset, 3).find("damaged JPEG data"), std::string::npos) << decode_error_of(dataset, 3);
+  // A good file with bytes after its end-of-image marker decodes, as libjpeg takes it.
+  std::vector<uint8_t> trailing = good;
+  for (int i = 0; i < 16; ++i) trailing.push_back(static_cast<uint8_t>(i));
+  test::write_bytes(folder.files[4], trailing);
+  EXPECT_EQ(decode_error_of(dataset, 4), "");
 }
 
 TEST_F(DatasetTest, EncodedSamplesCarryTheFileAndTheCpuPathsCropAndFlip) {

@@ -56,6 +56,22 @@ TEST(ImageFolder, ClassesInByteOrderFilesSortedLabelsMatch) {
   EXPECT_EQ(folder.files.back(), (root / "b2" / "z.JPEG").string());
 }
 
+// Links whose target cannot be read (self-looping, dangling) are listed like files, so that loading them counts a
+// bad sample; they never stop the scan (issue 25). A looping link named like a class folder is no class.
+TEST(ImageFolder, LinksThatCannotBeFollowedAreListedNotFatal) {
+  TempDir tmp;
+  const fs::path root = tmp.path() / "train";
+  touch(root / "a" / "good.JPEG");
+  fs::create_symlink(root / "a" / "loop.JPEG", root / "a" / "loop.JPEG");
+  fs::create_symlink(root / "a" / "nowhere.JPEG", root / "a" / "dangling.JPEG");
+  fs::create_symlink(root / "b", root / "b");
+  const ImageFolder folder = scan_image_folder(root.string());
+  EXPECT_EQ(folder.classes, std::vector<std::string>{"a"});
+  ASSERT_EQ(folder.files.size(), 3u);
+  EXPECT_NE(folder.files[0].find("dangling.JPEG"), std::string::npos);
+  EXPECT_NE(folder.files[2].find("loop.JPEG"), std::string::npos);
+}
+
 TEST(ImageFolder, ErrorsNameThePath) {
   TempDir tmp;
   const std::string missing = (tmp.path() / "train").string();

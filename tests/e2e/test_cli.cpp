@@ -113,6 +113,16 @@ TEST_F(Cli, DatasetProblemsStopBeforeTrainingWithOneLine) {
   EXPECT_NE(r.output.find("/val"), std::string::npos) << r.output;
 }
 
+// The fatal error also goes to the run's log file, not only to the console (issue 25).
+TEST_F(Cli, TheFatalErrorIsInTrainLogToo) {
+  fs::create_directories(path("empty/train"));
+  const Result r = rn50(small_run(path("empty"), path("run")) + " --epochs 1");
+  EXPECT_EQ(r.code, 2);
+  std::ifstream log(path("run") + "/train.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("rn50 train: data error: no class folders in"), std::string::npos) << text;
+}
+
 TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   std::ofstream(path("bad.yaml")) << "batch_size: 8\nbatchsize: 9\n";
   expect_exit_2_naming("train --config " + path("bad.yaml"), "batchsize");
@@ -281,6 +291,42 @@ TEST_F(Cli, HelpListsEveryConfigKey) {
 }  // namespace
 
 namespace {
+
+// Weights rn50 infer cannot use are refused before a model is built from them (issue 25): a classifier stored in
+// another dtype once gave logits of a random classifier with exit 0, and [2000000, 0] a 2-million-class model.
+TEST_F(Cli, InferRefusesClassifiersItCannotUse) {
+  namespace st = rn50::safetensors;
+  const std::vector<float> pixels(3 * 8 * 8, 0.5f);
+  st::write_file_atomically(path("x.safetensors"), st::serialize({{"images",
+                                                                   st::DType::F32,
+                                                                   {1, 3, 8, 8},
+                                                                   reinterpret_cast<const uint8_t*>(pixels.data()),
+                                                                   pixels.size() * 4}},
+                                                                 {}));
+  auto infer_with = [&](st::DType dtype, std::vector<int64_t> shape) {
+    size_t numel = 1;
+    for (int64_t d : shape) numel *= static_cast<size_t>(d);
+    const std::vector<uint8_t> bytes(numel * st::element_size(dtype), 0);
+    st::write_file_atomically(path("w.safetensors"),
+                              st::serialize({{"fc.weight", dtype, shape, bytes.data(), bytes.size()}}, {}));
+    return rn50("infer --weights " + path("w.safetensors") + " --images " + path("x.safetensors") + " --out " +
+                path("y.safetensors"));
+  };
+  Result r = infer_with(st::DType::F64, {10, 2048});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("'fc.weight' is F64"), std::string::npos) << r.output;
+  r = infer_with(st::DType::F32, {2000000, 0});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("'fc.weight' is [2000000, 0], not a classifier of 1 to 100000 classes"), std::string::npos)
+      << r.output;
+  r = infer_with(st::DType::F32, {0, 2048});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("not a classifier"), std::string::npos) << r.output;
+  r = infer_with(st::DType::F32, {10, 7});  // a classifier, but the rest of the model is missing
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("lacks"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("y.safetensors")));
+}
 
 TEST_F(Cli, ExportInferAndInitFromWorkTogether) {
   make_sample("--classes 3 --per-class 4 --val-per-class 1 --size 32");

@@ -48,7 +48,7 @@ TEST_F(Checkpoint, RoundTripRestoresWeightsBuffersMomentumAndMeta) {
   Sgd sgd(*model, 0.9, 1e-4, false);
   train_a_step(*model, sgd);
   const std::string path = dir_.file("checkpoint.safetensors");
-  save_checkpoint(path, *model, sgd, {"resnet18", 4, 123, 9, {"a", "b", "c"}});
+  save_checkpoint(path, *model, sgd, {"resnet18", 4, 123, 9, {"a", "b", "c"}, 8, 31});
   EXPECT_FALSE(file_exists(path + ".tmp"));
 
   torch::manual_seed(99);
@@ -76,8 +76,8 @@ TEST_F(Checkpoint, SavingReplacesThePreviousFileWhole) {
   auto model = models::create("resnet18", {3, true});
   Sgd sgd(*model, 0.9, 0, false);
   const std::string path = dir_.file("c.safetensors");
-  save_checkpoint(path, *model, sgd, {"resnet18", 1, 10, 0, {"a", "b", "c"}});
-  save_checkpoint(path, *model, sgd, {"resnet18", 2, 20, 0, {"a", "b", "c"}});
+  save_checkpoint(path, *model, sgd, {"resnet18", 1, 10, 0, {"a", "b", "c"}, 8, 10});
+  save_checkpoint(path, *model, sgd, {"resnet18", 2, 20, 0, {"a", "b", "c"}, 8, 10});
   EXPECT_EQ(read_checkpoint_meta(path).epoch, 2);
   EXPECT_EQ(count_files(dir_.path()), 1);
 }
@@ -94,11 +94,11 @@ TEST_F(Checkpoint, BadFilesAreClearErrors) {
   const std::string r34 = dir_.file("r34.safetensors");
   auto big = models::create("resnet34", {3, true});
   Sgd big_sgd(*big, 0.9, 0, false);
-  save_checkpoint(r34, *big, big_sgd, {"resnet34", 1, 1, 0, {"a", "b", "c"}});
+  save_checkpoint(r34, *big, big_sgd, {"resnet34", 1, 1, 0, {"a", "b", "c"}, 8, 1});
   auto with_more_classes = models::create("resnet18", {5, true});
   Sgd sgd5(*with_more_classes, 0.9, 0, false);
   const std::string r18 = dir_.file("r18.safetensors");
-  save_checkpoint(r18, *model, sgd, {"resnet18", 1, 1, 0, {"a", "b", "c"}});
+  save_checkpoint(r18, *model, sgd, {"resnet18", 1, 1, 0, {"a", "b", "c"}, 8, 1});
   try {
     load_checkpoint(r18, *with_more_classes, sgd5);
     FAIL() << "no error";
@@ -116,12 +116,38 @@ namespace {
 
 const auto& config_error = rn50::testing::config_error_of;
 
+// Metadata a resumed run trusts for its schedule is range-checked, and quoted boundedly (issue 25).
+TEST_F(Checkpoint, OutOfRangeMetadataIsAClearError) {
+  auto model = models::create("resnet18", {3, true});
+  Sgd sgd(*model, 0.9, 0, false);
+  const std::string good = dir_.file("good.safetensors");
+  save_checkpoint(good, *model, sgd, {"resnet18", 2, 20, 0, {"a", "b", "c"}, 8, 10});
+  auto with = [&](const std::string& key, const std::string& value) {
+    safetensors::File file = safetensors::read_file(good);
+    file.metadata[key] = value;
+    const std::string path = dir_.file("bad.safetensors");
+    safetensors::write_file_atomically(path, safetensors::serialize(file.tensors, file.metadata));
+    return config_error([&] { load_checkpoint(path, *model, sgd); });
+  };
+  EXPECT_NE(with("step", "-1000").find("metadata 'step' is '-1000', not an integer in [0,"), std::string::npos);
+  EXPECT_NE(with("step", "21").find("past its 2 epochs of 10 steps"), std::string::npos);
+  EXPECT_NE(with("epoch", "3x").find("metadata 'epoch' is '3x'"), std::string::npos);
+  EXPECT_NE(with("batch_size", "0").find("'batch_size'"), std::string::npos);
+  EXPECT_NE(with("steps_per_epoch", "99999999999999999999").find("'steps_per_epoch'"), std::string::npos);
+  EXPECT_NE(with("classes", "[]").find("lists 0 classes"), std::string::npos);
+  EXPECT_NE(with("classes", std::string(20000, '[') + std::string(20000, ']')).find("class list"), std::string::npos);
+  const std::string long_model = with("model", std::string(100000, 'm'));
+  EXPECT_NE(long_model.find("not a model name"), std::string::npos);
+  EXPECT_LT(long_model.size(), 300u);
+  EXPECT_EQ(with("step", "20"), "");  // the good value again loads
+}
+
 TEST_F(Checkpoint, ExportedWeightsLoadBackIdenticallyWithoutOptimizerState) {
   torch::manual_seed(8);
   auto model = models::create("resnet18", {3, true});
   Sgd sgd(*model, 0.9, 0, false);
   train_a_step(*model, sgd);
-  save_checkpoint(dir_.file("c.safetensors"), *model, sgd, {"resnet18", 1, 1, 0, {"a", "b", "c"}});
+  save_checkpoint(dir_.file("c.safetensors"), *model, sgd, {"resnet18", 1, 1, 0, {"a", "b", "c"}, 8, 1});
   export_weights(dir_.file("c.safetensors"), dir_.file("w.safetensors"));
   const auto file = safetensors::read_file(dir_.file("w.safetensors"));
   EXPECT_EQ(file.metadata.at("classes"), "[\"a\",\"b\",\"c\"]");
