@@ -11,6 +11,7 @@
 
 #include "commands/command.h"
 #include "core/errors.h"
+#include "core/files.h"
 #include "core/log.h"
 #include "core/safetensors.h"
 #include "engine/checkpoint.h"
@@ -85,10 +86,10 @@ void infer(const InferOptions& options) {
   const at::Tensor input = at::from_blob(const_cast<uint8_t*>(x->data), x->shape, at::kFloat)
                                .to(device, /*non_blocking=*/false, /*copy=*/true);
   const at::Tensor logits = model->forward(input).to(at::kCPU).contiguous();
-  st::write_file_atomically(options.out, st::serialize({{"logits", st::DType::F32, logits.sizes().vec(),
-                                                         static_cast<const uint8_t*>(logits.data_ptr()),
-                                                         static_cast<size_t>(logits.nbytes())}},
-                                                       {{"model", model_name}, {"weights", options.weights}}));
+  files::write_atomically(options.out, st::serialize({{"logits", st::DType::F32, logits.sizes().vec(),
+                                                       static_cast<const uint8_t*>(logits.data_ptr()),
+                                                       static_cast<size_t>(logits.nbytes())}},
+                                                     {{"model", model_name}, {"weights", options.weights}}));
   log_info(strprintf("wrote logits [%lld, %lld] to %s", static_cast<long long>(logits.size(0)),
                      static_cast<long long>(logits.size(1)), options.out.c_str()));
 }

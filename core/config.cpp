@@ -7,14 +7,14 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <limits>
 #include <sstream>
-#include <system_error>
 #include <utility>
+#include <vector>
 
 #include "core/affinity.h"
 #include "core/errors.h"
+#include "core/files.h"
 
 namespace rn50 {
 namespace {
@@ -311,25 +311,20 @@ void apply_yaml_text(Config& config, const std::string& text, const std::string&
 }
 
 void apply_yaml_file(Config& config, const std::string& path) {
-  // A config file is a page of keys: a larger one, a folder or a device is refused before yaml-cpp reads it whole.
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) throw ConfigError("cannot read config file: " + path);
-  if (!std::filesystem::is_regular_file(status)) throw ConfigError("config file " + path + " is not a regular file");
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec || size > kMaxConfigBytes) {
-    throw ConfigError("config file " + path + " is " + std::to_string(size) + " bytes; at most " +
-                      std::to_string(kMaxConfigBytes) + " are read");
-  }
-  YAML::Node root;
+  // A config file is a page of keys: a larger one, a folder or a device is refused before any of it is read.
+  std::vector<uint8_t> bytes;
   try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
+    files::read_whole(path, kMaxConfigBytes, bytes);
+  } catch (const files::ReadError& e) {
+    if (e.kind == files::ReadError::Kind::kNotRegular)
+      throw ConfigError("config file " + path + " is not a regular file");
+    if (e.kind == files::ReadError::Kind::kTooLarge) {
+      throw ConfigError("config file " + path + " is " + std::to_string(e.size) + " bytes; at most " +
+                        std::to_string(kMaxConfigBytes) + " are read");
+    }
     throw ConfigError("cannot read config file: " + path);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(path + ": not valid YAML: " + e.what());
   }
-  apply_yaml_node(config, root, path);
+  apply_yaml_text(config, std::string(bytes.begin(), bytes.end()), path);
 }
 
 void apply_overrides(Config& config, const std::map<std::string, std::string>& values) {
@@ -349,8 +344,8 @@ void validate(Config& c) {
   };
   require(c.image_size >= 16 && c.image_size <= 1024, "image_size", "must be between 16 and 1024");
   require(c.val_resize >= c.image_size, "val_resize", "must be at least image_size");
-  // Upper bounds too: each is far above any real run, and below what would exhaust memory or overflow the times
-  // derived from it (issue 25).
+  // Upper bounds too: each is far above any real run and keeps the counts and times derived from it from
+  // overflowing (issue 25). They are typo guards, not a memory bound: their product can exceed any host's memory.
   require(c.batch_size >= 1 && c.batch_size <= 65536, "batch_size", "must be 1 to 65536");
   require(c.workers >= -1 && c.workers <= 4096, "workers", "must be -1 (auto), or 0 to 4096");
   require(c.prefetch >= 1 && c.prefetch <= 64, "prefetch", "must be 1 to 64 (each holds a batch in host memory)");

@@ -9,6 +9,12 @@
 
 namespace rn50 {
 
+// The default bounds on one image (data::SampleLimits, the keys max_image_bytes and max_image_pixels): a photo is a
+// few MB; the pixel bound is Pillow's decompression-bomb limit, which a 12000x12000 photo (144 M pixels) stays under
+// and a 2 KB file claiming 60000x60000 does not.
+inline constexpr int64_t kDefaultMaxImageBytes = int64_t{64} << 20;
+inline constexpr int64_t kDefaultMaxImagePixels = 178956970;
+
 // Choices, parsed once from their names (the key table lists them; name_of prints one).
 enum class DataSource { kFolder, kSynthetic };  // folder | synthetic
 enum class Decode { kCpu, kGpu };               // cpu | gpu
@@ -43,9 +49,9 @@ struct Config {
   bool decode_ahead = true;  // decode: gpu in training: batch k+N submitted right after step k (off: before its own)
   int decode_ahead_batches = 3;  // that N (docs/gpu-decoding.md: why 3)
   bool strict_data = false;
-  int64_t max_image_bytes = int64_t{64} << 20;  // larger files are bad samples, never read
-  int64_t max_image_pixels = 178956970;         // width x height above this: a bad sample, never decoded
-  int64_t synthetic_images = 25600;             // images per epoch in synthetic mode
+  int64_t max_image_bytes = kDefaultMaxImageBytes;    // larger files are bad samples, never read
+  int64_t max_image_pixels = kDefaultMaxImagePixels;  // width x height above this: a bad sample, never decoded
+  int64_t synthetic_images = 25600;                   // images per epoch in synthetic mode
 
   // optimisation
   int epochs = 90;

@@ -1,18 +1,12 @@
 // core/safetensors.cpp: safetensors serialisation and a parser that checks every offset before use.
 #include "core/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
+
+#include "core/files.h"
 
 namespace rn50::safetensors {
 namespace {
@@ -220,43 +214,26 @@ File parse(std::vector<uint8_t> bytes, const std::string& origin) {
 }
 
 File read_file(const std::string& path) {
-  // Only regular files: opening a FIFO would block, and a device such as /dev/zero has no end. O_NONBLOCK keeps the
-  // open itself from waiting for a FIFO's writer between the stat and the open.
-  struct stat info {};
-  if (::stat(path.c_str(), &info) != 0) throw FormatError("cannot read " + path + ": " + std::strerror(errno));
-  if (!S_ISREG(info.st_mode)) throw FormatError("cannot read " + path + ": not a regular file");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) throw FormatError("cannot read " + path + ": " + std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode))
-    throw FormatError("cannot read " + path + ": not a regular file");
-  const uint64_t size = static_cast<uint64_t>(info.st_size);
-  auto read_at = [&](uint8_t* out, size_t count, uint64_t offset) {
-    size_t done = 0;
-    while (done < count) {
-      const ssize_t got = ::pread(fd, out + done, count - done, static_cast<off_t>(offset + done));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) throw FormatError("cannot read " + path + ": " + (got < 0 ? std::strerror(errno) : "file shrank"));
-      done += static_cast<size_t>(got);
-    }
-  };
-  if (size < 8) fail(path, "shorter than its 8-byte header length");
-  uint8_t first8[8];
-  read_at(first8, 8, 0);
-  const uint64_t n = header_length(first8, size, path);
-  // The header is checked before the data is read: a bad file costs its header's bytes, never its size.
-  std::vector<uint8_t> json(n);
-  read_at(json.data(), n, 8);
-  File file = parse_header(json.data(), n, size - 8 - n, path);
-  file.storage.resize(size);
-  std::memcpy(file.storage.data(), first8, 8);
-  std::memcpy(file.storage.data() + 8, json.data(), n);
-  read_at(file.storage.data() + 8 + n, size - 8 - n, 8 + n);
-  settle(file, 8 + n);
-  return file;
+  try {
+    const files::RegularFile in(path);
+    const uint64_t size = in.size();
+    if (size < 8) fail(path, "shorter than its 8-byte header length");
+    uint8_t first8[8];
+    in.read_at(first8, 8, 0);
+    const uint64_t n = header_length(first8, size, path);
+    // The header is checked before the data is read: a bad file costs its header's bytes, never its size.
+    std::vector<uint8_t> json(n);
+    in.read_at(json.data(), n, 8);
+    File file = parse_header(json.data(), n, size - 8 - n, path);
+    file.storage.resize(size);
+    std::memcpy(file.storage.data(), first8, 8);
+    std::memcpy(file.storage.data() + 8, json.data(), n);
+    in.read_at(file.storage.data() + 8 + n, size - 8 - n, 8 + n);
+    settle(file, 8 + n);
+    return file;
+  } catch (const files::ReadError& e) {
+    throw FormatError(e.what());
+  }
 }
 
 std::string encode_string_list(const std::vector<std::string>& items) { return nlohmann::json(items).dump(); }
@@ -273,40 +250,6 @@ std::vector<std::string> decode_string_list(const std::string& json) {
         .get<std::vector<std::string>>();
   } catch (const nlohmann::json::exception& e) {
     throw FormatError(std::string("not a JSON list of strings: ") + e.what());
-  }
-}
-
-void write_file_atomically(const std::string& path, const std::vector<uint8_t>& bytes) {
-  const std::string tmp = path + ".tmp";
-  auto fail = [&](const std::string& what, int err) {
-    ::unlink(tmp.c_str());  // never leave a partial file behind
-    throw std::runtime_error(what + " " + tmp + ": " + std::strerror(err));
-  };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) fail("cannot create", errno);
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      fail("cannot write", err);
-    }
-    done += static_cast<size_t>(n);
-  }
-  // The data must be on disk before the rename makes it the file.
-  const int synced = ::fsync(fd) == 0 ? 0 : errno;
-  const int closed = ::close(fd) == 0 ? 0 : errno;
-  if (synced || closed) fail("cannot flush", synced ? synced : closed);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename to " + path + ":", errno);
-  // And the rename itself, which lives in the folder.
-  const auto slash = path.find_last_of('/');
-  const std::string folder = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
   }
 }
 

@@ -44,13 +44,10 @@ std::vector<uint8_t> serialize(const std::vector<TensorView>& tensors,
 // a JSON object, unknown dtypes, bad shapes, offsets outside the data, a size that disagrees with the
 // shape, overlapping ranges and bytes that no tensor covers. `origin` names the source in errors.
 File parse(std::vector<uint8_t> bytes, const std::string& origin);
-File read_file(const std::string& path);
+File read_file(const std::string& path);  // a regular file only (core/files.h); throws FormatError
 
 // Metadata values are strings; a list of strings is stored as a JSON array.
 std::string encode_string_list(const std::vector<std::string>& items);
 std::vector<std::string> decode_string_list(const std::string& json);  // throws FormatError
-
-// Writes PATH.tmp, flushes it to disk and renames it over PATH.
-void write_file_atomically(const std::string& path, const std::vector<uint8_t>& bytes);
 
 }  // namespace rn50::safetensors

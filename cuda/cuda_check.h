@@ -1,22 +1,18 @@
-// cuda/cuda_check.h: one macro family that checks CUDA calls and throws with file, line and expression.
+// cuda/cuda_check.h: RN50_CUDA_CHECK, the CUDA runtime's member of the check family in core/check.h.
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include <stdexcept>
 #include <string>
+
+#include "core/check.h"
 
 namespace rn50::cuda {
 
-[[noreturn]] inline void throw_cuda_error(cudaError_t status, const char* expr, const char* file, int line) {
-  throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + expr +
-                           " failed: " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
+inline std::string cuda_error_text(cudaError_t status) {
+  return std::string(cudaGetErrorName(status)) + " (" + cudaGetErrorString(status) + ")";
 }
 
 }  // namespace rn50::cuda
 
-#define RN50_CUDA_CHECK(expr)                                                                                 \
-  do {                                                                                                        \
-    const cudaError_t rn50_status_ = (expr);                                                                  \
-    if (rn50_status_ != cudaSuccess) ::rn50::cuda::throw_cuda_error(rn50_status_, #expr, __FILE__, __LINE__); \
-  } while (0)
+#define RN50_CUDA_CHECK(expr) RN50_CHECK_STATUS(cudaError_t, cudaSuccess, ::rn50::cuda::cuda_error_text, expr, #expr)

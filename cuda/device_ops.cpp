@@ -8,7 +8,6 @@
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 
-#include <deque>
 #include <stdexcept>
 
 #include "core/errors.h"

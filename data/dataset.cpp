@@ -1,66 +1,29 @@
 // data/dataset.cpp: JpegFolderDataset (read, crop, decode one sample) and epoch_order (the portable shuffle).
 #include "data/dataset.h"
 
-#include <cerrno>
 #include <cstdio>
 #include <memory>
 #include <numeric>
 #include <stdexcept>
 #include <string>
-#include <system_error>
 #include <utility>
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "codecs/jpeg_header.h"
 #include "core/errors.h"
+#include "core/files.h"
 #include "data/random_draws.h"
 
 namespace rn50::data {
 namespace {
 
-// An open file descriptor, closed when it goes.
-struct OpenFile {
-  int fd;
-  ~OpenFile() { ::close(fd); }
-};
-
-// The current errno as text (thread-safe, unlike strerror).
-std::string errno_text() { return std::error_code(errno, std::generic_category()).message(); }
-
-std::string cannot_read(const std::string& path, const std::string& reason) {
-  return "cannot read " + path + ": " + reason;
-}
-
-// Reads a whole file into `bytes`, reusing its capacity. Only regular files of at most max_bytes, checked before
-// the file is opened (a FIFO would block the open, a device never end) and again on the open file; O_NONBLOCK keeps
-// a FIFO swapped in between from blocking.
+// Reads a whole file into `bytes`, reusing its capacity: only a regular file of at most max_bytes (core/files.h).
 void read_file(const std::string& path, std::vector<uint8_t>& bytes, int64_t max_bytes) {
-  struct stat status {};
-  if (::stat(path.c_str(), &status) != 0) throw DecodeError(cannot_read(path, errno_text()));
-  auto check = [&] {
-    if (!S_ISREG(status.st_mode)) throw DecodeError(cannot_read(path, "not a regular file"));
-    if (status.st_size > max_bytes) {
-      throw DecodeError(path + ": " + std::to_string(status.st_size) + " bytes, above max_image_bytes (" +
-                        std::to_string(max_bytes) + ")");
-    }
-  };
-  check();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) throw DecodeError(cannot_read(path, errno_text()));
-  const OpenFile file{fd};
-  if (::fstat(fd, &status) != 0) throw DecodeError(cannot_read(path, errno_text()));
-  check();
-  bytes.resize(static_cast<size_t>(status.st_size));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t got = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw DecodeError(cannot_read(path, errno_text()));
-    if (got == 0) throw DecodeError(cannot_read(path, "the file shrank while being read"));
-    done += static_cast<size_t>(got);
+  try {
+    files::read_whole(path, static_cast<uint64_t>(max_bytes), bytes);
+  } catch (const files::ReadError& e) {
+    if (e.kind != files::ReadError::Kind::kTooLarge) throw DecodeError(e.what());
+    throw DecodeError(path + ": " + std::to_string(e.size) + " bytes, above max_image_bytes (" +
+                      std::to_string(max_bytes) + ")");
   }
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "codecs/jpeg_codec.h"
+#include "core/config.h"
 #include "data/image_folder.h"
 #include "data/transforms.h"
 
@@ -24,10 +25,8 @@ struct SampleTransform {
 
 // Bounds on one image, checked before its bytes are read and before it is decoded: a file over them is a bad sample.
 struct SampleLimits {
-  int64_t max_bytes = int64_t{64} << 20;  // larger files are never read (a photo is a few MB)
-  // width x height above this is refused before decoding: Pillow's decompression-bomb limit, which a 12000x12000
-  // photo (144 M pixels) stays under and a 2 KB file claiming 60000x60000 does not.
-  int64_t max_pixels = 178956970;
+  int64_t max_bytes = kDefaultMaxImageBytes;    // larger files are never read
+  int64_t max_pixels = kDefaultMaxImagePixels;  // width x height above this is refused before decoding
 };
 
 // The crop and flip of one sample. Both decode paths take them from here, so that they agree for every sample.

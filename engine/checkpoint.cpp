@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "core/errors.h"
+#include "core/files.h"
 #include "core/safetensors.h"
 #include "engine/sgd.h"
 
@@ -172,7 +173,7 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, const Sg
                                                        {"classes", st::encode_string_list(meta.classes)},
                                                        {"batch_size", std::to_string(meta.batch_size)},
                                                        {"steps_per_epoch", std::to_string(meta.steps_per_epoch)}};
-  st::write_file_atomically(path, st::serialize(views, metadata));
+  files::write_atomically(path, st::serialize(views, metadata));
 }
 
 CheckpointMeta read_checkpoint_meta(const std::string& path) { return meta_of(read(path), path); }
@@ -262,7 +263,7 @@ void export_weights(const std::string& checkpoint_path, const std::string& out_p
                                                        {"classes", st::encode_string_list(meta.classes)},
                                                        {"epochs", std::to_string(meta.epoch)},
                                                        {"producer", "rn50 export"}};
-  st::write_file_atomically(out_path, st::serialize(views, metadata));
+  files::write_atomically(out_path, st::serialize(views, metadata));
 }
 
 }  // namespace rn50::engine

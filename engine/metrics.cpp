@@ -8,11 +8,12 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 #include <stdexcept>
+
+#include "core/files.h"
 
 namespace rn50::engine {
 namespace {
@@ -30,7 +31,7 @@ bool kept_on_resume(const std::string& line, const ResumePoint& resume) {
 }
 
 // Reads the file as it is, cuts a torn last line and, when resuming, the records past the resume point; rewrites it
-// (through a .tmp file renamed over it) when anything was cut. Returns what was repaired.
+// (atomically: core/files.h) when anything was cut. Returns what was repaired.
 std::string repair(const std::string& path, const std::optional<ResumePoint>& resume) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return "";
@@ -50,14 +51,11 @@ std::string repair(const std::string& path, const std::optional<ResumePoint>& re
     kept += line + '\n';
   }
   if (torn == 0 && dropped == 0) return "";
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << kept;
-    if (!out.flush()) throw std::runtime_error("cannot repair metrics file " + path + " (writing " + tmp + ")");
+  try {
+    files::write_atomically(path, kept.data(), kept.size());
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("cannot repair metrics file " + path + ": " + e.what());
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("cannot repair metrics file " + path + ": " + std::strerror(errno));
   std::string what = "metrics file " + path + ":";
   if (torn) what += " cut a torn last line of " + std::to_string(torn) + " bytes;";
   if (dropped) what += " dropped " + std::to_string(dropped) + " records past the resumed checkpoint;";
@@ -70,7 +68,7 @@ std::string repair(const std::string& path, const std::optional<ResumePoint>& re
 MetricsLog::MetricsLog(const std::string& path, const std::optional<ResumePoint>& resume)
     : path_(path), repaired_(repair(path, resume)) {
   fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw std::runtime_error("cannot open metrics file " + path + ": " + std::strerror(errno));
+  if (fd_ < 0) throw std::runtime_error("cannot open metrics file " + path + ": " + files::errno_text(errno));
 }
 
 MetricsLog::~MetricsLog() { ::close(fd_); }
@@ -83,7 +81,7 @@ void MetricsLog::write_line(const std::string& line) {
   } while (n < 0 && errno == EINTR);
   if (n != static_cast<ssize_t>(record.size())) {
     throw std::runtime_error("cannot write metrics file " + path_ + ": " +
-                             (n < 0 ? std::strerror(errno) : "short write (disk full?)"));
+                             (n < 0 ? files::errno_text(errno) : "short write (disk full?)"));
   }
 }
 

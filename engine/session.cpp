@@ -18,6 +18,7 @@
 
 #include "core/config.h"
 #include "core/errors.h"
+#include "core/files.h"
 #include "core/launch_env.h"
 #include "core/log.h"
 #include "cuda/cuda_support.h"
@@ -121,7 +122,7 @@ Session::Session(const Config& config_in, const LaunchEnv& launch, std::unique_p
   if (primary()) {
     std::optional<ResumePoint> resumed;
     if (!config.resume.empty()) resumed = ResumePoint{start_epoch, global_step};
-    metrics = std::make_unique<MetricsLog>(config.out_dir + "/metrics.jsonl", resumed);
+    metrics = std::make_unique<MetricsLog>(config.out_dir + "/" + kMetricsFile, resumed);
     if (!metrics->repaired().empty()) log_warn(metrics->repaired());
   }
   if (!config.init_from.empty()) {
@@ -140,11 +141,11 @@ void Session::beat() {
   if (watchdog) watchdog->beat();
 }
 
-// A .tmp file left in out_dir by a run killed while it wrote a checkpoint or repaired the metrics: the file it was
-// to replace is intact (writes go through a .tmp renamed over it), so the leftover goes.
+// A temporary left in out_dir by a run killed while it wrote a checkpoint or repaired the metrics: the file it was
+// to replace is intact (files::write_atomically renames the temporary over it only when complete), so it goes.
 void Session::remove_stale_temporaries() const {
-  for (const char* name : {"checkpoint.safetensors.tmp", "metrics.jsonl.tmp"}) {
-    const std::string path = config.out_dir + "/" + name;
+  for (const char* name : {kCheckpointFile, kMetricsFile}) {
+    const std::string path = files::temporary_path(config.out_dir + "/" + name);
     std::error_code ec;
     if (std::filesystem::is_regular_file(path, ec) && std::filesystem::remove(path, ec)) {
       log_warn("removed " + path + ", left by an earlier run that stopped while writing it");

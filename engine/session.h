@@ -32,6 +32,10 @@ class Watchdog;
 
 namespace rn50::engine {
 
+// The files a run keeps in out_dir.
+inline constexpr char kCheckpointFile[] = "checkpoint.safetensors";
+inline constexpr char kMetricsFile[] = "metrics.jsonl";
+
 class MetricsLog;
 class Sgd;
 class StepTimer;

@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "core/clock.h"
+
 namespace rn50::engine {
 
 // kBetweenSteps is not marked: the timer measures it from a step's last mark to the next begin_step. On the device
@@ -66,7 +68,6 @@ class HostStepTimer final : public StepTimer {
   }
 
  private:
-  using Clock = std::chrono::steady_clock;
   double seconds(Clock::time_point now) const { return std::chrono::duration<double>(now - last_).count(); }
   Clock::time_point last_ = Clock::now();
   bool marked_ = false;  // a mark since take_totals: the next begin_step ends a gap between steps

@@ -113,8 +113,9 @@ class EpochLoop {
       ++s_.global_step;
       record.lr = lr;
       if (s_.primary() && s_.global_step % config_.log_every == 0) {
-        // The only sync in the loop, every log_every steps, on the rank that logs. An interval can be shorter than
-        // log_every at the start of an epoch, since records follow the global step.
+        // The loop's own only sync, every log_every steps, on the rank that logs (source.fill may wait too: that
+        // counts as input time). An interval can be shorter than log_every at the start of an epoch, since records
+        // follow the global step.
         const double mean_loss = interval_loss.item<double>() / static_cast<double>(interval_steps);
         const double rate =
             static_cast<double>(interval_steps * config_.batch_size * s_.world()) / seconds_since(interval_start);
@@ -213,7 +214,7 @@ class EpochLoop {
     const input::DatasetInfo& info = s_.source->info();
     CheckpointMeta meta{config_.model, epochs_done,        s_.global_step,      config_.seed,
                         info.classes,  config_.batch_size, info.steps_per_epoch};
-    save_checkpoint(config_.out_dir + "/checkpoint.safetensors", *s_.model, *s_.sgd, meta, s_.step->state());
+    save_checkpoint(config_.out_dir + "/" + kCheckpointFile, *s_.model, *s_.sgd, meta, s_.step->state());
   }
 
   void log_epoch(const EpochRecord& r, const std::optional<RunCost>& cost) const {

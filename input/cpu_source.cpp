@@ -19,7 +19,7 @@ namespace {
 class CpuDecodeSource final : public InputSource {
  public:
   CpuDecodeSource(const Config& config, const InputContext& context)
-      : config_(config), context_(context), data_(config, context), uploader_(context.device, context.channels_last) {
+      : config_(config), context_(context), data_(config, context), uploader_(context.device) {
     info_ = data_.info();
     const std::shared_ptr<HostAllocator> host = data_.host_allocator();
     // The loader fills `prefetch` batches ahead; the uploader holds up to kCopySlots more while they copy.

@@ -15,18 +15,12 @@
 
 #include "codecs/jpeg_codec.h"
 #include "core/affinity.h"
+#include "core/clock.h"
 #include "data/random_draws.h"
 #include "data/transforms.h"
 
 namespace rn50::input {
 namespace {
-
-using data::detail::mix_seed;
-using data::detail::normal;
-using data::detail::uniform_int;
-using data::detail::uniform_real;
-
-using Clock = std::chrono::steady_clock;
 
 // Runs `work(i)` for i = 0, 1, ... until `seconds` have passed; returns calls per second.
 template <typename Work>
@@ -36,7 +30,7 @@ double rate(double seconds, Work&& work) {
   double elapsed = 0;
   do {
     for (int k = 0; k < 16; ++k) work(done++);
-    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    elapsed = seconds_since(start);
   } while (elapsed < seconds);
   return static_cast<double>(done) / elapsed;
 }
@@ -168,14 +162,14 @@ DecodeBenchResult run_decode_bench(const std::vector<std::vector<uint8_t>>& file
         if (pinned && !pin_this_thread(cpu_in_turn(cpus, t))) ++pin_failures;
         TrainDecoder decoder{files, infos, output_size, {}};
         int64_t i = t * 1000003LL, n = 0;
-        while (std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
+        while (seconds_since(start) < seconds) {
           for (int k = 0; k < 8; ++k, ++n) decoder(i++);
         }
         total += n;
       });
     }
     for (auto& th : pool) th.join();
-    return static_cast<double>(total.load()) / std::chrono::duration<double>(Clock::now() - start).count();
+    return static_cast<double>(total.load()) / seconds_since(start);
   };
   result.train_all_threads = all_threads(false);
   if (also_pinned) {

@@ -1,5 +1,5 @@
 // input/synthetic_source.cpp: data: synthetic: a few fixed random batches made once on the device and cycled, so that
-// loading costs nothing and the step rate is compute alone.
+// loading is one device-to-device copy a step, no reading or decoding, and the step rate is compute alone.
 #include "input/sources.h"
 
 #include <ATen/ATen.h>

@@ -10,7 +10,7 @@
 
 namespace rn50::input {
 
-InputUploader::InputUploader(c10::Device device, bool channels_last) : device_(device), channels_last_(channels_last) {
+InputUploader::InputUploader(c10::Device device) : device_(device) {
   const input::Normalization norm = input::imagenet_normalization();  // the GPU decode path's constants too
   std::copy(norm.scale, norm.scale + 3, scale_host_);
   std::copy(norm.shift, norm.shift + 3, shift_host_);

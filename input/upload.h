@@ -14,7 +14,7 @@ namespace rn50::input {
 // change happen on the device.
 class InputUploader {
  public:
-  InputUploader(c10::Device device, bool channels_last);
+  explicit InputUploader(c10::Device device);
   // Blocking copy: returns (images uint8 NHWC, labels int64) on the device. The host buffer may be
   // reused as soon as this returns.
   std::pair<at::Tensor, at::Tensor> upload(const data::HostBatch& batch, int image_size);
@@ -24,7 +24,6 @@ class InputUploader {
 
  private:
   c10::Device device_;
-  bool channels_last_;
   float scale_host_[3], shift_host_[3];
   at::Tensor scale_;  // 1 / (255 * std), per channel
   at::Tensor shift_;  // mean / std, per channel

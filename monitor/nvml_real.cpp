@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/check.h"
 #include "monitor/health.h"
 #include "monitor/nvml.h"
 
@@ -42,18 +43,13 @@ static_assert(rn50::monitor::kClockEventDisplayClockSetting == nvmlClocksEventRe
 namespace rn50::monitor {
 namespace {
 
-[[noreturn]] void throw_nvml_error(nvmlReturn_t status, const char* expr, const char* file, int line) {
-  throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + expr +
-                           " failed: " + nvmlErrorString(status));
-}
-
 // Returns `status` when it is NVML_SUCCESS or one of `normal_answers`; throws for anything else.
 nvmlReturn_t check_nvml(nvmlReturn_t status, const char* expr, const char* file, int line,
                         std::initializer_list<nvmlReturn_t> normal_answers) {
   if (status == NVML_SUCCESS) return status;
   for (const nvmlReturn_t answer : normal_answers)
     if (status == answer) return status;
-  throw_nvml_error(status, expr, file, line);
+  throw_call_failed(expr, file, line, nvmlErrorString(status));
 }
 
 }  // namespace

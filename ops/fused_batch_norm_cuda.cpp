@@ -14,6 +14,7 @@
 #include <string>
 #include <tuple>
 
+#include "core/check.h"
 #include "cuda/cudnn_check.h"
 #include "ops/batch_norm_kernels.h"
 #include "ops/current_stream.h"
@@ -152,44 +153,25 @@ BackwardOut own_backward_any(const BackwardIn& in, const at::Tensor& dy, cudaStr
 
 // ---- cuDNN ---------------------------------------------------------------------------------------------------------
 
-class CudnnHandle {
+// Owns one cuDNN object: a handle or a descriptor, made by `create` and released by `destroy`.
+template <typename Handle, cudnnStatus_t (*create)(Handle*), cudnnStatus_t (*destroy)(Handle)>
+class CudnnObject {
  public:
-  explicit CudnnHandle(int device) {
-    const c10::DeviceGuard guard(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device)));
-    RN50_CUDNN_CHECK(cudnnCreate(&handle_));
-  }
-  ~CudnnHandle() { cudnnDestroy(handle_); }
-  CudnnHandle(const CudnnHandle&) = delete;
-  CudnnHandle& operator=(const CudnnHandle&) = delete;
-  cudnnHandle_t get() const { return handle_; }
+  CudnnObject() { RN50_CUDNN_CHECK(create(&handle_)); }
+  ~CudnnObject() { destroy(handle_); }
+  CudnnObject(const CudnnObject&) = delete;
+  CudnnObject& operator=(const CudnnObject&) = delete;
+  Handle get() const { return handle_; }
 
  private:
-  cudnnHandle_t handle_ = nullptr;
+  Handle handle_ = nullptr;
 };
 
-class TensorDescriptor {
- public:
-  TensorDescriptor() { RN50_CUDNN_CHECK(cudnnCreateTensorDescriptor(&desc_)); }
-  ~TensorDescriptor() { cudnnDestroyTensorDescriptor(desc_); }
-  TensorDescriptor(const TensorDescriptor&) = delete;
-  TensorDescriptor& operator=(const TensorDescriptor&) = delete;
-  cudnnTensorDescriptor_t get() const { return desc_; }
-
- private:
-  cudnnTensorDescriptor_t desc_ = nullptr;
-};
-
-class ActivationDescriptor {
- public:
-  ActivationDescriptor() { RN50_CUDNN_CHECK(cudnnCreateActivationDescriptor(&desc_)); }
-  ~ActivationDescriptor() { cudnnDestroyActivationDescriptor(desc_); }
-  ActivationDescriptor(const ActivationDescriptor&) = delete;
-  ActivationDescriptor& operator=(const ActivationDescriptor&) = delete;
-  cudnnActivationDescriptor_t get() const { return desc_; }
-
- private:
-  cudnnActivationDescriptor_t desc_ = nullptr;
-};
+using CudnnHandle = CudnnObject<cudnnHandle_t, cudnnCreate, cudnnDestroy>;
+using TensorDescriptor =
+    CudnnObject<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
+using ActivationDescriptor =
+    CudnnObject<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor, cudnnDestroyActivationDescriptor>;
 
 // One shape's descriptors and cuDNN's sizes for it, found once.
 struct CudnnPlan {
@@ -221,7 +203,11 @@ ThreadCudnn& thread_cudnn() {
 cudnnHandle_t cudnn_handle(int device) {
   auto& handles = thread_cudnn().handles;
   auto it = handles.find(device);
-  if (it == handles.end()) it = handles.emplace(device, std::make_unique<CudnnHandle>(device)).first;
+  if (it == handles.end()) {
+    // cudnnCreate binds the handle to the current device.
+    const c10::DeviceGuard guard(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device)));
+    it = handles.emplace(device, std::make_unique<CudnnHandle>()).first;
+  }
   return it->second->get();
 }
 
@@ -329,7 +315,7 @@ bool cudnn_forward(const ForwardIn& in, cudaStream_t stream, ForwardOut* out, st
     return false;
   }
   if (status != CUDNN_STATUS_SUCCESS) {
-    cuda::throw_cudnn_error(status, "cudnnBatchNormalizationForwardTrainingEx", __FILE__, __LINE__);
+    throw_call_failed("cudnnBatchNormalizationForwardTrainingEx", __FILE__, __LINE__, cudnnGetErrorString(status));
   }
   result.ran = Ran::kCudnn;
   *out = std::move(result);
@@ -367,7 +353,7 @@ bool cudnn_backward(const BackwardIn& in, const at::Tensor& dy, cudaStream_t str
     return false;
   }
   if (status != CUDNN_STATUS_SUCCESS)
-    cuda::throw_cudnn_error(status, "cudnnBatchNormalizationBackwardEx", __FILE__, __LINE__);
+    throw_call_failed("cudnnBatchNormalizationBackwardEx", __FILE__, __LINE__, cudnnGetErrorString(status));
   *out = std::move(result);
   return true;
 }

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "codecs/jpeg_header.h"
+#include "core/clock.h"
 #include "core/errors.h"
 #include "cuda/cuda_check.h"
 #include "data/dataset.h"
@@ -98,7 +99,6 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
   };
   const ReleaseBatch keep = [](const data::HostBatch&) {};  // the host batches live for the whole run
 
-  using Clock = std::chrono::steady_clock;
   // Where the simulated step goes: right before each batch's decode (the naive order), or right after its batch's
   // input is made, with the decode of the batch submit_ahead ahead submitted after it (training's order).
   enum class StepOrder { kBeforeDecode, kDecodeAhead };
@@ -148,11 +148,11 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
     double elapsed = 0;
     while (elapsed < seconds) {
       run_batch();
-      elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+      elapsed = seconds_since(start);
     }
     finish_all();
     RN50_CUDA_CHECK(cudaStreamSynchronize(at::cuda::getCurrentCUDAStream().stream()));
-    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    elapsed = seconds_since(start);
     return std::make_pair(static_cast<double>((finished - warm_batches) * batch_size) / elapsed,
                           elapsed * 1e3 / static_cast<double>(finished - warm_batches));
   };

@@ -10,7 +10,6 @@
 #include <nvjpeg.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -118,7 +117,7 @@ void GpuJpegDecoder::Impl::retire(Slot& slot) {
   GpuDecodeCounts times;
   std::exception_ptr error;
   try {
-    const auto wait_start = std::chrono::steady_clock::now();
+    const auto wait_start = Clock::now();
     RN50_CUDA_CHECK(cudaEventSynchronize(slot.kernel_done.get()));
     times.wait_s += seconds_since(wait_start);
     ++times.device_batches;  // finished, so all five of its events are this batch's and complete
@@ -168,7 +167,7 @@ void GpuJpegDecoder::Impl::add_job_counts() {
 // On the decode thread: batch `number` into `slot`. On an exception nothing of the batch is held (the pipeline
 // hands it back).
 void GpuJpegDecoder::Impl::decode_job(const Job& job, Slot& slot, uint64_t number) {
-  const auto started = std::chrono::steady_clock::now();
+  const auto started = Clock::now();
   wait_in_call = 0;
   c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
   slot.sequence = number;
@@ -184,10 +183,6 @@ void GpuJpegDecoder::Impl::decode_job(const Job& job, Slot& slot, uint64_t numbe
   slot.in_flight = job.batch;
   slot.release = job.release;
   job_counts.host_s += seconds_since(started) - wait_in_call;
-}
-
-double GpuJpegDecoder::Impl::seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 // decode_job's work for `slot`: route, decode, replace what failed, fill the kernel's table and the labels,
@@ -241,7 +236,7 @@ void GpuJpegDecoder::Impl::queue_decode(const data::HostBatch& batch, Slot& slot
 }
 
 void GpuJpegDecoder::Impl::finish_into(at::Tensor& images, at::Tensor& labels) {
-  const auto ready_start = std::chrono::steady_clock::now();
+  const auto ready_start = Clock::now();
   int index = 0;
   try {
     index = pipeline->wait_decoded();
@@ -259,10 +254,10 @@ void GpuJpegDecoder::Impl::finish_into(at::Tensor& images, at::Tensor& labels) {
   // The host at most two steps ahead of the device: a batch's nvJPEG call can last until the device has run
   // everything queued before it, so the step queued before that call must not be the last one the device has to
   // run.
-  const auto pace_start = std::chrono::steady_clock::now();
+  const auto pace_start = Clock::now();
   RN50_CUDA_CHECK(cudaEventSynchronize(previous_finish_queued.get()));
   add_seconds(counts.pace_wait_s, seconds_since(pace_start));
-  const auto started = std::chrono::steady_clock::now();
+  const auto started = Clock::now();
   RN50_CUDA_CHECK(cudaEventRecord(previous_finish_queued.get(), compute));
   const size_t n = static_cast<size_t>(count);
   RN50_CUDA_CHECK(cudaEventRecord(slot.input_wanted.get(), compute));

@@ -8,7 +8,6 @@
 #include <nvjpeg.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "codecs/jpeg_codec.h"
+#include "core/clock.h"
 #include "cuda/kernels.h"
 #include "input/gpu_decode/crop_resample.h"
 #include "input/gpu_decode/decode_pipeline.h"
@@ -59,7 +59,8 @@ struct GpuJpegDecoder::Impl {
   int out_size = 0;
   input::Normalization norm = input::imagenet_normalization();
   // From LibTorch's pool at high priority, so that nvJPEG's kernels (the colour conversion after the hardware
-  // engines, the default backend's IDCT) need not wait behind the training step's, which fill every SM.
+  // engines, the default backend's IDCT) need not wait behind the training step's, which fill every SM. (Normal
+  // priority trained as fast on the H200: docs/gpu-decoding.md, tried and not adopted.)
   c10::cuda::CUDAStream decode_stream;
   // The default backend's images, each waited for on the host (see decode_hybrid): a stream of their own, so that
   // the wait does not include the other batch's hardware decode, queued on decode_stream a step earlier.
@@ -140,9 +141,9 @@ struct GpuJpegDecoder::Impl {
   // Runs `call` and adds its seconds to `total`.
   template <class Call>
   static void timed(double& total, Call&& call) {
-    const auto start = std::chrono::steady_clock::now();
+    const auto start = Clock::now();
     call();
-    total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    total += seconds_since(start);
   }
 
   // Runs `wait` (a blocking CUDA call) and counts its time as waiting, not as the decoder's host work.
@@ -205,8 +206,6 @@ struct GpuJpegDecoder::Impl {
   // On the decode thread: batch `number` into `slot`. On an exception nothing of the batch is held (the pipeline
   // hands it back).
   void decode_job(const Job& job, Slot& slot, uint64_t number);
-
-  static double seconds_since(std::chrono::steady_clock::time_point start);
 
   // decode_job's work for `slot`: route, decode, replace what failed, fill the kernel's table and the labels,
   // and record decode_done.

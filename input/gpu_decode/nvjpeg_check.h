@@ -1,11 +1,12 @@
-// input/gpu_decode/nvjpeg_check.h: RN50_NVJPEG_CHECK, the nvJPEG twin of RN50_CUDA_CHECK: throws with file, line,
-// expression and the status's name. Only the nvJPEG build includes it (nvjpeg.h is not in every CUDA toolkit install).
+// input/gpu_decode/nvjpeg_check.h: RN50_NVJPEG_CHECK, nvJPEG's member of the check family in core/check.h (reason:
+// the status's name). Only the nvJPEG build includes it (nvjpeg.h is not in every CUDA toolkit install).
 #pragma once
 
 #include <nvjpeg.h>
 
-#include <stdexcept>
 #include <string>
+
+#include "core/check.h"
 
 namespace rn50::input {
 
@@ -36,16 +37,7 @@ inline std::string nvjpeg_status_name(nvjpegStatus_t status) {
   }
 }
 
-[[noreturn]] inline void throw_nvjpeg_error(nvjpegStatus_t status, const char* expr, const char* file, int line) {
-  throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + expr +
-                           " failed: " + nvjpeg_status_name(status));
-}
-
 }  // namespace rn50::input
 
-#define RN50_NVJPEG_CHECK(expr)                                                          \
-  do {                                                                                   \
-    const nvjpegStatus_t rn50_nvjpeg_status_ = (expr);                                   \
-    if (rn50_nvjpeg_status_ != NVJPEG_STATUS_SUCCESS)                                    \
-      ::rn50::input::throw_nvjpeg_error(rn50_nvjpeg_status_, #expr, __FILE__, __LINE__); \
-  } while (0)
+#define RN50_NVJPEG_CHECK(expr) \
+  RN50_CHECK_STATUS(nvjpegStatus_t, NVJPEG_STATUS_SUCCESS, ::rn50::input::nvjpeg_status_name, expr, #expr)

@@ -10,6 +10,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "core/errors.h"
+#include "tests/support/error_of.h"
 #include "tests/support/special_jpegs.h"
 #include "tests/support/test_support.h"
 
@@ -31,16 +32,7 @@ std::vector<uint8_t> decode(const std::vector<uint8_t>& jpeg, const CropRect& re
 
 CropRect full(int width, int height) { return CropRect{0, 0, width, height}; }
 
-// The message of the DecodeError that `fn` throws, or "" when it throws none.
-template <class Fn>
-std::string decode_error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const DecodeError& e) {
-    return e.what();
-  }
-  return "";
-}
+const auto decode_error_of = rn50::testing::error_of<DecodeError>;
 
 TEST(JpegCodec, RoundTripAtFullCropIsClose) {
   const int w = 96, h = 64;

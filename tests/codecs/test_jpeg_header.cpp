@@ -9,6 +9,7 @@
 #include "codecs/jpeg_codec.h"
 #include "codecs/jpeg_header.h"
 #include "core/errors.h"
+#include "tests/support/error_of.h"
 #include "tests/support/special_jpegs.h"
 #include "tests/support/test_support.h"
 
@@ -29,12 +30,7 @@ std::vector<uint8_t> rgb_jpeg(int width, int height, bool progressive) {
 using test::segment_offset;
 
 std::string error_of(const std::vector<uint8_t>& bytes) {
-  try {
-    parse_jpeg_frame_header(bytes.data(), bytes.size());
-  } catch (const DecodeError& e) {
-    return e.what();
-  }
-  return "";
+  return rn50::testing::error_of<DecodeError>([&] { parse_jpeg_frame_header(bytes.data(), bytes.size()); });
 }
 
 void expect_same_header(const std::vector<uint8_t>& jpeg, const std::string& what) {

@@ -10,7 +10,9 @@
 #include <random>
 #include <string>
 
+#include "core/files.h"
 #include "core/safetensors.h"
+#include "tests/support/error_of.h"
 #include "tests/support/temp_dir.h"
 
 namespace rn50::safetensors {
@@ -69,8 +71,8 @@ TEST(Safetensors, RoundTripKeepsNamesDtypesShapesBytesAndMetadata) {
 TEST(Safetensors, WritesAtomically) {
   rn50::testing::TempDir dir;
   const float x[2] = {1.5f, -2.0f};
-  write_file_atomically(dir.file("a.safetensors"),
-                        serialize({{"x", DType::F32, {2}, reinterpret_cast<const uint8_t*>(x), 8}}, {}));
+  files::write_atomically(dir.file("a.safetensors"),
+                          serialize({{"x", DType::F32, {2}, reinterpret_cast<const uint8_t*>(x), 8}}, {}));
   EXPECT_FALSE(rn50::testing::file_exists(dir.file("a.safetensors.tmp")));
   const File f = read_file(dir.file("a.safetensors"));
   EXPECT_EQ(std::memcmp(f.find("x")->data, x, 8), 0);
@@ -130,12 +132,7 @@ TEST(Safetensors, RejectsMalformedEntries) {
 // Hostile files (issue 25): each gives a short FormatError, in bounded time and memory.
 
 std::string read_error(const std::string& path) {
-  try {
-    read_file(path);
-  } catch (const FormatError& e) {
-    return e.what();
-  }
-  return "";
+  return rn50::testing::error_of<FormatError>([&] { read_file(path); });
 }
 
 double peak_rss_mib() {

@@ -14,6 +14,7 @@
 
 #include "core/errors.h"
 #include "data/random_draws.h"
+#include "tests/support/error_of.h"
 #include "tests/support/special_jpegs.h"
 #include "tests/support/test_support.h"
 
@@ -71,21 +72,11 @@ class DatasetTest : public ::testing::Test {
 
   // The message of reading sample `index` for the GPU ("" when it reads).
   static std::string encoded_error_of(const ImageDataset& dataset, size_t index, EncodedSample& out) {
-    try {
-      dataset.load_encoded(index, 0, out);
-    } catch (const DecodeError& e) {
-      return e.what();
-    }
-    return "";
+    return rn50::testing::error_of<DecodeError>([&] { dataset.load_encoded(index, 0, out); });
   }
 
   static std::string decode_error_of(const ImageDataset& dataset, size_t index) {
-    try {
-      load(dataset, index, 0);
-    } catch (const DecodeError& e) {
-      return e.what();
-    }
-    return "";
+    return rn50::testing::error_of<DecodeError>([&] { load(dataset, index, 0); });
   }
 
   TempDir tmp_;

@@ -21,8 +21,6 @@
 #include <utility>
 #include <vector>
 
-#include "core/safetensors.h"
-
 namespace rn50::e2e {
 
 namespace fs = std::filesystem;

@@ -1,4 +1,6 @@
 // tests/e2e/test_cli.cpp: the rn50 binary as a user runs it: make-sample, train, resume, and bad input.
+#include "core/files.h"
+#include "core/safetensors.h"
 #include "tests/e2e/cli.h"
 
 namespace rn50::e2e {
@@ -297,18 +299,18 @@ namespace {
 TEST_F(Cli, InferRefusesClassifiersItCannotUse) {
   namespace st = rn50::safetensors;
   const std::vector<float> pixels(3 * 8 * 8, 0.5f);
-  st::write_file_atomically(path("x.safetensors"), st::serialize({{"images",
-                                                                   st::DType::F32,
-                                                                   {1, 3, 8, 8},
-                                                                   reinterpret_cast<const uint8_t*>(pixels.data()),
-                                                                   pixels.size() * 4}},
-                                                                 {}));
+  files::write_atomically(path("x.safetensors"), st::serialize({{"images",
+                                                                 st::DType::F32,
+                                                                 {1, 3, 8, 8},
+                                                                 reinterpret_cast<const uint8_t*>(pixels.data()),
+                                                                 pixels.size() * 4}},
+                                                               {}));
   auto infer_with = [&](st::DType dtype, std::vector<int64_t> shape) {
     size_t numel = 1;
     for (int64_t d : shape) numel *= static_cast<size_t>(d);
     const std::vector<uint8_t> bytes(numel * st::element_size(dtype), 0);
-    st::write_file_atomically(path("w.safetensors"),
-                              st::serialize({{"fc.weight", dtype, shape, bytes.data(), bytes.size()}}, {}));
+    files::write_atomically(path("w.safetensors"),
+                            st::serialize({{"fc.weight", dtype, shape, bytes.data(), bytes.size()}}, {}));
     return rn50("infer --weights " + path("w.safetensors") + " --images " + path("x.safetensors") + " --out " +
                 path("y.safetensors"));
   };
@@ -343,13 +345,13 @@ TEST_F(Cli, ExportInferAndInitFromWorkTogether) {
 
   std::vector<float> pixels(2 * 3 * 32 * 32);
   for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<float>((i * 7919) % 255) / 64.0f - 2.0f;
-  rn50::safetensors::write_file_atomically(
-      path("x.safetensors"), rn50::safetensors::serialize({{"images",
-                                                            rn50::safetensors::DType::F32,
-                                                            {2, 3, 32, 32},
-                                                            reinterpret_cast<const uint8_t*>(pixels.data()),
-                                                            pixels.size() * 4}},
-                                                          {}));
+  rn50::files::write_atomically(path("x.safetensors"),
+                                rn50::safetensors::serialize({{"images",
+                                                               rn50::safetensors::DType::F32,
+                                                               {2, 3, 32, 32},
+                                                               reinterpret_cast<const uint8_t*>(pixels.data()),
+                                                               pixels.size() * 4}},
+                                                             {}));
   r = rn50("infer --weights " + path("w.safetensors") + " --images " + path("x.safetensors") + " --out " +
            path("y.safetensors"));
   ASSERT_EQ(r.code, 0) << r.output;

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "core/errors.h"
+#include "core/files.h"
 #include "core/safetensors.h"
 #include "engine/checkpoint.h"
 #include "engine/sgd.h"
@@ -126,7 +127,7 @@ TEST_F(Checkpoint, OutOfRangeMetadataIsAClearError) {
     safetensors::File file = safetensors::read_file(good);
     file.metadata[key] = value;
     const std::string path = dir_.file("bad.safetensors");
-    safetensors::write_file_atomically(path, safetensors::serialize(file.tensors, file.metadata));
+    files::write_atomically(path, safetensors::serialize(file.tensors, file.metadata));
     return config_error([&] { load_checkpoint(path, *model, sgd); });
   };
   EXPECT_NE(with("step", "-1000").find("metadata 'step' is '-1000', not an integer in [0,"), std::string::npos);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ops/fused_batch_norm.h"
+#include "tests/support/error_of.h"
 
 namespace rn50::ops {
 namespace {
@@ -131,14 +132,7 @@ TEST(FusedBatchNorm, WithoutRunningStatisticsOrAffineItNormalisesLikeTheModule) 
 
 TEST(FusedBatchNorm, RejectsInconsistentArgumentsWithOneLineMessages) {
   Twins t = make_twins(4, 0.1, 1e-5, true);
-  const auto message_of = [](const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no std::invalid_argument");
-  };
+  const auto message_of = rn50::testing::error_of<std::invalid_argument>;
   const std::string one_value = message_of([&] { batch_norm_act(torch::randn({1, 4, 1, 1}), t.state, {}, true); });
   EXPECT_NE(one_value.find("more than one value per channel"), std::string::npos) << one_value;
   const std::string not_4d = message_of([&] { batch_norm_act(torch::randn({2, 4, 5}), t.state, {}, true); });

@@ -1,4 +1,4 @@
-// tests/support/error_of.h: the message of the rn50::ConfigError a call throws ("" when it throws none).
+// tests/support/error_of.h: the message of the exception of a given type that a call throws ("" when it throws none).
 #pragma once
 
 #include <functional>
@@ -8,13 +8,17 @@
 
 namespace rn50::testing {
 
-inline std::string config_error_of(const std::function<void()>& call) {
+// Exceptions of other types pass through, so that a test sees a wrong type as an error of its own.
+template <typename E>
+std::string error_of(const std::function<void()>& call) {
   try {
     call();
-  } catch (const ConfigError& e) {
+  } catch (const E& e) {
     return e.what();
   }
   return "";
 }
+
+inline std::string config_error_of(const std::function<void()>& call) { return error_of<ConfigError>(call); }
 
 }  // namespace rn50::testing

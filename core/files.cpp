@@ -1,0 +1,106 @@
+// core/files.cpp: RegularFile, read_whole and write_atomically over POSIX calls.
+#include "core/files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <system_error>
+
+namespace rn50::files {
+namespace {
+
+[[noreturn]] void fail(ReadError::Kind kind, const std::string& path, const std::string& reason, uint64_t size = 0) {
+  throw ReadError(kind, "cannot read " + path + ": " + reason, size);
+}
+
+void check(const struct stat& status, const std::string& path, uint64_t max_bytes) {
+  if (!S_ISREG(status.st_mode)) fail(ReadError::Kind::kNotRegular, path, "not a regular file");
+  const uint64_t size = static_cast<uint64_t>(status.st_size);
+  if (size > max_bytes) {
+    fail(ReadError::Kind::kTooLarge, path,
+         std::to_string(size) + " bytes, above the limit of " + std::to_string(max_bytes), size);
+  }
+}
+
+}  // namespace
+
+std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+RegularFile::RegularFile(const std::string& path, uint64_t max_bytes) : path_(path) {
+  struct stat status {};
+  if (::stat(path.c_str(), &status) != 0) fail(ReadError::Kind::kCannotOpen, path, errno_text(errno));
+  check(status, path, max_bytes);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) fail(ReadError::Kind::kCannotOpen, path, errno_text(errno));
+  try {
+    if (::fstat(fd, &status) != 0) fail(ReadError::Kind::kFailed, path, errno_text(errno));
+    check(status, path, max_bytes);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  fd_ = fd;
+  size_ = static_cast<uint64_t>(status.st_size);
+}
+
+RegularFile::~RegularFile() { ::close(fd_); }
+
+void RegularFile::read_at(void* out, size_t count, uint64_t offset) const {
+  auto* bytes = static_cast<uint8_t*>(out);
+  size_t done = 0;
+  while (done < count) {
+    const ssize_t got = ::pread(fd_, bytes + done, count - done, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) fail(ReadError::Kind::kFailed, path_, errno_text(errno));
+    if (got == 0) fail(ReadError::Kind::kShrank, path_, "the file shrank while being read");
+    done += static_cast<size_t>(got);
+  }
+}
+
+void read_whole(const std::string& path, uint64_t max_bytes, std::vector<uint8_t>& bytes) {
+  const RegularFile file(path, max_bytes);
+  bytes.resize(static_cast<size_t>(file.size()));
+  file.read_at(bytes.data(), bytes.size(), 0);
+}
+
+std::string temporary_path(const std::string& path) { return path + ".tmp"; }
+
+void write_atomically(const std::string& path, const void* data, size_t size) {
+  const std::string tmp = temporary_path(path);
+  auto fail = [&](const std::string& what, int err) {
+    ::unlink(tmp.c_str());  // never leave a partial file behind
+    throw std::runtime_error(what + " " + tmp + ": " + errno_text(err));
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail("cannot create", errno);
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::write(fd, bytes + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      fail("cannot write", err);
+    }
+    done += static_cast<size_t>(n);
+  }
+  // The data must be on disk before the rename makes it the file.
+  const int synced = ::fsync(fd) == 0 ? 0 : errno;
+  const int closed = ::close(fd) == 0 ? 0 : errno;
+  if (synced || closed) fail("cannot flush", synced ? synced : closed);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename to " + path + ":", errno);
+  // And the rename itself, which lives in the folder.
+  const auto slash = path.find_last_of('/');
+  const std::string folder = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+}
+
+}  // namespace rn50::files
