@@ -120,6 +120,10 @@ const Names<Fusion>& names(Fusion) {
   static const Names<Fusion> n = {{Fusion::kOff, "off"}, {Fusion::kBatchNorm, "bn"}};
   return n;
 }
+const Names<FusionKernels>& names(FusionKernels) {
+  static const Names<FusionKernels> n = {{FusionKernels::kAuto, "auto"}, {FusionKernels::kRn50, "rn50"}};
+  return n;
+}
 
 template <class E>
 std::string name_in_table(E value) {
@@ -239,10 +243,16 @@ std::vector<ConfigKey> make_keys() {
       bool_key("channels_last", &C::channels_last, "NHWC memory layout for images, weights and activations"),
       bool_key("cudnn_benchmark", &C::cudnn_benchmark, "let cuDNN time its algorithms and keep the fastest"),
       bool_key("cuda_graph", &C::cuda_graph, "capture the whole training step in a CUDA graph and replay it"),
+      bool_key("expandable_segments", &C::expandable_segments,
+               "the CUDA caching allocator maps memory into segments that grow in place instead of caching fixed "
+               "blocks (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True): less memory reserved for the same step"),
       choice_key("fusion", &C::fusion,
                  "kernel fusion in the model: off (ATen's BatchNorm, add and ReLU kernels, one pass each) or bn "
                  "(BatchNorm with its residual add and ReLU fused, forward and backward, for channels-last tensors on "
                  "a GPU; elsewhere the same ops, logged)"),
+      choice_key("fusion_kernels", &C::fusion_kernels,
+                 "fusion: bn's kernels: auto (cuDNN's for BatchNorm+ReLU, rn50's for the rest: the fastest), or rn50 "
+                 "(rn50's everywhere: no cuDNN reserve space kept for the backward)"),
       string_key("mig", &C::mig,
                  "MIG pinning: 'list' prints the GPU's MIG instances; a MIG UUID or instance index pins the run to "
                  "it (CUDA_VISIBLE_DEVICES=MIG-...) before CUDA starts"),
@@ -290,6 +300,7 @@ std::string name_of(LrScheduleKind value) { return name_in_table(value); }
 std::string name_of(Tf32 value) { return name_in_table(value); }
 std::string name_of(Precision value) { return name_in_table(value); }
 std::string name_of(Fusion value) { return name_in_table(value); }
+std::string name_of(FusionKernels value) { return name_in_table(value); }
 
 const std::vector<ConfigKey>& config_keys() {
   static const std::vector<ConfigKey> keys = make_keys();
@@ -329,10 +340,11 @@ void apply_yaml_file(Config& config, const std::string& path) {
 
 void apply_overrides(Config& config, const std::map<std::string, std::string>& values) {
   const auto& keys = config_keys();
-  for (const auto& [name, value] : values) {
+  for (const auto& entry : values) {
+    const std::string& name = entry.first;  // not a structured binding: C++17 lambdas cannot capture one
     const auto it = std::find_if(keys.begin(), keys.end(), [&](const ConfigKey& k) { return k.name == name; });
     if (it == keys.end()) throw ConfigError("unknown config key '" + name + "'");
-    it->parse(config, value);
+    it->parse(config, entry.second);
   }
 }
 
