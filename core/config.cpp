@@ -86,8 +86,33 @@ ConfigKey bool_key(const char* name, bool Config::*member, const char* help) {
           [=](const Config& c) { return std::string(c.*member ? "on" : "off"); }, /*on_off=*/true};
 }
 
+// UTF-8 as RFC 3629 allows it (no overlong forms, surrogates or code points past U+10FFFF).
+bool valid_utf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const int n = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xE ? 2 : (c >> 3) == 0x1E ? 3 : -1;
+    if (n < 0 || i + static_cast<size_t>(n) >= s.size()) return false;  // a bad lead byte, or cut short
+    uint32_t cp = n == 0 ? c : c & (0x3F >> n);
+    for (int k = 1; k <= n; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d >> 6) != 0x2) return false;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    const uint32_t min[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < min[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += static_cast<size_t>(n) + 1;
+  }
+  return true;
+}
+
 ConfigKey string_key(const char* name, std::string Config::*member, const char* help) {
-  return {name, help, [=](Config& c, const std::string& v) { c.*member = trim(v); },
+  // Text only: the resolved configuration is written as YAML, which holds UTF-8 and nothing else.
+  return {name, help,
+          [=](Config& c, const std::string& v) {
+            if (!valid_utf8(v)) throw ConfigError(std::string("config key '") + name + "': not valid UTF-8 text");
+            c.*member = trim(v);
+          },
           [=](const Config& c) { return c.*member; }};
 }
 
@@ -404,12 +429,26 @@ void validate(Config& c) {
   if (c.workers == -1) c.workers = usable_cores();
 }
 
+namespace {
+
+// A value as a YAML scalar that reads back as the same string: quoted and escaped where a plain scalar would not
+// (": ", " #", a leading quote or bracket, control or non-ASCII bytes), plain otherwise.
+std::string yaml_scalar(const std::string& value) {
+  if (value.empty()) return "\"\"";
+  YAML::Emitter out;
+  out.SetOutputCharset(YAML::EscapeNonAscii);
+  out << value;
+  return out.good() ? out.c_str() : "\"\"";
+}
+
+}  // namespace
+
 std::string to_yaml(const Config& config) {
   std::string out;
   for (const auto& key : config_keys()) {
     const std::string value = key.print(config);
     out += key.name + ": ";
-    out += value.empty() ? "\"\"" : (key.name == "lr_milestones" ? "[" + value + "]" : value);
+    out += key.name == "lr_milestones" ? "[" + value + "]" : yaml_scalar(value);
     out += "\n";
   }
   return out;
