@@ -92,6 +92,13 @@ std::string read_utilisation(bool cuda, const Utilisation& u, std::optional<doub
            overlap;
   }
   const std::string dram = u.dram_bw_util_pct ? " and DRAM bandwidth " + pct(*u.dram_bw_util_pct) : "";
+  if (waits && gpu < kKeptBusy) {
+    return head + sms + tensors + dram +
+           strprintf(
+               ": the input is what is left to remove: the host waited for it %.0f%% of the time and the GPU "
+               "was idle %.0f%% (more decode workers, pin_memory, prefetch, or decode: gpu).",
+               100 * *wait, 100 - gpu);
+  }
   return head + sms + tensors + dram +
          ": no idle time or input wait is left to remove; what remains is inside the "
          "kernels" +
