@@ -89,6 +89,7 @@ CompareRow row_of_run(const std::string& input, const CompareOptions& o) {
                        : cpu_machine(run.found("usable_cores"));
   }
   row.machine = machine;
+  if (row.device.empty()) row.device = "device not recorded in the run folder; named '" + machine + "' by --name";
   row.source = input + " (" + std::to_string(row.figures.epochs) + " epoch" + (row.figures.epochs == 1 ? "" : "s") +
                (dropped ? " after the first" : "") + "; configuration from " + run.config_from +
                (run.machine_from.empty() ? "" : ", machine from " + run.machine_from) + ")";
@@ -188,6 +189,7 @@ std::vector<CompareRow> rows_of_ablation(const std::string& input, const Compare
         machine = row.cuda ? gpu_model(device) + " x1" : "CPU";
       }
       row.machine = machine;
+      if (row.device.empty()) row.device = "device not recorded in the file; named '" + machine + "' by --name";
       row.source = input + ": ablation run '" + label + "', batch " + std::to_string(batch) + ", " + o.data + " (" +
                    std::to_string(row.figures.epochs) + " epochs after the warm-up epoch)";
       rows.push_back(std::move(row));
@@ -273,6 +275,9 @@ std::string hours_text(double seconds) {
   return strprintf("%.1f days", seconds / 86400);
 }
 
+// Images/s with the digits that matter: a CPU's 0.73 is not "1".
+std::string rate_text(double x) { return strprintf(x >= 100 ? "%.0f" : x >= 10 ? "%.1f" : "%.2f", x); }
+
 std::string money(double x) { return strprintf(x >= 100 ? "%.0f" : x >= 1 ? "%.2f" : "%.3f", x); }
 
 std::string opt_pct(const std::optional<double>& share) {
@@ -286,6 +291,8 @@ std::string allreduce_text(const CompareRow& r) {
 }
 
 // "2 (H200 x1, baseline, batch 256)": rows of one machine differ in configuration or batch.
+int gpus_of(const CompareRow& r) { return r.cuda ? std::max(1, r.processes) : 1; }
+
 std::string row_name(const CompareRow& r, size_t i) {
   return strprintf("%zu (%s, %s, batch %d)", i + 1, r.machine.c_str(), r.configuration.c_str(), r.batch);
 }
@@ -382,9 +389,11 @@ Comparison compare(const CompareOptions& o) {
     r.speedup = r.figures.images_per_s / ref.figures.images_per_s;
     if (r.price_per_hour && ref.price_per_hour)
       r.break_even = engine::break_even_speedup(*r.price_per_hour, *ref.price_per_hour);
-    named.push_back({"row " + row_name(r, i), r.figures.images_per_s, r.figures.util});
+    named.push_back({"row " + row_name(r, i), r.figures.images_per_s / gpus_of(r), r.figures.util});
   }
-  c.across = read_across(named);
+  // NVML's figures are each one GPU's (rank 0's): several GPUs' rows are read by their rate per GPU.
+  const bool several = std::any_of(c.rows.begin(), c.rows.end(), [](const CompareRow& r) { return gpus_of(r) > 1; });
+  c.across = read_across(named, several);
   return c;
 }
 
@@ -398,24 +407,28 @@ std::string comparison_markdown(const Comparison& c) {
                 "included), at each row's measured images/s; the run is %d epochs.",
                 c.rows.size(), row_name(ref, c.reference).c_str(), "1,281,167", c.epochs));
   if (!c.across.empty()) l.insert(l.end(), {"", "**" + c.across + "**"});
-  l.insert(l.end(),
-           {"", "## Speed", "",
-            "| # | machine | configuration | data | batch x processes | images/s | speed-up | ImageNet epoch | " +
-                std::to_string(c.epochs) + " epochs | data wait | all-reduce per step |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"});
+  l.insert(
+      l.end(),
+      {"", "## Speed", "",
+       "| # | machine | configuration | data | batch x processes | images/s | per GPU | speed-up | ImageNet epoch | " +
+           std::to_string(c.epochs) + " epochs | data wait | all-reduce after backward, per step |",
+       "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"});
   for (size_t i = 0; i < c.rows.size(); ++i) {
     const CompareRow& r = c.rows[i];
-    l.push_back(strprintf("| %zu | %s | %s | %s | %d x %d | %.0f | %.2fx | %s | %s | %s | %s |", i + 1,
-                          r.machine.c_str(), r.configuration.c_str(), r.data.c_str(), r.batch, r.processes,
-                          r.figures.images_per_s, r.speedup, hours_text(r.epoch_s).c_str(), hours_text(r.run_s).c_str(),
-                          opt_pct(r.figures.data_wait_share).c_str(), allreduce_text(r).c_str()));
+    l.push_back(strprintf(
+        "| %zu | %s | %s | %s | %d x %d | %s | %s | %.2fx | %s | %s | %s | %s |", i + 1, r.machine.c_str(),
+        r.configuration.c_str(), r.data.c_str(), r.batch, r.processes, rate_text(r.figures.images_per_s).c_str(),
+        r.cuda ? rate_text(r.figures.images_per_s / gpus_of(r)).c_str() : "-", r.speedup, hours_text(r.epoch_s).c_str(),
+        hours_text(r.run_s).c_str(), opt_pct(r.figures.data_wait_share).c_str(), allreduce_text(r).c_str()));
   }
   std::string head = "| # | machine | configuration |", rule = "| --- | --- | --- |";
   for (const auto& col : utilisation_columns()) head += std::string(" ") + col.heading + " |", rule += " --- |";
   l.insert(l.end(), {"", "## Utilisation", "",
-                     "Medians of the epoch means. NVML's GPU utilisation is what nvidia-smi shows: the share of time "
-                     "in which any kernel ran; SM activity, occupancy, tensor-pipe activity and DRAM bandwidth come "
-                     "from GPM (Hopper and newer).",
+                     "Medians of the epoch means, of rank 0's GPU where there are several. NVML's GPU utilisation is "
+                     "what nvidia-smi shows: the share of time in which any kernel ran; SM activity, occupancy, "
+                     "tensor-pipe activity and DRAM bandwidth come from GPM (Hopper and newer). All-reduce after "
+                     "backward: the gradient all-reduce's time left once the backward pass is done (eager steps; "
+                     "inside forward+backward under a CUDA graph).",
                      "", head, rule});
   for (size_t i = 0; i < c.rows.size(); ++i) {
     const CompareRow& r = c.rows[i];
@@ -553,8 +566,10 @@ std::vector<std::string> write_comparison(const Comparison& c, const std::string
   for (size_t i = 0; i < c.rows.size(); ++i) {
     const CompareRow& r = c.rows[i];
     const std::string label = strprintf("%zu. %s, %s, b%d", i + 1, r.machine.c_str(), r.configuration.c_str(), r.batch);
-    speed.rows.push_back(
-        {label, {r.figures.images_per_s}, strprintf("%.2fx, epoch %s", r.speedup, hours_text(r.epoch_s).c_str())});
+    speed.rows.push_back({label,
+                          {r.figures.images_per_s},
+                          rate_text(r.figures.images_per_s) +
+                              strprintf(" img/s, %.2fx, epoch %s", r.speedup, hours_text(r.epoch_s).c_str())});
     const Utilisation& u = r.figures.util;
     util.rows.push_back({label, {u.gpu_util_pct, u.sm_util_pct, u.tensor_util_pct, u.dram_bw_util_pct}, ""});
     std::string note = r.price_per_hour ? money(*r.cost_per_run) : "no price";

@@ -105,7 +105,7 @@ std::string read_utilisation(bool cuda, const Utilisation& u, std::optional<doub
          kernel_advice(facts) + "." + overlap;
 }
 
-std::string read_across(const std::vector<NamedFigures>& rows) {
+std::string read_across(const std::vector<NamedFigures>& rows, bool per_gpu) {
   const NamedFigures *slow = nullptr, *fast = nullptr;
   for (const auto& r : rows) {
     if (!r.u.gpu_util_pct || !r.u.tensor_util_pct || r.images_per_s <= 0) continue;
@@ -119,7 +119,8 @@ std::string read_across(const std::vector<NamedFigures>& rows) {
   }
   return "NVML's GPU utilisation (what nvidia-smi shows) reads " + pct(*slow->u.gpu_util_pct) + " for " + slow->name +
          " and " + pct(*fast->u.gpu_util_pct) + " for " + fast->name +
-         strprintf(", which trains %.2fx faster; their tensor cores read ", fast->images_per_s / slow->images_per_s) +
+         strprintf(", which trains %.2fx faster%s; their tensor cores read ", fast->images_per_s / slow->images_per_s,
+                   per_gpu ? " per GPU" : "") +
          pct(*slow->u.tensor_util_pct) + " and " + pct(*fast->u.tensor_util_pct) +
          ". NVML counts the time in which any kernel ran, not how much of the GPU it used: read the SM and "
          "tensor-core columns.";

@@ -30,10 +30,10 @@ std::string read_utilisation(bool cuda, const Utilisation& u, std::optional<doub
 // Across configurations: where NVML's figure ranks them against their speed. Empty when it does not mislead.
 struct NamedFigures {
   std::string name;
-  double images_per_s = 0;
+  double images_per_s = 0;  // per GPU where `per_gpu`: NVML's figure is one GPU's
   Utilisation u;
 };
-std::string read_across(const std::vector<NamedFigures>& rows);
+std::string read_across(const std::vector<NamedFigures>& rows, bool per_gpu = false);
 
 // The record keys behind each figure (the epoch summary's "<metric>_mean"), in column order, with headings.
 struct UtilisationColumn {

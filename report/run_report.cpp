@@ -127,7 +127,7 @@ std::string render(const RunFolder& run) {
     try {
       const EpochsSummary s = summarise(measured, run_dir);
       reading = read_utilisation(run.cuda, s.util, s.data_wait_share, switch_facts(config));
-      summary += strprintf(" %.0f images/s", s.images_per_s) +
+      summary += strprintf(s.images_per_s >= 100 ? " %.0f images/s" : " %.2f images/s", s.images_per_s) +
                  (first_dropped ? " (median of the epochs after the first)" : "") + ": an ImageNet epoch would take " +
                  minutes_or_hours(engine::imagenet_epoch_seconds(s.images_per_s)) + ".";
       measured_note = strprintf(
@@ -227,11 +227,11 @@ std::string render(const RunFolder& run) {
       "where a step's time went (ms per step; device parts can overlap the wait)", "epoch", "ms per step", {}, 0.0};
   for (const auto& [key, label] :
        std::vector<std::pair<std::string, std::string>>{{"data_wait_s", "data wait"},
-                                                        {"input_s", "host-to-device copy"},
+                                                        {"input_s", "copy"},
                                                         {"forward_backward_s", "forward+backward"},
                                                         {"optimizer_s", "optimizer"},
                                                         {"communication_s", "all-reduce"},
-                                                        {"between_steps_s", "between steps"},
+                                                        {"between_steps_s", "between"},
                                                         {"wall_s", "wall"}}) {
     Series s{label, ratio_points(epochs, key, "steps", 1e3), true, key == "wall_s"};
     if (any_value(s.points)) split.series.push_back(std::move(s));
@@ -240,6 +240,12 @@ std::string render(const RunFolder& run) {
     c->integer_x = true;
   }
   const std::string gpu_note = run.cuda ? "unavailable: no NVML readings recorded" : "unavailable on a CPU run";
+  const bool steps_have_util =
+      std::any_of(steps.begin(), steps.end(), [](const Record& r) { return r.has("gpu_util_pct"); });
+  const std::string step_util_note = steps.empty() ? step_note
+                                     : steps_have_util
+                                         ? gpu_note
+                                         : "the step records carry no utilisation (written by an older rn50)";
 
   // The epoch table.
   std::vector<std::vector<std::string>> epoch_rows;
@@ -277,10 +283,7 @@ std::string render(const RunFolder& run) {
   h += "<p class=\"note\">NVML's GPU utilisation (what nvidia-smi shows) is the share of time in which any kernel "
        "ran; SM activity, tensor-pipe activity and DRAM bandwidth (GPM, Hopper and newer) say how much of the GPU "
        "did work.</p>\n<div class=\"charts\">\n";
-  h += figure(render_line_chart(util_epochs, gpu_note)) +
-       figure(render_line_chart(util_steps, steps.empty() ? step_note
-                                                          : gpu_note + " (step records carry utilisation since "
-                                                                       "2026-12: older runs have it per epoch only)"));
+  h += figure(render_line_chart(util_epochs, gpu_note)) + figure(render_line_chart(util_steps, step_util_note));
   h += figure(render_line_chart(power, gpu_note)) + "</div>\n";
   h += "<h2>Input and the step</h2>\n<div class=\"charts\">\n" + figure(render_line_chart(wait, epoch_note)) +
        figure(render_line_chart(bad, epoch_note)) + figure(render_line_chart(split, epoch_note)) + "</div>\n";

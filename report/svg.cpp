@@ -106,7 +106,13 @@ std::string render_line_chart(const LineChart& chart, const std::string& empty_n
   if (chart.y_min && !chart.log_y) y_lo = std::min(y_lo, *chart.y_min);
   if (chart.y_max && !chart.log_y) y_hi = std::max(y_hi, *chart.y_max);
   if (!chart.y_min && !chart.log_y && y_lo > 0 && y_lo < 0.5 * y_hi) y_lo = 0;  // a zero baseline when near
-  if (y_hi - y_lo < 1e-12) y_lo -= 0.5, y_hi += 0.5;
+  if (y_hi - y_lo < 1e-12) {
+    if (chart.y_min && !chart.log_y) {
+      y_hi = y_lo + 1;  // a flat line at the floor (no bad samples) stays on it
+    } else {
+      y_lo -= 0.5, y_hi += 0.5;
+    }
+  }
   if (x_hi - x_lo < 1e-12) x_lo -= 0.5, x_hi += 0.5;
   const std::vector<double> y_ticks = chart.log_y ? std::vector<double>{} : axis_ticks(y_lo, y_hi);
   std::vector<double> x_ticks = axis_ticks(x_lo, x_hi, 8);
@@ -182,7 +188,7 @@ std::string render_line_chart(const LineChart& chart, const std::string& empty_n
 }
 
 std::string render_bar_chart(const BarChart& chart, int width) {
-  const double left = 300, right = 150, bar_h = 14, gap = 8;
+  const double left = 300, right = 240, bar_h = 14, gap = 8;
   const size_t per_row = std::max<size_t>(1, chart.series.size());
   const double row_h = bar_h * static_cast<double>(per_row) + gap;
   const double top = chart.series.size() > 1 ? 66 : 50;
@@ -213,7 +219,13 @@ std::string render_bar_chart(const BarChart& chart, int width) {
     out += strprintf("<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", left - 6,
                      y + row_h / 2 - gap / 2 + 4, escape_xml(r.label).c_str());
     double widest = 0;
-    for (size_t i = 0; i < r.values.size(); ++i) {
+    const bool none = std::none_of(r.values.begin(), r.values.end(), [](const auto& v) { return v.has_value(); });
+    if (none) {
+      out += strprintf("<text x=\"%.0f\" y=\"%.1f\" fill=\"#888\">unavailable</text>\n", left + 4,
+                       y + row_h / 2 - gap / 2 + 4);
+      widest = 80;
+    }
+    for (size_t i = 0; i < r.values.size() && !none; ++i) {
       const double by = y + bar_h * static_cast<double>(i);
       const std::string name = i < chart.series.size() ? chart.series[i] : "";
       if (!r.values[i] || !std::isfinite(*r.values[i])) {
@@ -231,8 +243,8 @@ std::string render_bar_chart(const BarChart& chart, int width) {
           name.empty() ? "" : (", " + escape_xml(name)).c_str(), tick_label(*r.values[i]).c_str(),
           escape_xml(chart.unit).c_str());
       if (per_row > 1) {
-        out += strprintf("<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\">%s</text>\n", left + w + 4, by + 10,
-                         tick_label(*r.values[i]).c_str());
+        out += strprintf("<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\">%.1f</text>\n", left + w + 4, by + 10,
+                         *r.values[i]);
       }
     }
     if (!r.note.empty()) {

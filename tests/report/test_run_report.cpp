@@ -3,6 +3,7 @@
 #include "report/run_report.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <fstream>

@@ -42,6 +42,10 @@ TEST(Svg, BarsOfUnavailableFiguresSaySo) {
   const std::string svg = render_bar_chart(chart);
   EXPECT_NE(svg.find("unavailable (tensor)"), std::string::npos);
   EXPECT_EQ(count(svg, "<title>row, GPU: 99%</title>"), 1u);
+  BarChart cpu{"u", "", "%", {"GPU", "tensor"}, {{"cpu", {std::nullopt, std::nullopt}, ""}}, 100.0};
+  const std::string none = render_bar_chart(cpu);
+  EXPECT_EQ(count(none, ">unavailable</text>"), 1u);  // one word for a row with nothing, not one per figure
+  EXPECT_EQ(count(none, "<title>"), 0u);              // no bar drawn
 }
 
 }  // namespace
