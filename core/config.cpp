@@ -258,6 +258,8 @@ std::vector<ConfigKey> make_keys() {
       bool_key("validate", &C::validate, "evaluate on the validation split after every epoch"),
       bool_key("checkpoint", &C::checkpoint,
                "write checkpoint.safetensors after every epoch (off: for timing runs that keep nothing)"),
+      bool_key("report", &C::report,
+               "write report.html in out_dir when the run ends, as rn50 report does (off: none; rank 0 only)"),
       double_key("price_per_hour", &C::price_per_hour,
                  "instance price per hour (any currency): each epoch record gets cost_per_epoch and "
                  "projected_run_cost (0: off)"),

@@ -77,6 +77,7 @@ struct Config {
   int log_every = 50;     // steps between step records
   bool validate = true;
   bool checkpoint = true;     // write checkpoint.safetensors after every epoch
+  bool report = true;         // write report.html (rn50 report) when the run ends
   double price_per_hour = 0;  // instance price per hour in any currency; > 0 adds costs to the epoch records
 
   // speed switches (GPU)

@@ -26,6 +26,7 @@
 #include "engine/checkpoint.h"
 #include "engine/executor.h"
 #include "engine/metrics.h"
+#include "engine/run_info.h"
 #include "engine/sgd.h"
 #include "engine/step_timer.h"
 #include "engine/train_step.h"
@@ -305,6 +306,12 @@ void Session::log_start() const {
     }
   }
   log_table("rn50 train", rows);
+  // The machine, for the run's report: a run is not stopped for it.
+  try {
+    write_run_info(config.out_dir + "/" + kRunInfoFile, world(), rows);
+  } catch (const std::exception& e) {
+    log_warn(std::string("run.json not written: ") + e.what());
+  }
 }
 
 }  // namespace rn50::engine
