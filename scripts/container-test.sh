@@ -37,7 +37,8 @@ command -v mmdebstrap > /dev/null || missing+=(mmdebstrap)
 [[ -x /usr/sbin/dockerd ]] || command -v dockerd > /dev/null || missing+=(docker.io)
 if ((${#missing[@]})); then
   $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" > "$out/apt.log"
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" \
+    > "$out/apt.log" 2>&1 || fail "installing ${missing[*]} (log: $out/apt.log)"
 fi
 dockerd_pid=""
 if ! docker info > /dev/null 2>&1 && ! /usr/bin/docker info > /dev/null 2>&1; then
