@@ -10,11 +10,11 @@
 #                                  layer unless it stays): installs the PACKAGEs, then copies to DIR rn50 and every
 #                                  library whose package this base lacks; registers DIR/lib with the loader; fails
 #                                  if rn50 misses a library
-# Never carried: glibc's libraries (every base has them) and the GPU driver's (libcuda, libnvidia-*: the NVIDIA
-# container toolkit mounts the host's, which must match its kernel module).
+# Never carried: glibc's libraries (every base has them), the GPU driver's (libcuda, libnvidia-*: the NVIDIA
+# container toolkit mounts the host's, which must match its kernel module) and pip torch's Python bindings.
 set -euo pipefail
 
-skip='^(linux-vdso\.so|ld-linux-x86-64\.so|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so|libcuda\.so|libnvidia-|libnvcuvid\.so)'
+skip='^(linux-vdso\.so|ld-linux-x86-64\.so|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so|libcuda\.so|libnvidia-|libnvcuvid\.so|libtorch_python\.so)'
 
 owner() {  # the package holding a file, and its version ("- -" for none); dpkg may know it under /usr or not
   local path=$1 p
@@ -42,7 +42,8 @@ collect() {
   mkdir -p "$dir/bin" "$dir/lib"
   install -m 755 "$binary" "$dir/bin/rn50"
   local files=("$binary") f
-  for f in "$@"; do [[ -e "$f" ]] && files+=("$f"); done  # an EXTRA pattern that matched nothing is skipped
+  # An EXTRA pattern that matched nothing is skipped, and so is a file never carried.
+  for f in "$@"; do [[ -e "$f" && ! "$(basename "$f")" =~ $skip ]] && files+=("$f"); done
   : > "$dir/libs.txt"
   declare -A seen=()
   local name path pkg
@@ -112,6 +113,13 @@ install_runtime() {
   echo "runtime-libs: $copies libraries copied ($(du -sh "$dir/lib" | cut -f1)), $kept from this base's packages"
   if [[ -n "$(missing "$dir/bin/rn50")" ]]; then
     echo "runtime-libs: rn50 misses $(missing "$dir/bin/rn50" | tr '\n' ' ')in the runtime stage" >&2
+    exit 1
+  fi
+  # A library of this base older than the build's (a symbol version it lacks), found without starting rn50.
+  local versions
+  versions=$(ldd -r "$dir/bin/rn50" 2>&1 | grep "version .* not found" || true)
+  if [[ -n "$versions" ]]; then
+    echo "runtime-libs: $versions" >&2
     exit 1
   fi
   if [[ -z "$(driver_missing "$dir/bin/rn50")" ]]; then
