@@ -6,7 +6,9 @@
 #   CONFIGS="synthetic cpu gpu"   synthetic: configs/optimized.yaml on synthetic data; cpu / gpu: on the JPEG files
 #                 with decode: cpu / gpu
 #   REPS=1        repetitions of the whole matrix; EPOCHS_SYNTHETIC=3, EPOCHS_JPEG=4: the first epoch is not measured
-#   NEW_ARGS / OLD_ARGS   extra train options for one side only (e.g. NEW_ARGS="--fusion bn")
+#   NEW_ARGS / OLD_ARGS   extra train options for one side only. Each side reads its own tree's
+#                 configs/optimized.yaml; against a tree from before fusion and expandable segments, compare the code
+#                 alone with NEW_ARGS="--fusion=off --expandable-segments=off"
 #   SKIP_BUILD=1  reuse build-gpu and $OLD/build-gpu
 # Output: $OUT/ab_table.txt (the table) and every run's log and metrics under $OUT/ab/.
 set -uo pipefail
@@ -45,10 +47,12 @@ PY
 }
 run() {  # side (new|old), config, rep
   local side=$1 config=$2 rep=$3 bin extra name
-  if [[ $side == new ]]; then bin=$new_build/rn50; extra=${NEW_ARGS:-}; else bin=$old_build/rn50; extra=${OLD_ARGS:-}; fi
+  local tree=$PWD
+  if [[ $side == new ]]; then bin=$new_build/rn50; extra=${NEW_ARGS:-}; else bin=$old_build/rn50; extra=${OLD_ARGS:-}; tree=$OLD; fi
   name=${config}_${side}_$rep
   rm -rf "/tmp/ab_runs/$name"
-  local common=(--config configs/optimized.yaml --device cuda:0 --warmup-epochs 0 --log-every 100000 --validate=off
+  # Each side its own configuration file: an older parser refuses keys it does not know.
+  local common=(--config "$tree/configs/optimized.yaml" --device cuda:0 --warmup-epochs 0 --log-every 100000 --validate=off
                 --checkpoint=off --out-dir "/tmp/ab_runs/$name")
   case $config in
     synthetic) "$bin" train "${common[@]}" --data synthetic --epochs "${EPOCHS_SYNTHETIC:-3}" $extra ;;
@@ -66,12 +70,14 @@ for ((rep = 1; rep <= REPS; ++rep)); do
     if (( rep % 2 )); then o=$(run old "$config" "$rep"); n=$(run new "$config" "$rep");
     else n=$(run new "$config" "$rep"); o=$(run old "$config" "$rep"); fi
     printf "%-10s rep %d  old %9s  new %9s img/s\n" "$config" "$rep" "$o" "$n" | tee -a "$OUT/ab_runs.txt"
-    sum_new[$config]=$(python3 -c "print(${sum_new[$config]} + $n)"); sum_old[$config]=$(python3 -c "print(${sum_old[$config]} + $o)")
+    # A failed run reads "nan", which keeps the mean nan rather than stopping the script.
+    sum_new[$config]=$(python3 -c "nan = float('nan'); print(${sum_new[$config]} + $n)")
+    sum_old[$config]=$(python3 -c "nan = float('nan'); print(${sum_old[$config]} + $o)")
   done
 done
 {
   printf "%-10s %10s %10s %8s   (mean of %d reps; epochs after the first)\n" config old new "new/old" "$REPS"
   for config in $CONFIGS; do
-    python3 -c "o=${sum_old[$config]}/$REPS; n=${sum_new[$config]}/$REPS; print(f'{\"$config\":10s} {o:10.1f} {n:10.1f} {100*(n/o-1):+7.2f}%')"
+    python3 -c "nan = float('nan'); o=${sum_old[$config]}/$REPS; n=${sum_new[$config]}/$REPS; print(f'{\"$config\":10s} {o:10.1f} {n:10.1f} {100*(n/o-1):+7.2f}%')"
   done
 } | tee "$OUT/ab_table.txt"

@@ -7,8 +7,10 @@ pipeline: generated ImageNet-sized JPEGs unless --data-root names a dataset). Ea
 one process for 1 + REPEATS epochs of a fixed number of steps; the first epoch (start-up, cuDNN autotuning,
 graph capture) is dropped and the others are the repeats (median and spread reported).
 
-Writes OUT/ablation.json (every epoch record of every run), OUT/report.md (the headline, what each switch
-bought, a table; with --price-per-hour the cost of an ImageNet epoch) and two self-contained SVG pictures:
+Writes OUT/ablation.json (every epoch record of every run, and the GPU's name), OUT/report.md (the headline, what
+each switch bought, what the GPU was doing, a table; every configuration's utilisation: NVML's GPU utilisation next to
+SM, tensor-pipe and DRAM activity, power and clock, with a sentence reading them; with --price-per-hour the cost of an
+ImageNet epoch) and two self-contained SVG pictures:
 OUT/images_per_s.svg (median images/s per configuration, min..max as an error bar) and OUT/step_split.svg
 (each configuration's step time as data wait, host-to-device copy, compute, communication, between steps). Standard
 library only (no matplotlib).
@@ -21,6 +23,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -96,9 +99,11 @@ def run_one(opts, data, data_args, batch, steps, label, on, names, log_dir):
     metrics = os.path.join(out_dir, "metrics.jsonl")
     if os.path.exists(metrics):
         records = [json.loads(l) for l in open(metrics) if '"type":"epoch"' in l]
+    # The start table's device row ("NVIDIA H200 (sm_90, ...)", or "cpu"), for the machine's name.
+    device = re.search(r"\] \[info\]\s+\(device\)\s+(.*)", open(log.name).read())
     return {"label": label, "switches": sorted(on), "batch": batch, "data": data, "steps": steps,
             "command": " ".join(cmd), "exit_code": code, "epochs": records[1:], "warmup_epoch": records[:1],
-            "process_s": process_s}
+            "process_s": process_s, "device": device.group(1).strip() if device else ""}
 
 
 # The parts of a step in the split picture: record keys (seconds per epoch) summed into each part.
@@ -128,6 +133,119 @@ def summarise(run):
             "spread_pct": 100.0 * (max(rates) - min(rates)) / med if med else 0.0,
             "wall_ms_per_step": per_step_ms(["wall_s"]),
             "split_ms_per_step": {part: per_step_ms(keys) for part, keys in STEP_PARTS.items()}}
+
+
+# The utilisation columns and their reading: the rules of report/reading.cpp (rn50 compare, rn50 report), held to the
+# same cases by tests/fixtures/utilisation_readings.json. (heading, the sampler's metric, unit); the epoch records'
+# key is the metric + "_mean", and each figure is the median of the repeats.
+UTIL_COLUMNS = [("GPU util (NVML)", "gpu_util_pct", "%"), ("memory util (NVML)", "mem_bw_util_pct", "%"),
+                ("SM active", "sm_util_pct", "%"), ("SM occupancy", "sm_occupancy_pct", "%"),
+                ("tensor active", "tensor_util_pct", "%"), ("DRAM bandwidth", "dram_bw_util_pct", "%"),
+                ("power", "power_w", " W"), ("SM clock", "sm_clock_mhz", " MHz")]
+BUSY, KEPT_BUSY, SM_FILLED, NO_TENSOR, DRAM_BOUND, INPUT_WAIT = 80, 95, 60, 2, 70, 0.10
+
+
+def utilisation(run):
+    """{metric: median of the epoch means, or None where unavailable}, and the input wait's share of the wall time."""
+    def med(values):
+        values = [v for v in values if v is not None]
+        return statistics.median(values) if values else None
+    u = {metric: med(e.get(metric + "_mean") for e in run["epochs"]) for _, metric, _ in UTIL_COLUMNS}
+    wait = med(e["data_wait_s"] / e["wall_s"] for e in run["epochs"] if e.get("data_wait_s") is not None and e.get("wall_s"))
+    return u, wait
+
+
+def format_figure(unit, value):
+    if value is None:
+        return "unavailable"
+    return f"{value:.1f}%" if unit == "%" else f"{value:.0f}{unit}"
+
+
+def switch_facts(command):
+    """What an rn50 command line switched: precision, tf32, fusion, cuda_graph and channels_last (None: not given)."""
+    words, settings = command.split(), {}
+    for i, w in enumerate(words):
+        if not w.startswith("--") or len(w) < 3:
+            continue
+        key, _, value = w[2:].partition("=")
+        if not value:
+            value = words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("--") else "on"
+        settings[key.replace("-", "_")] = value
+    flag = lambda k: None if k not in settings else settings[k] == "on"
+    return {"precision": settings.get("precision", ""), "tf32": settings.get("tf32", ""),
+            "fusion": settings.get("fusion", ""), "cuda_graph": flag("cuda_graph"),
+            "channels_last": flag("channels_last"), "cuda": settings.get("device", "cuda").startswith("cuda")}
+
+
+def read_utilisation(cuda, u, wait, facts):
+    """The sentence that reads a configuration's utilisation for the user (report/reading.cpp's rules)."""
+    waits = wait is not None and wait >= INPUT_WAIT
+    if not cuda:
+        return "A CPU run: GPU utilisation does not apply." + (
+            f" The step waited for its input {100 * wait:.0f}% of the time." if waits else "")
+    gpu = u.get("gpu_util_pct")
+    if gpu is None:
+        return "No NVML readings were recorded (NVML unavailable, or a MIG instance)."
+    head = f"The GPU was busy {gpu:.1f}% of the time (NVML)"
+    if waits and gpu < BUSY:
+        return head + (f", and the step waited for its input {100 * wait:.0f}% of the time: the input pipeline is the "
+                       "limit (more decode workers, pin_memory, prefetch, or decode: gpu).")
+    if gpu < BUSY:
+        return head + (f": it sat idle {100 - gpu:.0f}% of the time, waiting for the host to queue work ("
+                       + ("" if facts.get("cuda_graph") else "a CUDA graph or ") + "a larger batch closes the gaps).")
+    overlap = ""  # the host's wait costs time only where the GPU ran out of queued steps meanwhile
+    if waits and gpu >= KEPT_BUSY:
+        overlap = (f" The host waited for input {100 * wait:.0f}% of the time, but the GPU stayed busy: the wait "
+                   "overlapped queued steps.")
+    elif waits:
+        overlap = (f" The host waited for input {100 * wait:.0f}% of the time and the GPU was idle {100 - gpu:.0f}%: "
+                   "part of the wait is lost time.")
+    tensor, sm, dram = u.get("tensor_util_pct"), u.get("sm_util_pct"), u.get("dram_bw_util_pct")
+    if tensor is None:
+        return head + (", but SM and tensor-core activity were not recorded (GPM: Hopper and newer): NVML's figure "
+                       "only says that some kernel was running, not how much of the GPU it used.") + overlap
+    sms = f", its SMs {sm:.1f}%" if sm is not None else ""
+    if sm is not None and sm < SM_FILLED:
+        return head + sms + (f": kernels ran but left {100 - sm:.0f}% of the SMs idle (small kernels: a larger batch "
+                             "fills them).") + overlap
+    if tensor < NO_TENSOR:
+        how = ("in true FP32 (tf32: off)" if facts.get("precision") == "fp32" and facts.get("tf32") == "off"
+               else "on the ordinary FP32 units")
+        return (head + f" but its tensor cores only {tensor:.1f}%: the step runs {how}; TF32 or fp16/bf16 autocast "
+                "moves the convolutions onto the tensor cores." + overlap)
+    tensors = f", its tensor cores {tensor:.1f}%"
+    if dram is not None and dram >= DRAM_BOUND:
+        return (head + sms + tensors + f" and DRAM bandwidth {dram:.1f}%: memory bandwidth is the limit"
+                + (" (fusion: bn saves memory passes)." if facts.get("fusion") == "off" else ".") + overlap)
+    dram_text = f" and DRAM bandwidth {dram:.1f}%" if dram is not None else ""
+    if waits and gpu < KEPT_BUSY:
+        return (head + sms + tensors + dram_text + f": the input is what is left to remove: the host waited for it "
+                f"{100 * wait:.0f}% of the time and the GPU was idle {100 - gpu:.0f}% (more decode workers, pin_memory, "
+                "prefetch, or decode: gpu).")
+    ways = [w for w, off in [("fp16 or bf16 autocast", facts.get("precision") == "fp32"),
+                             ("channels_last", facts.get("channels_last") is False),
+                             ("fusion: bn", facts.get("fusion") == "off")] if off]
+    if not facts.get("precision") and not facts.get("fusion"):
+        advice = " (faster kernels: fp16/bf16, channels_last, fusion: bn)"
+    else:
+        advice = f" (faster kernels: {', '.join(ways)})" if ways else ""
+    return (head + sms + tensors + dram_text + ": no idle time or input wait is left to remove; what remains is inside the kernels" + advice + "."
+            + overlap)
+
+
+def read_across(rows):
+    """rows: [(name, images/s, utilisation)]: where NVML's figure ranks the configurations against their speed."""
+    known = [r for r in rows if r[2].get("gpu_util_pct") is not None and r[2].get("tensor_util_pct") is not None
+             and r[1] > 0]
+    if not known:
+        return ""
+    slow, fast = min(known, key=lambda r: r[1]), max(known, key=lambda r: r[1])
+    if fast[1] < 1.5 * slow[1] or fast[2]["gpu_util_pct"] > slow[2]["gpu_util_pct"] + 2:
+        return ""
+    return (f"NVML's GPU utilisation (what nvidia-smi shows) reads {slow[2]['gpu_util_pct']:.1f}% for {slow[0]} and "
+            f"{fast[2]['gpu_util_pct']:.1f}% for {fast[0]}, which trains {fast[1] / slow[1]:.2f}x faster; their tensor "
+            f"cores read {slow[2]['tensor_util_pct']:.1f}% and {fast[2]['tensor_util_pct']:.1f}%. NVML counts the time "
+            "in which any kernel ran, not how much of the GPU it used: read the SM and tensor-core columns.")
 
 
 def svg_document(width, height, body):
@@ -208,6 +326,12 @@ SWITCH_WORDS = {
 }
 
 
+def reading(run):
+    u, wait = utilisation(run)
+    facts = switch_facts(run["command"])
+    return read_utilisation(facts["cuda"], u, wait, facts)
+
+
 def write_report(opts, machine, runs, names, batches):
     """report.md: the headline, what each switch bought, costs, the pictures, the table."""
     def median(data, batch, label):
@@ -241,6 +365,19 @@ def write_report(opts, machine, runs, names, batches):
                 last.append(f"{s} {100 * (1 - w / best):.0f}%" if w <= best else f"{s} nothing ({w / best:.2f}x faster without)")
         lines += ["", f"Which switch bought what ({data}, batch {batch}): alone on top of the baseline: "
                   + (", ".join(alone) or "-") + "; removing it from the full set costs: " + (", ".join(last) or "-") + "."]
+    # What the GPU was doing: NVML's figure against the finer ones, baseline and optimized at the headline's batch.
+    def found(data, b, label):
+        return next((r for r in runs if r["data"] == data and r["batch"] == b and r["label"] == label and r["summary"]),
+                    None)
+    for data in ["synthetic", "jpeg"]:
+        ends_runs = [(name, found(data, batch, label)) for name, label in [("the baseline", "baseline"),
+                                                                           ("the optimized run", "all")]]
+        ends_runs = [(name, r) for name, r in ends_runs if r]
+        if not ends_runs:
+            continue
+        across = read_across([(name, r["summary"]["median"], utilisation(r)[0]) for name, r in ends_runs])
+        lines += ["", f"What the GPU was doing ({data}, batch {batch}): " + (across + " " if across else "")
+                  + " ".join(f"{name[0].upper() + name[1:]}: {reading(r)}" for name, r in ends_runs)]
     # The matrix's own time (the goal: under 10 minutes on one H200), from each run's process time.
     timed = [r["process_s"] for r in runs if r.get("process_s") is not None]
     if timed:
@@ -273,6 +410,22 @@ def write_report(opts, machine, runs, names, batches):
         lines.append(f"| {r['data']} | {r['batch']} | {r['label']} | {s['median']:.0f} | {s['min']:.0f} | {s['max']:.0f} | "
                      f"{s['spread_pct']:.1f}% | {sp['data wait']:.2f} | {sp['host-to-device copy']:.2f} | {sp['compute']:.2f} | "
                      f"{s['wall_ms_per_step']:.2f} |")
+    lines += ["", "## Utilisation, every configuration", "",
+              "Medians of the repeats' epoch means. NVML's GPU utilisation is what nvidia-smi shows: the share of time "
+              "in which any kernel ran; SM activity, occupancy, tensor-pipe activity and DRAM bandwidth come from GPM "
+              "(Hopper and newer); unavailable where the GPU or the run has none. Data wait: the host blocked on the "
+              "loader, over the wall time.", "",
+              "| data | batch | configuration | images/s | " + " | ".join(h for h, _, _ in UTIL_COLUMNS) + " | data wait |",
+              "| --- | --- | --- | --- | " + " | ".join("---" for _ in UTIL_COLUMNS) + " | --- |"]
+    for r in runs:
+        if not r["summary"]:
+            continue
+        u, wait = utilisation(r)
+        lines.append(f"| {r['data']} | {r['batch']} | {r['label']} | {r['summary']['median']:.0f} | "
+                     + " | ".join(format_figure(unit, u[metric]) for _, metric, unit in UTIL_COLUMNS)
+                     + f" | {format_figure('%', None if wait is None else 100 * wait)} |")
+    lines += ["", "What each configuration's figures say:", ""]
+    lines += [f"- {r['data']}, batch {r['batch']}, {r['label']}: {reading(r)}" for r in runs if r["summary"]]
     lines += ["", "## What each switch bought, every batch", "",
               "Alone: images/s of the baseline plus the switch, over the baseline. Last: all switches over all but this one.", "",
               "| data | batch | switch | alone | last |", "| --- | --- | --- | --- | --- |"]
@@ -400,6 +553,8 @@ def main():
                     continue
                 run = run_one(opts, data, data_args, batch, steps[batch], label, on, names, log_dir)
                 run["summary"] = summarise(run)
+                if "gpu" not in machine and run.get("device"):
+                    machine["gpu"] = run["device"]  # rn50 compare names the machine by it
                 runs.append(run)
                 s = run["summary"]
                 print(f"{data:9} b{batch:<4} {label:22} " + (f"{s['median']:9.0f} img/s  spread {s['spread_pct']:4.1f}%"

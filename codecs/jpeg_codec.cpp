@@ -9,8 +9,9 @@
 #include <stdexcept>
 #include <string>
 
-#include <jerror.h>
 #include <jpeglib.h>
+// After jpeglib.h: jerror.h picks its message list by JPEG_LIB_VERSION, which jpeglib.h defines.
+#include <jerror.h>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
@@ -43,7 +44,7 @@ bool corrupt_data_warning(int code) {
     case JWRN_EXTRANEOUS_DATA:  // bytes before a marker that belong to nothing
     case JWRN_HUFF_BAD_CODE:
     case JWRN_MUST_RESYNC:
-#if JPEG_LIB_VERSION >= 70
+#if JPEG_LIB_VERSION >= 70 || defined(C_ARITH_CODING_SUPPORTED) || defined(D_ARITH_CODING_SUPPORTED)
     case JWRN_ARITH_BAD_CODE:
 #endif
       return true;
@@ -256,11 +257,16 @@ void check_jpeg_container(const uint8_t* bytes, size_t size) {
     if (size >= 2) first += " " + hex_byte(bytes[1]);
     throw DecodeError("not a JPEG: no start-of-image marker (starts with " + first + ")");
   }
-  // The end-of-image marker, allowing a little trailing padding after it.
-  const size_t tail_start = size > 32 ? size - 32 : 0;
-  bool has_eoi = false;
-  for (size_t i = size - 1; i > tail_start && !has_eoi; --i) has_eoi = bytes[i - 1] == 0xFF && bytes[i] == 0xD9;
-  if (!has_eoi) throw DecodeError("truncated JPEG (no end-of-image marker)");
+  // An end-of-image marker after the start-of-image one, with any number of bytes after it (cameras append trailers
+  // of kilobytes; libjpeg stops at the marker). The search runs from the end, so a normal file stops at once.
+  if (last_end_of_image(bytes, size) == 0) throw DecodeError("truncated JPEG (no end-of-image marker)");
+}
+
+size_t last_end_of_image(const uint8_t* bytes, size_t size) {
+  for (size_t i = size; i >= 4; --i) {
+    if (bytes[i - 2] == 0xFF && bytes[i - 1] == 0xD9) return i - 2;
+  }
+  return 0;
 }
 
 JpegInfo read_jpeg_header(const uint8_t* bytes, size_t size) {

@@ -38,8 +38,12 @@ struct DecodeScratch {
 JpegInfo read_jpeg_header(const uint8_t* bytes, size_t size);
 
 // The cheap checks every decoder path runs first: not empty, not a PNG or GIF, a start-of-image marker at the
-// front and an end-of-image marker at the end (a truncated file has none). Throws rn50::DecodeError.
+// front and an end-of-image marker after it, with any bytes after that (a truncated file has none). Throws
+// rn50::DecodeError.
 void check_jpeg_container(const uint8_t* bytes, size_t size);
+
+// Where the last end-of-image marker (FF D9) starts; 0 when there is none after the start-of-image marker.
+size_t last_end_of_image(const uint8_t* bytes, size_t size);
 
 // Decodes `rect` of the image into an out_width x out_height RGB image (HWC, uint8) at `out`, mirrored
 // horizontally when `flip`. Only the rows and columns of the rectangle are decoded, at the smallest DCT

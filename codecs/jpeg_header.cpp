@@ -99,6 +99,10 @@ JpegInfo parse_jpeg_frame_header(const uint8_t* bytes, size_t size) {
       info.rgb_coded = adobe_transform >= 0 ? adobe_transform == 0 : rgb_ids;
     }
     info.header_bytes = scan_header_end(bytes, size, pos + length);
+    // An end-of-image marker inside the header (an EXIF thumbnail's) does not end the image: the GPU decoders, which
+    // do not report a premature end as libjpeg does, get no file cut inside its scan data.
+    if (info.header_bytes > 0 && last_end_of_image(bytes, size) < info.header_bytes)
+      throw DecodeError("truncated JPEG (no end-of-image marker after the scan)");
     return info;
   }
 }

@@ -13,6 +13,8 @@ int export_command(int argc, char** argv);        // commands/export.cpp
 int infer_command(int argc, char** argv);         // commands/infer.cpp
 int doctor_command(int argc, char** argv);        // commands/doctor.cpp
 int bench_decode_command(int argc, char** argv);  // commands/bench_decode.cpp
+int report_command(int argc, char** argv);        // commands/report_command.cpp
+int compare_command(int argc, char** argv);       // commands/compare.cpp
 
 // The GPU index of a device name: N for "cuda:N", 0 otherwise.
 inline int gpu_index(const std::string& device) {

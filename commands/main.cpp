@@ -31,6 +31,9 @@ const std::vector<Command>& command_table() {
        commands::doctor_command},
       {"bench-decode", "JPEG decode + augmentation rate of this CPU or GPU (rn50 bench-decode --help)",
        commands::bench_decode_command},
+      {"report", "one HTML page of a training run (rn50 report --help)", commands::report_command},
+      {"compare", "machines side by side from their result files, with cost (rn50 compare --help)",
+       commands::compare_command},
   };
   return table;
 }

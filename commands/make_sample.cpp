@@ -3,11 +3,15 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "commands/command.h"
 #include "core/errors.h"
+#include "core/files.h"
 #include "core/log.h"
+#include "data/damaged_images.h"
 #include "data/sample_maker.h"
 
 namespace rn50::commands {
@@ -28,7 +32,11 @@ int make_sample_command(int argc, char** argv) {
       cxxopts::value<double>()->default_value("0"))(
       "seed", "random seed", cxxopts::value<uint64_t>()->default_value(std::to_string(spec.seed)))(
       "threads", "threads that render and encode (default: the cores this process may use)",
-      cxxopts::value<int>()->default_value("0"))("h,help", "print this help");
+      cxxopts::value<int>()->default_value("0"))(
+      "damaged",
+      "also write damaged and hostile files into every training class folder (data/damaged_images.h: 9 bad, 2 "
+      "odd but good, and a FIFO, two broken links and a sparse 2 GiB file), to see a run count and skip them")(
+      "h,help", "print this help");
   const auto parsed = options.parse(argc, argv);
   if (parsed.count("help")) {
     std::printf("%s\n", options.help().c_str());
@@ -48,6 +56,23 @@ int make_sample_command(int argc, char** argv) {
   const int64_t files = data::make_sample_dataset(spec);
   log_info(strprintf("wrote %lld images of %d classes to %s", static_cast<long long>(files), spec.classes,
                      spec.out_dir.c_str()));
+  if (parsed.count("damaged")) {
+    data::DamagedCounts all;
+    for (const auto& entry : std::filesystem::directory_iterator(spec.out_dir + "/train")) {
+      const std::string dir = entry.path().string();
+      std::string good_path;  // one image make-sample wrote, not a damaged file of an earlier run
+      for (const auto& f : std::filesystem::directory_iterator(dir)) {
+        if (f.path().filename().string().rfind("damaged_", 0) != 0) good_path = f.path().string();
+      }
+      std::vector<uint8_t> good;
+      files::read_whole(good_path, uint64_t{64} << 20, good);
+      const data::DamagedCounts c = data::write_damaged_images(dir, good, /*special=*/true);
+      all.files += c.files;
+      all.bad += c.bad;
+    }
+    log_info(strprintf("wrote %d damaged or odd files into the training classes: %d are bad samples, %d decode",
+                       all.files, all.bad, all.files - all.bad));
+  }
   return 0;
 }
 

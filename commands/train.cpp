@@ -22,6 +22,7 @@
 #include "models/model.h"
 #include "monitor/mig.h"
 #include "monitor/nvml.h"
+#include "report/run_report.h"
 
 namespace rn50::commands {
 namespace {
@@ -65,6 +66,23 @@ void adapt_to_launch(Config& config, const LaunchEnv& launch) {
   if (config.workers == -1 && launch.local_world_size > 1) {
     config.workers = std::max(1, usable_cores() / launch.local_world_size);
   }
+}
+
+// The run's page (report.html), at its end and after a failure alike: it never hides the run's own error.
+void write_report(const Config& config) {
+  try {
+    const report::RunReport r = report::write_run_report(config.out_dir);
+    log_info("report: " + r.path + " (rn50 report " + config.out_dir + " writes it again)");
+  } catch (const std::exception& e) {
+    log_warn(std::string("report.html not written: ") + e.what());
+  }
+}
+
+// Whether this run wrote to the metrics file (since `started`): an old run's file is not this run's to report.
+bool metrics_written_since(const Config& config, std::filesystem::file_time_type started) {
+  std::error_code ec;
+  const auto written = std::filesystem::last_write_time(config.out_dir + "/metrics.jsonl", ec);
+  return !ec && written >= started;
 }
 
 // `rn50 train`: every config key is also an option (--batch-size for batch_size).
@@ -129,7 +147,15 @@ int train_command(int argc, char** argv) {
     throw ConfigError("config key 'out_dir': " + config.out_dir + " is not writable");
   }
   init_logging(config.out_dir + "/train.log", launch.rank);
-  engine::train(config, launch);
+  const bool reports = config.report && launch.rank == 0;
+  const auto started = std::filesystem::file_time_type::clock::now();
+  try {
+    engine::train(config, launch);
+  } catch (...) {
+    if (reports && metrics_written_since(config, started)) write_report(config);
+    throw;
+  }
+  if (reports) write_report(config);
   return 0;
 }
 

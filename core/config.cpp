@@ -86,8 +86,33 @@ ConfigKey bool_key(const char* name, bool Config::*member, const char* help) {
           [=](const Config& c) { return std::string(c.*member ? "on" : "off"); }, /*on_off=*/true};
 }
 
+// UTF-8 as RFC 3629 allows it (no overlong forms, surrogates or code points past U+10FFFF).
+bool valid_utf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const int n = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xE ? 2 : (c >> 3) == 0x1E ? 3 : -1;
+    if (n < 0 || i + static_cast<size_t>(n) >= s.size()) return false;  // a bad lead byte, or cut short
+    uint32_t cp = n == 0 ? c : c & (0x3F >> n);
+    for (int k = 1; k <= n; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d >> 6) != 0x2) return false;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    const uint32_t min[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < min[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += static_cast<size_t>(n) + 1;
+  }
+  return true;
+}
+
 ConfigKey string_key(const char* name, std::string Config::*member, const char* help) {
-  return {name, help, [=](Config& c, const std::string& v) { c.*member = trim(v); },
+  // Text only: the resolved configuration is written as YAML, which holds UTF-8 and nothing else.
+  return {name, help,
+          [=](Config& c, const std::string& v) {
+            if (!valid_utf8(v)) throw ConfigError(std::string("config key '") + name + "': not valid UTF-8 text");
+            c.*member = trim(v);
+          },
           [=](const Config& c) { return c.*member; }};
 }
 
@@ -118,6 +143,10 @@ const Names<Precision>& names(Precision) {
 
 const Names<Fusion>& names(Fusion) {
   static const Names<Fusion> n = {{Fusion::kOff, "off"}, {Fusion::kBatchNorm, "bn"}};
+  return n;
+}
+const Names<FusionKernels>& names(FusionKernels) {
+  static const Names<FusionKernels> n = {{FusionKernels::kAuto, "auto"}, {FusionKernels::kRn50, "rn50"}};
   return n;
 }
 
@@ -229,6 +258,8 @@ std::vector<ConfigKey> make_keys() {
       bool_key("validate", &C::validate, "evaluate on the validation split after every epoch"),
       bool_key("checkpoint", &C::checkpoint,
                "write checkpoint.safetensors after every epoch (off: for timing runs that keep nothing)"),
+      bool_key("report", &C::report,
+               "write report.html in out_dir when the run ends, as rn50 report does (off: none; rank 0 only)"),
       double_key("price_per_hour", &C::price_per_hour,
                  "instance price per hour (any currency): each epoch record gets cost_per_epoch and "
                  "projected_run_cost (0: off)"),
@@ -239,10 +270,16 @@ std::vector<ConfigKey> make_keys() {
       bool_key("channels_last", &C::channels_last, "NHWC memory layout for images, weights and activations"),
       bool_key("cudnn_benchmark", &C::cudnn_benchmark, "let cuDNN time its algorithms and keep the fastest"),
       bool_key("cuda_graph", &C::cuda_graph, "capture the whole training step in a CUDA graph and replay it"),
+      bool_key("expandable_segments", &C::expandable_segments,
+               "the CUDA caching allocator maps memory into segments that grow in place instead of caching fixed "
+               "blocks (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True): less memory reserved for the same step"),
       choice_key("fusion", &C::fusion,
                  "kernel fusion in the model: off (ATen's BatchNorm, add and ReLU kernels, one pass each) or bn "
                  "(BatchNorm with its residual add and ReLU fused, forward and backward, for channels-last tensors on "
                  "a GPU; elsewhere the same ops, logged)"),
+      choice_key("fusion_kernels", &C::fusion_kernels,
+                 "fusion: bn's kernels: auto (cuDNN's for BatchNorm+ReLU, rn50's for the rest: the fastest), or rn50 "
+                 "(rn50's everywhere: no cuDNN reserve space kept for the backward)"),
       string_key("mig", &C::mig,
                  "MIG pinning: 'list' prints the GPU's MIG instances; a MIG UUID or instance index pins the run to "
                  "it (CUDA_VISIBLE_DEVICES=MIG-...) before CUDA starts"),
@@ -290,6 +327,7 @@ std::string name_of(LrScheduleKind value) { return name_in_table(value); }
 std::string name_of(Tf32 value) { return name_in_table(value); }
 std::string name_of(Precision value) { return name_in_table(value); }
 std::string name_of(Fusion value) { return name_in_table(value); }
+std::string name_of(FusionKernels value) { return name_in_table(value); }
 
 const std::vector<ConfigKey>& config_keys() {
   static const std::vector<ConfigKey> keys = make_keys();
@@ -329,10 +367,11 @@ void apply_yaml_file(Config& config, const std::string& path) {
 
 void apply_overrides(Config& config, const std::map<std::string, std::string>& values) {
   const auto& keys = config_keys();
-  for (const auto& [name, value] : values) {
+  for (const auto& entry : values) {
+    const std::string& name = entry.first;  // not a structured binding: C++17 lambdas cannot capture one
     const auto it = std::find_if(keys.begin(), keys.end(), [&](const ConfigKey& k) { return k.name == name; });
     if (it == keys.end()) throw ConfigError("unknown config key '" + name + "'");
-    it->parse(config, value);
+    it->parse(config, entry.second);
   }
 }
 
@@ -390,12 +429,26 @@ void validate(Config& c) {
   if (c.workers == -1) c.workers = usable_cores();
 }
 
+namespace {
+
+// A value as a YAML scalar that reads back as the same string: quoted and escaped where a plain scalar would not
+// (": ", " #", a leading quote or bracket, control or non-ASCII bytes), plain otherwise.
+std::string yaml_scalar(const std::string& value) {
+  if (value.empty()) return "\"\"";
+  YAML::Emitter out;
+  out.SetOutputCharset(YAML::EscapeNonAscii);
+  out << value;
+  return out.good() ? out.c_str() : "\"\"";
+}
+
+}  // namespace
+
 std::string to_yaml(const Config& config) {
   std::string out;
   for (const auto& key : config_keys()) {
     const std::string value = key.print(config);
     out += key.name + ": ";
-    out += value.empty() ? "\"\"" : (key.name == "lr_milestones" ? "[" + value + "]" : value);
+    out += key.name == "lr_milestones" ? "[" + value + "]" : yaml_scalar(value);
     out += "\n";
   }
   return out;

@@ -22,12 +22,14 @@ enum class LrScheduleKind { kCosine, kStep };   // cosine | step
 enum class Tf32 { kDefault, kOn, kOff };        // default | on | off
 enum class Precision { kFp32, kBf16, kFp16 };   // fp32 | bf16 | fp16
 enum class Fusion { kOff, kBatchNorm };         // off | bn
+enum class FusionKernels { kAuto, kRn50 };      // auto | rn50
 std::string name_of(DataSource value);
 std::string name_of(Decode value);
 std::string name_of(LrScheduleKind value);
 std::string name_of(Tf32 value);
 std::string name_of(Precision value);
 std::string name_of(Fusion value);
+std::string name_of(FusionKernels value);
 
 struct Config {
   // model
@@ -75,6 +77,7 @@ struct Config {
   int log_every = 50;     // steps between step records
   bool validate = true;
   bool checkpoint = true;     // write checkpoint.safetensors after every epoch
+  bool report = true;         // write report.html (rn50 report) when the run ends
   double price_per_hour = 0;  // instance price per hour in any currency; > 0 adds costs to the epoch records
 
   // speed switches (GPU)
@@ -83,7 +86,9 @@ struct Config {
   bool channels_last = false;
   bool cudnn_benchmark = false;
   bool cuda_graph = false;
+  bool expandable_segments = false;
   Fusion fusion = Fusion::kOff;
+  FusionKernels fusion_kernels = FusionKernels::kAuto;
   std::string mig;  // list | MIG-<uuid> | instance index; empty: no MIG pinning
 
   // data parallel (several processes; see LaunchEnv)

@@ -1,18 +1,78 @@
 // core/log.cpp: spdlog sinks for the console and the run's log file.
 #include "core/log.h"
 
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdarg>
+#include <cstdio>
+#include <memory>
+#include <mutex>
 
 namespace rn50 {
+namespace {
+
+// The console sink (stderr) that keeps the status line: the logger owns it, so the line needs no state of its own.
+class ConsoleWithStatusLine final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  ConsoleWithStatusLine() : inner_(std::make_shared<spdlog::sinks::stderr_color_sink_st>()) {}
+
+  void set_status(const std::string& text) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!stdout_is_terminal()) return;
+    status_ = fit_to_terminal(text);
+    std::fputs(("\r\033[K" + status_).c_str(), stdout);
+    std::fflush(stdout);
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    if (!status_.empty()) {
+      std::fputs("\r\033[K", stdout);
+      std::fflush(stdout);
+    }
+    inner_->log(msg);
+    if (!status_.empty()) {
+      std::fputs(status_.c_str(), stdout);
+      std::fflush(stdout);
+    }
+  }
+  void flush_() override { inner_->flush(); }
+  void set_pattern_(const std::string& pattern) override { inner_->set_pattern(pattern); }
+  void set_formatter_(std::unique_ptr<spdlog::formatter> formatter) override {
+    inner_->set_formatter(std::move(formatter));
+  }
+
+ private:
+  // A line wider than the terminal wraps, and "\r" would then clear only its last row.
+  static std::string fit_to_terminal(const std::string& text) {
+    winsize size{};
+    if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) != 0 || size.ws_col < 2) return text;
+    return text.size() < size.ws_col ? text : text.substr(0, size.ws_col - 1);
+  }
+
+  std::shared_ptr<spdlog::sinks::stderr_color_sink_st> inner_;
+  std::string status_;
+};
+
+}  // namespace
+
+bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }
+
+void set_status_line(const std::string& text) {
+  for (const auto& sink : spdlog::default_logger()->sinks()) {
+    if (auto* console = dynamic_cast<ConsoleWithStatusLine*>(sink.get())) console->set_status(text);
+  }
+}
 
 void init_logging(const std::string& file, int rank) {
   std::vector<spdlog::sink_ptr> sinks;
-  sinks.push_back(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  sinks.push_back(std::make_shared<ConsoleWithStatusLine>());
   spdlog::drop("rn50-file");
   if (!file.empty() && rank == 0) {
     sinks.push_back(std::make_shared<spdlog::sinks::basic_file_sink_mt>(file, /*truncate=*/false));

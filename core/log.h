@@ -25,6 +25,13 @@ void log_error(const std::string& message);
 // printf-style formatting into a std::string (the compiler checks the arguments).
 std::string strprintf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
+// The live status line at the foot of the terminal (the epoch's progress): drawn on standard output only where it is
+// a terminal, cleared before each console log line and drawn again after it; "" removes it. Elsewhere (a file, a
+// pipe, CI) nothing is written, and the log lines stay as they are.
+void set_status_line(const std::string& text);
+// Whether standard output is a terminal, i.e. whether set_status_line shows anything.
+bool stdout_is_terminal();
+
 // Logs rows as an aligned two-column table under a title.
 void log_table(const std::string& title, const std::vector<std::pair<std::string, std::string>>& rows);
 

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/core/AllocatorConfig.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
@@ -158,6 +159,14 @@ void CudaGraph::capture(const std::function<void()>& body) {
 void CudaGraph::replay() {
   if (!impl_->graph) throw std::logic_error("CudaGraph::replay before a successful capture");
   impl_->graph->replay();
+}
+
+std::string use_expandable_segments() {
+  c10::CachingAllocator::setAllocatorSettings("expandable_segments:True");
+  // AcceleratorAllocatorConfig: CUDAAllocatorConfig's inline getter says false outside LibTorch's own build.
+  return c10::CachingAllocator::AcceleratorAllocatorConfig::use_expandable_segments()
+             ? "expandable segments"
+             : "fixed segments (the allocator did not take expandable_segments)";
 }
 
 void release_cached_memory() { c10::cuda::CUDACachingAllocator::emptyCache(); }

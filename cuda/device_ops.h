@@ -47,6 +47,10 @@ class CudaGraph {
   std::unique_ptr<Impl> impl_;
 };
 
+// Asks the caching allocator for segments that grow in place (less memory lost to fragmentation); returns what it
+// uses now, for the start-up table. Applies to segments allocated from here on: call before the model is built.
+std::string use_expandable_segments();
+
 // Returns the caching allocator's unused blocks to the device (after graph capture, warm-up's activations).
 void release_cached_memory();
 

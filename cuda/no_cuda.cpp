@@ -50,6 +50,8 @@ void CudaGraph::capture(const std::function<void()>&) { throw std::runtime_error
 void CudaGraph::replay() { no_cuda("CudaGraph"); }
 
 std::string describe_kernels(int) { return "no CUDA in this build"; }
+std::string use_expandable_segments() { return "unavailable without CUDA"; }
+
 void release_cached_memory() {}
 
 }  // namespace rn50::cuda

@@ -25,7 +25,7 @@ std::string compare_instances(double price_a, double rate_a, double price_b, dou
                      cost_per_million_images(price, rate),
                      cost_per_million_images(price, rate) * kImageNetTrainImages / 1e6);
   };
-  const double break_even = price_a / price_b;
+  const double break_even = break_even_speedup(price_a, price_b);
   std::string out = describe("A", price_a, rate_a) + describe("B", price_b, rate_b);
   out += strprintf("break-even: A must train %.2fx faster than B to cost the same per image", break_even);
   if (rate_a > 0 && rate_b > 0) {

@@ -17,6 +17,12 @@ struct RunCost {
 // `epoch_seconds`: the wall times of the epochs so far, the last one being the epoch just finished (not empty).
 RunCost run_cost(double price_per_hour, const std::vector<double>& epoch_seconds, int epochs);
 
+// The speed-up an instance at price_a per hour must reach over one at price_b to cost the same per image.
+inline double break_even_speedup(double price_a, double price_b) { return price_a / price_b; }
+
+// Seconds of one ImageNet-1k training epoch (kImageNetTrainImages) at `images_per_s`, validation not included.
+inline double imagenet_epoch_seconds(double images_per_s) { return kImageNetTrainImages / images_per_s; }
+
 // Price of training on a million images at `images_per_s`.
 double cost_per_million_images(double price_per_hour, double images_per_s);
 

@@ -86,13 +86,10 @@ void MetricsLog::write_line(const std::string& line) {
 }
 
 void MetricsLog::write(const StepRecord& r) {
-  write_line(nlohmann::json{{"type", "step"},
-                            {"epoch", r.epoch},
-                            {"step", r.step},
-                            {"loss", r.loss},
-                            {"lr", r.lr},
-                            {"images_per_s", r.images_per_s}}
-                 .dump());
+  nlohmann::json j{{"type", "step"}, {"epoch", r.epoch}, {"step", r.step},
+                   {"loss", r.loss}, {"lr", r.lr},       {"images_per_s", r.images_per_s}};
+  for (const auto& [name, value] : r.extra) j[name] = optional_number(value);
+  write_line(j.dump());
 }
 
 void MetricsLog::write(const EpochRecord& r) {

@@ -15,6 +15,8 @@ struct StepRecord {
   double loss = 0;   // mean training loss of the steps since the last record
   double lr = 0;
   double images_per_s = 0;
+  // The GPU's utilisation over the interval (the sampler's means); nullopt is written as null ("unavailable").
+  std::vector<std::pair<std::string, std::optional<double>>> extra = {};
 };
 
 struct EpochRecord {

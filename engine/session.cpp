@@ -26,6 +26,7 @@
 #include "engine/checkpoint.h"
 #include "engine/executor.h"
 #include "engine/metrics.h"
+#include "engine/run_info.h"
 #include "engine/sgd.h"
 #include "engine/step_timer.h"
 #include "engine/train_step.h"
@@ -71,8 +72,11 @@ std::string describe_fusion(const Config& config, const c10::Device& device) {
     log_warn("fusion: bn runs ATen's separate BatchNorm, add and ReLU kernels: " + why_not);
     return "bn: ATen's separate ops (" + why_not + ")";
   }
-  return "bn: BatchNorm+ReLU " + ops::describe_kernels(x, false, true) + "; BatchNorm+add+ReLU " +
-         ops::describe_kernels(x, true, true) + "; BatchNorm " + ops::describe_kernels(x, false, false);
+  const ops::BnKernels kernels = ops::bn_kernels_for(config.fusion_kernels);
+  return "bn (" + name_of(config.fusion_kernels) + "): BatchNorm+ReLU " +
+         ops::describe_kernels(x, false, true, kernels) + "; BatchNorm+add+ReLU " +
+         ops::describe_kernels(x, true, true, kernels) + "; BatchNorm " +
+         ops::describe_kernels(x, false, false, kernels);
 }
 
 // What the configuration asks of the device, checked before any work.
@@ -103,6 +107,9 @@ Session::Session(const Config& config_in, const LaunchEnv& launch, std::unique_p
   apply_math_switches(config);
   // All device work, warm-up included, runs on one non-default stream: CUDA graph capture needs it.
   if (device.is_cuda()) cuda::use_side_stream(device.index());
+  if (config.expandable_segments) {
+    allocator_status = device.is_cuda() ? cuda::use_expandable_segments() : "expandable_segments: unused on the CPU";
+  }
   if (launch.world_size > 1) distributed = std::make_unique<parallel::Distributed>(launch, config, device);
   input::InputContext context;
   context.device = device;
@@ -160,6 +167,7 @@ void Session::build_model() {
   options.num_classes = static_cast<int64_t>(info.classes.size());
   options.zero_init_residual = config.zero_init_residual;
   options.fusion = config.fusion;
+  options.fusion_kernels = config.fusion_kernels;
   model = models::create(config.model, options);
   model->to(device);
   if (config.channels_last) models::to_channels_last(*model);
@@ -279,6 +287,7 @@ void Session::log_start() const {
   if (device.is_cuda()) rows.emplace_back("(kernels)", cuda::describe_kernels(device.index()));
   for (auto& row : source->describe()) rows.push_back(std::move(row));
   if (config.cuda_graph) rows.emplace_back("(cuda graph)", step->graph_status());
+  if (!allocator_status.empty()) rows.emplace_back("(allocator)", allocator_status);
   if (config.fusion != Fusion::kOff) rows.emplace_back("(fusion)", describe_fusion(config, device));
   rows.emplace_back("(utilisation)", sampler_status.empty() ? "unavailable on the CPU" : sampler_status);
   rows.emplace_back("(classes)", std::to_string(source->info().classes.size()));
@@ -297,6 +306,12 @@ void Session::log_start() const {
     }
   }
   log_table("rn50 train", rows);
+  // The machine, for the run's report: a run is not stopped for it.
+  try {
+    write_run_info(config.out_dir + "/" + kRunInfoFile, world(), rows);
+  } catch (const std::exception& e) {
+    log_warn(std::string("run.json not written: ") + e.what());
+  }
 }
 
 }  // namespace rn50::engine

@@ -74,6 +74,7 @@ struct Session {
   std::unique_ptr<MetricsLog> metrics;           // rank 0 only
   std::unique_ptr<monitor::UtilisationSampler> sampler;
   std::string sampler_status;
+  std::string allocator_status;  // what expandable_segments gave, for the start-up table
   LrSchedule schedule;
   int64_t start_epoch = 0;
   int64_t global_step = 0;

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <exception>
+#include <functional>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <utility>
@@ -22,6 +24,7 @@
 #include "engine/cost.h"
 #include "engine/executor.h"
 #include "engine/metrics.h"
+#include "engine/progress.h"
 #include "engine/session.h"
 #include "engine/step_timer.h"
 #include "engine/train_step.h"
@@ -70,8 +73,8 @@ class EpochLoop {
         if (config_.checkpoint) save(epoch + 1);
         // What the instance is paid for: the whole epoch, validation and checkpoint included.
         std::optional<RunCost> cost;
+        epoch_seconds_.push_back(seconds_since(t0));
         if (config_.price_per_hour > 0) {
-          epoch_seconds_.push_back(seconds_since(t0));
           cost = run_cost(config_.price_per_hour, epoch_seconds_, config_.epochs);
           record.extra.emplace_back("cost_per_epoch", cost->per_epoch);
           record.extra.emplace_back("projected_run_cost", cost->projected_run);
@@ -99,6 +102,13 @@ class EpochLoop {
     const auto t0 = Clock::now();
     auto interval_start = t0;
     int64_t interval_steps = 0;
+    // Host time only: the device may be a few steps behind between the syncs below, never further than its queue.
+    std::optional<EpochProgress> progress;
+    if (s_.primary()) {
+      progress.emplace(epoch + 1, config_.epochs, steps, static_cast<int64_t>(config_.batch_size) * s_.world(),
+                       mean_epoch_seconds(), t0,
+                       stdout_is_terminal() ? std::function<void(const std::string&)>(set_status_line) : nullptr);
+    }
     for (int64_t s = 0; s < steps; ++s) {
       s_.timer->begin_step();
       source.fill(s_.step->images(), s_.step->labels());
@@ -112,6 +122,7 @@ class EpochLoop {
       ++interval_steps;
       ++s_.global_step;
       record.lr = lr;
+      if (progress) progress->step_done(s + 1, Clock::now());
       if (s_.primary() && s_.global_step % config_.log_every == 0) {
         // The loop's own only sync, every log_every steps, on the rank that logs (source.fill may wait too: that
         // counts as input time). An interval can be shorter than log_every at the start of an epoch, since records
@@ -119,9 +130,14 @@ class EpochLoop {
         const double mean_loss = interval_loss.item<double>() / static_cast<double>(interval_steps);
         const double rate =
             static_cast<double>(interval_steps * config_.batch_size * s_.world()) / seconds_since(interval_start);
-        s_.metrics->write(StepRecord{epoch + 1, s_.global_step, mean_loss, lr, rate});
-        log_info(strprintf("epoch %lld step %lld loss %.4f lr %.5f %.0f img/s", static_cast<long long>(epoch + 1),
-                           static_cast<long long>(s_.global_step), mean_loss, lr, rate));
+        StepRecord step_record{epoch + 1, s_.global_step, mean_loss, lr, rate};
+        step_record.extra =
+            s_.sampler ? s_.sampler->take_interval_means() : monitor::UtilisationSampler::unavailable_interval_means();
+        s_.metrics->write(step_record);
+        log_info(strprintf("epoch %lld step %lld (%lld/%lld) loss %.4f lr %.5f %.0f img/s, %s",
+                           static_cast<long long>(epoch + 1), static_cast<long long>(s_.global_step),
+                           static_cast<long long>(s + 1), static_cast<long long>(steps), mean_loss, lr, rate,
+                           progress->time_left(s + 1, Clock::now()).c_str()));
         interval_loss.zero_();
         interval_steps = 0;
         interval_start = Clock::now();
@@ -230,9 +246,15 @@ class EpochLoop {
             : ""));
   }
 
+  double mean_epoch_seconds() const {
+    if (epoch_seconds_.empty()) return 0;
+    return std::accumulate(epoch_seconds_.begin(), epoch_seconds_.end(), 0.0) /
+           static_cast<double>(epoch_seconds_.size());
+  }
+
   Session& s_;
   const Config& config_;
-  std::vector<double> epoch_seconds_;  // whole epochs of this process, for the cost projection
+  std::vector<double> epoch_seconds_;  // whole epochs of this process, for the cost projection and the time left
 };
 
 }  // namespace

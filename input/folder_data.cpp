@@ -67,7 +67,9 @@ data::LoaderOptions FolderData::loader_options(bool train) const {
 }
 
 void FolderData::report_bad_sample(const std::string& what, const std::string& reason) {
-  log_warn("bad sample skipped: " + what + ": " + reason);
+  // The dataset's reasons already begin with the file's path; the device decoders' do not.
+  const bool named = reason.compare(0, what.size(), what) == 0;
+  log_warn("bad sample skipped: " + (named ? reason : what + ": " + reason));
 }
 
 std::unique_ptr<data::BatchLoader> FolderData::train_loader(int64_t epoch, data::BatchPool& pool) {

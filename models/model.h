@@ -27,6 +27,7 @@ struct ModelOptions {
   // kBatchNorm: each BatchNorm runs with its ReLU and residual add in one fused op (ops/fused_batch_norm.h); the
   // modules, parameters and buffers are the same either way.
   Fusion fusion = Fusion::kOff;
+  FusionKernels fusion_kernels = FusionKernels::kAuto;  // which fused kernels, when fusion is on
 };
 
 // Builds a registered model. Throws rn50::ConfigError naming the model when it is unknown.

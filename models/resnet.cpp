@@ -24,9 +24,19 @@ nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
   return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
 }
 
+// How a model runs its BatchNorms: ATen's separate ops, or the fused op with these kernels.
+struct BnMode {
+  bool fused = false;
+  ops::BnKernels kernels = ops::BnKernels::kAuto;
+};
+
+BnMode bn_mode(const ModelOptions& options) {
+  return {options.fusion == Fusion::kBatchNorm, ops::bn_kernels_for(options.fusion_kernels)};
+}
+
 // relu?(bn(x) + residual?): ATen's separate ops, as torchvision runs them, or one fused op.
-at::Tensor bn_act(nn::BatchNorm2d bn, const at::Tensor& x, const at::Tensor& residual, bool relu, bool fused) {
-  if (!fused) {
+at::Tensor bn_act(nn::BatchNorm2d bn, const at::Tensor& x, const at::Tensor& residual, bool relu, BnMode mode) {
+  if (!mode.fused) {
     at::Tensor y = bn->forward(x);
     if (residual.defined()) y.add_(residual);
     return relu ? y.relu_() : y;
@@ -40,14 +50,14 @@ at::Tensor bn_act(nn::BatchNorm2d bn, const at::Tensor& x, const at::Tensor& res
   state.momentum = bn->options.momentum().value_or(0.1);
   state.eps = bn->options.eps();
   state.training = bn->is_training();
-  return ops::batch_norm_act(x, state, residual, relu);
+  return ops::batch_norm_act(x, state, residual, relu, mode.kernels);
 }
 
 // A residual block: torchvision's BasicBlock (two 3x3) or Bottleneck (1x1, 3x3 with the stride, 1x1).
 class Block : public nn::Module {
  public:
-  Block(bool bottleneck, int64_t in, int64_t width, int64_t stride, bool fused)
-      : bottleneck_(bottleneck), fused_(fused) {
+  Block(bool bottleneck, int64_t in, int64_t width, int64_t stride, BnMode mode)
+      : bottleneck_(bottleneck), mode_(mode) {
     const int64_t expansion = bottleneck ? 4 : 1;
     const int64_t out = width * expansion;
     if (bottleneck) {
@@ -71,12 +81,12 @@ class Block : public nn::Module {
   }
 
   at::Tensor forward(const at::Tensor& x) {
-    at::Tensor y = bn_act(bn1_, conv1_->forward(x), {}, true, fused_);
-    if (bottleneck_) y = bn_act(bn2_, conv2_->forward(y), {}, true, fused_);
+    at::Tensor y = bn_act(bn1_, conv1_->forward(x), {}, true, mode_);
+    if (bottleneck_) y = bn_act(bn2_, conv2_->forward(y), {}, true, mode_);
     const at::Tensor last = (bottleneck_ ? conv3_ : conv2_)->forward(y);
     const at::Tensor identity =
-        downsample_.is_empty() ? x : bn_act(downsample_bn_, downsample_conv_->forward(x), {}, false, fused_);
-    return bn_act(last_bn(), last, identity, true, fused_);
+        downsample_.is_empty() ? x : bn_act(downsample_bn_, downsample_conv_->forward(x), {}, false, mode_);
+    return bn_act(last_bn(), last, identity, true, mode_);
   }
 
   // The BatchNorm whose output joins the identity: zeroed for zero_init_residual.
@@ -84,7 +94,7 @@ class Block : public nn::Module {
 
  private:
   bool bottleneck_;
-  bool fused_;
+  BnMode mode_;
   nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
   nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
   nn::Sequential downsample_{nullptr};  // downsample_conv_ then downsample_bn_, under torchvision's names 0 and 1
@@ -94,8 +104,7 @@ class Block : public nn::Module {
 
 class ResNet final : public Classifier {
  public:
-  ResNet(bool bottleneck, const std::array<int, 4>& blocks, const ModelOptions& options)
-      : fused_(options.fusion == Fusion::kBatchNorm) {
+  ResNet(bool bottleneck, const std::array<int, 4>& blocks, const ModelOptions& options) : mode_(bn_mode(options)) {
     conv1_ = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)));
     bn1_ = register_module("bn1", nn::BatchNorm2d(64));
     int64_t in = 64;
@@ -104,7 +113,7 @@ class ResNet final : public Classifier {
       nn::ModuleList layer;
       for (int b = 0; b < blocks[stage]; ++b) {
         const int64_t stride = (stage > 0 && b == 0) ? 2 : 1;
-        auto block = std::make_shared<Block>(bottleneck, in, widths[stage], stride, fused_);
+        auto block = std::make_shared<Block>(bottleneck, in, widths[stage], stride, mode_);
         layer->push_back(block);
         blocks_.push_back(block);
         in = widths[stage] * (bottleneck ? 4 : 1);
@@ -116,7 +125,7 @@ class ResNet final : public Classifier {
   }
 
   at::Tensor forward(const at::Tensor& images) override {
-    at::Tensor x = bn_act(bn1_, conv1_->forward(images), {}, true, fused_);
+    at::Tensor x = bn_act(bn1_, conv1_->forward(images), {}, true, mode_);
     x = torch::nn::functional::max_pool2d(x, torch::nn::functional::MaxPool2dFuncOptions(3).stride(2).padding(1));
     for (const auto& block : blocks_) x = block->forward(x);
     x = x.mean({2, 3});  // global average pool; keeps the batch dimension
@@ -143,7 +152,7 @@ class ResNet final : public Classifier {
     }
   }
 
-  bool fused_;
+  BnMode mode_;
   nn::Conv2d conv1_{nullptr};
   nn::BatchNorm2d bn1_{nullptr};
   std::vector<std::shared_ptr<Block>> blocks_;

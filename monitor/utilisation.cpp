@@ -225,6 +225,7 @@ UtilisationSummary UtilisationSampler::take_epoch_summary() {
   {
     std::lock_guard<std::mutex> lock(samples_mutex_);
     std::swap(taken, samples_);
+    interval_start_.fill(0);
   }
   UtilisationSummary summary;
   summary.reserve(3 * taken.size());
@@ -250,6 +251,30 @@ UtilisationSummary UtilisationSampler::unavailable_summary() {
     for (const char* suffix : {"_mean", "_p5", "_p95"})
       summary.emplace_back(std::string(metric) + suffix, std::nullopt);
   return summary;
+}
+
+UtilisationSummary UtilisationSampler::take_interval_means() {
+  UtilisationSummary means;
+  means.reserve(kUtilisationMetrics.size());
+  std::lock_guard<std::mutex> lock(samples_mutex_);
+  for (size_t metric = 0; metric < samples_.size(); ++metric) {
+    const std::vector<double>& values = samples_[metric];
+    const size_t from = interval_start_[metric];
+    interval_start_[metric] = values.size();
+    if (from >= values.size()) {
+      means.emplace_back(kUtilisationMetrics[metric], std::nullopt);
+      continue;
+    }
+    const double sum = std::accumulate(values.begin() + static_cast<std::ptrdiff_t>(from), values.end(), 0.0);
+    means.emplace_back(kUtilisationMetrics[metric], sum / static_cast<double>(values.size() - from));
+  }
+  return means;
+}
+
+UtilisationSummary UtilisationSampler::unavailable_interval_means() {
+  UtilisationSummary means;
+  for (const char* metric : kUtilisationMetrics) means.emplace_back(metric, std::nullopt);
+  return means;
 }
 
 }  // namespace rn50::monitor

@@ -82,6 +82,12 @@ class UtilisationSampler {
   // The same keys, all nullopt: for CPU runs and runs without NVML, so epoch records always have the same keys.
   static UtilisationSummary unavailable_summary();
 
+  // Each metric's mean over the samples since the previous call (or since the epoch's start), under the metric's
+  // own name ("gpu_util_pct"); nullopt where there were none. It leaves the epoch's samples to take_epoch_summary:
+  // the step records' utilisation, without a second copy of the samples.
+  UtilisationSummary take_interval_means();
+  static UtilisationSummary unavailable_interval_means();
+
   const NvmlDevice& device() const { return device_; }
   bool gpm_supported() const { return gpm_supported_; }
   size_t samples_taken() const;  // since construction
@@ -108,6 +114,7 @@ class UtilisationSampler {
 
   mutable std::mutex samples_mutex_;  // guards samples_ and samples_taken_
   std::array<std::vector<double>, kUtilisationMetrics.size()> samples_;
+  std::array<size_t, kUtilisationMetrics.size()> interval_start_{};  // where take_interval_means continues
   size_t samples_taken_ = 0;
 
   std::mutex stop_mutex_;

@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "core/config.h"
+
 namespace rn50::ops {
 
 // Which kernels run a fused BatchNorm: cuDNN's fused BatchNorm+add+activation (cudnnBatchNormalizationForwardTrainingEx
@@ -17,6 +19,9 @@ enum class BnKernels { kAuto, kCudnn, kOwn, kAten };
 
 // "auto", "cudnn", "rn50", "aten".
 const char* to_string(BnKernels kernels);
+
+// The kernels the configuration's fusion_kernels choice names.
+BnKernels bn_kernels_for(FusionKernels choice);
 
 // The BatchNorm's tensors and settings, as torch::nn::BatchNorm2d holds them (weight, bias, running_mean, running_var
 // float32 [C]; num_batches_tracked int64 0-dim).

@@ -143,5 +143,31 @@ TEST(Config, YamlDumpReadsBackIdentically) {
   EXPECT_EQ(back.lr_milestones, (std::vector<int>{1, 2, 3}));
 }
 
+// Strings a plain YAML scalar would change or break (found by fuzz_config: the dump of a value with a control byte
+// was not YAML): each reads back as written (string keys are trimmed when parsed, so no value has blank edges). A path
+// with " #" used to come back cut at the comment.
+TEST(Config, YamlDumpQuotesValuesThatAPlainScalarWouldChange) {
+  for (const std::string& value : {std::string("runs/a #1"), std::string("a: b"), std::string("\"quoted\""),
+                                   std::string("[not a list]"), std::string("tab\there"), std::string("nul\0byte", 8),
+                                   std::string("\x01\x7f ctrl"), std::string("caf\xc3\xa9")}) {
+    Config c;
+    c.out_dir = value;
+    Config back;
+    apply_yaml_text(back, to_yaml(c), "dump");
+    EXPECT_EQ(back.out_dir, value) << to_yaml(c);
+  }
+  // YAML holds UTF-8 only: a string key refuses other bytes rather than having them replaced in the dump.
+  for (const char* bad : {"bad \xff\xfe", "cut \xc3", "overlong \xc0\xaf", "surrogate \xed\xa0\x80"}) {
+    Config c;
+    EXPECT_NE(config_error_of([&] {
+                apply_overrides(c, {{"out_dir", bad}});
+              }).find("not valid UTF-8"),
+              std::string::npos)
+        << bad;
+  }
+  Config c;
+  EXPECT_NO_THROW(apply_overrides(c, {{"out_dir", "caf\xc3\xa9 \xf0\x9f\x93\x81"}}));
+}
+
 }  // namespace
 }  // namespace rn50

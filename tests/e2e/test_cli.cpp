@@ -48,8 +48,9 @@ TEST_F(Cli, ResumedRunTakesTheSameNextStepAsAnUninterruptedOne) {
   }
 }
 
-// fusion: bn on the CPU runs ATen's separate ops, says so once at start, and trains exactly as fusion: off does (on
-// the GPU the fused kernels are checked against ATen's ops in tests/ops/test_fused_batch_norm_cuda.cpp).
+// fusion: bn on the CPU runs ATen's separate ops, says so once at start, and trains exactly as fusion: off does,
+// whichever fusion_kernels (on the GPU the fused kernels are checked against ATen's ops in
+// tests/ops/test_fused_batch_norm_cuda.cpp and tests/engine/test_cuda_step.cpp).
 TEST_F(Cli, FusionFallsBackOnTheCpuAndTrainsTheSame) {
   make_sample("--classes 3 --per-class 11 --val-per-class 2 --size 32");
   const std::string options = " --log-every 1 --validate=off --seed 3 --image-size 32 --epochs 1";
@@ -65,9 +66,20 @@ TEST_F(Cli, FusionFallsBackOnTheCpuAndTrainsTheSame) {
   ASSERT_EQ(a.size(), 2u);
   ASSERT_EQ(b.size(), a.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i]["loss"].get<double>(), b[i]["loss"].get<double>());
+  // rn50's kernels chosen and the allocator's expandable segments asked for: the same on the CPU, and said so.
+  const Result own = rn50(small_run(path("data"), path("own")) + options +
+                          " --fusion bn --fusion-kernels rn50 --expandable-segments=on");
+  ASSERT_EQ(own.code, 0) << own.output;
+  EXPECT_NE(own.output.find("expandable_segments: unused on the CPU"), std::string::npos) << own.output;
+  const auto c = records(path("own") + "/metrics.jsonl", "step");
+  ASSERT_EQ(c.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i]["loss"].get<double>(), c[i]["loss"].get<double>());
   const Result bad = rn50(small_run(path("data"), path("bad")) + options + " --fusion conv");
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.output.find("config key 'fusion'"), std::string::npos) << bad.output;
+  const Result bad_kernels = rn50(small_run(path("data"), path("bad2")) + options + " --fusion-kernels cudnn");
+  EXPECT_EQ(bad_kernels.code, 2);
+  EXPECT_NE(bad_kernels.output.find("config key 'fusion_kernels'"), std::string::npos) << bad_kernels.output;
 }
 
 // An empty file, a text file and a truncated JPEG, all named .JPEG, in one class folder.
@@ -95,6 +107,24 @@ TEST_F(Cli, BadImagesAreCountedAndSkipped) {
               strict.output.find("text.JPEG") != std::string::npos ||
               strict.output.find("truncated.JPEG") != std::string::npos)
       << strict.output;
+}
+
+// make-sample --damaged (data/damaged_images.h) in every class: each bad file is named and counted, the two odd but
+// valid ones train, and the FIFO, the broken links and the sparse 2 GiB file cost nothing (the run finishes).
+TEST_F(Cli, DamagedSampleFilesAreNamedCountedAndSkipped) {
+  make_sample("--classes 2 --per-class 9 --val-per-class 2 --size 32 --damaged");
+  // 9 good + 11 damaged files + 4 special entries a class = 48, batch 12: every position is used once an epoch.
+  const Result r = rn50(small_run(path("data"), path("run")) + " --batch-size 12 --epochs 1 --validate=off");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* bad :
+       {"empty", "text", "png_signature", "truncated", "short_scan", "claims_60000x60000", "claims_65535x65535",
+        "claims_20000x9000", "zero_width", "fifo", "link_loop", "link_dangling", "sparse_2gib"}) {
+    EXPECT_NE(r.output.find(std::string("damaged_") + bad + ".JPEG"), std::string::npos) << bad << "\n" << r.output;
+  }
+  for (const char* good : {"trailing_bytes", "fill_bytes_before_scan"}) {
+    EXPECT_EQ(r.output.find(std::string("damaged_") + good + ".JPEG"), std::string::npos) << good << "\n" << r.output;
+  }
+  EXPECT_GE(records(path("run") + "/metrics.jsonl", "epoch").at(0)["bad_samples"].get<int>(), 26);
 }
 
 TEST_F(Cli, DatasetProblemsStopBeforeTrainingWithOneLine) {

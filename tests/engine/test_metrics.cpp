@@ -62,5 +62,20 @@ TEST(MetricsLog, OnResumeRecordsPastTheCheckpointAreDropped) {
   EXPECT_EQ(contents(path), step_line(1, 1) + step_line(1, 2) + step_line(1, 3) + "{\"epoch\":1,\"type\":\"epoch\"}\n");
 }
 
+// A step record carries the interval's utilisation; an unavailable metric is null, never 0.
+TEST(MetricsLog, StepRecordsCarryTheirUtilisationWithNullForUnavailable) {
+  rn50::testing::TempDir dir;
+  const std::string path = dir.file("metrics.jsonl");
+  {
+    MetricsLog log(path);
+    StepRecord record{2, 40, 1.5, 0.05, 900};
+    record.extra = {{"gpu_util_pct", 97.5}, {"tensor_util_pct", std::nullopt}};
+    log.write(record);
+  }
+  EXPECT_EQ(contents(path),
+            "{\"epoch\":2,\"gpu_util_pct\":97.5,\"images_per_s\":900.0,\"loss\":1.5,\"lr\":0.05,\"step\":40,"
+            "\"tensor_util_pct\":null,\"type\":\"step\"}\n");
+}
+
 }  // namespace
 }  // namespace rn50::engine

@@ -165,6 +165,33 @@ TEST(UtilisationSampler, StartsAfreshAfterEachSummary) {
   EXPECT_EQ(value(next, "gpu_util_pct_p95"), 30);
 }
 
+// `times` samples with NVML reading `gpu_util` percent.
+void sample_at(UtilisationSampler& sampler, FakeNvml& nvml, double gpu_util, int times) {
+  nvml.readings({0, {}}).utilisation = UtilisationRates{gpu_util, 10};
+  for (int i = 0; i < times; ++i) sampler.sample_once();
+}
+
+// The step records' means: each interval's samples alone, while the epoch's summary still sees them all.
+TEST(UtilisationSampler, IntervalMeansCoverOnlyTheirOwnSamplesAndLeaveTheEpochWhole) {
+  auto nvml = make_nvml();
+  UtilisationSampler sampler(nvml, kGpuUuid);
+  sample_at(sampler, *nvml, 90, 2);
+  const UtilisationSummary first = sampler.take_interval_means();
+  EXPECT_EQ(value(first, "gpu_util_pct"), 90);
+  EXPECT_EQ(value(first, "power_w"), std::nullopt);  // unsupported: null, never 0
+  EXPECT_EQ(keys(first), keys(UtilisationSampler::unavailable_interval_means()));
+
+  const UtilisationSummary none = sampler.take_interval_means();  // no samples since
+  for (const auto& entry : none) EXPECT_EQ(entry.second, std::nullopt) << entry.first;
+
+  sample_at(sampler, *nvml, 30, 1);
+  EXPECT_EQ(value(sampler.take_interval_means(), "gpu_util_pct"), 30);      // the 90s are not in it
+  EXPECT_EQ(value(sampler.take_epoch_summary(), "gpu_util_pct_mean"), 70);  // (90 + 90 + 30) / 3: all three
+
+  sampler.sample_once();  // the next epoch's first interval starts at its first sample
+  EXPECT_EQ(value(sampler.take_interval_means(), "gpu_util_pct"), 30);
+}
+
 TEST(UtilisationSampler, ComputesGpmMetricsBetweenConsecutiveSamples) {
   auto nvml = make_nvml();
   auto& readings = with_gpm(*nvml);

@@ -1,0 +1,75 @@
+// report/compare.h: `rn50 compare`: result files from any number of machines (ablation.json files, run folders) side
+// by side, as the source's table: speed, projected ImageNet epoch and run, utilisation, input wait, all-reduce,
+// and with prices the cost and the break-even speed-up over a reference row (torch-free).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "report/reading.h"
+#include "report/summary.h"
+
+namespace rn50::report {
+
+struct CompareOptions {
+  std::vector<std::string> inputs;                         // ablation.json files or run folders
+  std::vector<std::pair<std::string, std::string>> names;  // input -> machine name (else from the file)
+  std::vector<std::pair<std::string, double>> prices;      // machine name (or its first words) -> per GPU-hour
+  std::string prices_file;                                 // "NAME: PRICE" lines (YAML)
+  std::string reference;                                   // a row number, or words of its machine/configuration
+  std::vector<std::string> labels = {"baseline", "all"};   // the configurations taken from ablation files
+  std::string data = "synthetic";                          // ablation files: synthetic | jpeg
+  std::vector<int> batches;                                // ablation files: these batch sizes (empty: all)
+  int epochs = 90;                                         // the run the projection and cost are for
+};
+
+// One row: one configuration on one machine, and what it projects to.
+struct CompareRow {
+  std::string source;         // the file, and in an ablation which run
+  std::string machine;        // "H200 x2", "CPU (2 cores)"
+  std::string device;         // the start table's device row, or the CPU's model
+  std::string configuration;  // the ablation's label or the run folder's name
+  std::string switches;       // describe_switches
+  std::string model, data;
+  int image_size = 0, batch = 0, processes = 1;
+  bool cuda = false;
+  EpochsSummary figures;
+  SwitchFacts facts;
+  std::string reading;  // read_utilisation
+  // Projections: an ImageNet epoch and `epochs` of them at the measured rate.
+  double epoch_s = 0, run_s = 0;
+  double speedup = 0;  // images/s over the reference row's
+  std::optional<double> price_per_gpu_hour, price_per_hour, cost_per_epoch, cost_per_run, break_even;
+};
+
+struct Comparison {
+  std::vector<CompareRow> rows;
+  size_t reference = 0;
+  int epochs = 90;
+  std::string across;  // read_across; "" when NVML's figure does not mislead here
+};
+
+// Reads and checks every input; throws DataError (a result file that is incomplete or does not compare) or
+// ConfigError (an option that names nothing) with one line.
+Comparison compare(const CompareOptions& options);
+
+std::string comparison_markdown(const Comparison& comparison);
+std::string comparison_json(const Comparison& comparison);
+
+// Writes compare.md, compare.json, throughput.svg, utilisation.svg and, with prices, cost.svg into `dir`.
+std::vector<std::string> write_comparison(const Comparison& comparison, const std::string& dir);
+
+// The projection's arithmetic, also for the tests: hours of `epochs` ImageNet epochs, cost at a price per hour.
+struct Projection {
+  double epoch_s = 0, run_s = 0;
+  std::optional<double> price_per_hour, cost_per_epoch, cost_per_run;
+};
+Projection project(double images_per_s, int epochs, int gpus, std::optional<double> price_per_gpu_hour);
+
+// A price for `machine`: the entry whose name is the machine's or its first words ("H200" for "H200 x2"),
+// case-insensitive; the longest such name wins.
+std::optional<double> price_for(const std::vector<std::pair<std::string, double>>& prices, const std::string& machine);
+
+}  // namespace rn50::report

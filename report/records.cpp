@@ -1,0 +1,227 @@
+// report/records.cpp: reading metrics files, config.yaml, run.json and train.log's start table.
+#include "report/records.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+#include "core/errors.h"
+#include "core/files.h"
+
+namespace rn50::report {
+namespace {
+
+constexpr uint64_t kMaxSmallFileBytes = 16 << 20;  // config.yaml, run.json, train.log: far below this
+
+std::string read_text(const std::string& path, uint64_t max_bytes) {
+  std::vector<uint8_t> bytes;
+  files::read_whole(path, max_bytes, bytes);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+bool exists(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec);
+}
+
+std::string trim(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+}
+
+// config.yaml as rn50 writes it (core/config.cpp's to_yaml): "key: value" a line, "" for empty, [a,b] for lists.
+Rows parse_config_yaml(const std::string& text) {
+  Rows rows;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t colon = line.find(':');
+    if (line.empty() || line[0] == '#' || colon == std::string::npos) continue;
+    std::string value = trim(line.substr(colon + 1));
+    if (value == "\"\"") value.clear();
+    if (value.size() >= 2 && value.front() == '[' && value.back() == ']') value = value.substr(1, value.size() - 2);
+    rows.emplace_back(trim(line.substr(0, colon)), value);
+  }
+  return rows;
+}
+
+std::string json_text(const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+  if (v.is_number()) {
+    std::ostringstream os;
+    os.precision(4);
+    os << v.get<double>();
+    return os.str();
+  }
+  return v.dump();
+}
+
+// run.json (engine/run_info.h): the host's facts, then the start table's findings without their parentheses.
+void read_run_json(const std::string& path, RunFolder& run) {
+  const nlohmann::json info = nlohmann::json::parse(read_text(path, kMaxSmallFileBytes), nullptr, false);
+  if (!info.is_object()) return;
+  for (const char* key : {"started", "host", "cpu", "usable_cores", "host_memory_gib", "world_size"}) {
+    if (info.contains(key)) run.machine.emplace_back(key, json_text(info[key]));
+  }
+  if (info.contains("world_size") && info["world_size"].is_number_integer()) {
+    run.world_size = std::max(1, info["world_size"].get<int>());
+  }
+  if (info.contains("found") && info["found"].is_array()) {
+    for (const auto& row : info["found"]) {
+      if (!row.is_array() || row.size() != 2 || !row[0].is_string()) continue;
+      const std::string name = row[0].get<std::string>();
+      run.machine.emplace_back(name.substr(1, name.size() - 2), json_text(row[1]));
+    }
+  }
+  run.machine_from = "run.json";
+}
+
+// "2 processes over nccl; ..." -> 2.
+int processes_in(const std::string& data_parallel_row) {
+  const int n = std::atoi(data_parallel_row.c_str());
+  return n > 0 ? n : 1;
+}
+
+}  // namespace
+
+std::optional<double> Record::get(const std::string& key) const {
+  const auto it = fields.find(key);
+  return it == fields.end() ? std::nullopt : it->second;
+}
+
+std::optional<double> median(std::vector<double> values) {
+  if (values.empty()) return std::nullopt;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+MetricsFile read_metrics(const std::string& path) {
+  MetricsFile file;
+  file.path = path;
+  std::string text;
+  try {
+    text = read_text(path, kMaxMetricsBytes);
+  } catch (const files::ReadError& e) {
+    throw DataError(e.what());
+  }
+  double last_epoch = -1, last_step = -1;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    ++file.lines;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const bool typed = j.is_object() && j.contains("type") && j["type"].is_string();
+    const std::string type = typed ? j["type"].get<std::string>() : "";
+    if ((type != "epoch" && type != "step") || !j.contains("epoch") || !j["epoch"].is_number()) {
+      ++file.skipped;
+      continue;
+    }
+    Record record;
+    for (const auto& [key, value] : j.items()) {
+      if (value.is_number()) record.fields[key] = value.get<double>();
+      if (value.is_null()) record.fields[key] = std::nullopt;
+    }
+    // Numbering that goes back starts another run: a resumed run continues it (its file is cut at the checkpoint).
+    const double epoch = *record.get("epoch");
+    const std::optional<double> step = record.get("step");
+    const bool restarts = type == "epoch" ? epoch <= last_epoch : (step && *step <= last_step) || epoch <= last_epoch;
+    if (file.runs == 0 || restarts) {
+      ++file.runs;
+      file.epochs.clear();
+      file.steps.clear();
+      last_epoch = last_step = -1;
+    }
+    if (type == "epoch") {
+      last_epoch = epoch;
+      file.epochs.push_back(std::move(record));
+    } else {
+      if (step) last_step = *step;
+      file.steps.push_back(std::move(record));
+    }
+  }
+  return file;
+}
+
+Rows parse_start_table(const std::string& log_text) {
+  Rows table;
+  bool inside = false;
+  std::istringstream lines(log_text);
+  for (std::string line; std::getline(lines, line);) {
+    // spdlog's "[time] [info] message"; rank-prefixed lines are other processes' warnings.
+    const size_t at = line.find("] [info] ");
+    if (at == std::string::npos) continue;  // another rank's warning, the launcher's line: not the table's
+    const std::string message = line.substr(at + 9);
+    if (message == "rn50 train") {
+      table.clear();
+      inside = true;
+      continue;
+    }
+    if (!inside) continue;
+    if (message.size() < 3 || message.compare(0, 2, "  ") != 0 || message[2] == ' ') {
+      inside = false;
+      continue;
+    }
+    const size_t gap = message.find("  ", 2);  // keys have no double space; the padding after them does
+    const std::string key = message.substr(2, gap == std::string::npos ? std::string::npos : gap - 2);
+    const std::string value = gap == std::string::npos ? "" : trim(message.substr(gap));
+    table.emplace_back(key, value);
+  }
+  return table;
+}
+
+std::string RunFolder::value(const std::string& config_key) const {
+  for (const auto& [k, v] : config) {
+    if (k == config_key) return v;
+  }
+  return "";
+}
+
+std::string RunFolder::found(const std::string& row) const {
+  for (const auto& [k, v] : machine) {
+    if (k == row) return v;
+  }
+  return "";
+}
+
+RunFolder read_run_folder(const std::string& dir) {
+  RunFolder run;
+  run.dir = dir;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) throw DataError(dir + ": not a folder");
+  const std::string metrics = dir + "/metrics.jsonl";
+  if (!exists(metrics)) throw DataError(dir + ": no metrics.jsonl (not the out_dir of an rn50 train run)");
+  run.metrics = read_metrics(metrics);
+  Rows log_table;
+  if (exists(dir + "/train.log")) {
+    try {
+      log_table = parse_start_table(read_text(dir + "/train.log", kMaxMetricsBytes));
+    } catch (const files::ReadError&) {
+      // A log that cannot be read leaves the configuration and machine to the other files, or unrecorded.
+    }
+  }
+  if (exists(dir + "/config.yaml")) {
+    run.config = parse_config_yaml(read_text(dir + "/config.yaml", kMaxSmallFileBytes));
+    run.config_from = "config.yaml";
+  }
+  if (exists(dir + "/run.json")) read_run_json(dir + "/run.json", run);
+  const bool config_in_log = run.config.empty();
+  const bool machine_in_log = run.machine.empty();
+  for (const auto& [key, value] : log_table) {
+    const bool found_row = key.size() > 2 && key.front() == '(';
+    if (found_row && machine_in_log) run.machine.emplace_back(key.substr(1, key.size() - 2), value);
+    if (!found_row && config_in_log) run.config.emplace_back(key, value);
+  }
+  if (config_in_log && !run.config.empty()) run.config_from = "train.log";
+  if (machine_in_log && !run.machine.empty()) run.machine_from = "train.log";
+  if (run.machine_from == "train.log" && !run.found("data parallel").empty()) {
+    run.world_size = processes_in(run.found("data parallel"));
+  }
+  const std::string device = run.found("device");
+  run.cuda = device.empty() ? run.value("device").rfind("cuda", 0) == 0 : device != "cpu";
+  return run;
+}
+
+}  // namespace rn50::report

@@ -1,0 +1,59 @@
+// report/records.h: what rn50 wrote, read back for the reports: a metrics file (torn or stray lines skipped and
+// counted, runs appended to one file told apart), and a run folder's configuration and machine (torch-free).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rn50::report {
+
+using Rows = std::vector<std::pair<std::string, std::string>>;
+
+// One record's numbers by key; null (unavailable) is nullopt. Other values (the record's type) are not kept.
+struct Record {
+  std::map<std::string, std::optional<double>> fields;
+  std::optional<double> get(const std::string& key) const;
+  bool has(const std::string& key) const { return fields.count(key) > 0; }
+};
+
+struct MetricsFile {
+  std::string path;
+  std::vector<Record> epochs, steps;  // of the last run in the file, in file order
+  int64_t lines = 0;                  // lines in the file
+  int64_t skipped = 0;                // lines that are no record: torn, not JSON, no known type
+  int runs = 0;  // runs appended one after another (a fresh run in the same out_dir starts again at epoch 1)
+};
+
+// Every line of `path` (at most kMaxMetricsBytes); throws DataError naming the file when it cannot be read.
+MetricsFile read_metrics(const std::string& path);
+inline constexpr uint64_t kMaxMetricsBytes = uint64_t{1} << 30;
+
+struct RunFolder {
+  std::string dir;
+  MetricsFile metrics;
+  Rows config;               // the resolved configuration, key by key
+  std::string config_from;   // "config.yaml", "train.log", or "" when neither was found
+  Rows machine;              // what the run ran on: host, CPU, memory, processes, device, kernels, input ...
+  std::string machine_from;  // "run.json", "train.log" or ""
+  int world_size = 1;        // processes (GPUs on a GPU run)
+  bool cuda = false;         // trained on a GPU
+  std::string value(const std::string& config_key) const;  // "" when absent
+  std::string found(const std::string& row) const;         // a machine row ("device", "data parallel"), or ""
+};
+
+// dir/metrics.jsonl with dir/config.yaml and dir/run.json, or, for runs before run.json, the start table in
+// dir/train.log (the last one: the run the metrics file's last run belongs to). Throws DataError with one line when
+// dir has no metrics.jsonl.
+RunFolder read_run_folder(const std::string& dir);
+
+// The start table of the last run in a train.log text: its rows in order ("" keys never).
+Rows parse_start_table(const std::string& log_text);
+
+// The median of the values present (nullopt when none).
+std::optional<double> median(std::vector<double> values);
+
+}  // namespace rn50::report

@@ -1,0 +1,100 @@
+// tests/e2e/test_cli_reports.cpp: the reports as a user meets them: report.html and run.json at the end of rn50 train
+// (report: off leaves them out), the live progress line on a terminal and never in a pipe, and rn50 report and rn50
+// compare refusing what they cannot read with one line.
+#include <pty.h>
+
+#include "tests/e2e/cli.h"
+
+namespace rn50::e2e {
+namespace {
+
+// A tiny synthetic CPU run: 3 epochs of 3 steps.
+std::string tiny_run(const std::string& out) {
+  return "train --data synthetic --device cpu --model resnet18 --image-size 32 --val-resize 32 --batch-size 4"
+         " --synthetic-images 12 --epochs 3 --validate=off --checkpoint=off --log-every 2 --out-dir " +
+         out;
+}
+
+// Runs `args` with standard output and error on a pseudo-terminal, as in an interactive shell; returns what it showed.
+std::string on_terminal(const std::string& args) {
+  int master = -1;
+  const pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  if (pid == 0) {
+    const std::string command = std::string(RN50_BINARY) + " " + args;
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::string shown;
+  if (pid < 0) return shown;
+  std::array<char, 4096> buffer{};
+  for (ssize_t n; (n = ::read(master, buffer.data(), buffer.size())) > 0;) shown.append(buffer.data(), n);
+  ::close(master);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return shown;
+}
+
+TEST_F(Cli, TrainingWritesItsReportAndMachineUnlessReportIsOff) {
+  Result r = rn50(tiny_run(path("run")));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(path("run") + "/report.html"));
+  EXPECT_NE(r.output.find("report: " + path("run") + "/report.html"), std::string::npos) << r.output;
+  std::ifstream run_json(path("run") + "/run.json");
+  const nlohmann::json machine = nlohmann::json::parse(run_json);
+  EXPECT_EQ(machine["world_size"], 1);
+  EXPECT_GE(machine["usable_cores"].get<int>(), 1);
+  EXPECT_EQ(machine["found"][0][0], "(device)");
+  EXPECT_EQ(machine["found"][0][1], "cpu");
+  // In a pipe (as here) the progress is the step log lines only, never a line drawn over itself.
+  EXPECT_EQ(r.output.find('\r'), std::string::npos);
+  EXPECT_NE(r.output.find("epoch 2 step 4 (1/3) loss "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" left in the epoch, "), std::string::npos) << r.output;
+  // Step records carry the interval's utilisation: unavailable (null) on the CPU.
+  const auto steps = records(path("run") + "/metrics.jsonl", "step");
+  ASSERT_FALSE(steps.empty());
+  EXPECT_TRUE(steps[0].contains("gpu_util_pct") && steps[0]["gpu_util_pct"].is_null()) << steps[0];
+
+  r = rn50(tiny_run(path("quiet")) + " --report=off");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_FALSE(fs::exists(path("quiet") + "/report.html"));
+}
+
+TEST_F(Cli, OnATerminalEachEpochHasALiveProgressLine) {
+  const std::string shown = on_terminal(tiny_run(path("run")));
+  EXPECT_NE(shown.find("\r\x1b[Kepoch 1/3: 1/3 steps (33.3%), "), std::string::npos) << shown;
+  EXPECT_NE(shown.find("3/3 steps (100.0%)"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("epoch 3/3: "), std::string::npos) << shown;
+  EXPECT_TRUE(fs::exists(path("run") + "/report.html"));
+}
+
+TEST_F(Cli, ReportAndCompareRefuseWhatTheyCannotReadWithOneLine) {
+  fs::create_directories(path("empty"));
+  expect_exit_2_naming("report " + path("empty"), path("empty") +
+                                                      ": no metrics.jsonl (not the out_dir of an rn50 "
+                                                      "train run)");
+  expect_exit_2_naming("report", "rn50 report needs one RUN_DIR");
+  ASSERT_EQ(rn50(tiny_run(path("a"))).code, 0);
+  ASSERT_EQ(rn50(tiny_run(path("b")) + " --model resnet34").code, 0);
+  expect_exit_2_naming("compare " + path("a") + " " + path("b"), "rows differ in model: resnet18 (");
+  expect_exit_2_naming("compare " + path("a") + " --price A100=3", "price for 'A100': no machine of that name");
+  expect_exit_2_naming("compare " + path("a") + " --price CPU=cheap",
+                       "--price CPU=cheap: 'cheap' is not a positive price");
+
+  // A torn last line (a run killed mid-write) is skipped and counted; the page is still written.
+  std::ofstream(path("a") + "/metrics.jsonl", std::ios::app) << "{\"type\":\"epoch\",\"epo";
+  const Result r = rn50("report " + path("a") + " --out " + path("a.html"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("wrote " + path("a.html") + " (3 epochs, 4 step records, 1 lines skipped)"),
+            std::string::npos)
+      << r.output;
+  const Result both = rn50("compare " + path("a") + " " + path("a") + "/../a --price CPU=0.5 --out " + path("cmp"));
+  EXPECT_EQ(both.code, 2) << both.output;  // the same run twice
+  const Result one = rn50("compare " + path("a") + " --price CPU=0.5 --out " + path("cmp"));
+  ASSERT_EQ(one.code, 0) << one.output;
+  for (const char* name : {"compare.md", "compare.json", "throughput.svg", "utilisation.svg", "cost.svg"}) {
+    EXPECT_TRUE(fs::exists(path("cmp") + "/" + name)) << name;
+  }
+}
+
+}  // namespace
+}  // namespace rn50::e2e

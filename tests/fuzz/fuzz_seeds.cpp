@@ -1,0 +1,66 @@
+// tests/fuzz/fuzz_seeds.cpp: writes the fuzz targets' seed corpora: small JPEGs of each kind the decoder routes
+// (grey, colour, progressive, odd sizes), safetensors files with metadata and a class list, and the configurations.
+//   fuzz_seeds CORPUS_DIR [CONFIGS_DIR]: CORPUS_DIR/{jpeg,safetensors,config}/...
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "codecs/jpeg_codec.h"
+#include "core/safetensors.h"
+
+namespace {
+
+void write(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::vector<uint8_t> gradient(int width, int height, int channels) {
+  std::vector<uint8_t> pixels(static_cast<size_t>(width) * height * channels);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>((i * 7 + i / 13) & 0xff);
+  return pixels;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: fuzz_seeds CORPUS_DIR [CONFIGS_DIR]\n");
+    return 2;
+  }
+  const std::string root = argv[1];
+  for (const char* sub : {"", "/jpeg", "/safetensors", "/config"}) mkdir((root + sub).c_str(), 0755);
+  struct Kind {
+    int width, height, channels;
+    bool progressive;
+  };
+  const Kind kinds[] = {{16, 16, 3, false}, {33, 17, 3, false}, {8, 40, 1, false}, {24, 24, 3, true}, {9, 9, 1, true}};
+  int n = 0;
+  for (const Kind& k : kinds) {
+    const std::vector<uint8_t> pixels = gradient(k.width, k.height, k.channels);
+    write(root + "/jpeg/seed" + std::to_string(n++) + ".jpg",
+          rn50::codecs::encode_jpeg(pixels.data(), k.width, k.height, k.channels, 75, k.progressive));
+  }
+  namespace st = rn50::safetensors;
+  const std::vector<uint8_t> weights(2 * 3 * 4), bias(2 * 2), steps(8);
+  const std::vector<st::TensorView> tensors = {{"fc.weight", st::DType::F32, {2, 3}, weights.data(), weights.size()},
+                                               {"fc.bias", st::DType::F16, {2}, bias.data(), bias.size()},
+                                               {"step", st::DType::I64, {}, steps.data(), steps.size()}};
+  write(root + "/safetensors/weights.safetensors", st::serialize(tensors, {}));
+  write(root + "/safetensors/checkpoint.safetensors",
+        st::serialize(tensors, {{"model", "resnet50"}, {"classes", st::encode_string_list({"a", "b"})}}));
+  write(root + "/safetensors/empty.safetensors", st::serialize({}, {{"epoch", "3"}}));
+  if (argc > 2) {
+    for (const char* name : {"baseline", "optimized", "smoke"}) {
+      std::ifstream in(std::string(argv[2]) + "/" + name + ".yaml", std::ios::binary);
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      write(root + "/config/" + name + ".yaml", std::vector<uint8_t>(text.begin(), text.end()));
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,240 @@
+// tests/report/test_compare.cpp: machines side by side: the projection, cost and break-even arithmetic, price names,
+// rows from ablation files and run folders, and the one-line refusals of files that are incomplete or do not compare.
+#include "report/compare.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/errors.h"
+#include "tests/support/temp_dir.h"
+
+namespace rn50::report {
+namespace {
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+nlohmann::json epoch_record(int epoch, double rate, double gpu, double tensor) {
+  return {{"type", "epoch"},
+          {"epoch", epoch},
+          {"images_per_s", rate},
+          {"wall_s", 1.0},
+          {"steps", 10},
+          {"data_wait_s", 0.05},
+          {"communication_s", nullptr},
+          {"cuda_graph", 0.0},
+          {"gpu_util_pct_mean", gpu},
+          {"tensor_util_pct_mean", tensor},
+          {"sm_util_pct_mean", 90.0},
+          {"dram_bw_util_pct_mean", 40.0}};
+}
+
+// An ablation.json as bench/ablation.py writes it: baseline and all at batch 256 on synthetic data.
+std::string ablation(const std::string& gpu, double base_rate, double all_rate, int all_exit = 0) {
+  auto run = [](const std::string& label, const std::string& switches, double rate, int exit_code) {
+    nlohmann::json epochs = nlohmann::json::array();
+    if (exit_code == 0) {
+      for (int e = 2; e <= 4; ++e) epochs.push_back(epoch_record(e, rate + e, 99.0, label == "all" ? 15.0 : 0.4));
+    }
+    return nlohmann::json{{"label", label},
+                          {"batch", 256},
+                          {"data", "synthetic"},
+                          {"steps", 6},
+                          {"exit_code", exit_code},
+                          {"command",
+                           "rn50 train --data synthetic --model resnet50 --device cuda:0 --batch-size 256 "
+                           "--image-size 224 " +
+                               switches},
+                          {"epochs", epochs}};
+  };
+  nlohmann::json machine{{"date", "2026-11-30"}, {"device", "cuda:0"}};
+  if (!gpu.empty()) machine["gpu"] = gpu;
+  const nlohmann::json j{
+      {"machine", machine},
+      {"switches", {"tf32", "fp16"}},
+      {"runs",
+       {run("baseline", "--tf32=off --precision fp32 --cuda-graph=off", base_rate, 0),
+        run("all", "--tf32=on --precision fp16 --cuda-graph=on --channels-last=on", all_rate, all_exit)}}};
+  return j.dump();
+}
+
+// A run folder of rn50 train on the CPU: config.yaml, run.json and two epochs.
+void cpu_run(const std::string& dir, const std::string& model = "resnet50", double rate = 8) {
+  ::mkdir(dir.c_str(), 0755);
+  write(dir + "/config.yaml", "model: " + model +
+                                  "\ndata: synthetic\nimage_size: 224\nbatch_size: 64\ndevice: cpu\n"
+                                  "precision: fp32\ntf32: default\n");
+  write(dir + "/run.json", R"j({"cpu":"AMD EPYC","usable_cores":2,"world_size":1,"found":[["(device)","cpu"]]})j");
+  nlohmann::json e1{{"type", "epoch"}, {"epoch", 1},         {"images_per_s", rate / 2},    {"wall_s", 20.0},
+                    {"steps", 3},      {"data_wait_s", 0.1}, {"gpu_util_pct_mean", nullptr}};
+  nlohmann::json e2 = e1;
+  e2["epoch"] = 2, e2["images_per_s"] = rate;
+  write(dir + "/metrics.jsonl", e1.dump() + "\n" + e2.dump() + "\n");
+}
+
+std::string refusal(const CompareOptions& o) {
+  try {
+    compare(o);
+  } catch (const std::exception& e) {
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "more than one line: " << e.what();
+    return e.what();
+  }
+  return "(no refusal)";
+}
+
+TEST(Projection, EpochRunCostAndBreakEvenFollowFromTheRateAndPrice) {
+  // 1000 img/s: an ImageNet epoch is 1,281,167 images, 1281.167 s; 90 of them 115,305 s.
+  const Projection p = project(1000, 90, 2, 2.5);
+  EXPECT_DOUBLE_EQ(p.epoch_s, 1281.167);
+  EXPECT_DOUBLE_EQ(p.run_s, 90 * 1281.167);
+  EXPECT_DOUBLE_EQ(*p.price_per_hour, 5.0);  // two GPUs at 2.5 per GPU-hour
+  EXPECT_DOUBLE_EQ(*p.cost_per_epoch, 5.0 * 1281.167 / 3600);
+  EXPECT_DOUBLE_EQ(*p.cost_per_run, 5.0 * 90 * 1281.167 / 3600);
+  const Projection unpriced = project(1000, 90, 1, std::nullopt);
+  EXPECT_FALSE(unpriced.cost_per_run.has_value());
+  EXPECT_DOUBLE_EQ(project(500, 1, 0, 1.0).price_per_hour.value(), 1.0);  // a CPU machine: per machine-hour
+}
+
+TEST(Prices, NamesMatchWholeLeadingWordsCaseInsensitivelyTheLongestWinning) {
+  const std::vector<std::pair<std::string, double>> prices = {{"H200", 3.5}, {"h200 x2", 6.0}, {"cpu", 0.1}};
+  EXPECT_EQ(price_for(prices, "H200 x1"), 3.5);
+  EXPECT_EQ(price_for(prices, "H200 x2"), 6.0);
+  EXPECT_EQ(price_for(prices, "CPU (2 cores)"), 0.1);
+  EXPECT_EQ(price_for(prices, "H2000 x1"), std::nullopt);  // a word's start is not a match
+  EXPECT_EQ(price_for(prices, "A100 x1"), std::nullopt);
+}
+
+// A CPU run folder, then an H200 ablation (baseline and all): three rows.
+CompareOptions cpu_and_h200(const rn50::testing::TempDir& dir) {
+  write(dir.file("ablation.json"), ablation("NVIDIA H200 (sm_90, 132 SMs, 140 GiB)", 900, 6000));
+  cpu_run(dir.file("cpu"));
+  CompareOptions o;
+  o.inputs = {dir.file("cpu"), dir.file("ablation.json")};
+  return o;
+}
+
+TEST(Compare, AnAblationAndARunFolderSideBySideWithCostAndBreakEven) {
+  rn50::testing::TempDir dir;
+  CompareOptions o = cpu_and_h200(dir);
+  o.prices = {{"H200", 3.2}, {"CPU", 0.44}};
+  const Comparison c = compare(o);
+  ASSERT_EQ(c.rows.size(), 3u);
+  const CompareRow& cpu = c.rows[0];
+  EXPECT_EQ(cpu.machine, "CPU (2 cores)");
+  EXPECT_EQ(cpu.figures.images_per_s, 8.0);  // the first of two epochs is left out
+  EXPECT_TRUE(cpu.figures.first_dropped);
+  EXPECT_EQ(c.rows[1].machine, "H200 x1");
+  EXPECT_EQ(c.rows[1].configuration, "baseline");
+  EXPECT_EQ(c.rows[2].figures.images_per_s, 6003.0);  // the median of 6002, 6003, 6004
+  EXPECT_EQ(c.reference, 0u);
+  EXPECT_DOUBLE_EQ(c.rows[2].speedup, 6003.0 / 8.0);
+  // The source's arithmetic: at 3.2/h against 0.44/h the break-even speed-up is 7.27x.
+  EXPECT_NEAR(*c.rows[2].break_even, 7.2727, 1e-4);
+  EXPECT_DOUBLE_EQ(*c.rows[2].cost_per_run, 3.2 * 90 * 1281167.0 / 6003.0 / 3600);
+  EXPECT_EQ(c.rows[0].reading, "A CPU run: GPU utilisation does not apply.");
+  EXPECT_NE(c.rows[1].reading.find("tensor cores only 0.4%"), std::string::npos) << c.rows[1].reading;
+  EXPECT_NE(c.across.find("reads 99.0% for row 2"), std::string::npos) << c.across;
+
+  const std::string md = comparison_markdown(c);
+  EXPECT_NE(md.find("| 3 | H200 x1 | all | synthetic | 256 x 1 | 6003 | 6003 | 750.38x | 3.6 min | 5.3 h | 5.0% |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| 1 | CPU (2 cores) | cpu | unavailable | unavailable |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 7.27x | 750.38x | cheaper |"), std::string::npos) << md;
+  const nlohmann::json j = nlohmann::json::parse(comparison_json(c));
+  EXPECT_EQ(j["rows"].size(), 3u);
+  EXPECT_EQ(j["rows"][0]["utilisation"]["gpu_util_pct_mean"], nullptr);
+  EXPECT_EQ(j["rows"][2]["images_per_s"], 6003.0);
+  EXPECT_EQ(j["reference_row"], 1);
+
+  const auto written = write_comparison(c, dir.file("out"));
+  EXPECT_EQ(written.size(), 5u);  // md, json, three pictures
+  for (const char* name : {"compare.md", "compare.json", "throughput.svg", "utilisation.svg", "cost.svg"}) {
+    EXPECT_TRUE(rn50::testing::file_exists(dir.file("out/") + name)) << name;
+  }
+}
+
+TEST(Compare, TheReferenceIsARowNumberOrWordsThatMatchOneRow) {
+  rn50::testing::TempDir dir;
+  CompareOptions o = cpu_and_h200(dir);
+  o.reference = "h200 x1 baseline";
+  EXPECT_EQ(compare(o).reference, 1u);
+  o.reference = "3";
+  EXPECT_EQ(compare(o).reference, 2u);
+  o.reference = "H200";
+  EXPECT_EQ(refusal(o), "--reference 'H200' matches rows 2, 3: give a row number");
+  o.reference = "4";
+  EXPECT_EQ(refusal(o), "--reference 4: there are rows 1 to 3");
+}
+
+TEST(Compare, FilesThatAreIncompleteOrDoNotCompareAreRefusedWithOneLine) {
+  rn50::testing::TempDir dir;
+  write(dir.file("h200.json"), ablation("NVIDIA H200", 900, 6000));
+  write(dir.file("failed.json"), ablation("NVIDIA H200", 900, 6000, /*all_exit=*/1));
+  write(dir.file("nameless.json"), ablation("", 900, 6000));
+  write(dir.file("other.json"), R"j({"rows": []})j");
+  cpu_run(dir.file("resnet18"), "resnet18");
+  cpu_run(dir.file("cpu"));
+  ::mkdir(dir.file("empty").c_str(), 0755);
+  write(dir.file("empty/metrics.jsonl"), "{\"type\":\"step\",\"epoch\":1,\"step\":1}\n");
+  write(dir.file("empty/config.yaml"), "model: resnet50\n");
+  ::mkdir(dir.file("bare").c_str(), 0755);
+  write(dir.file("bare/metrics.jsonl"), epoch_record(1, 10, 0, 0).dump() + "\n");
+
+  CompareOptions o;
+  o.inputs = {dir.file("h200.json"), dir.file("resnet18")};
+  EXPECT_NE(refusal(o).find("rows differ in model: resnet50 ("), std::string::npos) << refusal(o);
+  o.inputs = {dir.file("failed.json")};
+  EXPECT_EQ(refusal(o), dir.file("failed.json") +
+                            ": the run 'all' at batch 256 on synthetic data failed (exit 1): "
+                            "nothing measured");
+  o.inputs = {dir.file("h200.json")};
+  o.data = "jpeg";
+  EXPECT_EQ(refusal(o), dir.file("h200.json") + ": no run on jpeg data (--data synthetic or jpeg)");
+  o.data = "synthetic";
+  o.labels = {"all-fp16"};
+  EXPECT_EQ(refusal(o), dir.file("h200.json") +
+                            ": no 'all-fp16' at batch 256 on synthetic data (--label, --batch, "
+                            "--data choose the runs)");
+  o.labels = {"baseline", "all"};
+  o.inputs = {dir.file("nameless.json")};
+  EXPECT_NE(refusal(o).find("the ablation names no GPU"), std::string::npos) << refusal(o);
+  o.names = {{dir.file("nameless.json"), "H200 x1"}};
+  EXPECT_EQ(compare(o).rows[0].machine, "H200 x1");  // a name given on the command line is enough
+  o.names.clear();
+  o.inputs = {dir.file("other.json")};
+  EXPECT_EQ(refusal(o),
+            dir.file("other.json") + ": not an ablation.json of bench/ablation.py (no 'machine' and 'runs')");
+  o.inputs = {dir.file("empty")};
+  EXPECT_EQ(refusal(o), dir.file("empty") + ": no epoch record (the run ended before its first epoch)");
+  o.inputs = {dir.file("bare")};
+  EXPECT_NE(refusal(o).find("no config.yaml and no start table in train.log"), std::string::npos) << refusal(o);
+  o.inputs = {dir.file("cpu"), dir.file("cpu/")};
+  EXPECT_EQ(refusal(o), dir.file("cpu/") + ": given twice");
+  o.inputs = {dir.file("cpu"), dir.file("missing")};
+  EXPECT_EQ(refusal(o), dir.file("missing") + ": no such file or folder");
+  o.inputs = {dir.file("cpu")};
+  o.prices = {{"A100", 3.2}};
+  EXPECT_EQ(refusal(o), "price for 'A100': no machine of that name (the machines: 'CPU (2 cores)')");
+  o.prices.clear();
+  o.inputs.clear();
+  EXPECT_EQ(refusal(o), "rn50 compare needs result files: ablation.json files or run folders");
+}
+
+TEST(Compare, APricesFileGivesPricesPerGpuHourAndBadLinesAreNamed) {
+  rn50::testing::TempDir dir;
+  write(dir.file("h200.json"), ablation("NVIDIA H200", 900, 6000));
+  write(dir.file("prices.yaml"), "# per GPU-hour\nH200: 3.5  # an example\n");
+  CompareOptions o;
+  o.inputs = {dir.file("h200.json")};
+  o.prices_file = dir.file("prices.yaml");
+  EXPECT_EQ(compare(o).rows[0].price_per_hour, 3.5);
+  write(dir.file("prices.yaml"), "H200: cheap\n");
+  EXPECT_EQ(refusal(o), "--prices " + dir.file("prices.yaml") + " line 1: 'cheap' is not a positive price");
+}
+
+}  // namespace
+}  // namespace rn50::report

@@ -1,0 +1,144 @@
+// tests/report/test_records.cpp: reading what runs wrote: torn and stray lines skipped and counted, runs appended to
+// one file told apart from a resumed one, train.log's start table, a run folder with and without run.json.
+#include "report/records.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "core/errors.h"
+#include "tests/support/temp_dir.h"
+
+namespace rn50::report {
+namespace {
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+std::string step(int epoch, int step_number, double loss) {
+  return "{\"type\":\"step\",\"epoch\":" + std::to_string(epoch) + ",\"step\":" + std::to_string(step_number) +
+         ",\"loss\":" + std::to_string(loss) + ",\"lr\":0.1,\"images_per_s\":100,\"gpu_util_pct\":null}\n";
+}
+
+std::string epoch(int number, double rate) {
+  return "{\"type\":\"epoch\",\"epoch\":" + std::to_string(number) + ",\"images_per_s\":" + std::to_string(rate) +
+         ",\"wall_s\":2.0,\"steps\":4,\"top1\":null}\n";
+}
+
+TEST(Records, BadLinesAreSkippedAndCountedNeverFatal) {
+  rn50::testing::TempDir dir;
+  const std::string path = dir.file("metrics.jsonl");
+  write(path, step(1, 2, 2.0) + "not json\n" + "\n" + "[1,2]\n" + "{\"type\":\"other\",\"epoch\":1}\n" +
+                  "{\"type\":\"epoch\"}\n" + epoch(1, 500) + step(2, 4, 1.5) + "{\"type\":\"epoch\",\"epo");
+  const MetricsFile m = read_metrics(path);
+  EXPECT_EQ(m.lines, 9);
+  EXPECT_EQ(m.skipped, 6);  // not JSON, empty, not an object, unknown type, no epoch, torn
+  EXPECT_EQ(m.runs, 1);
+  ASSERT_EQ(m.epochs.size(), 1u);
+  ASSERT_EQ(m.steps.size(), 2u);
+  EXPECT_EQ(m.epochs[0].get("images_per_s"), 500.0);
+  EXPECT_TRUE(m.epochs[0].has("top1"));
+  EXPECT_EQ(m.epochs[0].get("top1"), std::nullopt);  // null stays unavailable
+  EXPECT_EQ(m.steps[1].get("loss"), 1.5);
+}
+
+TEST(Records, ARunAppendedToTheFileIsToldApartAndTheLastOneKept) {
+  rn50::testing::TempDir dir;
+  const std::string path = dir.file("metrics.jsonl");
+  // Two runs in one out_dir, as bench/results/2026-11-30-h200-d's files hold them.
+  write(path, step(1, 2, 3.0) + epoch(1, 100) + step(2, 4, 2.0) + epoch(2, 200) + step(1, 2, 3.1) + epoch(1, 110));
+  const MetricsFile m = read_metrics(path);
+  EXPECT_EQ(m.runs, 2);
+  ASSERT_EQ(m.epochs.size(), 1u);
+  EXPECT_EQ(m.epochs[0].get("images_per_s"), 110.0);
+  ASSERT_EQ(m.steps.size(), 1u);
+  EXPECT_EQ(m.steps[0].get("loss"), 3.1);
+  // A resumed run continues the numbering (the file was cut at its checkpoint): still one run.
+  write(path, step(1, 2, 3.0) + epoch(1, 100) + step(2, 4, 2.0) + epoch(2, 200));
+  EXPECT_EQ(read_metrics(path).runs, 1);
+}
+
+TEST(Records, AMissingFileIsADataErrorNamingIt) {
+  try {
+    read_metrics("/nonexistent/metrics.jsonl");
+    FAIL() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/metrics.jsonl"), std::string::npos) << e.what();
+  }
+}
+
+constexpr char kLog[] =
+    "rn50 launch: 2 processes, rendezvous at 127.0.0.1:59315\n"
+    "[2026-11-30 00:26:27.266] [info] rn50 train\n"
+    "[2026-11-30 00:26:27.266] [info]   model               resnet18\n"
+    "[2026-11-30 00:26:27.266] [info]   a_run_before        x\n"
+    "[2026-11-30 00:26:29.000] [info] epoch 1/1: 1.0 s\n"
+    "[2026-11-30 00:27:42.752] [info] rn50 train\n"
+    "[2026-11-30 00:27:42.752] [info]   model               resnet50\n"
+    "[2026-11-30 00:27:42.752] [info]   data_root           \n"
+    "[2026-11-30 00:27:42.752] [rank 1] [warning] something on another rank\n"
+    "[2026-11-30 00:27:42.752] [info]   batch_size          256\n"
+    "[2026-11-30 00:27:42.752] [info]   (device)            NVIDIA H200 (sm_90, 132 SMs, 140 GiB), driver CUDA 13.0\n"
+    "[2026-11-30 00:27:42.752] [info]   (data parallel)     2 processes over nccl; 4 gradient buckets\n"
+    "[2026-11-30 00:27:52.041] [info] epoch 1/2: 8.7 s, 5883 img/s\n";
+
+TEST(Records, TheLastStartTableOfTrainLogIsRead) {
+  const Rows rows = parse_start_table(kLog);
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_EQ(rows[0], (std::pair<std::string, std::string>{"model", "resnet50"}));
+  EXPECT_EQ(rows[1], (std::pair<std::string, std::string>{"data_root", ""}));
+  EXPECT_EQ(rows[3].first, "(device)");
+  EXPECT_EQ(rows[3].second, "NVIDIA H200 (sm_90, 132 SMs, 140 GiB), driver CUDA 13.0");
+}
+
+TEST(Records, ARunFolderWithoutRunJsonTakesItsMachineFromTrainLog) {
+  rn50::testing::TempDir dir;
+  write(dir.file("metrics.jsonl"), epoch(1, 5000) + epoch(2, 11900));
+  write(dir.file("train.log"), kLog);
+  const RunFolder run = read_run_folder(dir.path());
+  EXPECT_EQ(run.config_from, "train.log");
+  EXPECT_EQ(run.machine_from, "train.log");
+  EXPECT_EQ(run.value("model"), "resnet50");
+  EXPECT_EQ(run.found("device").rfind("NVIDIA H200", 0), 0u);
+  EXPECT_EQ(run.world_size, 2);
+  EXPECT_TRUE(run.cuda);
+}
+
+TEST(Records, ARunFolderReadsConfigYamlAndRunJsonFirst) {
+  rn50::testing::TempDir dir;
+  write(dir.file("metrics.jsonl"), epoch(1, 90));
+  write(dir.file("train.log"), kLog);  // older than the two files below: not used for what they hold
+  write(dir.file("config.yaml"), "model: resnet18\ndata_root: \"\"\nlr_milestones: [30,60,80]\ndevice: cpu\n");
+  write(dir.file("run.json"), R"j({"host":"vm","cpu":"AMD EPYC","usable_cores":2,"world_size":1,
+                                  "found":[["(device)","cpu"],["(classes)","4"]]})j");
+  const RunFolder run = read_run_folder(dir.path());
+  EXPECT_EQ(run.config_from, "config.yaml");
+  EXPECT_EQ(run.machine_from, "run.json");
+  EXPECT_EQ(run.value("model"), "resnet18");
+  EXPECT_EQ(run.value("data_root"), "");
+  EXPECT_EQ(run.value("lr_milestones"), "30,60,80");
+  EXPECT_EQ(run.found("cpu"), "AMD EPYC");
+  EXPECT_EQ(run.found("usable_cores"), "2");
+  EXPECT_EQ(run.found("classes"), "4");
+  EXPECT_EQ(run.world_size, 1);
+  EXPECT_FALSE(run.cuda);
+}
+
+TEST(Records, AFolderWithoutAMetricsFileIsRefusedWithOneLine) {
+  rn50::testing::TempDir dir;
+  try {
+    read_run_folder(dir.path());
+    FAIL() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_EQ(std::string(e.what()), dir.path() + ": no metrics.jsonl (not the out_dir of an rn50 train run)");
+  }
+}
+
+TEST(Records, MedianOfEvenAndOddCounts) {
+  EXPECT_EQ(median({3, 1, 2}), 2.0);
+  EXPECT_EQ(median({4, 1, 2, 3}), 2.5);
+  EXPECT_EQ(median({}), std::nullopt);
+}
+
+}  // namespace
+}  // namespace rn50::report
