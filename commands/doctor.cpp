@@ -22,12 +22,15 @@
 #include <vector>
 
 #include "commands/command.h"
+#include "commands/limit_rows.h"
 #include "commands/pipeline_verdict.h"
 #include "commands/report.h"
+#include "core/affinity.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/errors.h"
 #include "core/launch_env.h"
+#include "core/limits.h"
 #include "core/log.h"
 #include "cuda/cuda_support.h"
 #include "cuda/device_ops.h"
@@ -52,6 +55,7 @@ struct DoctorOptions {
   std::string device = "auto";
   bool json = false;
   bool quick = false;         // shorter measurements (tests, CPU machines)
+  bool limits_only = false;   // the cores and limits rows alone, no measurements
   double price_per_hour = 0;  // optional: cost of an ImageNet epoch at the measured rate
 };
 
@@ -151,7 +155,7 @@ std::pair<double, double> storage_read_mb_per_s(const std::string& root, int64_t
   return {first, cached};
 }
 
-std::string fmt_rate(double x) { return strprintf("%.0f img/s", x); }
+std::string fmt_rate(double x) { return format_rate(x) + " img/s"; }
 
 // decode: gpu's stage alone on the doctor's JPEGs (batches of 256, nvJPEG and rn50's kernel), as a row; its train
 // rate where it ran, otherwise why not in `unavailable`. One measurement, though the rate differs between decoders
@@ -186,10 +190,17 @@ class Doctor {
         cuda_(torch::cuda::is_available() && options.device != "cpu"),
         device_(cuda_ ? c10::Device(options.device == "auto" || options.device == "cuda" ? "cuda:0" : options.device)
                       : c10::Device(c10::kCPU)),
-        gpu_decode_unavailable_(cuda_ ? "" : "no CUDA device") {}
+        gpu_decode_unavailable_(cuda_ ? "" : "no CUDA device"),
+        limits_(read_limits(cuda_)) {}
 
   int run() {
-    cpu_rows();
+    rows_.push_back(usable_cores_row(limits_));
+    if (!options_.limits_only) cpu_rows();
+    for (const auto& row : limit_rows(limits_)) rows_.push_back(row);
+    if (options_.limits_only) {
+      std::printf("%s", format_report(rows_, options_.json).c_str());
+      return 0;
+    }
     if (!options_.data_root.empty()) storage_row();
     if (cuda_) {
       gpu_rows();
@@ -204,12 +215,21 @@ class Doctor {
   }
 
  private:
-  // CPU decode: what the data pipeline can feed.
+  // What a container or job scheduler allows this process; cores_ is the same count as usable_cores_row's.
+  static ProcessLimits read_limits(bool cuda) {
+    ProcessLimits limits;
+    limits.hardware_cpus = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    limits.affinity_cpus = static_cast<int>(usable_cpus().size());
+    limits.cgroup = read_cgroup_limits();
+    limits.physical_memory = physical_memory_bytes();
+    limits.memlock = memlock_limit_bytes();
+    limits.shm = filesystem_bytes("/dev/shm");
+    limits.gpus = cuda ? static_cast<int>(torch::cuda::device_count()) : 0;
+    return limits;
+  }
+
+  // CPU decode: what the data pipeline can feed, on the cores the usable-cores row counts.
   void cpu_rows() {
-    const unsigned hardware = std::thread::hardware_concurrency();
-    const bool hidden = cores_ < static_cast<int>(hardware);
-    rows_.push_back({"cpu", "usable cores", strprintf("%d of %u", cores_, hardware), hidden ? "warn" : "ok",
-                     hidden ? "the affinity mask hides cores from this process" : ""});
     jpegs_ = input::make_benchmark_jpegs(quick_ ? 8 : 32, 500, 375, 7);
     decode_ = input::run_decode_bench(jpegs_, 224, cores_, quick_ ? 0.2 : 1.0);
     rows_.push_back({"cpu", "JPEG decode+augment, 1 core",
@@ -353,6 +373,7 @@ class Doctor {
   std::optional<monitor::NvmlDevice> nvml_device_;
   std::optional<double> gpu_decode_;  // decode: gpu's stage alone, where measured
   std::string gpu_decode_unavailable_;
+  const ProcessLimits limits_;
   double step_rate_ = 0;
 };
 
@@ -364,7 +385,10 @@ int doctor_command(int argc, char** argv) {
   options.add_options()("data-root", "also measure reading this dataset folder", cxxopts::value<std::string>())(
       "device", "auto, cpu or cuda:N", cxxopts::value<std::string>()->default_value("auto"))(
       "json", "print JSON instead of a table")("quick", "shorter measurements")(
-      "price-per-hour", "instance price (any currency): cost of an ImageNet epoch", cxxopts::value<double>())(
+      "limits",
+      "only the usable cores and the limits a container sets (quota, memory, memlock, /dev/shm): no "
+      "measurements")("price-per-hour", "instance price (any currency): cost of an ImageNet epoch",
+                      cxxopts::value<double>())(
       "compare",
       "PRICE_A,RATE_A,PRICE_B,RATE_B: cost per million images of instances A and B and the break-even speed-up "
       "of A over B (prices per hour, rates in img/s, 0 if unknown)",
@@ -386,6 +410,7 @@ int doctor_command(int argc, char** argv) {
   doctor.device = parsed["device"].as<std::string>();
   doctor.json = parsed.count("json") > 0;
   doctor.quick = parsed.count("quick") > 0;
+  doctor.limits_only = parsed.count("limits") > 0;
   if (parsed.count("price-per-hour")) doctor.price_per_hour = parsed["price-per-hour"].as<double>();
   if (doctor.price_per_hour < 0) throw ConfigError("--price-per-hour must not be negative");
   init_logging("", 0);

@@ -8,8 +8,10 @@
 namespace rn50::commands {
 
 ReportRow data_pipeline_verdict(const PipelineRates& rates) {
-  ReportRow row{"verdict", "data pipeline",
-                strprintf("CPU feeds %.0f img/s, the model consumes %.0f", rates.cpu_all_cores, rates.model), "", ""};
+  ReportRow row{
+      "verdict", "data pipeline",
+      "CPU feeds " + format_rate(rates.cpu_all_cores) + " img/s, the model consumes " + format_rate(rates.model), "",
+      ""};
   const std::string gpu =
       rates.gpu_decode ? strprintf("GPU decoding alone measured %.0f img/s", *rates.gpu_decode) : "";
   if (rates.cpu_all_cores >= rates.model) {

@@ -12,4 +12,7 @@ struct ReportRow {
 
 std::string format_report(const std::vector<ReportRow>& rows, bool json);
 
+// An images/s rate without a decimal, but two figures below 10 (a CPU trains ResNet-50 at a few images a second).
+std::string format_rate(double images_per_s);
+
 }  // namespace rn50::commands

@@ -1,8 +1,11 @@
-// core/affinity.cpp: reading the affinity mask, and pinning a thread, through sched_getaffinity and pthreads.
+// core/affinity.cpp: reading the affinity mask, and pinning a thread, through sched_getaffinity and pthreads; the
+// mask bounded by the cgroup quota.
 #include "core/affinity.h"
 
 #include <pthread.h>
 #include <sched.h>
+
+#include "core/limits.h"
 
 namespace rn50 {
 
@@ -17,6 +20,8 @@ std::vector<int> usable_cpus() {
   if (cpus.empty()) cpus.push_back(0);  // unreadable mask: count one CPU, as usable_cores() does
   return cpus;
 }
+
+int usable_cores() { return cores_within_quota(static_cast<int>(usable_cpus().size()), read_cgroup_limits().cpus); }
 
 bool pin_this_thread(int cpu) {
   if (cpu < 0 || cpu >= CPU_SETSIZE) return false;

@@ -375,8 +375,6 @@ void apply_overrides(Config& config, const std::map<std::string, std::string>& v
   }
 }
 
-int usable_cores() { return static_cast<int>(usable_cpus().size()); }
-
 void validate(Config& c) {
   auto require = [](bool ok, const std::string& key, const std::string& what) {
     if (!ok) throw ConfigError("config key '" + key + "': " + what);

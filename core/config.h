@@ -123,7 +123,4 @@ void validate(Config& config);
 std::string to_yaml(const Config& config);
 std::vector<std::pair<std::string, std::string>> to_rows(const Config& config);
 
-// The number of CPU cores this process may run on (its affinity mask), at least 1.
-int usable_cores();
-
 }  // namespace rn50

@@ -20,7 +20,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "codecs/jpeg_codec.h"
-#include "core/config.h"
+#include "core/affinity.h"
 #include "core/errors.h"
 #include "core/log.h"
 #include "data/random_draws.h"

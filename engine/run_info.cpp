@@ -9,8 +9,9 @@
 #include <ctime>
 #include <fstream>
 
-#include "core/config.h"
+#include "core/affinity.h"
 #include "core/files.h"
+#include "core/limits.h"
 
 namespace rn50::engine {
 
@@ -26,10 +27,7 @@ HostFacts read_host_facts() {
     break;
   }
   facts.usable_cores = usable_cores();
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page_size > 0) {
-    facts.memory_gib = static_cast<double>(pages) * static_cast<double>(page_size) / (1024.0 * 1024.0 * 1024.0);
-  }
+  facts.memory_gib = static_cast<double>(physical_memory_bytes()) / (1024.0 * 1024.0 * 1024.0);  // 0 if unknown
   return facts;
 }
 

@@ -13,7 +13,7 @@ inline constexpr char kRunInfoFile[] = "run.json";
 struct HostFacts {
   std::string host;       // the host name
   std::string cpu_model;  // /proc/cpuinfo's "model name" ("" where there is none)
-  int usable_cores = 0;   // this process's affinity mask
+  int usable_cores = 0;   // the affinity mask's CPUs within the cgroup CPU quota (usable_cores())
   double memory_gib = 0;  // physical memory
 };
 HostFacts read_host_facts();

@@ -58,5 +58,15 @@ TEST(PipelineVerdict, AZeroPerCoreRateGivesNoThreadCount) {
   EXPECT_EQ(row.note, "data-bound: one core decoded nothing, or GPU decoding (--decode gpu)");
 }
 
+// A CPU trains ResNet-50 at a few images a second: "consumes 0" would hide it.
+TEST(PipelineVerdict, SmallRatesKeepTwoFigures) {
+  PipelineRates cpu = rates(486, 485);
+  cpu.model = 0.43;
+  EXPECT_EQ(data_pipeline_verdict(cpu).value, "CPU feeds 486 img/s, the model consumes 0.43");
+  EXPECT_EQ(format_rate(5.26), "5.3");
+  EXPECT_EQ(format_rate(9.96), "10");
+  EXPECT_EQ(format_rate(6100.4), "6100");
+}
+
 }  // namespace
 }  // namespace rn50::commands

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/affinity.h"
 #include "core/config.h"
 #include "core/errors.h"
 #include "input/gpu_decode/gpu_decoder_options.h"

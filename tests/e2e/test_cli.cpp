@@ -410,12 +410,22 @@ TEST_F(Cli, DoctorRunsWithoutAGpuAndComparesPrices) {
   ASSERT_EQ(r.code, 0) << r.output;
   const auto json = nlohmann::json::parse(r.output.substr(r.output.find("[\n")));
   bool has_verdict = false, has_storage = false, has_cost = false;
+  int limits = 0;
   for (const auto& row : json) {
     has_verdict |= row["section"] == "verdict";
     has_storage |= row["section"] == "storage";
     has_cost |= row["section"] == "cost";
+    limits += row["section"] == "limits";
   }
   EXPECT_TRUE(has_verdict && has_storage && has_cost) << r.output;
+  EXPECT_EQ(limits, 4) << r.output;  // quota, memory, memlock, /dev/shm
+  // --limits: the usable cores and the limits alone, no measurement.
+  r = rn50("doctor --limits --json --device cpu");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto only = nlohmann::json::parse(r.output.substr(r.output.find("[\n")));
+  ASSERT_EQ(only.size(), 5u) << r.output;
+  EXPECT_EQ(only[0]["check"], "usable cores");
+  for (size_t i = 1; i < only.size(); ++i) EXPECT_EQ(only[i]["section"], "limits") << r.output;
   // The source's comparison: an A100 at 3.2 per hour against a 3090 at 0.44 breaks even at 7.27x.
   r = rn50("doctor --compare 3.2,0,0.44,0");
   EXPECT_EQ(r.code, 0);
