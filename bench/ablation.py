@@ -40,7 +40,7 @@ SWITCHES = {
     "channels_last": (["--channels-last=on"], ["--channels-last=off"]),
     "cudnn_benchmark": (["--cudnn-benchmark=on"], ["--cudnn-benchmark=off"]),
     "cuda_graph": (["--cuda-graph=on"], ["--cuda-graph=off"]),
-    "fusion": (["--fusion=bn"], ["--fusion=off"]),
+    "fusion": (["--fusion=conv"], ["--fusion=off"]),
     "loader": (["--workers=-1", "--pin-memory=on", "--prefetch=4"], ["--workers=0", "--pin-memory=off", "--prefetch=1"]),
 }
 
@@ -321,7 +321,7 @@ SWITCH_WORDS = {
     "channels_last": ("channels-last", "NCHW"),
     "cudnn_benchmark": ("cuDNN autotune", "no autotune"),
     "cuda_graph": ("CUDA graph", "eager"),
-    "fusion": ("fused BatchNorm+add+ReLU", "separate BatchNorm, add and ReLU kernels"),
+    "fusion": ("BatchNorm fused into the convolutions", "separate BatchNorm, add and ReLU kernels"),
     "loader": ("pinned all-core prefetching loader", "decoding on the training thread into pageable memory"),
 }
 

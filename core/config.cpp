@@ -142,11 +142,12 @@ const Names<Precision>& names(Precision) {
 }
 
 const Names<Fusion>& names(Fusion) {
-  static const Names<Fusion> n = {{Fusion::kOff, "off"}, {Fusion::kBatchNorm, "bn"}};
+  static const Names<Fusion> n = {{Fusion::kOff, "off"}, {Fusion::kBatchNorm, "bn"}, {Fusion::kConv, "conv"}};
   return n;
 }
 const Names<FusionKernels>& names(FusionKernels) {
   static const Names<FusionKernels> n = {{FusionKernels::kAuto, "auto"}, {FusionKernels::kRn50, "rn50"}};
+
   return n;
 }
 
@@ -274,9 +275,11 @@ std::vector<ConfigKey> make_keys() {
                "the CUDA caching allocator maps memory into segments that grow in place instead of caching fixed "
                "blocks (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True): less memory reserved for the same step"),
       choice_key("fusion", &C::fusion,
-                 "kernel fusion in the model: off (ATen's BatchNorm, add and ReLU kernels, one pass each) or bn "
+                 "kernel fusion in the model: off (ATen's BatchNorm, add and ReLU kernels, one pass each), bn "
                  "(BatchNorm with its residual add and ReLU fused, forward and backward, for channels-last tensors on "
-                 "a GPU; elsewhere the same ops, logged)"),
+                 "a GPU; elsewhere the same ops, logged) or conv (bn, and each bottleneck block on cuDNN's graph API: "
+                 "BatchNorm's statistics in its convolution's epilogue, its scale, bias and ReLU in the next one's "
+                 "prologue; float16 on a GPU, elsewhere bn, logged)"),
       choice_key("fusion_kernels", &C::fusion_kernels,
                  "fusion: bn's kernels: auto (cuDNN's for BatchNorm+ReLU, rn50's for the rest: the fastest), or rn50 "
                  "(rn50's everywhere: no cuDNN reserve space kept for the backward)"),

@@ -21,7 +21,7 @@ enum class Decode { kCpu, kGpu };               // cpu | gpu
 enum class LrScheduleKind { kCosine, kStep };   // cosine | step
 enum class Tf32 { kDefault, kOn, kOff };        // default | on | off
 enum class Precision { kFp32, kBf16, kFp16 };   // fp32 | bf16 | fp16
-enum class Fusion { kOff, kBatchNorm };         // off | bn
+enum class Fusion { kOff, kBatchNorm, kConv };  // off | bn | conv
 enum class FusionKernels { kAuto, kRn50 };      // auto | rn50
 std::string name_of(DataSource value);
 std::string name_of(Decode value);

@@ -35,6 +35,7 @@
 #include "monitor/nvml.h"
 #include "monitor/utilisation.h"
 #include "ops/fused_batch_norm.h"
+#include "ops/fused_bottleneck.h"
 #include "parallel/distributed.h"
 #include "parallel/grad_sync.h"
 #include "parallel/watchdog.h"
@@ -63,17 +64,29 @@ c10::Device resolve_device(const std::string& name, int local_rank) {
 }
 
 // fusion: bn: which kernels the model's three kinds of BatchNorm get, for the start-up table; a fallback to ATen's
-// separate ops is also a warning.
+// separate ops is also a warning. fusion: conv: whether the bottlenecks can run on fused convolutions, then the same
+// for the BatchNorms outside them (the stem's) and for evaluation.
 std::string describe_fusion(const Config& config, const c10::Device& device) {
   at::Tensor x = at::empty({2, 64, 4, 4}, at::TensorOptions(device).dtype(compute_dtype(config.precision)));
   if (config.channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+  std::string conv;
+  if (config.fusion == Fusion::kConv) {
+    ops::BottleneckParams p;
+    p.bn1.training = true;
+    p.bn1.running_mean = at::zeros({64}, x.options().dtype(at::kFloat));
+    const std::string why_conv = ops::bottleneck_unsupported_reason(x, p);
+    if (!why_conv.empty()) log_warn("fusion: conv runs the bottlenecks with fusion: bn's kernels: " + why_conv);
+    conv = why_conv.empty() ? "conv: bottlenecks on cuDNN's graph API (plans built on the first step); other "
+                              "BatchNorms and evaluation: "
+                            : "conv: bottlenecks as bn (" + why_conv + "); ";
+  }
   const std::string why_not = ops::fused_unsupported_reason(x);
   if (!why_not.empty()) {
-    log_warn("fusion: bn runs ATen's separate BatchNorm, add and ReLU kernels: " + why_not);
-    return "bn: ATen's separate ops (" + why_not + ")";
+    log_warn("fusion: " + name_of(config.fusion) + " runs ATen's separate BatchNorm, add and ReLU kernels: " + why_not);
+    return conv + "bn: ATen's separate ops (" + why_not + ")";
   }
   const ops::BnKernels kernels = ops::bn_kernels_for(config.fusion_kernels);
-  return "bn (" + name_of(config.fusion_kernels) + "): BatchNorm+ReLU " +
+  return conv + "bn (" + name_of(config.fusion_kernels) + "): BatchNorm+ReLU " +
          ops::describe_kernels(x, false, true, kernels) + "; BatchNorm+add+ReLU " +
          ops::describe_kernels(x, true, true, kernels) + "; BatchNorm " +
          ops::describe_kernels(x, false, false, kernels);

@@ -24,8 +24,9 @@ class Classifier : public torch::nn::Module {
 struct ModelOptions {
   int64_t num_classes = 1000;
   bool zero_init_residual = true;  // last BatchNorm of each residual block starts at zero
-  // kBatchNorm: each BatchNorm runs with its ReLU and residual add in one fused op (ops/fused_batch_norm.h); the
-  // modules, parameters and buffers are the same either way.
+  // kBatchNorm: each BatchNorm runs with its ReLU and residual add in one fused op (ops/fused_batch_norm.h); kConv:
+  // that, and each bottleneck block in training as one op on fused convolutions (ops/fused_bottleneck.h). The
+  // modules, parameters and buffers are the same every way.
   Fusion fusion = Fusion::kOff;
   FusionKernels fusion_kernels = FusionKernels::kAuto;  // which fused kernels, when fusion is on
 };

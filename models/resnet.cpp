@@ -11,9 +11,17 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/utils.h>
 
+#include <map>
+#include <mutex>
+#include <set>
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "core/log.h"
 #include "ops/fused_batch_norm.h"
+#include "ops/fused_bottleneck.h"
 
 namespace rn50::models {
 namespace {
@@ -24,14 +32,38 @@ nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
   return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
 }
 
-// How a model runs its BatchNorms: ATen's separate ops, or the fused op with these kernels.
+// How a model runs its BatchNorms: ATen's separate ops, or the fused op with these kernels; `conv`: bottlenecks in
+// training as one fused-convolution op where it runs (elsewhere the fused BatchNorm op).
 struct BnMode {
   bool fused = false;
+  bool conv = false;
   ops::BnKernels kernels = ops::BnKernels::kAuto;
 };
 
 BnMode bn_mode(const ModelOptions& options) {
-  return {options.fusion == Fusion::kBatchNorm, ops::bn_kernels_for(options.fusion_kernels)};
+  return {options.fusion != Fusion::kOff, options.fusion == Fusion::kConv, ops::bn_kernels_for(options.fusion_kernels)};
+}
+
+ops::BatchNormState state_of(const nn::BatchNorm2d& bn) {
+  ops::BatchNormState state;
+  if (bn.is_empty()) return state;
+  state.weight = bn->weight;
+  state.bias = bn->bias;
+  state.running_mean = bn->running_mean;
+  state.running_var = bn->running_var;
+  state.num_batches_tracked = bn->num_batches_tracked;
+  state.momentum = bn->options.momentum().value_or(0.1);
+  state.eps = bn->options.eps();
+  state.training = bn->is_training();
+  return state;
+}
+
+// Logs each distinct reason a bottleneck runs without the fused convolutions once, naming the first block it hit.
+void log_fallback_once(const std::string& where, const std::string& why) {
+  static std::mutex mutex;
+  static std::set<std::string> seen;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (seen.insert(why).second) log_warn("fusion: conv: " + where + " runs fusion: bn's kernels: " + why);
 }
 
 // relu?(bn(x) + residual?): ATen's separate ops, as torchvision runs them, or one fused op.
@@ -41,23 +73,14 @@ at::Tensor bn_act(nn::BatchNorm2d bn, const at::Tensor& x, const at::Tensor& res
     if (residual.defined()) y.add_(residual);
     return relu ? y.relu_() : y;
   }
-  ops::BatchNormState state;
-  state.weight = bn->weight;
-  state.bias = bn->bias;
-  state.running_mean = bn->running_mean;
-  state.running_var = bn->running_var;
-  state.num_batches_tracked = bn->num_batches_tracked;
-  state.momentum = bn->options.momentum().value_or(0.1);
-  state.eps = bn->options.eps();
-  state.training = bn->is_training();
-  return ops::batch_norm_act(x, state, residual, relu, mode.kernels);
+  return ops::batch_norm_act(x, state_of(bn), residual, relu, mode.kernels);
 }
 
 // A residual block: torchvision's BasicBlock (two 3x3) or Bottleneck (1x1, 3x3 with the stride, 1x1).
 class Block : public nn::Module {
  public:
-  Block(bool bottleneck, int64_t in, int64_t width, int64_t stride, BnMode mode)
-      : bottleneck_(bottleneck), mode_(mode) {
+  Block(bool bottleneck, int64_t in, int64_t width, int64_t stride, BnMode mode, std::string where)
+      : bottleneck_(bottleneck), stride_(stride), mode_(mode), where_(std::move(where)) {
     const int64_t expansion = bottleneck ? 4 : 1;
     const int64_t out = width * expansion;
     if (bottleneck) {
@@ -81,6 +104,7 @@ class Block : public nn::Module {
   }
 
   at::Tensor forward(const at::Tensor& x) {
+    if (mode_.conv && bottleneck_ && is_training() && fused_conv_ready(x)) return ops::bottleneck_forward(x, params());
     at::Tensor y = bn_act(bn1_, conv1_->forward(x), {}, true, mode_);
     if (bottleneck_) y = bn_act(bn2_, conv2_->forward(y), {}, true, mode_);
     const at::Tensor last = (bottleneck_ ? conv3_ : conv2_)->forward(y);
@@ -93,8 +117,40 @@ class Block : public nn::Module {
   nn::BatchNorm2d last_bn() const { return bottleneck_ ? bn3_ : bn2_; }
 
  private:
+  ops::BottleneckParams params() const {
+    ops::BottleneckParams p;
+    p.w1 = conv1_->weight;
+    p.w2 = conv2_->weight;
+    p.w3 = conv3_->weight;
+    p.bn1 = state_of(bn1_);
+    p.bn2 = state_of(bn2_);
+    p.bn3 = state_of(bn3_);
+    if (!downsample_.is_empty()) {
+      p.wd = downsample_conv_->weight;
+      p.bnd = state_of(downsample_bn_);
+    }
+    p.stride = stride_;
+    return p;
+  }
+
+  // Whether this input runs the fused-convolution op: decided, and its plans built, on the first training input of
+  // each shape and dtype (before a CUDA graph captures the step); a block cuDNN cannot plan stays on fusion: bn.
+  bool fused_conv_ready(const at::Tensor& x) {
+    const auto key = std::make_pair(x.sizes().vec(), static_cast<int>(x.scalar_type()));
+    const auto it = ready_.find(key);
+    if (it != ready_.end()) return it->second;
+    const ops::BottleneckParams p = params();
+    std::string why = ops::bottleneck_unsupported_reason(x, p);
+    if (why.empty()) why = ops::prepare_bottleneck(x, p);
+    if (!why.empty()) log_fallback_once(where_, why);
+    return ready_[key] = why.empty();
+  }
+
   bool bottleneck_;
+  int64_t stride_;
   BnMode mode_;
+  std::string where_;  // e.g. "layer2.0", for logs
+  std::map<std::pair<std::vector<int64_t>, int>, bool> ready_;
   nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
   nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
   nn::Sequential downsample_{nullptr};  // downsample_conv_ then downsample_bn_, under torchvision's names 0 and 1
@@ -113,7 +169,8 @@ class ResNet final : public Classifier {
       nn::ModuleList layer;
       for (int b = 0; b < blocks[stage]; ++b) {
         const int64_t stride = (stage > 0 && b == 0) ? 2 : 1;
-        auto block = std::make_shared<Block>(bottleneck, in, widths[stage], stride, mode_);
+        auto block = std::make_shared<Block>(bottleneck, in, widths[stage], stride, mode_,
+                                             "layer" + std::to_string(stage + 1) + "." + std::to_string(b));
         layer->push_back(block);
         blocks_.push_back(block);
         in = widths[stage] * (bottleneck ? 4 : 1);

@@ -17,6 +17,7 @@
 #include "core/check.h"
 #include "cuda/cudnn_check.h"
 #include "ops/batch_norm_kernels.h"
+#include "ops/cudnn_handle.h"
 #include "ops/current_stream.h"
 #include "ops/fused_batch_norm_backend.h"
 
@@ -153,7 +154,7 @@ BackwardOut own_backward_any(const BackwardIn& in, const at::Tensor& dy, cudaStr
 
 // ---- cuDNN ---------------------------------------------------------------------------------------------------------
 
-// Owns one cuDNN object: a handle or a descriptor, made by `create` and released by `destroy`.
+// Owns one cuDNN descriptor, made by `create` and released by `destroy`.
 template <typename Handle, cudnnStatus_t (*create)(Handle*), cudnnStatus_t (*destroy)(Handle)>
 class CudnnObject {
  public:
@@ -167,7 +168,6 @@ class CudnnObject {
   Handle handle_ = nullptr;
 };
 
-using CudnnHandle = CudnnObject<cudnnHandle_t, cudnnCreate, cudnnDestroy>;
 using TensorDescriptor =
     CudnnObject<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
 using ActivationDescriptor =
@@ -188,27 +188,14 @@ struct CudnnPlan {
 // device, N, C, H, W, dtype, residual, relu
 using PlanKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int, bool, bool>;
 
-// The per-thread cuDNN state: a handle per device (cuDNN handles are not for concurrent use from several threads, and
-// autograd runs the backward on its own threads) and the plans found on this thread.
+// The plans found on this thread (a thread's own, as its cuDNN handle is: ops/cudnn_handle.h).
 struct ThreadCudnn {
-  std::map<int, std::unique_ptr<CudnnHandle>> handles;
   std::map<PlanKey, std::unique_ptr<CudnnPlan>> plans;
 };
 
 ThreadCudnn& thread_cudnn() {
   thread_local ThreadCudnn state;
   return state;
-}
-
-cudnnHandle_t cudnn_handle(int device) {
-  auto& handles = thread_cudnn().handles;
-  auto it = handles.find(device);
-  if (it == handles.end()) {
-    // cudnnCreate binds the handle to the current device.
-    const c10::DeviceGuard guard(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device)));
-    it = handles.emplace(device, std::make_unique<CudnnHandle>()).first;
-  }
-  return it->second->get();
 }
 
 std::string refusal(const char* call, cudnnStatus_t status) {

@@ -48,8 +48,8 @@ TEST_F(Cli, ResumedRunTakesTheSameNextStepAsAnUninterruptedOne) {
   }
 }
 
-// fusion: bn on the CPU runs ATen's separate ops, says so once at start, and trains exactly as fusion: off does,
-// whichever fusion_kernels (on the GPU the fused kernels are checked against ATen's ops in
+// fusion: bn (and conv) on the CPU runs ATen's separate ops, says so once at start, and trains exactly as fusion: off
+// does, whichever fusion_kernels (on the GPU the fused kernels are checked against ATen's ops in
 // tests/ops/test_fused_batch_norm_cuda.cpp and tests/engine/test_cuda_step.cpp).
 TEST_F(Cli, FusionFallsBackOnTheCpuAndTrainsTheSame) {
   make_sample("--classes 3 --per-class 11 --val-per-class 2 --size 32");
@@ -74,7 +74,16 @@ TEST_F(Cli, FusionFallsBackOnTheCpuAndTrainsTheSame) {
   const auto c = records(path("own") + "/metrics.jsonl", "step");
   ASSERT_EQ(c.size(), a.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i]["loss"].get<double>(), c[i]["loss"].get<double>());
-  const Result bad = rn50(small_run(path("data"), path("bad")) + options + " --fusion conv");
+  // fusion: conv on the CPU: the bottlenecks fall back to fusion: bn, which falls back to ATen: said, and the same.
+  const Result conv = rn50(small_run(path("data"), path("conv")) + options + " --fusion conv");
+  ASSERT_EQ(conv.code, 0) << conv.output;
+  EXPECT_NE(conv.output.find("fusion: conv runs the bottlenecks with fusion: bn's kernels: on the CPU"),
+            std::string::npos)
+      << conv.output;
+  const auto d = records(path("conv") + "/metrics.jsonl", "step");
+  ASSERT_EQ(d.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i]["loss"].get<double>(), d[i]["loss"].get<double>());
+  const Result bad = rn50(small_run(path("data"), path("bad")) + options + " --fusion convolution");
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.output.find("config key 'fusion'"), std::string::npos) << bad.output;
   const Result bad_kernels = rn50(small_run(path("data"), path("bad2")) + options + " --fusion-kernels cudnn");

@@ -279,10 +279,11 @@ struct GradientErrors {
   std::vector<double> gradients;  // per parameter, relative to float64's
 };
 
-GradientErrors errors_against_float64(Precision precision, Fusion fusion) {
+GradientErrors errors_against_float64(Precision precision, Fusion fusion, const std::string& name = "resnet18",
+                                      int64_t size = 64) {
   torch::manual_seed(11);
-  auto reference = models::create("resnet18", {10, false});
-  auto model = models::create("resnet18", {10, false, fusion});
+  auto reference = models::create(name, {10, false});
+  auto model = models::create(name, {10, false, fusion});
   {
     torch::NoGradGuard g;
     for (size_t i = 0; i < reference->parameters().size(); ++i)
@@ -292,7 +293,7 @@ GradientErrors errors_against_float64(Precision precision, Fusion fusion) {
   model->to(torch::kCUDA);
   models::to_channels_last(*model);
   torch::manual_seed(12);
-  const at::Tensor x = torch::randn({8, 3, 64, 64}, torch::kCUDA);
+  const at::Tensor x = torch::randn({8, 3, size, size}, torch::kCUDA);
   const at::Tensor y = torch::randint(10, {8}, torch::TensorOptions(torch::kCUDA).dtype(torch::kLong));
   Config config;  // fp32: no autocast, the reference computes in float64
   const double ref_loss = engine::Executor(*reference, config).forward_backward(x.to(torch::kDouble), y).item<double>();
@@ -307,19 +308,20 @@ GradientErrors errors_against_float64(Precision precision, Fusion fusion) {
   return out;
 }
 
-void expect_fused_as_accurate_as_unfused(Precision precision) {
-  const GradientErrors unfused = errors_against_float64(precision, Fusion::kOff);
-  const GradientErrors fused = errors_against_float64(precision, Fusion::kBatchNorm);
-  const auto names = models::create("resnet18", {10, false})->named_parameters();
+void expect_fused_as_accurate_as_unfused(Precision precision, Fusion fusion = Fusion::kBatchNorm,
+                                         const std::string& model = "resnet18", int64_t size = 64) {
+  const GradientErrors unfused = errors_against_float64(precision, Fusion::kOff, model, size);
+  const GradientErrors fused = errors_against_float64(precision, fusion, model, size);
+  const auto names = models::create(model, {10, false})->named_parameters();
   double worst_ratio = 0;
   for (size_t i = 0; i < fused.gradients.size(); ++i) {
     EXPECT_LT(fused.gradients[i], 2 * unfused.gradients[i] + 1e-3) << names[i].key();
     worst_ratio = std::max(worst_ratio, fused.gradients[i] / std::max(unfused.gradients[i], 1e-12));
   }
   std::printf(
-      "[ diff     ] %s against float64: loss fused %.3g unfused %.3g; gradients fused/unfused error at most "
-      "%.3g times; largest errors fused %.3g unfused %.3g\n",
-      name_of(precision).c_str(), fused.loss, unfused.loss, worst_ratio,
+      "[ diff     ] %s at %lld px %s fusion %s against float64: loss fused %.3g unfused %.3g; gradients fused/unfused error at "
+      "most %.3g times; largest errors fused %.3g unfused %.3g\n",
+      model.c_str(), static_cast<long long>(size), name_of(precision).c_str(), name_of(fusion).c_str(), fused.loss, unfused.loss, worst_ratio,
       *std::max_element(fused.gradients.begin(), fused.gradients.end()),
       *std::max_element(unfused.gradients.begin(), unfused.gradients.end()));
   // The loss's own rounding: 1e-3 for fp16, 1e-2 for bf16 (8 bits of mantissa; both paths were 3e-3 off float64's on
@@ -334,6 +336,21 @@ TEST_F(Cuda, FusedBatchNormIsAsAccurateAsUnfusedInAWholeStepFp16) {
 }
 TEST_F(Cuda, FusedBatchNormIsAsAccurateAsUnfusedInAWholeStepBf16) {
   expect_fused_as_accurate_as_unfused(Precision::kBf16);
+}
+// fusion: conv's bottlenecks (float16 only: bfloat16 runs fusion: bn), in a whole ResNet-50 step at 64 px.
+TEST_F(Cuda, FusedConvIsAsAccurateAsUnfusedInAWholeResNet50StepFp16) {
+  expect_fused_as_accurate_as_unfused(Precision::kFp16, Fusion::kConv, "resnet50", 64);
+}
+// Controls for the above: fusion: bn in the same ResNet-50 step, and both at 160 px (layer4's BatchNorms over 200
+// values a channel instead of 32).
+TEST_F(Cuda, FusedBatchNormIsAsAccurateAsUnfusedInAWholeResNet50StepFp16) {
+  expect_fused_as_accurate_as_unfused(Precision::kFp16, Fusion::kBatchNorm, "resnet50", 64);
+}
+TEST_F(Cuda, FusedConvIsAsAccurateAsUnfusedInAWholeResNet50StepAt160PxFp16) {
+  expect_fused_as_accurate_as_unfused(Precision::kFp16, Fusion::kConv, "resnet50", 160);
+}
+TEST_F(Cuda, FusedBatchNormIsAsAccurateAsUnfusedInAWholeResNet50StepAt160PxFp16) {
+  expect_fused_as_accurate_as_unfused(Precision::kFp16, Fusion::kBatchNorm, "resnet50", 160);
 }
 
 // fusion: bn's memory in a whole ResNet-50 step (batch 64, 224 px, fp16, channels-last, eager): what the forward
@@ -408,6 +425,22 @@ TEST_F(Cuda, FusedBatchNormKeepsNoMoreMemoryThanUnfusedInAResNet50Step) {
   EXPECT_LE(own.peak_gib, unfused.peak_gib * 1.01);
   EXPECT_LE(automatic.kept_gib, unfused.kept_gib * 1.03);
   EXPECT_LE(automatic.peak_gib, unfused.peak_gib * 1.03);
+}
+
+// fusion: conv keeps only the convolutions' raw outputs and the blocks' outputs, not the activations in between: less
+// than the unfused path, forward and peak.
+TEST_F(Cuda, FusedConvKeepsLessMemoryThanUnfusedInAResNet50Step) {
+  const StepMemory unfused = resnet50_step_memory(Fusion::kOff, FusionKernels::kAuto);
+  const StepMemory conv = resnet50_step_memory(Fusion::kConv, FusionKernels::kAuto);
+  for (const auto& [name, m] : {std::pair{"unfused", unfused}, {"fused conv", conv}}) {
+    std::printf(
+        "[ memory   ] resnet50 batch 64 fp16 %-10s: kept after forward %.3f GiB, peak of forward+backward "
+        "%.3f GiB, peak reserved %.3f GiB\n",
+        name, m.kept_gib, m.peak_gib, m.reserved_gib);
+  }
+  ASSERT_GT(unfused.kept_gib, 1.0);
+  EXPECT_LT(conv.kept_gib, unfused.kept_gib);
+  EXPECT_LE(conv.peak_gib, unfused.peak_gib);
 }
 
 // fp32: cuDNN's default weight-gradient algorithms are nondeterministic, and on the H200 two eager fp32 runs

@@ -20,9 +20,12 @@
 #include "cuda/cuda_event.h"
 #include "cuda/device_ops.h"
 #include "ops/fused_batch_norm.h"
+#include "tests/support/graph_timing.h"
 
 namespace {
 
+using rn50::test::time_calls;
+using rn50::test::Timing;
 using rn50::ops::BatchNormState;
 using rn50::ops::BnKernels;
 
@@ -81,46 +84,6 @@ Options parse(int argc, char** argv) {
 struct Sets {
   std::vector<at::Tensor> x, residual, dy;
 };
-
-struct Timing {
-  double seconds = 0;  // per call, median
-  bool graph = true;   // false: capture failed, timed eagerly (host launch time included)
-  bool ran = false;
-};
-
-// Median seconds per call of `call(i)` over input sets i = 0..sets-1, run back to back: captured once in a graph,
-// replayed `repeats` times between events.
-Timing time_calls(const std::function<void(int)>& call, int sets, int repeats) {
-  Timing t;
-  const auto all = [&] {
-    for (int i = 0; i < sets; ++i) call(i);
-  };
-  for (int warm = 0; warm < 2; ++warm) all();  // handles, plans, cuDNN's heuristics, autograd's threads
-  rn50::cuda::CudaGraph graph;
-  std::function<void()> run_once = [&] { graph.replay(); };
-  try {
-    graph.capture(all);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "capture failed (%s): timing eagerly\n", e.what());
-    t.graph = false;
-    run_once = all;
-  }
-  for (int warm = 0; warm < 3; ++warm) run_once();
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
-  std::vector<rn50::cuda::Event> marks(repeats + 1);
-  RN50_CUDA_CHECK(cudaEventRecord(marks[0].event, stream));
-  for (int r = 0; r < repeats; ++r) {
-    run_once();
-    RN50_CUDA_CHECK(cudaEventRecord(marks[r + 1].event, stream));
-  }
-  RN50_CUDA_CHECK(cudaEventSynchronize(marks[repeats].event));
-  std::vector<double> each;
-  for (int r = 0; r < repeats; ++r) each.push_back(rn50::cuda::elapsed_seconds(marks[r].event, marks[r + 1].event));
-  std::sort(each.begin(), each.end());
-  t.seconds = each[each.size() / 2] / sets;
-  t.ran = true;
-  return t;
-}
 
 BatchNormState make_state(int64_t c) {
   const auto f = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat);

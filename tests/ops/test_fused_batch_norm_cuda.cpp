@@ -11,24 +11,16 @@
 
 #include "cuda/device_ops.h"
 #include "ops/fused_batch_norm.h"
+#include "tests/support/cuda_test.h"
 
 namespace rn50::ops {
 namespace {
 
 constexpr auto kChannelsLast = at::MemoryFormat::ChannelsLast;
 
-double rel_err(const at::Tensor& a, const at::Tensor& b) {
-  const at::Tensor ad = a.to(at::kDouble), bd = b.to(at::kDouble);
-  return (ad - bd).norm().item<double>() / (bd.norm().item<double>() + 1e-30);
-}
+using test::rel_err;
 
-class FusedBnCuda : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-    cuda::use_side_stream(0);  // graph capture needs a side stream, and the eager work must run on it too
-  }
-};
+class FusedBnCuda : public test::CudaTest {};
 
 struct Shape {
   int64_t n, c, h, w;

@@ -1,0 +1,361 @@
+// ops/cudnn_graph.cpp: the graph API wrapper: descriptor lifetimes, the graph builder, heuristics, plan timing.
+#include "ops/cudnn_graph.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <utility>
+
+#include "cuda/cuda_check.h"
+#include "cuda/cuda_event.h"
+#include "cuda/cudnn_check.h"
+
+namespace rn50::ops::cudnn_graph {
+
+Descriptor::Descriptor(cudnnBackendDescriptorType_t type) { RN50_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &desc_)); }
+
+Descriptor::~Descriptor() {
+  if (desc_ != nullptr) cudnnBackendDestroyDescriptor(desc_);
+}
+
+Descriptor::Descriptor(Descriptor&& other) noexcept : desc_(std::exchange(other.desc_, nullptr)) {}
+
+Descriptor& Descriptor::operator=(Descriptor&& other) noexcept {
+  if (this != &other) {
+    if (desc_ != nullptr) cudnnBackendDestroyDescriptor(desc_);
+    desc_ = std::exchange(other.desc_, nullptr);
+  }
+  return *this;
+}
+
+Descriptor& Descriptor::set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count,
+                            const void* values) {
+  RN50_CUDNN_CHECK(cudnnBackendSetAttribute(desc_, name, type, count, values));
+  return *this;
+}
+
+Descriptor& Descriptor::set_int(cudnnBackendAttributeName_t name, int64_t value) {
+  return set(name, CUDNN_TYPE_INT64, 1, &value);
+}
+
+Descriptor& Descriptor::set_ints(cudnnBackendAttributeName_t name, const std::vector<int64_t>& values) {
+  return set(name, CUDNN_TYPE_INT64, static_cast<int64_t>(values.size()), values.data());
+}
+
+Descriptor& Descriptor::set_data_type(cudnnBackendAttributeName_t name, cudnnDataType_t value) {
+  return set(name, CUDNN_TYPE_DATA_TYPE, 1, &value);
+}
+
+Descriptor& Descriptor::set_bool(cudnnBackendAttributeName_t name, bool value) {
+  return set(name, CUDNN_TYPE_BOOLEAN, 1, &value);
+}
+
+Descriptor& Descriptor::set_float(cudnnBackendAttributeName_t name, float value) {
+  return set(name, CUDNN_TYPE_FLOAT, 1, &value);
+}
+
+Descriptor& Descriptor::set_double(cudnnBackendAttributeName_t name, double value) {
+  return set(name, CUDNN_TYPE_DOUBLE, 1, &value);
+}
+
+Descriptor& Descriptor::set_desc(cudnnBackendAttributeName_t name, const Descriptor& value) {
+  cudnnBackendDescriptor_t raw = value.get();
+  return set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw);
+}
+
+Descriptor& Descriptor::set_descs(cudnnBackendAttributeName_t name, const std::vector<const Descriptor*>& values) {
+  std::vector<cudnnBackendDescriptor_t> raw;
+  raw.reserve(values.size());
+  for (const Descriptor* d : values) raw.push_back(d->get());
+  return set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(raw.size()), raw.data());
+}
+
+Descriptor& Descriptor::set_handle(cudnnBackendAttributeName_t name, cudnnHandle_t handle) {
+  return set(name, CUDNN_TYPE_HANDLE, 1, &handle);
+}
+
+Descriptor& Descriptor::finalize() {
+  RN50_CUDNN_CHECK(cudnnBackendFinalize(desc_));
+  return *this;
+}
+
+cudnnStatus_t Descriptor::try_finalize() { return cudnnBackendFinalize(desc_); }
+
+// ---- the builder ---------------------------------------------------------------------------------------------------
+
+const Descriptor& GraphBuilder::keep(Descriptor d) {
+  kept_.push_back(std::make_unique<Descriptor>(std::move(d)));
+  return *kept_.back();
+}
+
+const Descriptor& GraphBuilder::tensor(const TensorSpec& spec) {
+  if (spec.dims.size() != spec.strides.size() || spec.dims.empty()) {
+    throw std::invalid_argument("cudnn_graph: tensor " + std::to_string(spec.uid) + ": dims and strides differ");
+  }
+  Descriptor d(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  d.set_data_type(CUDNN_ATTR_TENSOR_DATA_TYPE, spec.type)
+      .set_ints(CUDNN_ATTR_TENSOR_DIMENSIONS, spec.dims)
+      .set_ints(CUDNN_ATTR_TENSOR_STRIDES, spec.strides)
+      .set_int(CUDNN_ATTR_TENSOR_UNIQUE_ID, spec.uid)
+      .set_int(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, 16)
+      .set_bool(CUDNN_ATTR_TENSOR_IS_VIRTUAL, spec.is_virtual)
+      .finalize();
+  return keep(std::move(d));
+}
+
+const Descriptor& GraphBuilder::pointwise_desc(cudnnPointwiseMode_t mode) {
+  Descriptor pw(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+  pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode)
+      .set_data_type(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_DATA_FLOAT)
+      .finalize();
+  return keep(std::move(pw));
+}
+
+void GraphBuilder::pointwise(cudnnPointwiseMode_t mode, const Descriptor& x, const Descriptor* b,
+                             const Descriptor& y) {
+  Descriptor op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pointwise_desc(mode))
+      .set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
+  if (b != nullptr) op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b);
+  op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y).finalize();
+  ops_.push_back(&keep(std::move(op)));
+}
+
+void GraphBuilder::relu_backward(const Descriptor& dy, const Descriptor& x, const Descriptor& dx) {
+  Descriptor op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pointwise_desc(CUDNN_POINTWISE_RELU_BWD))
+      .set_desc(CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, dy)
+      .set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x)
+      .set_desc(CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, dx)
+      .finalize();
+  ops_.push_back(&keep(std::move(op)));
+}
+
+namespace {
+
+Descriptor convolution(const ConvSpec& conv) {
+  Descriptor d(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  d.set_data_type(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_DATA_FLOAT)
+      .set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode)
+      .set_int(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, static_cast<int64_t>(conv.stride.size()))
+      .set_ints(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, conv.stride)
+      .set_ints(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, conv.padding)
+      .set_ints(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, conv.padding)
+      .set_ints(CUDNN_ATTR_CONVOLUTION_DILATIONS, conv.dilation)
+      .finalize();
+  return d;
+}
+
+}  // namespace
+
+void GraphBuilder::conv_forward(const Descriptor& x, const Descriptor& w, const Descriptor& y, const ConvSpec& conv) {
+  const Descriptor& c = keep(convolution(conv));
+  Descriptor op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+  op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x)
+      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w)
+      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, y)
+      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, c)
+      .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, 1.0F)
+      .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, 0.0F)
+      .finalize();
+  ops_.push_back(&keep(std::move(op)));
+}
+
+void GraphBuilder::conv_backward_data(const Descriptor& dy, const Descriptor& w, const Descriptor& dx,
+                                      const ConvSpec& conv, float beta) {
+  const Descriptor& c = keep(convolution(conv));
+  Descriptor op(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
+  op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, dy)
+      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w)
+      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, dx)
+      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, c)
+      .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, 1.0F)
+      .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, beta)
+      .finalize();
+  ops_.push_back(&keep(std::move(op)));
+}
+
+void GraphBuilder::conv_backward_filter(const Descriptor& x, const Descriptor& dy, const Descriptor& dw,
+                                        const ConvSpec& conv) {
+  const Descriptor& c = keep(convolution(conv));
+  Descriptor op(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
+  op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, x)
+      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, dy)
+      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, dw)
+      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, c)
+      .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, 1.0F)
+      .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, 0.0F)
+      .finalize();
+  ops_.push_back(&keep(std::move(op)));
+}
+
+void GraphBuilder::gen_stats(const Descriptor& x, const Descriptor& sum, const Descriptor& sq_sum) {
+  const cudnnGenStatsMode_t mode = CUDNN_GENSTATS_SUM_SQSUM;
+  Descriptor op(CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR);
+  op.set(CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE, 1, &mode)
+      .set_data_type(CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_DATA_FLOAT)
+      .set_desc(CUDNN_ATTR_OPERATION_GENSTATS_XDESC, x)
+      .set_desc(CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, sum)
+      .set_desc(CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, sq_sum)
+      .finalize();
+  ops_.push_back(&keep(std::move(op)));
+}
+
+void GraphBuilder::bn_backward_weights(const Descriptor& x, const Descriptor& mean, const Descriptor& invstd,
+                                       const Descriptor& scale, const Descriptor& dy, const Descriptor& dscale,
+                                       const Descriptor& dbias, const Descriptor& eq_dy, const Descriptor& eq_x,
+                                       const Descriptor& eq_bias) {
+  Descriptor op(CUDNN_BACKEND_OPERATION_BN_BWD_WEIGHTS_DESCRIPTOR);
+  op.set_data_type(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MATH_PREC, CUDNN_DATA_FLOAT)
+      .set_desc(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_X_DESC, x)
+      .set_desc(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_MEAN_DESC, mean)
+      .set_desc(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_INVSTD_DESC, invstd)
+      .set_desc(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_BN_SCALE_DESC, scale)
+      .set_desc(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DY_DESC, dy)
+      .set_desc(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_SCALE_DESC, dscale)
+      .set_desc(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_DBN_BIAS_DESC, dbias)
+      .set_desc(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_DY_SCALE_DESC, eq_dy)
+      .set_desc(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_X_SCALE_DESC, eq_x)
+      .set_desc(CUDNN_ATTR_OPERATION_BN_BWD_WEIGHTS_EQ_BIAS, eq_bias)
+      .finalize();
+  ops_.push_back(&keep(std::move(op)));
+}
+
+Descriptor GraphBuilder::build(cudnnHandle_t handle) {
+  Descriptor graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  graph.set_descs(CUDNN_ATTR_OPERATIONGRAPH_OPS, ops_);
+  // Deprecated in cuDNN 9 but still read by its engines, as the frontend still sets it.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  graph.set_handle(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, handle);
+#pragma GCC diagnostic pop
+  graph.finalize();
+  // The graph references the op descriptors only while it is built; the builder still owns them.
+  return graph;
+}
+
+// ---- plans ---------------------------------------------------------------------------------------------------------
+
+namespace {
+
+// The engine configurations one heuristics mode offers (empty when the mode does not take the graph).
+std::vector<Descriptor> heuristic_configs(const Descriptor& graph, cudnnBackendHeurMode_t mode, std::string* why) {
+  Descriptor heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  heur.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph).set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE,
+                                                                  1, &mode);
+  const cudnnStatus_t finalized = heur.try_finalize();
+  if (finalized != CUDNN_STATUS_SUCCESS) {
+    if (why) *why += std::string(" heuristics ") + std::to_string(static_cast<int>(mode)) + ": " +
+                     cudnnGetErrorString(finalized) + ";";
+    return {};
+  }
+  int64_t count = 0;
+  RN50_CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                            0, &count, nullptr));
+  std::vector<Descriptor> configs;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < count; ++i) {
+    configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    raw.push_back(configs.back().get());
+  }
+  int64_t got = 0;
+  if (count > 0) {
+    RN50_CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                              CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()));
+  }
+  configs.erase(configs.begin() + std::min(got, count), configs.end());
+  return configs;
+}
+
+// The engine's global index and whether it compiles at run time, read off a configuration.
+void describe_engine(const Descriptor& config, Plan* plan) {
+  Descriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t raw = engine.get();
+  int64_t got = 0;
+  if (cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got,
+                               &raw) != CUDNN_STATUS_SUCCESS) {
+    return;
+  }
+  cudnnBackendGetAttribute(raw, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got, &plan->engine);
+  cudnnBackendBehaviorNote_t notes[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(raw, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                               CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, notes) == CUDNN_STATUS_SUCCESS) {
+    for (int64_t i = 0; i < n; ++i) plan->runtime_compiled |= notes[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
+  }
+}
+
+}  // namespace
+
+std::vector<Plan> candidate_plans(cudnnHandle_t handle, const Descriptor& graph, int max_plans, std::string* why_none) {
+  std::vector<Plan> plans;
+  std::string why;
+  for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    for (Descriptor& config : heuristic_configs(graph, mode, &why)) {
+      if (static_cast<int>(plans.size()) >= max_plans) break;
+      Plan p;
+      describe_engine(config, &p);
+      const bool seen = std::any_of(plans.begin(), plans.end(), [&](const Plan& q) { return q.engine == p.engine; });
+      if (seen && p.engine >= 0) continue;
+      auto plan = std::make_unique<Descriptor>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+      plan->set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+      plan->set_handle(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, handle);
+#pragma GCC diagnostic pop
+      const cudnnStatus_t s = plan->try_finalize();
+      if (s != CUDNN_STATUS_SUCCESS) {
+        why += " engine " + std::to_string(p.engine) + ": " + cudnnGetErrorString(s) + ";";
+        continue;
+      }
+      int64_t got = 0;
+      RN50_CUDNN_CHECK(cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                                CUDNN_TYPE_INT64, 1, &got, &p.workspace_bytes));
+      p.plan = std::move(plan);
+      plans.push_back(std::move(p));
+    }
+    if (!plans.empty()) break;  // the fallback list only where mode A offers nothing that builds
+  }
+  if (plans.empty() && why_none) *why_none = why.empty() ? "no engine configuration offered" : why.substr(1);
+  return plans;
+}
+
+Plan choose_plan(std::vector<Plan> candidates, const RunPlan& run, cudaStream_t stream, int warmup, int repeats) {
+  if (candidates.empty()) throw std::runtime_error("cudnn_graph: no plan to choose from");
+  if (repeats <= 0) return std::move(candidates.front());
+  cuda::Event start, stop;
+  size_t best = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    for (int k = 0; k < warmup; ++k) run(candidates[i]);
+    RN50_CUDA_CHECK(cudaEventRecord(start.event, stream));
+    for (int k = 0; k < repeats; ++k) run(candidates[i]);
+    RN50_CUDA_CHECK(cudaEventRecord(stop.event, stream));
+    RN50_CUDA_CHECK(cudaEventSynchronize(stop.event));
+    candidates[i].time_ms =
+        static_cast<float>(cuda::elapsed_seconds(start.event, stop.event) * 1000.0 / static_cast<double>(repeats));
+    if (candidates[i].time_ms < candidates[best].time_ms) best = i;
+  }
+  return std::move(candidates[best]);
+}
+
+void execute(cudnnHandle_t handle, const Plan& plan, const std::vector<int64_t>& uids,
+             const std::vector<void*>& pointers, void* workspace) {
+  if (uids.size() != pointers.size()) throw std::invalid_argument("cudnn_graph: uids and pointers differ in count");
+  Descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  pack.set_ints(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, uids)
+      .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, static_cast<int64_t>(pointers.size()),
+           pointers.data())
+      .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace)
+      .finalize();
+  RN50_CUDNN_CHECK(cudnnBackendExecute(handle, plan.plan->get(), pack.get()));
+}
+
+std::vector<int64_t> nhwc_strides(const std::vector<int64_t>& dims) {
+  if (dims.size() != 4) throw std::invalid_argument("cudnn_graph: nhwc_strides wants 4 dims");
+  const int64_t c = dims[1], h = dims[2], w = dims[3];
+  return {c * h * w, 1, w * c, c};
+}
+
+}  // namespace rn50::ops::cudnn_graph

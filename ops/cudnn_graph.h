@@ -1,0 +1,119 @@
+// ops/cudnn_graph.h: cuDNN's graph (backend) API in RAII form: descriptors, a builder for operation graphs of
+// tensors, convolutions, pointwise ops and BatchNorm statistics, execution plans chosen by heuristics and timing.
+// CUDA builds only; no LibTorch here, so that this layer stays a thin, checkable wrapper of cudnn_graph.h.
+#pragma once
+
+#include <cudnn.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace rn50::ops::cudnn_graph {
+
+// Owns one cudnnBackendDescriptor_t of a type; attributes are set in place, `finalize` ends the building.
+class Descriptor {
+ public:
+  explicit Descriptor(cudnnBackendDescriptorType_t type);
+  ~Descriptor();
+  Descriptor(Descriptor&& other) noexcept;
+  Descriptor& operator=(Descriptor&& other) noexcept;
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+
+  Descriptor& set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t count,
+                  const void* values);
+  Descriptor& set_int(cudnnBackendAttributeName_t name, int64_t value);
+  Descriptor& set_ints(cudnnBackendAttributeName_t name, const std::vector<int64_t>& values);
+  Descriptor& set_data_type(cudnnBackendAttributeName_t name, cudnnDataType_t value);
+  Descriptor& set_bool(cudnnBackendAttributeName_t name, bool value);
+  Descriptor& set_float(cudnnBackendAttributeName_t name, float value);
+  Descriptor& set_double(cudnnBackendAttributeName_t name, double value);
+  Descriptor& set_desc(cudnnBackendAttributeName_t name, const Descriptor& value);
+  Descriptor& set_descs(cudnnBackendAttributeName_t name, const std::vector<const Descriptor*>& values);
+  Descriptor& set_handle(cudnnBackendAttributeName_t name, cudnnHandle_t handle);
+  Descriptor& finalize();
+  // finalize, returning the status instead of throwing (engine configurations that do not take a graph).
+  cudnnStatus_t try_finalize();
+
+  cudnnBackendDescriptor_t get() const { return desc_; }
+
+ private:
+  cudnnBackendDescriptor_t desc_ = nullptr;
+};
+
+// A tensor of a graph: dims always in N, C, H, W order, strides saying the memory layout (NHWC: C fastest).
+struct TensorSpec {
+  int64_t uid = 0;
+  std::vector<int64_t> dims, strides;
+  cudnnDataType_t type = CUDNN_DATA_HALF;
+  bool is_virtual = false;  // an intermediate that never reaches memory
+};
+
+// Convolution geometry of a 2-D cross-correlation.
+struct ConvSpec {
+  std::vector<int64_t> stride{1, 1}, padding{0, 0}, dilation{1, 1};
+};
+
+// Builds one operation graph; keeps every descriptor it made alive for as long as the graph lives.
+class GraphBuilder {
+ public:
+  // Returns the tensor's descriptor, kept by the builder (its uid names it in the variant pack when not virtual).
+  const Descriptor& tensor(const TensorSpec& spec);
+  // y = mode(x[, b]) (MUL, ADD, SUB, RELU_FWD, ...), computed in float.
+  void pointwise(cudnnPointwiseMode_t mode, const Descriptor& x, const Descriptor* b, const Descriptor& y);
+  // dx = relu_bwd(dy, x): dy where x > 0, else 0.
+  void relu_backward(const Descriptor& dy, const Descriptor& x, const Descriptor& dx);
+  void conv_forward(const Descriptor& x, const Descriptor& w, const Descriptor& y, const ConvSpec& conv);
+  void conv_backward_data(const Descriptor& dy, const Descriptor& w, const Descriptor& dx, const ConvSpec& conv,
+                          float beta = 0.0F);
+  void conv_backward_filter(const Descriptor& x, const Descriptor& dy, const Descriptor& dw, const ConvSpec& conv);
+  // Per-channel sum and sum of squares of x (float [1, C, 1, 1]).
+  void gen_stats(const Descriptor& x, const Descriptor& sum, const Descriptor& sq_sum);
+  // BatchNorm's backward weights: dscale, dbias and dx's coefficients (dx = eq_dy * dy + eq_x * x + eq_bias) from
+  // x, the saved mean and inverse standard deviation, the scale and dy.
+  void bn_backward_weights(const Descriptor& x, const Descriptor& mean, const Descriptor& invstd,
+                           const Descriptor& scale, const Descriptor& dy, const Descriptor& dscale,
+                           const Descriptor& dbias, const Descriptor& eq_dy, const Descriptor& eq_x,
+                           const Descriptor& eq_bias);
+  // The finalized operation graph over every op added so far.
+  Descriptor build(cudnnHandle_t handle);
+
+ private:
+  std::vector<std::unique_ptr<Descriptor>> kept_;
+  std::vector<const Descriptor*> ops_;
+  const Descriptor& keep(Descriptor d);
+  const Descriptor& pointwise_desc(cudnnPointwiseMode_t mode);  // computed in float
+};
+
+// A finalized execution plan and what it needs.
+struct Plan {
+  std::unique_ptr<Descriptor> plan;
+  int64_t workspace_bytes = 0;
+  int64_t engine = -1;     // cuDNN's global engine index
+  bool runtime_compiled = false;
+  float time_ms = -1.0F;   // when chosen by timing
+};
+
+// Runs one candidate plan once on the current buffers (the caller's variant pack), for timing.
+using RunPlan = std::function<void(const Plan&)>;
+
+// The plans cuDNN's heuristics (mode A, then the fallback list) offer for the graph and that finalize, in the
+// heuristics' order; `why_none` says what failed when the list is empty. At most `max_plans`.
+std::vector<Plan> candidate_plans(cudnnHandle_t handle, const Descriptor& graph, int max_plans, std::string* why_none);
+
+// The fastest of the candidates, each run `warmup` + `repeats` times through `run` on `stream` (not under capture),
+// its time_ms set; with `repeats` 0 the first, untimed. Throws std::runtime_error for an empty list.
+Plan choose_plan(std::vector<Plan> candidates, const RunPlan& run, cudaStream_t stream, int warmup, int repeats);
+
+// Executes the plan with the tensors named by uid (virtual tensors are not in the pack) and a workspace of at least
+// plan.workspace_bytes, on the handle's stream.
+void execute(cudnnHandle_t handle, const Plan& plan, const std::vector<int64_t>& uids,
+             const std::vector<void*>& pointers, void* workspace);
+
+// NHWC strides for dims in N, C, H, W order; per-channel [1, C, 1, 1] tensors get {C, 1, C, C}.
+std::vector<int64_t> nhwc_strides(const std::vector<int64_t>& dims);
+
+}  // namespace rn50::ops::cudnn_graph

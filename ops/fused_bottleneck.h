@@ -1,0 +1,39 @@
+// ops/fused_bottleneck.h: ResNet's bottleneck block (1x1, 3x3 with the stride, 1x1, optional downsample) in training
+// as one autograd op built on the fused convolutions (ops/fused_conv.h): each BatchNorm's statistics come out of its
+// convolution's epilogue, its scale, bias and ReLU ride in the next convolution's prologue, and its backward in the
+// next convolution's data gradient; only the block's output is normalised in a pass of its own.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+
+#include "ops/fused_batch_norm.h"
+
+namespace rn50::ops {
+
+// One block's parameters as torchvision holds them: float32 convolution weights [K, C, R, S] (wd undefined without a
+// downsample) and the BatchNorms after conv1, conv2, conv3 and the downsample's convolution.
+struct BottleneckParams {
+  at::Tensor w1, w2, w3, wd;
+  BatchNormState bn1, bn2, bn3, bnd;
+  int64_t stride = 1;
+};
+
+// relu(bn3(conv3(relu(bn2(conv2(relu(bn1(conv1(x)))))))) + identity), identity = bnd(convd(x)) or x, with batch
+// statistics and the running statistics updated as torch::nn::BatchNorm2d does. x: a channels-last float16 CUDA
+// tensor. The weights are cast to x's dtype (autograd takes the gradients back to float32). Gradients flow to x,
+// every weight and every BatchNorm's weight and bias. Throws where bottleneck_unsupported_reason is not empty, and
+// std::runtime_error where cuDNN offers no plan for a shape.
+at::Tensor bottleneck_forward(const at::Tensor& x, const BottleneckParams& p);
+
+// Why bottleneck_forward would not run for such an input (empty: it would try): the CPU, a dtype other than float16
+// (cuDNN 9's fused data- and weight-gradient patterns have no bfloat16 engines; measured on an H200), NCHW, evaluation.
+std::string bottleneck_unsupported_reason(const at::Tensor& x, const BottleneckParams& p);
+
+// Builds every plan the block needs for this input (forward and backward) by running it once on copies: no
+// parameter, gradient or running statistic changes. Returns the reason when a plan cannot be had (empty: all built).
+std::string prepare_bottleneck(const at::Tensor& x, const BottleneckParams& p);
+
+}  // namespace rn50::ops

@@ -1,0 +1,557 @@
+// ops/fused_conv_cuda.cpp: the fused convolutions on cuDNN's graph API (CUDA builds only): one operation graph per
+// pattern and shape, its plan chosen once by cuDNN's heuristics and timing and cached per thread (plans and handles
+// are a thread's own); outputs and workspaces from the caching allocator on the current stream, so that a CUDA graph
+// captures the calls once the plans exist.
+#include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cuda/cudnn_check.h"
+#include "ops/cudnn_graph.h"
+#include "ops/cudnn_handle.h"
+#include "ops/current_stream.h"
+#include "ops/conv_bn_kernels.h"
+#include "ops/fused_conv.h"
+
+namespace rn50::ops {
+namespace {
+
+namespace cg = cudnn_graph;
+
+enum class Pattern { kForwardStats, kBackwardFilter, kBackwardDataBn, kBackwardData, kBackwardDataAccumulate };
+
+// The variant pack's names.
+enum Uid : int64_t {
+  kX = 1, kW, kY, kSum, kSqSum, kScale, kBias, kDy, kDw, kDz, kMean, kInvstd, kGamma, kBeta, kDgamma, kDbeta,
+  kEqDy, kEqX, kEqBias,
+  kVirtual = 100,
+};
+
+constexpr auto kChannelsLast = at::MemoryFormat::ChannelsLast;
+
+cudnnDataType_t cudnn_type(at::ScalarType t) {
+  switch (t) {
+    case at::kHalf:
+      return CUDNN_DATA_HALF;
+    case at::kBFloat16:
+      return CUDNN_DATA_BFLOAT16;
+    default:
+      throw std::invalid_argument(std::string("fused conv: dtype ") + c10::toString(t) + " (half or bfloat16 only)");
+  }
+}
+
+std::vector<int64_t> vec(at::IntArrayRef a) { return {a.begin(), a.end()}; }
+
+std::vector<int64_t> channel_dims(int64_t c) { return {1, c, 1, 1}; }
+std::vector<int64_t> channel_strides(int64_t c) { return {c, 1, c, c}; }
+
+// How a graph's intermediate tensors and per-channel inputs are typed: tried in order until cuDNN offers a plan.
+struct Variant {
+  bool float_virtual = true;   // intermediates in float (else in the data's dtype)
+  bool narrow_params = false;  // the prologue's scale and bias in the data's dtype (else float)
+};
+constexpr Variant kVariants[] = {{true, false}, {false, false}, {true, true}, {false, true}};
+
+std::string variant_name(Variant v) {
+  return std::string(v.float_virtual ? "float" : "narrow") + " intermediates, " +
+         (v.narrow_params ? "narrow" : "float") + " scale and bias";
+}
+
+// The variant pack's pointers for a variant, with the tensors made for it (kept alive until the call is queued).
+struct Bound {
+  std::vector<void*> pointers;
+  std::vector<at::Tensor> keep;
+};
+// `timing`: for the candidates' timing runs, which must leave the caller's tensors as they are (an accumulating
+// output gets a scratch copy).
+using Bind = std::function<Bound(Variant, bool timing)>;
+
+struct Shapes {
+  std::vector<int64_t> x, w, y;  // N, C, H, W order; the data in channels-last strides
+  cudnnDataType_t type = CUDNN_DATA_HALF;
+  int64_t stride = 1, padding = 0;
+  bool prologue = false;
+};
+
+cg::ConvSpec conv_spec(const Shapes& s) {
+  cg::ConvSpec c;
+  c.stride = {s.stride, s.stride};
+  c.padding = {s.padding, s.padding};
+  return c;
+}
+
+// relu(x * scale + bias) as three virtual tensors; returns the last.
+const cg::Descriptor& add_prologue(cg::GraphBuilder& g, const cg::Descriptor& x, const std::vector<int64_t>& dims,
+                                   cudnnDataType_t type, Variant v, int64_t* next_virtual) {
+  const int64_t c = dims[1];
+  const cudnnDataType_t vt = v.float_virtual ? CUDNN_DATA_FLOAT : type;
+  const cudnnDataType_t pt = v.narrow_params ? type : CUDNN_DATA_FLOAT;
+  const auto& scale = g.tensor({kScale, channel_dims(c), channel_strides(c), pt});
+  const auto& bias = g.tensor({kBias, channel_dims(c), channel_strides(c), pt});
+  const auto& scaled = g.tensor({(*next_virtual)++, dims, cg::nhwc_strides(dims), vt, true});
+  const auto& shifted = g.tensor({(*next_virtual)++, dims, cg::nhwc_strides(dims), vt, true});
+  const auto& relu = g.tensor({(*next_virtual)++, dims, cg::nhwc_strides(dims), vt, true});
+  g.pointwise(CUDNN_POINTWISE_MUL, x, &scale, scaled);
+  g.pointwise(CUDNN_POINTWISE_ADD, scaled, &bias, shifted);
+  g.pointwise(CUDNN_POINTWISE_RELU_FWD, shifted, nullptr, relu);
+  return relu;
+}
+
+void build_graph(cg::GraphBuilder& g, Pattern pattern, const Shapes& s, Variant v) {
+  int64_t next_virtual = kVirtual;
+  const auto wstrides = cg::nhwc_strides(s.w);
+  switch (pattern) {
+    case Pattern::kForwardStats: {
+      const auto& x = g.tensor({kX, s.x, cg::nhwc_strides(s.x), s.type});
+      const auto& w = g.tensor({kW, s.w, wstrides, s.type});
+      const auto& y = g.tensor({kY, s.y, cg::nhwc_strides(s.y), s.type});
+      const int64_t k = s.y[1];
+      const auto& sum = g.tensor({kSum, channel_dims(k), channel_strides(k), CUDNN_DATA_FLOAT});
+      const auto& sq = g.tensor({kSqSum, channel_dims(k), channel_strides(k), CUDNN_DATA_FLOAT});
+      const auto& in = s.prologue ? add_prologue(g, x, s.x, s.type, v, &next_virtual) : x;
+      g.conv_forward(in, w, y, conv_spec(s));
+      g.gen_stats(y, sum, sq);
+      return;
+    }
+    case Pattern::kBackwardFilter: {
+      const auto& x = g.tensor({kX, s.x, cg::nhwc_strides(s.x), s.type});
+      const auto& dy = g.tensor({kDy, s.y, cg::nhwc_strides(s.y), s.type});
+      const auto& dw = g.tensor({kDw, s.w, wstrides, s.type});
+      const auto& in = s.prologue ? add_prologue(g, x, s.x, s.type, v, &next_virtual) : x;
+      g.conv_backward_filter(in, dy, dw, conv_spec(s));
+      return;
+    }
+    case Pattern::kBackwardData:
+    case Pattern::kBackwardDataAccumulate: {
+      const auto& dy = g.tensor({kDy, s.y, cg::nhwc_strides(s.y), s.type});
+      const auto& w = g.tensor({kW, s.w, wstrides, s.type});
+      const auto& dx = g.tensor({kX, s.x, cg::nhwc_strides(s.x), s.type});
+      g.conv_backward_data(dy, w, dx, conv_spec(s), pattern == Pattern::kBackwardDataAccumulate ? 1.0F : 0.0F);
+      return;
+    }
+    case Pattern::kBackwardDataBn: {
+      const cudnnDataType_t vt = v.float_virtual ? CUDNN_DATA_FLOAT : s.type;
+      const int64_t c = s.x[1];
+      const auto xs = cg::nhwc_strides(s.x);
+      const auto& dy = g.tensor({kDy, s.y, cg::nhwc_strides(s.y), s.type});
+      const auto& w = g.tensor({kW, s.w, wstrides, s.type});
+      const auto& dgrad = g.tensor({next_virtual++, s.x, xs, s.type, true});
+      g.conv_backward_data(dy, w, dgrad, conv_spec(s));
+      const auto& x = g.tensor({kX, s.x, xs, s.type});
+      auto channel = [&](int64_t uid) -> const cg::Descriptor& {
+        return g.tensor({uid, channel_dims(c), channel_strides(c), CUDNN_DATA_FLOAT});
+      };
+      const auto& mean = channel(kMean);
+      const auto& invstd = channel(kInvstd);
+      const auto& gamma = channel(kGamma);
+      const auto& beta = channel(kBeta);
+      const auto& centred = g.tensor({next_virtual++, s.x, xs, vt, true});
+      const auto& normed = g.tensor({next_virtual++, s.x, xs, vt, true});
+      const auto& scaled = g.tensor({next_virtual++, s.x, xs, vt, true});
+      const auto& bn = g.tensor({next_virtual++, s.x, xs, vt, true});
+      g.pointwise(CUDNN_POINTWISE_SUB, x, &mean, centred);
+      g.pointwise(CUDNN_POINTWISE_MUL, centred, &invstd, normed);
+      g.pointwise(CUDNN_POINTWISE_MUL, normed, &gamma, scaled);
+      g.pointwise(CUDNN_POINTWISE_ADD, scaled, &beta, bn);
+      const auto& dz = g.tensor({kDz, s.x, xs, s.type});
+      g.relu_backward(dgrad, bn, dz);
+      g.bn_backward_weights(x, mean, invstd, gamma, dz, channel(kDgamma), channel(kDbeta), channel(kEqDy),
+                            channel(kEqX), channel(kEqBias));
+      return;
+    }
+  }
+}
+
+// One pattern and shape's graph and chosen plan, or why there is none.
+struct Cached {
+  std::unique_ptr<cg::GraphBuilder> builder;
+  std::unique_ptr<cg::Descriptor> graph;
+  cg::Plan plan;
+  Variant variant;
+  std::string description, error;
+};
+
+using Key = std::tuple<int, int, int, std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>, int64_t,
+                       int64_t, bool>;
+
+struct ThreadPlans {
+  std::map<Key, std::unique_ptr<Cached>> plans;
+  std::string last;
+};
+
+ThreadPlans& thread_plans() {
+  thread_local ThreadPlans state;
+  return state;
+}
+
+const char* pattern_name(Pattern p) {
+  switch (p) {
+    case Pattern::kForwardStats:
+      return "conv+stats";
+    case Pattern::kBackwardFilter:
+      return "wgrad";
+    case Pattern::kBackwardDataBn:
+      return "dgrad+drelu+dbn";
+    case Pattern::kBackwardData:
+      return "dgrad";
+    case Pattern::kBackwardDataAccumulate:
+      return "dgrad+=";
+  }
+  return "?";
+}
+
+at::Tensor workspace(int64_t bytes, const at::Tensor& like) {
+  return at::empty({std::max<int64_t>(bytes, 1)}, like.options().dtype(at::kByte));
+}
+
+// Runs the pattern with these tensors, building and choosing its plan on first use for the shape.
+void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const std::vector<int64_t>& uids,
+         const Bind& bind) {
+  const int device = like.get_device();
+  const cudnnHandle_t handle = detail::cudnn_handle(device);
+  const cudaStream_t stream = detail::current_stream(device);
+  RN50_CUDNN_CHECK(cudnnSetStream(handle, stream));
+  ThreadPlans& tp = thread_plans();
+  const Key key{static_cast<int>(pattern), device, static_cast<int>(shapes.type), shapes.x, shapes.w, shapes.y,
+                shapes.stride, shapes.padding, shapes.prologue};
+  auto it = tp.plans.find(key);
+  if (it == tp.plans.end()) {
+    auto cached = std::make_unique<Cached>();
+    const auto start = std::chrono::steady_clock::now();
+    std::string why;
+    size_t offered = 0;
+    // Every variant's candidates are timed: which typing reaches cuDNN's specialised engines differs by pattern, and
+    // a runtime-compiled generic engine that takes another typing can be several times slower.
+    for (const Variant v : kVariants) {
+      // Only the prologue's parameters have a narrow form; other patterns try the intermediates' two types.
+      if (v.narrow_params && !shapes.prologue) continue;
+      if (!v.float_virtual && pattern != Pattern::kForwardStats && pattern != Pattern::kBackwardFilter &&
+          pattern != Pattern::kBackwardDataBn) {
+        continue;  // no intermediates
+      }
+      auto builder = std::make_unique<cg::GraphBuilder>();
+      try {
+        build_graph(*builder, pattern, shapes, v);
+        auto graph = std::make_unique<cg::Descriptor>(builder->build(handle));
+        std::string none;
+        auto candidates = cg::candidate_plans(handle, *graph, 4, &none);
+        if (candidates.empty()) {
+          why += " " + variant_name(v) + ": " + none + ";";
+          continue;
+        }
+        offered += candidates.size();
+        const Bound bound = bind(v, true);
+        cg::Plan chosen = cg::choose_plan(
+            std::move(candidates),
+            [&](const cg::Plan& p) {
+              at::Tensor ws = workspace(p.workspace_bytes, like);
+              cg::execute(handle, p, uids, bound.pointers, ws.data_ptr());
+            },
+            stream, 1, 3);
+        if (cached->plan.plan && cached->plan.time_ms <= chosen.time_ms) continue;
+        cached->plan = std::move(chosen);
+        cached->graph = std::move(graph);
+        cached->builder = std::move(builder);
+        cached->variant = v;
+      } catch (const std::exception& e) {
+        why += " " + variant_name(v) + ": " + e.what() + ";";
+      }
+    }
+    if (cached->plan.plan) {
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      char text[200];
+      std::snprintf(text, sizeof(text), "%s: engine %lld%s, %.3f ms, fastest of %zu, planned in %.2f s; %s",
+                    pattern_name(pattern), static_cast<long long>(cached->plan.engine),
+                    cached->plan.runtime_compiled ? " (runtime-compiled)" : "", cached->plan.time_ms, offered, seconds,
+                    variant_name(cached->variant).c_str());
+      cached->description = text;
+    }
+    if (!cached->plan.plan) cached->error = std::string(pattern_name(pattern)) + ": no plan:" + why;
+    it = tp.plans.emplace(key, std::move(cached)).first;
+  }
+  const Cached& c = *it->second;
+  tp.last = c.plan.plan ? c.description : c.error;
+  if (!c.plan.plan) throw std::runtime_error("fused conv: " + c.error);
+  const Bound bound = bind(c.variant, false);
+  at::Tensor ws = workspace(c.plan.workspace_bytes, like);
+  cg::execute(handle, c.plan, uids, bound.pointers, ws.data_ptr());
+}
+
+// The prologue's scale and bias in the variant's type.
+void bind_prologue(const Prologue& p, const at::Tensor& like, Variant v, Bound* b) {
+  if (!p.defined()) return;
+  if (v.narrow_params) {
+    b->keep.push_back(p.scale.to(like.scalar_type()));
+    b->keep.push_back(p.bias.to(like.scalar_type()));
+    b->pointers.push_back(b->keep[b->keep.size() - 2].data_ptr());
+    b->pointers.push_back(b->keep.back().data_ptr());
+  } else {
+    b->pointers.push_back(p.scale.data_ptr());
+    b->pointers.push_back(p.bias.data_ptr());
+  }
+}
+
+void check_data(const at::Tensor& t, const char* what, const at::Tensor& like) {
+  if (!t.defined() || t.dim() != 4 || !t.is_cuda() || t.scalar_type() != like.scalar_type() ||
+      t.device() != like.device() || !t.is_contiguous(kChannelsLast)) {
+    throw std::invalid_argument(std::string("fused conv: ") + what +
+                                " must be a 4-D channels-last CUDA tensor of the input's dtype and device");
+  }
+}
+
+void check_channel(const at::Tensor& t, const char* what, int64_t c, const at::Tensor& like) {
+  if (!t.defined() || t.dim() != 1 || t.size(0) != c || t.scalar_type() != at::kFloat || t.device() != like.device() ||
+      !t.is_contiguous()) {
+    throw std::invalid_argument(std::string("fused conv: ") + what + " must be float32 [" + std::to_string(c) +
+                                "] on the input's device");
+  }
+}
+
+int64_t out_size(int64_t in, int64_t kernel, ConvGeometry g) { return (in + 2 * g.padding - kernel) / g.stride + 1; }
+
+Shapes shapes_of(const at::Tensor& x, at::IntArrayRef w, ConvGeometry g, bool prologue) {
+  Shapes s;
+  s.x = vec(x.sizes());
+  s.w = vec(w);
+  s.y = {s.x[0], s.w[0], out_size(s.x[2], s.w[2], g), out_size(s.x[3], s.w[3], g)};
+  s.type = cudnn_type(x.scalar_type());
+  s.stride = g.stride;
+  s.padding = g.padding;
+  s.prologue = prologue;
+  if (s.w[1] != s.x[1]) throw std::invalid_argument("fused conv: the weight's input channels differ from x's");
+  if (s.y[2] <= 0 || s.y[3] <= 0) throw std::invalid_argument("fused conv: empty output");
+  return s;
+}
+
+at::Tensor empty_nhwc(const std::vector<int64_t>& dims, const at::Tensor& like) {
+  return at::empty(dims, like.options().memory_format(kChannelsLast));
+}
+
+}  // namespace
+
+ConvStats conv_forward_stats(const at::Tensor& x, const at::Tensor& w, ConvGeometry geometry,
+                             const Prologue& prologue) {
+  check_data(x, "x", x);
+  check_data(w, "w", x);
+  const c10::DeviceGuard guard(x.device());
+  const Shapes s = shapes_of(x, w.sizes(), geometry, prologue.defined());
+  if (prologue.defined()) {
+    check_channel(prologue.scale, "prologue scale", s.x[1], x);
+    check_channel(prologue.bias, "prologue bias", s.x[1], x);
+  }
+  ConvStats out;
+  out.y = empty_nhwc(s.y, x);
+  out.sum = at::empty({s.y[1]}, x.options().dtype(at::kFloat));
+  out.sq_sum = at::empty({s.y[1]}, x.options().dtype(at::kFloat));
+  std::vector<int64_t> uids{kX, kW, kY, kSum, kSqSum};
+  if (prologue.defined()) uids.insert(uids.end(), {kScale, kBias});
+  run(Pattern::kForwardStats, s, x, uids, [&](Variant v, bool) {
+    Bound b{{x.data_ptr(), w.data_ptr(), out.y.data_ptr(), out.sum.data_ptr(), out.sq_sum.data_ptr()}, {}};
+    bind_prologue(prologue, x, v, &b);
+    return b;
+  });
+  return out;
+}
+
+at::Tensor conv_backward_filter(const at::Tensor& x, const at::Tensor& dy, at::IntArrayRef w_sizes,
+                                ConvGeometry geometry, const Prologue& prologue) {
+  check_data(x, "x", x);
+  check_data(dy, "dy", x);
+  const c10::DeviceGuard guard(x.device());
+  const Shapes s = shapes_of(x, w_sizes, geometry, prologue.defined());
+  if (vec(dy.sizes()) != s.y) throw std::invalid_argument("fused conv: dy's shape is not the convolution's output's");
+  if (prologue.defined()) {
+    check_channel(prologue.scale, "prologue scale", s.x[1], x);
+    check_channel(prologue.bias, "prologue bias", s.x[1], x);
+  }
+  at::Tensor dw = empty_nhwc(s.w, x);
+  std::vector<int64_t> uids{kX, kDy, kDw};
+  if (prologue.defined()) uids.insert(uids.end(), {kScale, kBias});
+  run(Pattern::kBackwardFilter, s, x, uids, [&](Variant v, bool) {
+    Bound b{{x.data_ptr(), dy.data_ptr(), dw.data_ptr()}, {}};
+    bind_prologue(prologue, x, v, &b);
+    return b;
+  });
+  return dw;
+}
+
+DgradBn conv_backward_data_bn(const at::Tensor& dy, const at::Tensor& w, const BnSaved& bn, ConvGeometry geometry) {
+  check_data(bn.x, "the BatchNorm's input", bn.x);
+  check_data(dy, "dy", bn.x);
+  check_data(w, "w", bn.x);
+  const c10::DeviceGuard guard(bn.x.device());
+  const Shapes s = shapes_of(bn.x, w.sizes(), geometry, false);
+  if (vec(dy.sizes()) != s.y) throw std::invalid_argument("fused conv: dy's shape is not the convolution's output's");
+  const int64_t c = s.x[1];
+  check_channel(bn.mean, "mean", c, bn.x);
+  check_channel(bn.invstd, "invstd", c, bn.x);
+  check_channel(bn.weight, "BatchNorm weight", c, bn.x);
+  check_channel(bn.bias, "BatchNorm bias", c, bn.x);
+  DgradBn out;
+  out.dz = empty_nhwc(s.x, bn.x);
+  auto channel = [&] { return at::empty({c}, bn.x.options().dtype(at::kFloat)); };
+  out.dweight = channel();
+  out.dbias = channel();
+  out.eq_dy = channel();
+  out.eq_x = channel();
+  out.eq_bias = channel();
+  const std::vector<int64_t> uids{kDy, kW, kX, kMean, kInvstd, kGamma, kBeta, kDz, kDgamma, kDbeta, kEqDy, kEqX,
+                                  kEqBias};
+  const std::vector<void*> ptrs{dy.data_ptr(),         w.data_ptr(),          bn.x.data_ptr(),
+                                bn.mean.data_ptr(),    bn.invstd.data_ptr(),  bn.weight.data_ptr(),
+                                bn.bias.data_ptr(),    out.dz.data_ptr(),     out.dweight.data_ptr(),
+                                out.dbias.data_ptr(),  out.eq_dy.data_ptr(),  out.eq_x.data_ptr(),
+                                out.eq_bias.data_ptr()};
+  run(Pattern::kBackwardDataBn, s, bn.x, uids, [&](Variant, bool) { return Bound{ptrs, {}}; });
+  return out;
+}
+
+at::Tensor conv_backward_data(const at::Tensor& dy, const at::Tensor& w, at::IntArrayRef x_sizes, ConvGeometry geometry,
+                              const at::Tensor& accumulate) {
+  check_data(dy, "dy", dy);
+  check_data(w, "w", dy);
+  const c10::DeviceGuard guard(dy.device());
+  Shapes s;
+  s.x = vec(x_sizes);
+  s.w = vec(w.sizes());
+  if (s.x.size() != 4 || s.w[1] != s.x[1]) throw std::invalid_argument("fused conv: x's shape does not fit the weight");
+  s.y = {s.x[0], s.w[0], out_size(s.x[2], s.w[2], geometry), out_size(s.x[3], s.w[3], geometry)};
+  if (vec(dy.sizes()) != s.y) throw std::invalid_argument("fused conv: dy's shape is not the convolution's output's");
+  s.type = cudnn_type(dy.scalar_type());
+  s.stride = geometry.stride;
+  s.padding = geometry.padding;
+  at::Tensor dx = accumulate;
+  if (accumulate.defined()) {
+    check_data(accumulate, "the accumulated gradient", dy);
+    if (vec(accumulate.sizes()) != s.x) throw std::invalid_argument("fused conv: the accumulated gradient's shape");
+  } else {
+    dx = empty_nhwc(s.x, dy);
+  }
+  const Pattern pattern = accumulate.defined() ? Pattern::kBackwardDataAccumulate : Pattern::kBackwardData;
+  at::Tensor scratch;
+  run(pattern, s, dy, {kDy, kW, kX}, [&](Variant, bool timing) {
+    if (timing && accumulate.defined()) {
+      if (!scratch.defined()) scratch = accumulate.clone(kChannelsLast);
+      return Bound{{dy.data_ptr(), w.data_ptr(), scratch.data_ptr()}, {}};
+    }
+    return Bound{{dy.data_ptr(), w.data_ptr(), dx.data_ptr()}, {}};
+  });
+  return dx;
+}
+
+BnFinal bn_finalize(const at::Tensor& sum, const at::Tensor& sq_sum, int64_t count, const BatchNormState& bn) {
+  const int64_t c = sum.numel();
+  check_channel(sum, "sum", c, sum);
+  check_channel(sq_sum, "sq_sum", c, sum);
+  check_channel(bn.weight, "BatchNorm weight", c, sum);
+  check_channel(bn.bias, "BatchNorm bias", c, sum);
+  const bool running = bn.running_mean.defined();
+  if (running) {
+    check_channel(bn.running_mean, "running_mean", c, sum);
+    check_channel(bn.running_var, "running_var", c, sum);
+  }
+  const c10::DeviceGuard guard(sum.device());
+  auto channel = [&] { return at::empty({c}, sum.options()); };
+  BnFinal out{channel(), channel(), channel(), channel()};
+  kernels::FinalizeArgs a;
+  a.sum = sum.data_ptr<float>();
+  a.sq_sum = sq_sum.data_ptr<float>();
+  a.weight = bn.weight.data_ptr<float>();
+  a.bias = bn.bias.data_ptr<float>();
+  if (running) {
+    a.running_mean = bn.running_mean.data_ptr<float>();
+    a.running_var = bn.running_var.data_ptr<float>();
+  }
+  if (bn.num_batches_tracked.defined()) a.num_batches_tracked = bn.num_batches_tracked.data_ptr<int64_t>();
+  a.mean = out.mean.data_ptr<float>();
+  a.invstd = out.invstd.data_ptr<float>();
+  a.scale = out.scale.data_ptr<float>();
+  a.shift = out.shift.data_ptr<float>();
+  a.channels = c;
+  a.count = count;
+  a.momentum = bn.momentum;
+  a.eps = bn.eps;
+  kernels::bn_finalize(a, detail::current_stream(sum.get_device()));
+  return out;
+}
+
+at::Tensor bn_apply(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, bool relu,
+                    const at::Tensor& residual, const at::Tensor& rscale, const at::Tensor& rshift) {
+  check_data(x, "x", x);
+  const int64_t c = x.size(1);
+  check_channel(scale, "scale", c, x);
+  check_channel(shift, "shift", c, x);
+  if (residual.defined()) {
+    check_data(residual, "residual", x);
+    if (residual.sizes() != x.sizes()) throw std::invalid_argument("fused conv: residual's shape differs from x's");
+  }
+  if (rscale.defined()) {
+    if (!residual.defined()) throw std::invalid_argument("fused conv: rscale without a residual");
+    check_channel(rscale, "rscale", c, x);
+    check_channel(rshift, "rshift", c, x);
+  }
+  const c10::DeviceGuard guard(x.device());
+  at::Tensor out = at::empty_like(x, x.options().memory_format(kChannelsLast));
+  kernels::ApplyArgs a;
+  a.x = x.data_ptr();
+  a.scale = scale.data_ptr<float>();
+  a.shift = shift.data_ptr<float>();
+  a.residual = residual.defined() ? residual.data_ptr() : nullptr;
+  a.rscale = rscale.defined() ? rscale.data_ptr<float>() : nullptr;
+  a.rshift = rscale.defined() ? rshift.data_ptr<float>() : nullptr;
+  a.out = out.data_ptr();
+  a.rows = x.numel() / c;
+  a.channels = c;
+  a.relu = relu;
+  a.half = x.scalar_type() == at::kHalf;
+  cudnn_type(x.scalar_type());  // refuses other dtypes
+  kernels::bn_apply(a, detail::current_stream(x.get_device()));
+  return out;
+}
+
+at::Tensor dbn_apply(const DgradBn& grad, const at::Tensor& x) {
+  check_data(x, "x", x);
+  check_data(grad.dz, "dz", x);
+  if (grad.dz.sizes() != x.sizes()) throw std::invalid_argument("fused conv: dz's shape differs from x's");
+  const int64_t c = x.size(1);
+  check_channel(grad.eq_dy, "eq_dy", c, x);
+  check_channel(grad.eq_x, "eq_x", c, x);
+  check_channel(grad.eq_bias, "eq_bias", c, x);
+  cudnn_type(x.scalar_type());
+  const c10::DeviceGuard guard(x.device());
+  at::Tensor dx = at::empty_like(x, x.options().memory_format(kChannelsLast));
+  kernels::DbnApplyArgs a;
+  a.dz = grad.dz.data_ptr();
+  a.x = x.data_ptr();
+  a.eq_dy = grad.eq_dy.data_ptr<float>();
+  a.eq_x = grad.eq_x.data_ptr<float>();
+  a.eq_bias = grad.eq_bias.data_ptr<float>();
+  a.dx = dx.data_ptr();
+  a.rows = x.numel() / c;
+  a.channels = c;
+  a.half = x.scalar_type() == at::kHalf;
+  kernels::dbn_apply(a, detail::current_stream(x.get_device()));
+  return dx;
+}
+
+std::string fused_conv_unsupported_reason(const at::Tensor& x) {
+  if (!x.is_cuda()) return "on the CPU";
+  if (x.scalar_type() != at::kHalf && x.scalar_type() != at::kBFloat16) {
+    return std::string("dtype ") + c10::toString(x.scalar_type()) + " (half or bfloat16 only)";
+  }
+  if (x.dim() != 4 || !x.is_contiguous(kChannelsLast)) return "not a channels-last 4-D tensor";
+  return "";
+}
+
+std::string last_plan_description() { return thread_plans().last; }
+
+}  // namespace rn50::ops

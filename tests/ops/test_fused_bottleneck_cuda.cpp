@@ -1,0 +1,186 @@
+// tests/ops/test_fused_bottleneck_cuda.cpp (GPU machine only): the fused-convolution bottleneck in training against
+// float64 on fresh random inputs, next to the unfused float16 path's own error (ATen's convolutions and BatchNorm):
+// the output, the input's gradient, every weight's and every BatchNorm affine's gradient, the running statistics;
+// with and without a downsample, stride 1 and 2. Also: bfloat16 and evaluation refused with a reason, the probe
+// changes nothing. Prints each case's errors, so that the log shows the margins.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cuda/device_ops.h"
+#include "ops/fused_bottleneck.h"
+#include "tests/support/cuda_test.h"
+
+namespace rn50::ops {
+namespace {
+
+constexpr auto kChannelsLast = at::MemoryFormat::ChannelsLast;
+
+using test::rel_err;
+
+class FusedBottleneckCuda : public test::CudaTest {};
+
+struct Block {
+  int64_t in, width, stride, size;
+  bool downsample() const { return stride != 1 || in != width * 4; }
+};
+
+BatchNormState make_bn(int64_t c, at::ScalarType param = at::kFloat) {
+  const auto f = at::TensorOptions(at::kCUDA).dtype(param);
+  BatchNormState s;
+  s.weight = (at::rand({c}, f) + 0.5).requires_grad_(true);
+  s.bias = (at::rand({c}, f) - 0.5).requires_grad_(true);
+  s.running_mean = at::rand({c}, f) - 0.5;
+  s.running_var = at::rand({c}, f) + 0.5;
+  s.num_batches_tracked = at::zeros({}, f.dtype(at::kLong));
+  return s;
+}
+
+BottleneckParams make_params(const Block& b) {
+  const auto f = at::TensorOptions(at::kCUDA).dtype(at::kFloat);
+  auto w = [&](int64_t k, int64_t c, int64_t r) {
+    return (at::randn({k, c, r, r}, f) / std::sqrt(static_cast<double>(c * r * r)))
+        .contiguous(kChannelsLast)
+        .requires_grad_(true);
+  };
+  BottleneckParams p;
+  p.w1 = w(b.width, b.in, 1);
+  p.w2 = w(b.width, b.width, 3);
+  p.w3 = w(b.width * 4, b.width, 1);
+  p.bn1 = make_bn(b.width);
+  p.bn2 = make_bn(b.width);
+  p.bn3 = make_bn(b.width * 4);
+  if (b.downsample()) {
+    p.wd = w(b.width * 4, b.in, 1);
+    p.bnd = make_bn(b.width * 4);
+  }
+  p.stride = b.stride;
+  return p;
+}
+
+// A copy with every tensor in `type` (float64 for the reference), leaves again, running statistics cloned.
+BottleneckParams copy_params(const BottleneckParams& p, at::ScalarType type) {
+  auto leaf = [&](const at::Tensor& t) {
+    return t.defined() ? t.detach().to(type).clone().requires_grad_(true) : at::Tensor();
+  };
+  auto bn = [&](const BatchNormState& s) {
+    BatchNormState c = s;
+    if (!s.weight.defined()) return c;
+    c.weight = leaf(s.weight);
+    c.bias = leaf(s.bias);
+    c.running_mean = s.running_mean.detach().to(type).clone();
+    c.running_var = s.running_var.detach().to(type).clone();
+    c.num_batches_tracked = s.num_batches_tracked.clone();
+    return c;
+  };
+  return {leaf(p.w1), leaf(p.w2), leaf(p.w3), leaf(p.wd), bn(p.bn1), bn(p.bn2), bn(p.bn3), bn(p.bnd), p.stride};
+}
+
+// torchvision's Bottleneck in training with ATen's ops, in x's dtype (weights cast to it, BatchNorm parameters as
+// they are): the unfused float16 path, and with float64 everything the reference.
+at::Tensor reference(const at::Tensor& x, const BottleneckParams& p) {
+  auto conv = [&](const at::Tensor& in, const at::Tensor& w, int64_t stride, int64_t pad) {
+    return at::conv2d(in, w.to(in.scalar_type()), {}, stride, pad);
+  };
+  auto bn = [&](const at::Tensor& in, const BatchNormState& s) {
+    return at::batch_norm(in, s.weight, s.bias, s.running_mean, s.running_var, true, s.momentum, s.eps, true);
+  };
+  at::Tensor y = at::relu(bn(conv(x, p.w1, 1, 0), p.bn1));
+  y = at::relu(bn(conv(y, p.w2, p.stride, 1), p.bn2));
+  y = bn(conv(y, p.w3, 1, 0), p.bn3);
+  const at::Tensor identity = p.wd.defined() ? bn(conv(x, p.wd, p.stride, 0), p.bnd) : x;
+  return at::relu(y + identity);
+}
+
+std::vector<at::Tensor> wrt(const at::Tensor& x, const BottleneckParams& p) {
+  std::vector<at::Tensor> v{x, p.w1, p.w2, p.w3, p.bn1.weight, p.bn1.bias, p.bn2.weight, p.bn2.bias, p.bn3.weight,
+                            p.bn3.bias};
+  if (p.wd.defined()) v.insert(v.end(), {p.wd, p.bnd.weight, p.bnd.bias});
+  return v;
+}
+
+const char* kNames[] = {"x",        "conv1.w", "conv2.w", "conv3.w", "bn1.w", "bn1.b", "bn2.w",
+                        "bn2.b",    "bn3.w",   "bn3.b",   "down.w",  "down.bn.w", "down.bn.b"};
+
+TEST_F(FusedBottleneckCuda, MatchesFloat64AsCloselyAsTheUnfusedPath) {
+  // layer1.0 (downsample by width), layer1.1, layer2.0 (stride 2), layer4's shapes at a small batch, and at 4x4 and
+  // 2x2 (a 64-pixel image's layer4: BatchNorm over 32 values a channel).
+  const std::vector<Block> blocks = {{64, 64, 1, 16},  {256, 64, 1, 16}, {256, 128, 2, 16},
+                                     {2048, 512, 1, 7}, {1024, 512, 2, 4}, {2048, 512, 1, 2}};
+  for (const Block& b : blocks) {
+    at::manual_seed(21);
+    const int64_t n = 8, size = b.size;
+    const at::Tensor x16 =
+        at::relu(at::randn({n, b.in, size, size}, at::TensorOptions(at::kCUDA))).to(at::kHalf).contiguous(kChannelsLast);
+    const at::Tensor dout16 = at::randn({n, b.width * 4, size / b.stride, size / b.stride}, at::TensorOptions(at::kCUDA))
+                                  .to(at::kHalf)
+                                  .contiguous(kChannelsLast);
+    const BottleneckParams p = make_params(b);
+    const BottleneckParams pu = copy_params(p, at::kFloat), pr = copy_params(p, at::kDouble);
+
+    const at::Tensor xf = x16.detach().clone().requires_grad_(true);
+    const at::Tensor out_f = bottleneck_forward(xf, p);
+    const auto grads_f = torch::autograd::grad({out_f}, wrt(xf, p), {dout16});
+
+    const at::Tensor xu = x16.detach().clone().requires_grad_(true);
+    const at::Tensor out_u = reference(xu, pu);
+    const auto grads_u = torch::autograd::grad({out_u}, wrt(xu, pu), {dout16});
+
+    const at::Tensor xr = x16.detach().to(at::kDouble).requires_grad_(true);
+    const at::Tensor out_r = reference(xr, pr);
+    const auto grads_r = torch::autograd::grad({out_r}, wrt(xr, pr), {dout16.to(at::kDouble)});
+
+    std::printf("block in %lld width %lld stride %lld at %lldx%lld%s:\n", static_cast<long long>(b.in),
+                static_cast<long long>(b.width), static_cast<long long>(b.stride), static_cast<long long>(size),
+                static_cast<long long>(size), b.downsample() ? " +downsample" : "");
+    const double ef = rel_err(out_f, out_r), eu = rel_err(out_u, out_r);
+    std::printf("  out: fused %.2e, unfused %.2e\n", ef, eu);
+    EXPECT_LT(ef, 2 * eu + 1e-3);
+    EXPECT_TRUE(out_f.is_contiguous(kChannelsLast));
+    for (size_t i = 0; i < grads_r.size(); ++i) {
+      const double gf = rel_err(grads_f[i], grads_r[i]), gu = rel_err(grads_u[i], grads_r[i]);
+      const char* name = kNames[i];
+      std::printf("  %-10s fused %.2e, unfused %.2e\n", name, gf, gu);
+      // The unfused path's own distance from float64 with room for the fused path's other rounding order (its
+      // BatchNorm statistics come from float sums of the rounded convolution output).
+      EXPECT_LT(gf, 2 * gu + 2e-3) << name;
+      EXPECT_EQ(grads_f[i].scalar_type(), wrt(xf, p)[i].scalar_type()) << name;
+    }
+    const std::vector<std::pair<const BatchNormState*, const BatchNormState*>> bns = {
+        {&p.bn1, &pr.bn1}, {&p.bn2, &pr.bn2}, {&p.bn3, &pr.bn3}};
+    for (const auto& [got, want] : bns) {
+      const double em = rel_err(got->running_mean, want->running_mean);
+      const double ev = rel_err(got->running_var, want->running_var);
+      std::printf("  running mean %.2e var %.2e\n", em, ev);
+      EXPECT_LT(em, 1e-3);
+      EXPECT_LT(ev, 1e-3);
+      EXPECT_EQ(got->num_batches_tracked.item<int64_t>(), 1);
+    }
+  }
+}
+
+TEST_F(FusedBottleneckCuda, RefusesWithAReasonAndTheProbeChangesNothing) {
+  const Block b{256, 64, 1, 8};
+  BottleneckParams p = make_params(b);
+  const at::Tensor x = at::randn({4, 256, 8, 8}, at::TensorOptions(at::kCUDA)).to(at::kHalf).contiguous(kChannelsLast);
+  EXPECT_NE(bottleneck_unsupported_reason(x.to(at::kBFloat16), p).find("bfloat16"), std::string::npos);
+  EXPECT_NE(bottleneck_unsupported_reason(x.contiguous(), p), "");
+  EXPECT_NE(bottleneck_unsupported_reason(x.cpu(), p), "");
+  EXPECT_THROW(bottleneck_forward(x.to(at::kBFloat16), p), std::invalid_argument);
+  BottleneckParams eval = p;
+  eval.bn1.training = false;
+  EXPECT_EQ(bottleneck_unsupported_reason(x, eval), "evaluation");
+
+  const at::Tensor rm = p.bn1.running_mean.clone(), w1 = p.w1.detach().clone();
+  EXPECT_EQ(prepare_bottleneck(x, p), "");
+  EXPECT_TRUE(at::equal(p.bn1.running_mean, rm));
+  EXPECT_EQ(p.bn1.num_batches_tracked.item<int64_t>(), 0);
+  EXPECT_TRUE(at::equal(p.w1, w1));
+  EXPECT_FALSE(p.w1.grad().defined());
+}
+
+}  // namespace
+}  // namespace rn50::ops

@@ -1,0 +1,279 @@
+// tests/ops/test_fused_conv_cuda.cpp (GPU machine only): the fused convolutions on cuDNN's graph API against ATen in
+// float64 on fresh random inputs: forward with and without the scale-bias-ReLU prologue and its statistics, the
+// weight gradient with the prologue, the data gradient with dReLU and BatchNorm's backward weights (through to the
+// BatchNorm's input gradient against autograd), the finalize, apply and input-gradient kernels, a captured CUDA graph
+// against eager. Prints each case's relative errors, so that the log shows the margins.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cuda/device_ops.h"
+#include "ops/fused_conv.h"
+#include "tests/support/cuda_test.h"
+
+namespace rn50::ops {
+namespace {
+
+constexpr auto kChannelsLast = at::MemoryFormat::ChannelsLast;
+
+using test::rel_err;
+
+class FusedConvCuda : public test::CudaTest {};
+
+struct Case {
+  int64_t n, c, size, k, kernel, stride;
+  int64_t padding() const { return kernel / 2; }
+};
+
+std::string str(const Case& s) {
+  char b[96];
+  std::snprintf(b, sizeof(b), "N%lld C%lld %lldx%lld K%lld %lldx%lld/%lld", static_cast<long long>(s.n),
+                static_cast<long long>(s.c), static_cast<long long>(s.size), static_cast<long long>(s.size),
+                static_cast<long long>(s.k), static_cast<long long>(s.kernel), static_cast<long long>(s.kernel),
+                static_cast<long long>(s.stride));
+  return b;
+}
+
+// ResNet-50's kinds (1x1, 3x3, strided 3x3, strided 1x1) at small batches, and odd ones: batch 1 at 7x7, channels
+// not a multiple of 8 or of 64.
+const std::vector<Case> kCases = {{8, 64, 28, 64, 3, 1},  {4, 256, 14, 64, 1, 1}, {4, 128, 28, 128, 3, 2},
+                                  {4, 256, 28, 512, 1, 2}, {1, 512, 7, 2048, 1, 1}, {2, 72, 9, 24, 3, 1},
+                                  {3, 40, 7, 96, 1, 1}};
+
+const char* dtype_name(at::ScalarType t) { return t == at::kHalf ? "float16" : "bfloat16"; }
+
+// Norm-wise relative tolerances against float64 on the same 16-bit inputs: the output's rounding (half 2^-11,
+// bfloat16 2^-8 per element) with room for float accumulation inside cuDNN's kernels.
+double tol_out(at::ScalarType t) { return t == at::kHalf ? 2e-3 : 1.2e-2; }
+// Sums and sums of squares: float accumulation over N*H*W values in the epilogue, against float64 sums of the very y
+// the kernel wrote (so only the accumulation is measured).
+constexpr double kTolSums = 1e-4;
+
+at::Tensor randn_nhwc(std::vector<int64_t> shape, at::ScalarType t, double scale = 1.0) {
+  return (at::randn(shape, at::TensorOptions(at::kCUDA).dtype(at::kFloat)) * scale).to(t).contiguous(kChannelsLast);
+}
+
+at::Tensor channel_param(int64_t c, double lo, double hi) {
+  return at::rand({c}, at::TensorOptions(at::kCUDA).dtype(at::kFloat)) * (hi - lo) + lo;
+}
+
+// cuDNN offering no plan is a std::runtime_error naming the pattern and every typing tried.
+void expect_no_plan(const std::function<void()>& call) {
+  try {
+    call();
+    ADD_FAILURE() << "expected cuDNN to offer no plan";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no plan"), std::string::npos) << e.what();
+  }
+}
+
+at::Tensor prologue_ref(const at::Tensor& x, const Prologue& p) {
+  const at::Tensor xd = x.to(at::kDouble);
+  if (!p.defined()) return xd;
+  return at::relu(xd * p.scale.to(at::kDouble).view({1, -1, 1, 1}) + p.bias.to(at::kDouble).view({1, -1, 1, 1}));
+}
+
+TEST_F(FusedConvCuda, ForwardWithStatisticsMatchesFloat64) {
+  for (const at::ScalarType t : {at::kHalf, at::kBFloat16}) {
+    for (const Case& s : kCases) {
+      for (const bool with_prologue : {false, true}) {
+        at::manual_seed(11);
+        const at::Tensor x = randn_nhwc({s.n, s.c, s.size, s.size}, t);
+        const at::Tensor w = randn_nhwc({s.k, s.c, s.kernel, s.kernel}, t, 1.0 / std::sqrt(s.c * s.kernel * s.kernel));
+        Prologue p;
+        if (with_prologue) p = {channel_param(s.c, 0.5, 1.5), channel_param(s.c, -0.5, 0.5)};
+        const ConvGeometry g{s.stride, s.padding()};
+        const ConvStats out = conv_forward_stats(x, w, g, p);
+        const at::Tensor ref = at::conv2d(prologue_ref(x, p), w.to(at::kDouble), {}, s.stride, s.padding());
+        ASSERT_EQ(out.y.sizes(), ref.sizes()) << str(s);
+        EXPECT_TRUE(out.y.is_contiguous(kChannelsLast));
+        const at::Tensor yd = out.y.to(at::kDouble);
+        const double e_y = rel_err(out.y, ref);
+        const double e_sum = rel_err(out.sum, yd.sum({0, 2, 3}));
+        // Sums can be near zero per channel: measured against the sum of magnitudes as well.
+        const double e_sum_abs = (out.sum.to(at::kDouble) - yd.sum({0, 2, 3})).abs().max().item<double>() /
+                                 yd.abs().sum({0, 2, 3}).max().item<double>();
+        const double e_sq = rel_err(out.sq_sum, (yd * yd).sum({0, 2, 3}));
+        std::printf("forward %s %s%s: y %.2e, sum %.2e (%.2e of |y|), sq_sum %.2e  [%s]\n", dtype_name(t),
+                    str(s).c_str(), with_prologue ? " +prologue" : "", e_y, e_sum, e_sum_abs, e_sq,
+                    last_plan_description().c_str());
+        EXPECT_LT(e_y, tol_out(t)) << str(s);
+        EXPECT_LT(e_sum_abs, kTolSums) << str(s);
+        EXPECT_LT(e_sq, kTolSums) << str(s);
+      }
+    }
+  }
+}
+
+TEST_F(FusedConvCuda, WeightGradientWithPrologueMatchesFloat64) {
+  for (const at::ScalarType t : {at::kHalf, at::kBFloat16}) {
+    for (const Case& s : kCases) {
+      for (const bool with_prologue : {false, true}) {
+        at::manual_seed(12);
+        const at::Tensor x = randn_nhwc({s.n, s.c, s.size, s.size}, t);
+        const int64_t out = (s.size + 2 * s.padding() - s.kernel) / s.stride + 1;
+        const at::Tensor dy = randn_nhwc({s.n, s.k, out, out}, t);
+        Prologue p;
+        if (with_prologue) p = {channel_param(s.c, 0.5, 1.5), channel_param(s.c, -0.5, 0.5)};
+        const ConvGeometry g{s.stride, s.padding()};
+        if (t == at::kBFloat16 && with_prologue) {
+          // cuDNN 9 has no bfloat16 engine for the weight gradient with a prologue (seen on the H200): a clear refusal.
+          expect_no_plan([&] { conv_backward_filter(x, dy, {s.k, s.c, s.kernel, s.kernel}, g, p); });
+          continue;
+        }
+        const at::Tensor dw = conv_backward_filter(x, dy, {s.k, s.c, s.kernel, s.kernel}, g, p);
+        const at::Tensor wd = at::zeros({s.k, s.c, s.kernel, s.kernel}, at::TensorOptions(at::kCUDA).dtype(at::kDouble));
+        const auto grads = at::convolution_backward(dy.to(at::kDouble), prologue_ref(x, p), wd, std::nullopt,
+                                                    {s.stride, s.stride}, {s.padding(), s.padding()}, {1, 1}, false,
+                                                    {0, 0}, 1, {false, true, false});
+        const double e = rel_err(dw, std::get<1>(grads));
+        std::printf("wgrad %s %s%s: dw %.2e  [%s]\n", dtype_name(t), str(s).c_str(), with_prologue ? " +prologue" : "",
+                    e, last_plan_description().c_str());
+        EXPECT_TRUE(dw.is_contiguous(kChannelsLast));
+        EXPECT_LT(e, tol_out(t)) << str(s);
+      }
+    }
+  }
+}
+
+// The BatchNorm before the convolution in training: its input x, batch statistics from x itself; the reference is
+// autograd in float64 through batch_norm (batch statistics), ReLU and the convolution.
+TEST_F(FusedConvCuda, DataGradientThroughBatchNormMatchesAutograd) {
+  for (const at::ScalarType t : {at::kHalf, at::kBFloat16}) {
+    for (const Case& s : kCases) {
+      at::manual_seed(13);
+      const at::Tensor x = randn_nhwc({s.n, s.c, s.size, s.size}, t, 2.0);
+      const at::Tensor w = randn_nhwc({s.k, s.c, s.kernel, s.kernel}, t, 1.0 / std::sqrt(s.c * s.kernel * s.kernel));
+      const int64_t out = (s.size + 2 * s.padding() - s.kernel) / s.stride + 1;
+      const at::Tensor dy = randn_nhwc({s.n, s.k, out, out}, t);
+      const at::Tensor gamma = channel_param(s.c, 0.5, 1.5), beta = channel_param(s.c, -0.5, 0.5);
+      const double eps = 1e-5;
+      const at::Tensor xd = x.to(at::kDouble);
+      const at::Tensor mean = xd.mean({0, 2, 3});
+      const at::Tensor var = xd.var({0, 2, 3}, /*unbiased=*/false);
+      const at::Tensor invstd = (var + eps).rsqrt();
+      BnSaved bn{x, mean.to(at::kFloat), invstd.to(at::kFloat), gamma, beta};
+      if (t == at::kBFloat16) {
+        // No bfloat16 engine for dgrad + dReLU + BatchNorm's backward weights in cuDNN 9 (seen on the H200).
+        expect_no_plan([&] { conv_backward_data_bn(dy, w, bn, {s.stride, s.padding()}); });
+        continue;
+      }
+      const DgradBn got = conv_backward_data_bn(dy, w, bn, {s.stride, s.padding()});
+      const at::Tensor dx = dbn_apply(got, x);
+
+      at::Tensor xr = xd.clone().requires_grad_(true);
+      at::Tensor gr = gamma.to(at::kDouble).requires_grad_(true), br = beta.to(at::kDouble).requires_grad_(true);
+      at::Tensor z = at::batch_norm(xr, gr, br, {}, {}, true, 0.1, eps, false);
+      z.retain_grad();
+      const at::Tensor y = at::conv2d(at::relu(z), w.to(at::kDouble), {}, s.stride, s.padding());
+      (y * dy.to(at::kDouble)).sum().backward();
+      const double e_dz = rel_err(got.dz, z.grad());
+      const double e_dg = rel_err(got.dweight, gr.grad());
+      const double e_db = rel_err(got.dbias, br.grad());
+      const double e_dx = rel_err(dx, xr.grad());
+      std::printf("dgrad+dbn %s %s: dz %.2e, dweight %.2e, dbias %.2e, dx %.2e  [%s]\n", dtype_name(t),
+                  str(s).c_str(), e_dz, e_dg, e_db, e_dx, last_plan_description().c_str());
+      // dz is rounded to the dtype once; the sums over it and dx (computed from the rounded dz and x) get twice the
+      // output's room, BatchNorm's input gradient being a difference of terms of similar size.
+      EXPECT_LT(e_dz, tol_out(t)) << str(s);
+      EXPECT_LT(e_dg, 2 * tol_out(t)) << str(s);
+      EXPECT_LT(e_db, 2 * tol_out(t)) << str(s);
+      EXPECT_LT(e_dx, 2 * tol_out(t)) << str(s);
+    }
+  }
+}
+
+TEST_F(FusedConvCuda, FinalizeMatchesFloat64AndUpdatesRunningStatistics) {
+  for (const int64_t c : {64, 100, 2048}) {
+    at::manual_seed(14);
+    const at::Tensor y = randn_nhwc({16, c, 7, 7}, at::kHalf, 3.0) + 0.5;
+    const at::Tensor yd = y.to(at::kDouble);
+    const at::Tensor sum = yd.sum({0, 2, 3}).to(at::kFloat), sq = (yd * yd).sum({0, 2, 3}).to(at::kFloat);
+    BatchNormState bn;
+    bn.weight = channel_param(c, 0.5, 1.5);
+    bn.bias = channel_param(c, -0.5, 0.5);
+    bn.running_mean = channel_param(c, -1, 1);
+    bn.running_var = channel_param(c, 0.5, 2);
+    bn.num_batches_tracked = at::zeros({}, at::TensorOptions(at::kCUDA).dtype(at::kLong));
+    const at::Tensor rm0 = bn.running_mean.to(at::kDouble), rv0 = bn.running_var.to(at::kDouble);
+    const BnFinal f = bn_finalize(sum, sq, 16 * 49, bn);
+    const at::Tensor mean = yd.mean({0, 2, 3}), var = yd.var({0, 2, 3}, false);
+    const at::Tensor invstd = (var + bn.eps).rsqrt();
+    const at::Tensor scale = bn.weight.to(at::kDouble) * invstd;
+    const double e_mean = rel_err(f.mean, mean), e_inv = rel_err(f.invstd, invstd);
+    const double e_scale = rel_err(f.scale, scale);
+    const double e_shift = rel_err(f.shift, bn.bias.to(at::kDouble) - mean * scale);
+    const double e_rm = rel_err(bn.running_mean, rm0 * 0.9 + mean * 0.1);
+    const double e_rv = rel_err(bn.running_var, rv0 * 0.9 + yd.var({0, 2, 3}, true) * 0.1);
+    std::printf("finalize C%lld: mean %.2e invstd %.2e scale %.2e shift %.2e running %.2e %.2e\n",
+                static_cast<long long>(c), e_mean, e_inv, e_scale, e_shift, e_rm, e_rv);
+    // From float sums of 784 values with a mean of 0.5 and a spread of 3: the variance's cancellation costs a few
+    // float roundings of E[x^2].
+    for (const double e : {e_mean, e_inv, e_scale, e_shift, e_rm, e_rv}) EXPECT_LT(e, 1e-5);
+    EXPECT_EQ(bn.num_batches_tracked.item<int64_t>(), 1);
+  }
+}
+
+TEST_F(FusedConvCuda, ApplyAndInputGradientKernelsMatchFloat64) {
+  for (const at::ScalarType t : {at::kHalf, at::kBFloat16}) {
+    for (const int64_t c : {64, 2048, 100}) {
+      at::manual_seed(15);
+      const at::Tensor x = randn_nhwc({3, c, 5, 7}, t), r = randn_nhwc({3, c, 5, 7}, t);
+      const at::Tensor s1 = channel_param(c, 0.5, 1.5), b1 = channel_param(c, -1, 1);
+      const at::Tensor s2 = channel_param(c, 0.5, 1.5), b2 = channel_param(c, -1, 1);
+      auto v = [](const at::Tensor& p) { return p.to(at::kDouble).view({1, -1, 1, 1}); };
+      const at::Tensor xd = x.to(at::kDouble), rd = r.to(at::kDouble);
+      const double e_plain = rel_err(bn_apply(x, s1, b1, false), xd * v(s1) + v(b1));
+      const double e_relu = rel_err(bn_apply(x, s1, b1, true), at::relu(xd * v(s1) + v(b1)));
+      const double e_add = rel_err(bn_apply(x, s1, b1, true, r), at::relu(xd * v(s1) + v(b1) + rd));
+      const double e_dual = rel_err(bn_apply(x, s1, b1, true, r, s2, b2), at::relu(xd * v(s1) + v(b1) + rd * v(s2) + v(b2)));
+      DgradBn g;
+      g.dz = r;
+      g.eq_dy = s1;
+      g.eq_x = s2;
+      g.eq_bias = b1;
+      const double e_dbn = rel_err(dbn_apply(g, x), rd * v(s1) + xd * v(s2) + v(b1));
+      std::printf("apply %s C%lld: %.2e %.2e %.2e %.2e, dbn_apply %.2e\n", dtype_name(t), static_cast<long long>(c),
+                  e_plain, e_relu, e_add, e_dual, e_dbn);
+      for (const double e : {e_plain, e_relu, e_add, e_dual, e_dbn}) EXPECT_LT(e, tol_out(t));
+    }
+  }
+}
+
+TEST_F(FusedConvCuda, CapturedGraphReplaysAsEager) {
+  at::manual_seed(16);
+  const Case s{8, 64, 28, 64, 3, 1};
+  const at::Tensor x = randn_nhwc({s.n, s.c, s.size, s.size}, at::kHalf);
+  const at::Tensor w = randn_nhwc({s.k, s.c, 3, 3}, at::kHalf, 1.0 / 24);
+  const Prologue p{channel_param(s.c, 0.5, 1.5), channel_param(s.c, -0.5, 0.5)};
+  const ConvStats eager = conv_forward_stats(x, w, {1, 1}, p);  // builds the plan before capture
+  at::Tensor input = at::zeros_like(x);
+  ConvStats captured;
+  cuda::CudaGraph graph;
+  graph.capture([&] { captured = conv_forward_stats(input, w, {1, 1}, p); });
+  input.copy_(x);
+  graph.replay();
+  torch::cuda::synchronize();
+  EXPECT_TRUE(at::equal(captured.y, eager.y));
+  EXPECT_TRUE(at::allclose(captured.sum, eager.sum, 1e-5, 1e-3));
+  EXPECT_TRUE(at::allclose(captured.sq_sum, eager.sq_sum, 1e-5, 1e-3));
+}
+
+TEST_F(FusedConvCuda, RefusesNchwFloatAndMismatchedShapes) {
+  const at::Tensor x = randn_nhwc({2, 16, 8, 8}, at::kHalf), w = randn_nhwc({8, 16, 1, 1}, at::kHalf);
+  EXPECT_THROW(conv_forward_stats(x.contiguous(), w, {}), std::invalid_argument);
+  EXPECT_THROW(conv_forward_stats(x.to(at::kFloat), w.to(at::kFloat), {}), std::invalid_argument);
+  EXPECT_THROW(conv_forward_stats(x, randn_nhwc({8, 12, 1, 1}, at::kHalf), {}), std::invalid_argument);
+  EXPECT_THROW(conv_backward_filter(x, randn_nhwc({2, 8, 4, 4}, at::kHalf), {8, 16, 1, 1}, {}), std::invalid_argument);
+  EXPECT_EQ(fused_conv_unsupported_reason(x), "");
+  EXPECT_NE(fused_conv_unsupported_reason(x.contiguous()), "");
+}
+
+}  // namespace
+}  // namespace rn50::ops
