@@ -1,23 +1,27 @@
 #!/usr/bin/env python3
 """tests/report/test_reports.py: rn50 report and rn50 compare as a user runs them: the page of a fresh CPU run (made
 by rn50 train itself) parses as HTML, its pictures as SVG, and its figures are the metrics file's; and the committed
-samples in bench/results/2026-12-01-reports are what make.sh writes from their recorded inputs, byte for byte.
+samples in bench/results/2026-12-01-reports agree with each other (the kept page is its row of compare.json) and, where
+git history holds their inputs (make.sh restores them from there), are what make.sh writes from them, byte for byte.
 
   python3 tests/report/test_reports.py --rn50 build/rn50 --work DIR
 """
 import argparse
+import html
 import html.parser
 import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import unittest
 import xml.etree.ElementTree as ET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SAMPLES = os.path.join("bench", "results", "2026-12-01-reports")
+SAMPLES = "bench/results/2026-12-01-reports"
+KEPT_PAGE = "h200-x2-fp16-cl-eager"  # the one page kept; the comparison has its row
 VOID = {"meta", "br", "img", "input", "link", "hr"}
 OPTS = None
 
@@ -57,6 +61,21 @@ def metrics_records(path):
     return out
 
 
+def assert_offline_page(test, page):
+    """The page parses (every element closed, in order), its 13 pictures as SVG; it loads nothing, runs no script."""
+    parser = StrictTags()
+    parser.feed(page)
+    parser.close()
+    test.assertEqual(parser.errors, [])
+    test.assertEqual(parser.stack, [])
+    svgs = re.findall(r"<svg .*?</svg>", page, re.S)
+    test.assertEqual(len(svgs), 13)
+    for svg in svgs:
+        test.assertEqual(ET.fromstring(svg).tag, "{http://www.w3.org/2000/svg}svg")
+    test.assertNotIn("https://", page)
+    test.assertEqual(re.findall(r"<script[^>]*>", page), ['<script type="application/json" id="rn50-data">'])
+
+
 class CpuRunReport(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -75,17 +94,7 @@ class CpuRunReport(unittest.TestCase):
             cls.page = f.read()  # written by rn50 train at its end
 
     def test_the_page_parses_and_every_picture_is_svg(self):
-        parser = StrictTags()
-        parser.feed(self.page)
-        parser.close()
-        self.assertEqual(parser.errors, [])
-        self.assertEqual(parser.stack, [])
-        svgs = re.findall(r"<svg .*?</svg>", self.page, re.S)
-        self.assertEqual(len(svgs), 13)
-        for svg in svgs:
-            self.assertEqual(ET.fromstring(svg).tag, "{http://www.w3.org/2000/svg}svg")
-        self.assertNotIn("https://", self.page)
-        self.assertEqual(re.findall(r"<script[^>]*>", self.page), ['<script type="application/json" id="rn50-data">'])
+        assert_offline_page(self, self.page)
 
     def test_its_figures_are_the_metrics_files(self):
         parser = StrictTags()
@@ -118,28 +127,82 @@ class CpuRunReport(unittest.TestCase):
 
 
 class CommittedSamples(unittest.TestCase):
+    """The kept page and the comparison: each consistent on its own and with the other (no input needed), and, where
+    git history holds the inputs make.sh restores, what make.sh writes from them, byte for byte."""
+    @classmethod
+    def setUpClass(cls):
+        with open(os.path.join(ROOT, SAMPLES, "compare", "compare.json")) as f:
+            cls.compare = json.load(f)
+        with open(os.path.join(ROOT, SAMPLES, "reports", f"{KEPT_PAGE}.html")) as f:
+            cls.page = f.read()
+        cls.parser = StrictTags()
+        cls.parser.feed(cls.page)
+
+    def test_the_kept_page_parses_and_every_picture_is_svg(self):
+        assert_offline_page(self, self.page)
+
+    def test_the_kept_page_is_its_row_of_the_comparison(self):
+        rows = [r for r in self.compare["rows"] if r["configuration"] == KEPT_PAGE]
+        self.assertEqual(len(rows), 1, [r["configuration"] for r in self.compare["rows"]])
+        row = rows[0]
+        self.assertTrue(row["source"].startswith(f"{SAMPLES}/inputs/{KEPT_PAGE} ("), row["source"])
+        self.assertIn(f"Written by rn50 report from {SAMPLES}/inputs/{KEPT_PAGE}.</p>", self.page)
+        epochs = json.loads(self.parser.data_json)["epochs"]
+        self.assertTrue(row["first_epoch_dropped"])
+        measured = epochs[1:]
+        self.assertEqual(row["epochs_measured"], len(measured))
+        self.assertGreaterEqual(len(measured), 1)
+        median = lambda key: statistics.median(e[key] for e in measured)
+        self.assertEqual(row["images_per_s"], median("images_per_s"))
+        for key, value in row["utilisation"].items():
+            with self.subTest(key):
+                self.assertIsNotNone(value)
+                self.assertEqual(value, median(key))
+        self.assertAlmostEqual(row["allreduce_ms_per_step"],
+                               1000 * statistics.median(e["communication_s"] / e["steps"] for e in measured), places=9)
+        self.assertAlmostEqual(row["imagenet_epoch_s"], self.compare["imagenet_train_images"] / row["images_per_s"],
+                               places=6)
+        self.assertIn(f" {row['images_per_s']:.0f} images/s (median of the epochs after the first)", self.page)
+        reading = re.search(r'<p class="reading" id="reading"><b>What the utilisation says:</b> (.*?)</p>', self.page)
+        self.assertIsNotNone(reading)
+        self.assertEqual(html.unescape(reading.group(1)), row["reading"])
+
+    def test_compare_md_and_its_pictures_are_compare_json(self):
+        with open(os.path.join(ROOT, SAMPLES, "compare", "compare.md")) as f:
+            md = f.read()
+        rows = self.compare["rows"]
+        self.assertTrue({"CPU (2 cores)", "H200 x1", "H200 x2"} <= {r["machine"] for r in rows})
+        speed = md.split("## Speed", 1)[1].split("\n## ", 1)[0]
+        table = re.findall(r"^\| (\d+) \| ([^|]+) \| ([^|]+) \| [^|]+ \| (\d+) x (\d+) \|", speed, re.M)
+        self.assertEqual(table, [(str(i), r["machine"], r["configuration"], str(r["batch"]), str(r["processes"]))
+                                 for i, r in enumerate(rows, 1)])
+        sources = md.split("## Where each row comes from", 1)[1]
+        for i, r in enumerate(rows, 1):
+            self.assertIn(f"{i}. `{r['source']}`", sources)
+        for svg in ["throughput.svg", "utilisation.svg", "cost.svg"]:
+            with self.subTest(svg):
+                self.assertEqual(ET.parse(os.path.join(ROOT, SAMPLES, "compare", svg)).getroot().tag,
+                                 "{http://www.w3.org/2000/svg}svg")
+
     def test_make_sh_writes_the_committed_samples_again(self):
+        with open(os.path.join(ROOT, SAMPLES, "make.sh")) as f:
+            commit = re.search(r"^inputs_commit=([0-9a-f]{40})$", f.read(), re.M).group(1)
+        if subprocess.run(["git", "-C", ROOT, "cat-file", "-e", f"{commit}^{{commit}}"],
+                          stderr=subprocess.DEVNULL).returncode != 0:
+            self.skipTest(f"the inputs' commit {commit} is not in this clone")
         out = os.path.join(OPTS.work, "samples")
         shutil.rmtree(out, ignore_errors=True)
         env = dict(os.environ, RN50=os.path.abspath(OPTS.rn50))
         subprocess.run([os.path.join(SAMPLES, "make.sh"), out], cwd=ROOT, env=env, check=True)
         written = sorted(os.path.relpath(os.path.join(d, f), out) for d, _, fs in os.walk(out) for f in fs)
-        self.assertGreaterEqual(len(written), 9)
+        committed = sorted(os.path.join(d, f) for d in ["compare", "reports"]
+                           for f in os.listdir(os.path.join(ROOT, SAMPLES, d)) if not f.endswith(".png"))
+        self.assertEqual(written, committed)  # every committed output is written, and nothing else
         for name in written:
             with self.subTest(name):
                 with open(os.path.join(ROOT, SAMPLES, name)) as a, open(os.path.join(out, name)) as b:
-                    committed, rendered = a.read(), b.read()
-                self.assertEqual(rendered, committed,
-                                 f"{SAMPLES}/{name} is stale: run {SAMPLES}/make.sh from the repository root")
-        for svg in [n for n in written if n.endswith(".svg")]:
-            ET.parse(os.path.join(out, svg))
-        with open(os.path.join(out, "compare", "compare.json")) as f:
-            compare = json.load(f)
-        machines = {r["machine"] for r in compare["rows"]}
-        self.assertTrue({"CPU (2 cores)", "H200 x1", "H200 x2"} <= machines, machines)
-        for row in compare["rows"]:  # every row names the recorded file it came from
-            self.assertTrue(os.path.exists(os.path.join(ROOT, row["source"].split(" (")[0].split(": ")[0])),
-                            row["source"])
+                    self.assertEqual(b.read(), a.read(),
+                                     f"{SAMPLES}/{name} is stale: run {SAMPLES}/make.sh from the repository root")
 
 
 if __name__ == "__main__":
