@@ -6,8 +6,10 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <sstream>
+#include <thread>
 
 #include "core/config.h"
 #include "core/errors.h"
@@ -34,6 +36,38 @@ std::unique_ptr<Communicator> make_gloo_communicator(const c10::intrusive_ptr<c1
       "data parallel on the CPU needs Gloo, and this rn50 was built without it "
       "(LibTorch with Gloo headers; on Debian: apt-get install libgloo-dev, then rebuild)");
 #endif
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Counts this rank in and waits until all `world` ranks have, at most `timeout` after `start`: the one wait of the
+// rendezvous. (TCPStore's own, waitWorkers, gives up silently after its timeout plus up to a second, and the process
+// group's rendezvous then waited the whole timeout again.) Throws ConfigError, beginning with `where`, when they have
+// not all come, or when rank 0's store went away meanwhile.
+void join_all(c10d::Store& store, int world, std::chrono::steady_clock::time_point start,
+              std::chrono::milliseconds timeout, const std::string& where) {
+  const std::string key = "rn50/joined";
+  int64_t joined = store.add(key, 1);
+  for (auto now = std::chrono::steady_clock::now(); joined < world; now = std::chrono::steady_clock::now()) {
+    if (now >= start + timeout) {
+      throw ConfigError(
+          strprintf("%s: %lld of %d ranks came in %.1f s (the others did not start, or were given "
+                    "another MASTER_ADDR, MASTER_PORT or WORLD_SIZE)",
+                    where.c_str(), static_cast<long long>(joined), world, seconds_since(start)));
+    }
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(std::chrono::milliseconds(20), start + timeout - now));
+    try {
+      joined = store.add(key, 0);
+    } catch (const std::exception& e) {
+      throw ConfigError(strprintf(
+          "%s: rank 0's store went away after %.1f s, when %lld of %d ranks had come (rank 0 "
+          "gave up waiting for the others, or died): %s",
+          where.c_str(), seconds_since(start), static_cast<long long>(joined), world, first_line(e.what()).c_str()));
+    }
+  }
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -72,19 +106,23 @@ Distributed::Distributed(const LaunchEnv& launch, const Config& config, c10::Dev
   options.port = static_cast<uint16_t>(port);
   options.isServer = launch.rank == 0;
   options.numWorkers = launch.world_size;
-  options.waitWorkers = true;
+  options.waitWorkers = false;  // join_all waits instead, once, with a deadline and a count
   options.timeout = timeout;
+  // Every rank waits at most dist_timeout_s in all (connecting, then the others) before the process group is made;
+  // a rank that never comes stops the run here.
+  const auto start = std::chrono::steady_clock::now();
+  const std::string where = strprintf("rank %d of %d could not join the run at %s:%d within dist_timeout_s=%d",
+                                      launch.rank, launch.world_size, host.c_str(), port, config.dist_timeout_s);
   try {
     impl_->store = c10::make_intrusive<c10d::TCPStore>(host, options);
+    join_all(*impl_->store, launch.world_size, start, timeout, where);
     comm_ = device.is_cuda() ? parallel::make_nccl_communicator(impl_->store, launch.rank, launch.world_size, timeout)
                              : make_gloo_communicator(impl_->store, launch.rank, launch.world_size, timeout);
   } catch (const ConfigError&) {
     throw;
   } catch (const std::exception& e) {
-    // Every rank waits at most dist_timeout_s for the others; a rank that never comes stops the run here.
-    throw ConfigError(strprintf("rank %d of %d could not join the run at %s:%d within dist_timeout_s=%d: %s",
-                                launch.rank, launch.world_size, host.c_str(), port, config.dist_timeout_s,
-                                first_line(e.what()).c_str()));
+    throw ConfigError(
+        strprintf("%s: %s (rn50 waited %.1f s)", where.c_str(), first_line(e.what()).c_str(), seconds_since(start)));
   }
 }
 
