@@ -140,8 +140,10 @@ class Block : public nn::Module {
     const auto it = ready_.find(key);
     if (it != ready_.end()) return it->second;
     const ops::BottleneckParams p = params();
-    std::string why = ops::bottleneck_unsupported_reason(x, p);
-    if (why.empty()) why = ops::prepare_bottleneck(x, p);
+    // A reason known before any plan (the CPU, the dtype) is in the start-up table already; a plan cuDNN refuses
+    // is logged here.
+    if (!ops::bottleneck_unsupported_reason(x, p).empty()) return ready_[key] = false;
+    const std::string why = ops::prepare_bottleneck(x, p);
     if (!why.empty()) log_fallback_once(where_, why);
     return ready_[key] = why.empty();
   }

@@ -27,7 +27,9 @@ at::Tensor bn_apply(const at::Tensor&, const at::Tensor&, const at::Tensor&, boo
 }
 at::Tensor dbn_apply(const DgradBn&, const at::Tensor&) { refuse(); }
 
-std::string fused_conv_unsupported_reason(const at::Tensor&) { return "this rn50 was built without CUDA"; }
+std::string fused_conv_unsupported_reason(const at::Tensor& x) {
+  return x.is_cuda() ? "this rn50 was built without CUDA" : "on the CPU";
+}
 std::string last_plan_description() { return ""; }
 
 }  // namespace rn50::ops
