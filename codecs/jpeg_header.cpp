@@ -2,6 +2,7 @@
 // to the end of the first scan's header.
 #include "codecs/jpeg_header.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -42,16 +43,75 @@ int next_marker(const uint8_t* bytes, size_t size, size_t& pos) {
 }
 
 // From `pos`, a segment boundary after the frame header: the end of the first SOS segment, or 0 when the data
-// ends or breaks before one (the frame header is what callers need; this never throws).
-size_t scan_header_end(const uint8_t* bytes, size_t size, size_t pos) {
+// ends or breaks before one (the frame header is what callers need; this never throws). `sos`: where that segment's
+// length field starts.
+size_t scan_header_end(const uint8_t* bytes, size_t size, size_t pos, size_t* sos) {
   for (;;) {
     const int marker = next_marker(bytes, size, pos);
     if (marker < 0 || marker == 0xD8 || marker == 0xD9 || pos + 2 > size) return 0;
     const size_t length = static_cast<size_t>(read_u16(bytes + pos));
     if (length < 2 || length > size - pos) return 0;
+    *sos = pos;
     pos += length;
     if (marker == 0xDA) return pos;
   }
+}
+
+// SOF0 (baseline) and SOF1 (extended sequential): Huffman-coded, one scan after another.
+bool is_huffman_sequential(uint8_t marker) { return marker == 0xC0 || marker == 0xC1; }
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The fewest 8x8 blocks the first scan codes, from the frame's sampling factors and the scan header at `sos` (its
+// length field); 0 when the headers do not say (the caller then checks nothing).
+int64_t first_scan_blocks(const uint8_t* frame, size_t frame_length, const uint8_t* bytes, size_t sos, size_t end,
+                          int width, int height) {
+  const int n = frame[7];
+  if (frame_length < 8 + 3 * static_cast<size_t>(n) || sos + 3 > end) return 0;
+  int hmax = 1, vmax = 1;
+  for (int c = 0; c < n; ++c) {
+    hmax = std::max(hmax, frame[9 + 3 * c] >> 4);
+    vmax = std::max(vmax, frame[9 + 3 * c] & 15);
+  }
+  const int ns = bytes[sos + 2];
+  if (ns < 1 || sos + 3 + 2 * static_cast<size_t>(ns) > end) return 0;
+  auto factors = [&](int id, int* h, int* v) {
+    for (int c = 0; c < n; ++c) {
+      if (frame[8 + 3 * c] == id) {
+        *h = std::max(1, frame[9 + 3 * c] >> 4);
+        *v = std::max(1, frame[9 + 3 * c] & 15);
+        return true;
+      }
+    }
+    return false;
+  };
+  if (ns == 1) {  // one component, not interleaved: its own blocks, by its share of the frame
+    int h = 1, v = 1;
+    if (!factors(bytes[sos + 3], &h, &v)) return 0;
+    return ceil_div(ceil_div(static_cast<int64_t>(width) * h, hmax), 8) *
+           ceil_div(ceil_div(static_cast<int64_t>(height) * v, vmax), 8);
+  }
+  int64_t per_mcu = 0;
+  for (int k = 0; k < ns; ++k) {
+    int h = 1, v = 1;
+    if (!factors(bytes[sos + 3 + 2 * k], &h, &v)) return 0;
+    per_mcu += h * v;
+  }
+  return ceil_div(width, 8 * hmax) * ceil_div(height, 8 * vmax) * per_mcu;
+}
+
+// Bytes from `pos` to the next marker that ends the entropy-coded data (stuffed 0xFF 0x00 and restart markers are
+// part of it).
+size_t entropy_bytes(const uint8_t* bytes, size_t size, size_t pos) {
+  const size_t start = pos;
+  while (pos + 1 < size) {
+    if (bytes[pos] == 0xFF && bytes[pos + 1] != 0x00 && bytes[pos + 1] != 0xFF &&
+        !(bytes[pos + 1] >= 0xD0 && bytes[pos + 1] <= 0xD7)) {
+      break;
+    }
+    ++pos;
+  }
+  return pos - start;
 }
 
 }  // namespace
@@ -98,11 +158,24 @@ JpegInfo parse_jpeg_frame_header(const uint8_t* bytes, size_t size) {
       const bool rgb_ids = frame[8] == 'R' && frame[11] == 'G' && frame[14] == 'B';
       info.rgb_coded = adobe_transform >= 0 ? adobe_transform == 0 : rgb_ids;
     }
-    info.header_bytes = scan_header_end(bytes, size, pos + length);
+    size_t sos = 0;
+    info.header_bytes = scan_header_end(bytes, size, pos + length, &sos);
     // An end-of-image marker inside the header (an EXIF thumbnail's) does not end the image: the GPU decoders, which
     // do not report a premature end as libjpeg does, get no file cut inside its scan data.
     if (info.header_bytes > 0 && last_end_of_image(bytes, size) < info.header_bytes)
       throw DecodeError("truncated JPEG (no end-of-image marker after the scan)");
+    // Scan data cut short and closed with an end-of-image marker: libjpeg warns "premature end of data" and pads,
+    // nvJPEG decodes it without a word. Every Huffman-coded block takes at least two bits (its DC code and one AC
+    // code, EOB at the least), so a first scan with fewer bits than twice its blocks cannot be whole.
+    if (info.header_bytes > 0 && is_huffman_sequential(marker)) {
+      const int64_t blocks =
+          first_scan_blocks(frame, length, bytes, sos, info.header_bytes, info.width, info.height);
+      const auto coded = static_cast<int64_t>(entropy_bytes(bytes, size, info.header_bytes));
+      if (blocks > 0 && coded * 8 < 2 * blocks) {
+        throw DecodeError("truncated JPEG (the first scan's " + std::to_string(coded) + " bytes cannot hold its " +
+                          std::to_string(blocks) + " blocks)");
+      }
+    }
     return info;
   }
 }

@@ -212,6 +212,39 @@ TEST(JpegHeader, EndsTheHeadersAfterTheFirstScansHeader) {
   }
 }
 
+// The first scan with entropy data cut to `keep` bytes and an end-of-image marker after it.
+std::vector<uint8_t> scan_cut_to(const std::vector<uint8_t>& jpeg, size_t keep) {
+  const size_t start = parse_jpeg_frame_header(jpeg.data(), jpeg.size()).header_bytes;
+  std::vector<uint8_t> cut(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(start + keep));
+  cut.insert(cut.end(), {0xFF, 0xD9});
+  return cut;
+}
+
+// nvJPEG decodes scan data cut short without an error: the header walk refuses a Huffman-coded first scan with fewer
+// bits than two per block, and takes every whole file, the most compressible (a flat image) included.
+TEST(JpegHeader, RefusesAFirstScanTooShortForItsBlocks) {
+  std::vector<uint8_t> flat(512 * 512 * 3, 128);
+  const std::vector<uint8_t> flat_jpeg = encode_jpeg(flat.data(), 512, 512, 3, 90, false);
+  const std::vector<std::pair<std::string, std::vector<uint8_t>>> files = {
+      {"baseline RGB 500x375", rgb_jpeg(500, 375, false)},  // 4:2:0: 32 x 24 MCUs of 6 blocks
+      {"baseline grey 64x48", gray_jpeg(64, 48, false)},    // 8 x 6 blocks
+      {"flat RGB 512x512", flat_jpeg}};
+  const int64_t blocks[] = {32 * 24 * 6, 8 * 6, 32 * 32 * 6};
+  for (size_t i = 0; i < files.size(); ++i) {
+    const auto& [what, jpeg] = files[i];
+    SCOPED_TRACE(what);
+    EXPECT_NO_THROW(parse_jpeg_frame_header(jpeg.data(), jpeg.size()));
+    const auto least = static_cast<size_t>((2 * blocks[i] + 7) / 8);  // bytes the scan needs at the very least
+    const std::vector<uint8_t> too_short = scan_cut_to(jpeg, least - 1);
+    const std::string error = error_of(too_short);
+    EXPECT_NE(error.find("cannot hold its " + std::to_string(blocks[i]) + " blocks"), std::string::npos) << error;
+    EXPECT_NO_THROW(parse_jpeg_frame_header(scan_cut_to(jpeg, least).data(), scan_cut_to(jpeg, least).size()));
+  }
+  // Progressive scans code a part of each block (and may be far shorter): not checked.
+  const std::vector<uint8_t> progressive = rgb_jpeg(500, 375, true);
+  EXPECT_NO_THROW(parse_jpeg_frame_header(scan_cut_to(progressive, 8).data(), scan_cut_to(progressive, 8).size()));
+}
+
 TEST(JpegHeader, ParsesTheHeaderOfAFileThatDoesNotDecode) {
   const std::vector<uint8_t> bad = test::undefined_table_jpeg(rgb_jpeg(64, 48, false));
   EXPECT_EQ(parse_jpeg_frame_header(bad.data(), bad.size()).width, 64);
