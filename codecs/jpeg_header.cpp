@@ -1,5 +1,5 @@
-// codecs/jpeg_header.cpp: the marker walk from the start-of-image marker to the first start-of-frame segment, and on
-// to the end of the first scan's header.
+// codecs/jpeg_header.cpp: the marker walk from the start-of-image marker to the first start-of-frame segment, on to
+// the end of the first scan's header, and whether that scan's data can hold its blocks.
 #include "codecs/jpeg_header.h"
 
 #include <algorithm>
@@ -168,8 +168,7 @@ JpegInfo parse_jpeg_frame_header(const uint8_t* bytes, size_t size) {
     // nvJPEG decodes it without a word. Every Huffman-coded block takes at least two bits (its DC code and one AC
     // code, EOB at the least), so a first scan with fewer bits than twice its blocks cannot be whole.
     if (info.header_bytes > 0 && is_huffman_sequential(marker)) {
-      const int64_t blocks =
-          first_scan_blocks(frame, length, bytes, sos, info.header_bytes, info.width, info.height);
+      const int64_t blocks = first_scan_blocks(frame, length, bytes, sos, info.header_bytes, info.width, info.height);
       const auto coded = static_cast<int64_t>(entropy_bytes(bytes, size, info.header_bytes));
       if (blocks > 0 && coded * 8 < 2 * blocks) {
         throw DecodeError("truncated JPEG (the first scan's " + std::to_string(coded) + " bytes cannot hold its " +

@@ -104,7 +104,14 @@ class Block : public nn::Module {
   }
 
   at::Tensor forward(const at::Tensor& x) {
-    if (mode_.conv && bottleneck_ && is_training() && fused_conv_ready(x)) return ops::bottleneck_forward(x, params());
+    if (mode_.conv && bottleneck_ && is_training()) {
+      const ops::BottleneckParams p = params();
+      // The static reasons (layout, dtype, device, a BatchNorm in evaluation) are checked on every call: they are
+      // cheap and can change between calls; the start-up table names the one that holds for the whole run.
+      if (ops::bottleneck_unsupported_reason(x, p).empty() && fused_conv_ready(x, p)) {
+        return ops::bottleneck_forward(x, p);
+      }
+    }
     at::Tensor y = bn_act(bn1_, conv1_->forward(x), {}, true, mode_);
     if (bottleneck_) y = bn_act(bn2_, conv2_->forward(y), {}, true, mode_);
     const at::Tensor last = (bottleneck_ ? conv3_ : conv2_)->forward(y);
@@ -135,14 +142,10 @@ class Block : public nn::Module {
 
   // Whether this input runs the fused-convolution op: decided, and its plans built, on the first training input of
   // each shape and dtype (before a CUDA graph captures the step); a block cuDNN cannot plan stays on fusion: bn.
-  bool fused_conv_ready(const at::Tensor& x) {
+  bool fused_conv_ready(const at::Tensor& x, const ops::BottleneckParams& p) {
     const auto key = std::make_pair(x.sizes().vec(), static_cast<int>(x.scalar_type()));
     const auto it = ready_.find(key);
     if (it != ready_.end()) return it->second;
-    const ops::BottleneckParams p = params();
-    // A reason known before any plan (the CPU, the dtype) is in the start-up table already; a plan cuDNN refuses
-    // is logged here.
-    if (!ops::bottleneck_unsupported_reason(x, p).empty()) return ready_[key] = false;
     const std::string why = ops::prepare_bottleneck(x, p);
     if (!why.empty()) log_fallback_once(where_, why);
     return ready_[key] = why.empty();

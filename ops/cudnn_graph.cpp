@@ -13,7 +13,9 @@
 
 namespace rn50::ops::cudnn_graph {
 
-Descriptor::Descriptor(cudnnBackendDescriptorType_t type) { RN50_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &desc_)); }
+Descriptor::Descriptor(cudnnBackendDescriptorType_t type) {
+  RN50_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &desc_));
+}
 
 Descriptor::~Descriptor() {
   if (desc_ != nullptr) cudnnBackendDestroyDescriptor(desc_);
@@ -112,8 +114,7 @@ const Descriptor& GraphBuilder::pointwise_desc(cudnnPointwiseMode_t mode) {
   return keep(std::move(pw));
 }
 
-void GraphBuilder::pointwise(cudnnPointwiseMode_t mode, const Descriptor& x, const Descriptor* b,
-                             const Descriptor& y) {
+void GraphBuilder::pointwise(cudnnPointwiseMode_t mode, const Descriptor& x, const Descriptor* b, const Descriptor& y) {
   Descriptor op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
   op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pointwise_desc(mode))
       .set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
@@ -232,7 +233,8 @@ Descriptor GraphBuilder::build(cudnnHandle_t handle) {
   graph.set_handle(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, handle);
 #pragma GCC diagnostic pop
   graph.finalize();
-  // The graph references the op descriptors only while it is built; the builder still owns them.
+  // The builder keeps owning the op descriptors; its owner keeps it alive beside the graph and the plans made from
+  // it, as cuDNN's frontend keeps its ops.
   return graph;
 }
 
@@ -243,17 +245,18 @@ namespace {
 // The engine configurations one heuristics mode offers (empty when the mode does not take the graph).
 std::vector<Descriptor> heuristic_configs(const Descriptor& graph, cudnnBackendHeurMode_t mode, std::string* why) {
   Descriptor heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  heur.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph).set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE,
-                                                                  1, &mode);
+  heur.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph)
+      .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
   const cudnnStatus_t finalized = heur.try_finalize();
   if (finalized != CUDNN_STATUS_SUCCESS) {
-    if (why) *why += std::string(" heuristics ") + std::to_string(static_cast<int>(mode)) + ": " +
-                     cudnnGetErrorString(finalized) + ";";
+    if (why)
+      *why += std::string(" heuristics ") + std::to_string(static_cast<int>(mode)) + ": " +
+              cudnnGetErrorString(finalized) + ";";
     return {};
   }
   int64_t count = 0;
-  RN50_CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                            0, &count, nullptr));
+  RN50_CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                                            &count, nullptr));
   std::vector<Descriptor> configs;
   std::vector<cudnnBackendDescriptor_t> raw;
   for (int64_t i = 0; i < count; ++i) {
@@ -262,8 +265,8 @@ std::vector<Descriptor> heuristic_configs(const Descriptor& graph, cudnnBackendH
   }
   int64_t got = 0;
   if (count > 0) {
-    RN50_CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                              CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()));
+    RN50_CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                              count, &got, raw.data()));
   }
   configs.erase(configs.begin() + std::min(got, count), configs.end());
   return configs;
@@ -297,6 +300,8 @@ std::vector<Plan> candidate_plans(cudnnHandle_t handle, const Descriptor& graph,
       if (static_cast<int>(plans.size()) >= max_plans) break;
       Plan p;
       describe_engine(config, &p);
+      // One configuration per engine: the heuristics list an engine's best knob setting first, and timing every
+      // setting would multiply the planning time for little.
       const bool seen = std::any_of(plans.begin(), plans.end(), [&](const Plan& q) { return q.engine == p.engine; });
       if (seen && p.engine >= 0) continue;
       auto plan = std::make_unique<Descriptor>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
@@ -311,8 +316,8 @@ std::vector<Plan> candidate_plans(cudnnHandle_t handle, const Descriptor& graph,
         continue;
       }
       int64_t got = 0;
-      RN50_CUDNN_CHECK(cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                                CUDNN_TYPE_INT64, 1, &got, &p.workspace_bytes));
+      RN50_CUDNN_CHECK(cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
+                                                1, &got, &p.workspace_bytes));
       p.plan = std::move(plan);
       plans.push_back(std::move(p));
     }
@@ -326,18 +331,25 @@ Plan choose_plan(std::vector<Plan> candidates, const RunPlan& run, cudaStream_t 
   if (candidates.empty()) throw std::runtime_error("cudnn_graph: no plan to choose from");
   if (repeats <= 0) return std::move(candidates.front());
   cuda::Event start, stop;
-  size_t best = 0;
+  int best = -1;
+  std::string failures;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    for (int k = 0; k < warmup; ++k) run(candidates[i]);
+    try {
+      for (int k = 0; k < warmup; ++k) run(candidates[i]);
+    } catch (const std::runtime_error& e) {  // this engine refused to execute: the others may not
+      failures += std::string(" engine ") + std::to_string(candidates[i].engine) + ": " + e.what() + ";";
+      continue;
+    }
     RN50_CUDA_CHECK(cudaEventRecord(start.event, stream));
     for (int k = 0; k < repeats; ++k) run(candidates[i]);
     RN50_CUDA_CHECK(cudaEventRecord(stop.event, stream));
     RN50_CUDA_CHECK(cudaEventSynchronize(stop.event));
     candidates[i].time_ms =
         static_cast<float>(cuda::elapsed_seconds(start.event, stop.event) * 1000.0 / static_cast<double>(repeats));
-    if (candidates[i].time_ms < candidates[best].time_ms) best = i;
+    if (best < 0 || candidates[i].time_ms < candidates[static_cast<size_t>(best)].time_ms) best = static_cast<int>(i);
   }
-  return std::move(candidates[best]);
+  if (best < 0) throw std::runtime_error("cudnn_graph: every candidate failed to execute:" + failures);
+  return std::move(candidates[static_cast<size_t>(best)]);
 }
 
 void execute(cudnnHandle_t handle, const Plan& plan, const std::vector<int64_t>& uids,

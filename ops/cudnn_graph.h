@@ -1,6 +1,6 @@
 // ops/cudnn_graph.h: cuDNN's graph (backend) API in RAII form: descriptors, a builder for operation graphs of
 // tensors, convolutions, pointwise ops and BatchNorm statistics, execution plans chosen by heuristics and timing.
-// CUDA builds only; no LibTorch here, so that this layer stays a thin, checkable wrapper of cudnn_graph.h.
+// CUDA builds only; no LibTorch here, so that this layer stays a thin, checkable wrapper of cuDNN's backend API.
 #pragma once
 
 #include <cudnn.h>
@@ -92,9 +92,9 @@ class GraphBuilder {
 struct Plan {
   std::unique_ptr<Descriptor> plan;
   int64_t workspace_bytes = 0;
-  int64_t engine = -1;     // cuDNN's global engine index
+  int64_t engine = -1;  // cuDNN's global engine index
   bool runtime_compiled = false;
-  float time_ms = -1.0F;   // when chosen by timing
+  float time_ms = -1.0F;  // when chosen by timing
 };
 
 // Runs one candidate plan once on the current buffers (the caller's variant pack), for timing.
@@ -105,7 +105,8 @@ using RunPlan = std::function<void(const Plan&)>;
 std::vector<Plan> candidate_plans(cudnnHandle_t handle, const Descriptor& graph, int max_plans, std::string* why_none);
 
 // The fastest of the candidates, each run `warmup` + `repeats` times through `run` on `stream` (not under capture),
-// its time_ms set; with `repeats` 0 the first, untimed. Throws std::runtime_error for an empty list.
+// its time_ms set; with `repeats` 0 the first, untimed. A candidate whose warm-up run throws std::runtime_error (a
+// cuDNN status) is skipped. Throws std::runtime_error for an empty list or when every candidate failed.
 Plan choose_plan(std::vector<Plan> candidates, const RunPlan& run, cudaStream_t stream, int warmup, int repeats);
 
 // Executes the plan with the tensors named by uid (virtual tensors are not in the pack) and a workspace of at least

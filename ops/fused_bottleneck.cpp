@@ -2,6 +2,7 @@
 #include "ops/fused_bottleneck.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <torch/autograd.h>
 
 #include <stdexcept>
@@ -81,11 +82,10 @@ class BottleneckFunction : public torch::autograd::Function<BottleneckFunction> 
       out = bn_apply(c3.y, f3.scale, f3.shift, true, x);
     }
     // The convolutions' raw outputs and the block's output: the activations in between are never written.
-    ctx->save_for_backward({x, w1, w2, w3, s.downsample ? *wd : at::Tensor(), c1.y, c2.y, c3.y, yd, out, g1, b1, g2,
-                            b2, g3, b3, s.downsample ? *gd : at::Tensor(), s.downsample ? *bd : at::Tensor()});
-    ctx->saved_data["stats"] = std::vector<at::Tensor>{f1.mean,  f1.invstd, f1.scale, f1.shift, f2.mean,
-                                                       f2.invstd, f2.scale, f2.shift, f3.mean,  f3.invstd,
-                                                       fd.mean,  fd.invstd};
+    ctx->save_for_backward({x, w1, w2, w3, s.downsample ? *wd : at::Tensor(), c1.y, c2.y, c3.y, yd, out, g1, b1, g2, b2,
+                            g3, b3, s.downsample ? *gd : at::Tensor(), s.downsample ? *bd : at::Tensor()});
+    ctx->saved_data["stats"] = std::vector<at::Tensor>{f1.mean,  f1.invstd, f1.scale, f1.shift,  f2.mean, f2.invstd,
+                                                       f2.scale, f2.shift,  f3.mean,  f3.invstd, fd.mean, fd.invstd};
     ctx->saved_data["stride"] = s.stride;
     ctx->saved_data["downsample"] = s.downsample;
     ctx->saved_data["eps3"] = s.bn3.eps;
@@ -110,8 +110,8 @@ class BottleneckFunction : public torch::autograd::Function<BottleneckFunction> 
         own_bn_backward(dout, y3, out, g3, b3, st[8], st[9], true, true, ctx->saved_data["eps3"].toDouble());
     at::Tensor dyd, dgd, dbd, dwd;
     if (downsample) {
-      const detail::BackwardOut od =
-          own_bn_backward(o3.dresidual, yd, {}, gd, bd, st[10], st[11], false, false, ctx->saved_data["epsd"].toDouble());
+      const detail::BackwardOut od = own_bn_backward(o3.dresidual, yd, {}, gd, bd, st[10], st[11], false, false,
+                                                     ctx->saved_data["epsd"].toDouble());
       dyd = od.dx;
       dgd = od.dweight;
       dbd = od.dbias;
@@ -129,8 +129,8 @@ class BottleneckFunction : public torch::autograd::Function<BottleneckFunction> 
     // The block input's two gradients summed inside the second data gradient (cuDNN's beta = 1), not by autograd.
     at::Tensor dx = downsample ? conv_backward_data(dyd, wd, x.sizes(), down) : o3.dresidual;
     dx = conv_backward_data(dy1, w1, x.sizes(), one, dx);
-    return {dx,         dw1,        dw2,        dw3,        dwd, d1.dweight, d1.dbias, d2.dweight, d2.dbias,
-            o3.dweight, o3.dbias,   dgd,        dbd,        at::Tensor()};
+    return {dx,         dw1,      dw2,        dw3,      dwd, d1.dweight, d1.dbias,
+            d2.dweight, d2.dbias, o3.dweight, o3.dbias, dgd, dbd,        at::Tensor()};
   }
 };
 
@@ -150,8 +150,11 @@ std::string bottleneck_unsupported_reason(const at::Tensor& x, const BottleneckP
   if (x.scalar_type() != at::kHalf) {
     return "bfloat16: cuDNN's fused data- and weight-gradient patterns have no bfloat16 engines";
   }
-  if (!p.bn1.training) return "evaluation";
-  if (!p.bn1.running_mean.defined()) return "BatchNorm without running statistics";
+  const bool down = p.wd.defined();
+  for (const BatchNormState* bn : {&p.bn1, &p.bn2, &p.bn3, down ? &p.bnd : &p.bn3}) {
+    if (!bn->training) return "evaluation";
+    if (!bn->running_mean.defined() || !bn->running_var.defined()) return "BatchNorm without running statistics";
+  }
   return "";
 }
 
@@ -160,10 +163,10 @@ at::Tensor bottleneck_forward(const at::Tensor& x, const BottleneckParams& p) {
   if (!why.empty()) throw std::invalid_argument("fused bottleneck: " + why);
   BlockSettings s{p.bn1, p.bn2, p.bn3, p.bnd, p.stride, p.wd.defined()};
   const bool down = p.wd.defined();
-  return BottleneckFunction::apply(
-      x, half_weight(p.w1, x), half_weight(p.w2, x), half_weight(p.w3, x),
-      down ? maybe(half_weight(p.wd, x)) : c10::nullopt, p.bn1.weight, p.bn1.bias, p.bn2.weight, p.bn2.bias,
-      p.bn3.weight, p.bn3.bias, maybe(p.bnd.weight), maybe(p.bnd.bias), s)[0];
+  return BottleneckFunction::apply(x, half_weight(p.w1, x), half_weight(p.w2, x), half_weight(p.w3, x),
+                                   down ? maybe(half_weight(p.wd, x)) : c10::nullopt, p.bn1.weight, p.bn1.bias,
+                                   p.bn2.weight, p.bn2.bias, p.bn3.weight, p.bn3.bias, maybe(p.bnd.weight),
+                                   maybe(p.bnd.bias), s)[0];
 }
 
 std::string prepare_bottleneck(const at::Tensor& x, const BottleneckParams& p) {
@@ -184,16 +187,17 @@ std::string prepare_bottleneck(const at::Tensor& x, const BottleneckParams& p) {
   auto copy_w = [](const at::Tensor& w) {
     return w.defined() ? w.detach().clone().requires_grad_(true) : at::Tensor();
   };
-  BottleneckParams q{copy_w(p.w1), copy_w(p.w2), copy_w(p.w3), copy_w(p.wd), copy_bn(p.bn1), copy_bn(p.bn2),
-                     copy_bn(p.bn3), copy_bn(p.bnd), p.stride};
   try {
+    const c10::AutoGradMode grad_mode(true);  // the probe's backward builds the backward plans
+    BottleneckParams q{copy_w(p.w1),   copy_w(p.w2),   copy_w(p.w3),   copy_w(p.wd), copy_bn(p.bn1),
+                       copy_bn(p.bn2), copy_bn(p.bn3), copy_bn(p.bnd), p.stride};
     const at::Tensor input = x.detach().clone(kChannelsLast).requires_grad_(true);
     const at::Tensor y = bottleneck_forward(input, q);
     std::vector<at::Tensor> wrt{input, q.w1, q.w2, q.w3};
     if (q.wd.defined()) wrt.push_back(q.wd);
     torch::autograd::grad({y}, wrt, {at::ones_like(y)});
-  } catch (const std::exception& e) {
-    return e.what();
+  } catch (const NoPlanError& e) {
+    return e.what();  // cuDNN refuses a pattern at this shape: the block runs fusion: bn; anything else propagates
   }
   return "";
 }

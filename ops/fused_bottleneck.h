@@ -29,11 +29,13 @@ struct BottleneckParams {
 at::Tensor bottleneck_forward(const at::Tensor& x, const BottleneckParams& p);
 
 // Why bottleneck_forward would not run for such an input (empty: it would try): the CPU, a dtype other than float16
-// (cuDNN 9's fused data- and weight-gradient patterns have no bfloat16 engines; measured on an H200), NCHW, evaluation.
+// (cuDNN 9's fused data- and weight-gradient patterns have no bfloat16 engines; measured on an H200), NCHW, any of
+// the block's BatchNorms in evaluation or without running statistics.
 std::string bottleneck_unsupported_reason(const at::Tensor& x, const BottleneckParams& p);
 
 // Builds every plan the block needs for this input (forward and backward) by running it once on copies: no
-// parameter, gradient or running statistic changes. Returns the reason when a plan cannot be had (empty: all built).
+// parameter, gradient or running statistic changes. Returns cuDNN's reason when it offers no plan for a pattern
+// (ops::NoPlanError; empty: all built); other errors (out of memory, CUDA) propagate.
 std::string prepare_bottleneck(const at::Tensor& x, const BottleneckParams& p);
 
 }  // namespace rn50::ops

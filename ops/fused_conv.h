@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include "ops/fused_batch_norm.h"
@@ -74,6 +75,13 @@ at::Tensor bn_apply(const at::Tensor& x, const at::Tensor& scale, const at::Tens
 
 // A BatchNorm's input gradient from the data gradient's epilogue: eq_dy * dz + eq_x * x + eq_bias.
 at::Tensor dbn_apply(const DgradBn& grad, const at::Tensor& x);
+
+// cuDNN offers no plan for a pattern and shape (every typing tried): the reason names them. Other failures (out of
+// memory, CUDA errors) are other exceptions, so that callers fall back only on this one.
+class NoPlanError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // Why the graph API would not run these ops for such a tensor (empty: it would try): CPU, NCHW, dtype, CPU build.
 std::string fused_conv_unsupported_reason(const at::Tensor& x);

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "cuda/cudnn_check.h"
+#include "ops/conv_bn_kernels.h"
 #include "ops/cudnn_graph.h"
 #include "ops/cudnn_handle.h"
 #include "ops/current_stream.h"
-#include "ops/conv_bn_kernels.h"
 #include "ops/fused_conv.h"
 
 namespace rn50::ops {
@@ -31,8 +31,25 @@ enum class Pattern { kForwardStats, kBackwardFilter, kBackwardDataBn, kBackwardD
 
 // The variant pack's names.
 enum Uid : int64_t {
-  kX = 1, kW, kY, kSum, kSqSum, kScale, kBias, kDy, kDw, kDz, kMean, kInvstd, kGamma, kBeta, kDgamma, kDbeta,
-  kEqDy, kEqX, kEqBias,
+  kX = 1,
+  kW,
+  kY,
+  kSum,
+  kSqSum,
+  kScale,
+  kBias,
+  kDy,
+  kDw,
+  kDz,
+  kMean,
+  kInvstd,
+  kGamma,
+  kBeta,
+  kDgamma,
+  kDbeta,
+  kEqDy,
+  kEqX,
+  kEqBias,
   kVirtual = 100,
 };
 
@@ -180,8 +197,8 @@ struct Cached {
   std::string description, error;
 };
 
-using Key = std::tuple<int, int, int, std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>, int64_t,
-                       int64_t, bool>;
+using Key =
+    std::tuple<int, int, int, std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>, int64_t, int64_t, bool>;
 
 struct ThreadPlans {
   std::map<Key, std::unique_ptr<Cached>> plans;
@@ -221,8 +238,15 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
   const cudaStream_t stream = detail::current_stream(device);
   RN50_CUDNN_CHECK(cudnnSetStream(handle, stream));
   ThreadPlans& tp = thread_plans();
-  const Key key{static_cast<int>(pattern), device, static_cast<int>(shapes.type), shapes.x, shapes.w, shapes.y,
-                shapes.stride, shapes.padding, shapes.prologue};
+  const Key key{static_cast<int>(pattern),
+                device,
+                static_cast<int>(shapes.type),
+                shapes.x,
+                shapes.w,
+                shapes.y,
+                shapes.stride,
+                shapes.padding,
+                shapes.prologue};
   auto it = tp.plans.find(key);
   if (it == tp.plans.end()) {
     auto cached = std::make_unique<Cached>();
@@ -262,8 +286,10 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
         cached->graph = std::move(graph);
         cached->builder = std::move(builder);
         cached->variant = v;
-      } catch (const std::exception& e) {
-        why += " " + variant_name(v) + ": " + e.what() + ";";
+      } catch (const c10::Error&) {
+        throw;  // out of memory and other LibTorch errors are not cuDNN refusing the graph
+      } catch (const std::runtime_error& e) {
+        why += " " + variant_name(v) + ": " + e.what() + ";";  // a cuDNN call's status
       }
     }
     if (cached->plan.plan) {
@@ -280,7 +306,7 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
   }
   const Cached& c = *it->second;
   tp.last = c.plan.plan ? c.description : c.error;
-  if (!c.plan.plan) throw std::runtime_error("fused conv: " + c.error);
+  if (!c.plan.plan) throw NoPlanError("fused conv: " + c.error);
   const Bound bound = bind(c.variant, false);
   at::Tensor ws = workspace(c.plan.workspace_bytes, like);
   cg::execute(handle, c.plan, uids, bound.pointers, ws.data_ptr());
@@ -305,6 +331,10 @@ void check_data(const at::Tensor& t, const char* what, const at::Tensor& like) {
       t.device() != like.device() || !t.is_contiguous(kChannelsLast)) {
     throw std::invalid_argument(std::string("fused conv: ") + what +
                                 " must be a 4-D channels-last CUDA tensor of the input's dtype and device");
+  }
+  // The graphs' tensors are declared 16-byte aligned (cudnn_graph.cpp); a view at an odd offset is refused.
+  if (reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 != 0) {
+    throw std::invalid_argument(std::string("fused conv: ") + what + " must start at a 16-byte aligned address");
   }
 }
 
@@ -404,12 +434,11 @@ DgradBn conv_backward_data_bn(const at::Tensor& dy, const at::Tensor& w, const B
   out.eq_dy = channel();
   out.eq_x = channel();
   out.eq_bias = channel();
-  const std::vector<int64_t> uids{kDy, kW, kX, kMean, kInvstd, kGamma, kBeta, kDz, kDgamma, kDbeta, kEqDy, kEqX,
-                                  kEqBias};
-  const std::vector<void*> ptrs{dy.data_ptr(),         w.data_ptr(),          bn.x.data_ptr(),
-                                bn.mean.data_ptr(),    bn.invstd.data_ptr(),  bn.weight.data_ptr(),
-                                bn.bias.data_ptr(),    out.dz.data_ptr(),     out.dweight.data_ptr(),
-                                out.dbias.data_ptr(),  out.eq_dy.data_ptr(),  out.eq_x.data_ptr(),
+  const std::vector<int64_t> uids{kDy, kW,      kX,     kMean, kInvstd, kGamma, kBeta,
+                                  kDz, kDgamma, kDbeta, kEqDy, kEqX,    kEqBias};
+  const std::vector<void*> ptrs{dy.data_ptr(),          w.data_ptr(),         bn.x.data_ptr(),      bn.mean.data_ptr(),
+                                bn.invstd.data_ptr(),   bn.weight.data_ptr(), bn.bias.data_ptr(),   out.dz.data_ptr(),
+                                out.dweight.data_ptr(), out.dbias.data_ptr(), out.eq_dy.data_ptr(), out.eq_x.data_ptr(),
                                 out.eq_bias.data_ptr()};
   run(Pattern::kBackwardDataBn, s, bn.x, uids, [&](Variant, bool) { return Bound{ptrs, {}}; });
   return out;

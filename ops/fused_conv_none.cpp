@@ -1,5 +1,5 @@
 // ops/fused_conv_none.cpp: the fused convolutions in CPU-only builds: every op refuses with the reason, which the
-// model logs at start before it runs its stock layers instead.
+// start-up table names before the model runs fusion: bn's path instead.
 #include <stdexcept>
 #include <string>
 
@@ -21,8 +21,8 @@ at::Tensor conv_backward_data(const at::Tensor&, const at::Tensor&, at::IntArray
 }
 DgradBn conv_backward_data_bn(const at::Tensor&, const at::Tensor&, const BnSaved&, ConvGeometry) { refuse(); }
 BnFinal bn_finalize(const at::Tensor&, const at::Tensor&, int64_t, const BatchNormState&) { refuse(); }
-at::Tensor bn_apply(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool, const at::Tensor&,
-                    const at::Tensor&, const at::Tensor&) {
+at::Tensor bn_apply(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool, const at::Tensor&, const at::Tensor&,
+                    const at::Tensor&) {
   refuse();
 }
 at::Tensor dbn_apply(const DgradBn&, const at::Tensor&) { refuse(); }

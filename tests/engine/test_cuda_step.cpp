@@ -322,8 +322,7 @@ void expect_fused_as_accurate_as_unfused(Precision precision, Fusion fusion = Fu
       "[ diff     ] %s at %lld px %s fusion %s against float64: loss fused %.3g unfused %.3g; gradients "
       "fused/unfused error at most %.3g times; largest errors fused %.3g unfused %.3g\n",
       model.c_str(), static_cast<long long>(size), name_of(precision).c_str(), name_of(fusion).c_str(), fused.loss,
-      unfused.loss, worst_ratio,
-      *std::max_element(fused.gradients.begin(), fused.gradients.end()),
+      unfused.loss, worst_ratio, *std::max_element(fused.gradients.begin(), fused.gradients.end()),
       *std::max_element(unfused.gradients.begin(), unfused.gradients.end()));
   // The loss's own rounding: 1e-3 for fp16, 1e-2 for bf16 (8 bits of mantissa; both paths were 3e-3 off float64's on
   // the H200, 2026-12-01, first run), and the fused loss no further off than the gradients may be. ResNet-50 gets

@@ -2,9 +2,9 @@
 // convolutions at batch 256 in float16 channels-last, each with the BatchNorm after it, timed as the model runs them
 // now (ATen's convolution and its gradients, rn50's fused BatchNorm forward and backward) and as the fused-convolution
 // recipe would (cuDNN graphs: the previous BatchNorm's scale-bias-ReLU in the prologue, the next one's statistics in
-// the epilogue, dgrad with dReLU and BatchNorm's backward weights, wgrad with the prologue; finalize and apply kernels),
-// each op captured in a CUDA graph over rotating input sets. Prints microseconds per op and shape, the plans cuDNN
-// chose, and the network's sum both ways: what the recipe can save before it is built into the model.
+// the epilogue, dgrad with dReLU and BatchNorm's backward weights, wgrad with the prologue; finalize and apply
+// kernels), each op captured in a CUDA graph over rotating input sets. Prints microseconds per op and shape, the plans
+// cuDNN chose, and the network's sum both ways: what the recipe can save before it is built into the model.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/torch.h>
@@ -136,13 +136,17 @@ Row bench(const ConvShape& s, const Options& o) {
   const at::Tensor mean = at::zeros({s.cin}, pscale.options()), invstd = at::ones({s.cin}, pscale.options());
   const bool relu = s.bn != Bn::kPlain, residual = s.bn == Bn::kResidual;
   Row r{};
-  r.aten_fwd = us([&](int i) { at::convolution(x[i], w, {}, {s.stride, s.stride}, {s.kernel / 2, s.kernel / 2},
-                                               {1, 1}, false, {0, 0}, 1); },
-                  o, "aten conv", s.where);
-  r.bn_fwd = us([&](int i) {
-    torch::NoGradGuard no_grad;
-    rn50::ops::batch_norm_act(y[i], next, residual ? dy[i] : at::Tensor(), relu);
-  }, o, "bn forward", s.where);
+  r.aten_fwd = us(
+      [&](int i) {
+        at::convolution(x[i], w, {}, {s.stride, s.stride}, {s.kernel / 2, s.kernel / 2}, {1, 1}, false, {0, 0}, 1);
+      },
+      o, "aten conv", s.where);
+  r.bn_fwd = us(
+      [&](int i) {
+        torch::NoGradGuard no_grad;
+        rn50::ops::batch_norm_act(y[i], next, residual ? dy[i] : at::Tensor(), relu);
+      },
+      o, "bn forward", s.where);
   const auto conv_grad = [&](int i, bool input, bool weight) {
     at::convolution_backward(dy[i], x[i], w, std::nullopt, {s.stride, s.stride}, {s.kernel / 2, s.kernel / 2}, {1, 1},
                              false, {0, 0}, 1, {input, weight, false});
@@ -154,25 +158,28 @@ Row bench(const ConvShape& s, const Options& o) {
   grad_state.bias.requires_grad_(true);
   std::vector<at::Tensor> yg;
   for (const at::Tensor& t : y) yg.push_back(t.detach().requires_grad_(true));
-  r.bn_bwd = us([&](int i) {
-    const at::Tensor z = rn50::ops::batch_norm_act(yg[i], grad_state, residual ? dy[i] : at::Tensor(), relu);
-    torch::autograd::grad({z}, {yg[i], grad_state.weight, grad_state.bias}, {dy[i]});
-  }, o, "bn forward+backward", s.where);
+  r.bn_bwd = us(
+      [&](int i) {
+        const at::Tensor z = rn50::ops::batch_norm_act(yg[i], grad_state, residual ? dy[i] : at::Tensor(), relu);
+        torch::autograd::grad({z}, {yg[i], grad_state.weight, grad_state.bias}, {dy[i]});
+      },
+      o, "bn forward+backward", s.where);
   if (r.bn_bwd >= 0 && r.bn_fwd >= 0) r.bn_bwd -= r.bn_fwd;
 
-  r.graph_fwd = us([&](int i) { rn50::ops::conv_forward_stats(x[i], w, g, prologue); }, o, "graph conv+stats",
-                   s.where);
+  r.graph_fwd = us([&](int i) { rn50::ops::conv_forward_stats(x[i], w, g, prologue); }, o, "graph conv+stats", s.where);
   std::printf("  %-16s %s\n", s.where, rn50::ops::last_plan_description().c_str());
   const rn50::ops::ConvStats stats = rn50::ops::conv_forward_stats(x[0], w, g, prologue);
-  r.finalize = us([&](int) { rn50::ops::bn_finalize(stats.sum, stats.sq_sum, n * out * out, next); }, o, "finalize",
-                  s.where);
+  r.finalize =
+      us([&](int) { rn50::ops::bn_finalize(stats.sum, stats.sq_sum, n * out * out, next); }, o, "finalize", s.where);
   r.graph_wgrad = us([&](int i) { rn50::ops::conv_backward_filter(x[i], dy[i], w.sizes(), g, prologue); }, o,
                      "graph wgrad", s.where);
   std::printf("  %-16s %s\n", s.where, rn50::ops::last_plan_description().c_str());
   if (s.prologue) {
-    r.graph_dgrad_bn = us([&](int i) {
-      rn50::ops::conv_backward_data_bn(dy[i], w, {x[i], mean, invstd, prev.weight, prev.bias}, g);
-    }, o, "graph dgrad+drelu+dbn", s.where);
+    r.graph_dgrad_bn = us(
+        [&](int i) {
+          rn50::ops::conv_backward_data_bn(dy[i], w, {x[i], mean, invstd, prev.weight, prev.bias}, g);
+        },
+        o, "graph dgrad+drelu+dbn", s.where);
     std::printf("  %-16s %s\n", s.where, rn50::ops::last_plan_description().c_str());
     rn50::ops::DgradBn d;
     d.dz = x[0];
@@ -182,8 +189,7 @@ Row bench(const ConvShape& s, const Options& o) {
     r.dbn = us([&](int i) { rn50::ops::dbn_apply(d, x[i]); }, o, "dbn_apply", s.where);
   }
   if (residual) {
-    r.apply = us([&](int i) { rn50::ops::bn_apply(y[i], next.weight, next.bias, true, dy[i]); }, o, "apply",
-                 s.where);
+    r.apply = us([&](int i) { rn50::ops::bn_apply(y[i], next.weight, next.bias, true, dy[i]); }, o, "apply", s.where);
   }
   c10::cuda::CUDACachingAllocator::emptyCache();
   return r;
@@ -201,9 +207,10 @@ int main(int argc, char** argv) {
     rn50::cuda::use_side_stream(0);
     at::globalContext().setBenchmarkCuDNN(true);  // the model's autotuning: ATen's convolutions at their best
     const auto* prop = at::cuda::getCurrentDeviceProperties();
-    std::printf("rn50_bench_fused_conv: %s, ResNet-50's bottleneck convolutions at batch %lld, float16 channels-last, "
-                "us per op (median of %d graph replays over %d input sets)\n",
-                prop->name, static_cast<long long>(o.batch), o.repeats, kSets);
+    std::printf(
+        "rn50_bench_fused_conv: %s, ResNet-50's bottleneck convolutions at batch %lld, float16 channels-last, "
+        "us per op (median of %d graph replays over %d input sets)\n",
+        prop->name, static_cast<long long>(o.batch), o.repeats, kSets);
     std::vector<Row> rows;
     for (const ConvShape& s : kConvs) rows.push_back(bench(s, o));
     std::printf("\n%-16s %5s %5s %3s %2s %3s | %8s %7s %8s %8s %7s | %8s %6s %8s %9s %6s %6s\n", "conv", "Cin", "Cout",
@@ -214,13 +221,13 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < rows.size(); ++i) {
       const ConvShape& s = kConvs[i];
       const Row& r = rows[i];
-      std::printf("%-16s %5lld %5lld %3lld %2lld %3d | %8.1f %7.1f %8.1f %8.1f %7.1f | %8.1f %6.1f %8.1f %9.1f %6.1f %6.1f\n",
-                  s.where, static_cast<long long>(s.cin), static_cast<long long>(s.cout),
-                  static_cast<long long>(s.size), static_cast<long long>(s.kernel), s.count, r.aten_fwd, r.bn_fwd,
-                  r.aten_dgrad, r.aten_wgrad, r.bn_bwd, r.graph_fwd, r.finalize, r.graph_wgrad, r.graph_dgrad_bn,
-                  r.dbn, r.apply);
-      for (const double v : {r.aten_fwd, r.bn_fwd, r.aten_dgrad, r.aten_wgrad, r.bn_bwd, r.graph_fwd, r.finalize,
-                             r.graph_wgrad}) {
+      std::printf(
+          "%-16s %5lld %5lld %3lld %2lld %3d | %8.1f %7.1f %8.1f %8.1f %7.1f | %8.1f %6.1f %8.1f %9.1f %6.1f %6.1f\n",
+          s.where, static_cast<long long>(s.cin), static_cast<long long>(s.cout), static_cast<long long>(s.size),
+          static_cast<long long>(s.kernel), s.count, r.aten_fwd, r.bn_fwd, r.aten_dgrad, r.aten_wgrad, r.bn_bwd,
+          r.graph_fwd, r.finalize, r.graph_wgrad, r.graph_dgrad_bn, r.dbn, r.apply);
+      for (const double v :
+           {r.aten_fwd, r.bn_fwd, r.aten_dgrad, r.aten_wgrad, r.bn_bwd, r.graph_fwd, r.finalize, r.graph_wgrad}) {
         complete &= v >= 0;
       }
       if (s.prologue) complete &= r.graph_dgrad_bn >= 0;
@@ -234,10 +241,11 @@ int main(int argc, char** argv) {
       if (s.bn != Bn::kRelu) fused += r.bn_bwd + (s.bn == Bn::kResidual ? r.apply : 0.0);
       recipe += s.count * fused;
     }
-    std::printf("\nnetwork (52 convolutions and their BatchNorms, forward and backward): model now %.2f ms, recipe "
-                "%.2f ms (%+.1f%%)%s\n",
-                now / 1e3, recipe / 1e3, 100.0 * (recipe - now) / now,
-                complete ? "" : "; INCOMPLETE: some ops failed (above), their time counted as -1");
+    std::printf(
+        "\nnetwork (52 convolutions and their BatchNorms, forward and backward): model now %.2f ms, recipe "
+        "%.2f ms (%+.1f%%)%s\n",
+        now / 1e3, recipe / 1e3, 100.0 * (recipe - now) / now,
+        complete ? "" : "; INCOMPLETE: some ops failed (above), their time counted as -1");
     return complete ? 0 : 3;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rn50_bench_fused_conv: %s\n", e.what());

@@ -96,28 +96,30 @@ at::Tensor reference(const at::Tensor& x, const BottleneckParams& p) {
 }
 
 std::vector<at::Tensor> wrt(const at::Tensor& x, const BottleneckParams& p) {
-  std::vector<at::Tensor> v{x, p.w1, p.w2, p.w3, p.bn1.weight, p.bn1.bias, p.bn2.weight, p.bn2.bias, p.bn3.weight,
-                            p.bn3.bias};
+  std::vector<at::Tensor> v{x,          p.w1,         p.w2,       p.w3,         p.bn1.weight,
+                            p.bn1.bias, p.bn2.weight, p.bn2.bias, p.bn3.weight, p.bn3.bias};
   if (p.wd.defined()) v.insert(v.end(), {p.wd, p.bnd.weight, p.bnd.bias});
   return v;
 }
 
-const char* kNames[] = {"x",        "conv1.w", "conv2.w", "conv3.w", "bn1.w", "bn1.b", "bn2.w",
-                        "bn2.b",    "bn3.w",   "bn3.b",   "down.w",  "down.bn.w", "down.bn.b"};
+const char* kNames[] = {"x",     "conv1.w", "conv2.w", "conv3.w", "bn1.w",     "bn1.b",    "bn2.w",
+                        "bn2.b", "bn3.w",   "bn3.b",   "down.w",  "down.bn.w", "down.bn.b"};
 
 TEST_F(FusedBottleneckCuda, MatchesFloat64AsCloselyAsTheUnfusedPath) {
   // layer1.0 (downsample by width), layer1.1, layer2.0 (stride 2), layer4's shapes at a small batch, and at 4x4 and
   // 2x2 (a 64-pixel image's layer4: BatchNorm over 32 values a channel).
-  const std::vector<Block> blocks = {{64, 64, 1, 16},  {256, 64, 1, 16}, {256, 128, 2, 16},
+  const std::vector<Block> blocks = {{64, 64, 1, 16},   {256, 64, 1, 16},  {256, 128, 2, 16},
                                      {2048, 512, 1, 7}, {1024, 512, 2, 4}, {2048, 512, 1, 2}};
   for (const Block& b : blocks) {
     at::manual_seed(21);
     const int64_t n = 8, size = b.size;
-    const at::Tensor x16 =
-        at::relu(at::randn({n, b.in, size, size}, at::TensorOptions(at::kCUDA))).to(at::kHalf).contiguous(kChannelsLast);
-    const at::Tensor dout16 = at::randn({n, b.width * 4, size / b.stride, size / b.stride}, at::TensorOptions(at::kCUDA))
-                                  .to(at::kHalf)
-                                  .contiguous(kChannelsLast);
+    const at::Tensor x16 = at::relu(at::randn({n, b.in, size, size}, at::TensorOptions(at::kCUDA)))
+                               .to(at::kHalf)
+                               .contiguous(kChannelsLast);
+    const at::Tensor dout16 =
+        at::randn({n, b.width * 4, size / b.stride, size / b.stride}, at::TensorOptions(at::kCUDA))
+            .to(at::kHalf)
+            .contiguous(kChannelsLast);
     const BottleneckParams p = make_params(b);
     const BottleneckParams pu = copy_params(p, at::kFloat), pr = copy_params(p, at::kDouble);
 

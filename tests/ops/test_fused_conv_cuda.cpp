@@ -42,7 +42,7 @@ std::string str(const Case& s) {
 
 // ResNet-50's kinds (1x1, 3x3, strided 3x3, strided 1x1) at small batches, and odd ones: batch 1 at 7x7, channels
 // not a multiple of 8 or of 64.
-const std::vector<Case> kCases = {{8, 64, 28, 64, 3, 1},  {4, 256, 14, 64, 1, 1}, {4, 128, 28, 128, 3, 2},
+const std::vector<Case> kCases = {{8, 64, 28, 64, 3, 1},   {4, 256, 14, 64, 1, 1},  {4, 128, 28, 128, 3, 2},
                                   {4, 256, 28, 512, 1, 2}, {1, 512, 7, 2048, 1, 1}, {2, 72, 9, 24, 3, 1},
                                   {3, 40, 7, 96, 1, 1}};
 
@@ -128,10 +128,11 @@ TEST_F(FusedConvCuda, WeightGradientWithPrologueMatchesFloat64) {
           continue;
         }
         const at::Tensor dw = conv_backward_filter(x, dy, {s.k, s.c, s.kernel, s.kernel}, g, p);
-        const at::Tensor wd = at::zeros({s.k, s.c, s.kernel, s.kernel}, at::TensorOptions(at::kCUDA).dtype(at::kDouble));
-        const auto grads = at::convolution_backward(dy.to(at::kDouble), prologue_ref(x, p), wd, std::nullopt,
-                                                    {s.stride, s.stride}, {s.padding(), s.padding()}, {1, 1}, false,
-                                                    {0, 0}, 1, {false, true, false});
+        const at::Tensor wd =
+            at::zeros({s.k, s.c, s.kernel, s.kernel}, at::TensorOptions(at::kCUDA).dtype(at::kDouble));
+        const auto grads =
+            at::convolution_backward(dy.to(at::kDouble), prologue_ref(x, p), wd, std::nullopt, {s.stride, s.stride},
+                                     {s.padding(), s.padding()}, {1, 1}, false, {0, 0}, 1, {false, true, false});
         const double e = rel_err(dw, std::get<1>(grads));
         std::printf("wgrad %s %s%s: dw %.2e  [%s]\n", dtype_name(t), str(s).c_str(), with_prologue ? " +prologue" : "",
                     e, last_plan_description().c_str());
@@ -177,8 +178,8 @@ TEST_F(FusedConvCuda, DataGradientThroughBatchNormMatchesAutograd) {
       const double e_dg = rel_err(got.dweight, gr.grad());
       const double e_db = rel_err(got.dbias, br.grad());
       const double e_dx = rel_err(dx, xr.grad());
-      std::printf("dgrad+dbn %s %s: dz %.2e, dweight %.2e, dbias %.2e, dx %.2e  [%s]\n", dtype_name(t),
-                  str(s).c_str(), e_dz, e_dg, e_db, e_dx, last_plan_description().c_str());
+      std::printf("dgrad+dbn %s %s: dz %.2e, dweight %.2e, dbias %.2e, dx %.2e  [%s]\n", dtype_name(t), str(s).c_str(),
+                  e_dz, e_dg, e_db, e_dx, last_plan_description().c_str());
       // dz is rounded to the dtype once; the sums over it and dx (computed from the rounded dz and x) get twice the
       // output's room, BatchNorm's input gradient being a difference of terms of similar size.
       EXPECT_LT(e_dz, tol_out(t)) << str(s);
@@ -186,6 +187,34 @@ TEST_F(FusedConvCuda, DataGradientThroughBatchNormMatchesAutograd) {
       EXPECT_LT(e_db, 2 * tol_out(t)) << str(s);
       EXPECT_LT(e_dx, 2 * tol_out(t)) << str(s);
     }
+  }
+}
+
+// The plain data gradient, and the accumulating one (cuDNN's beta = 1: a block input's two gradients summed in the
+// second convolution): against float64, and planning (which times candidates) must not add into the tensor twice.
+TEST_F(FusedConvCuda, DataGradientAccumulatesIntoTheGivenTensorOnce) {
+  for (const Case& s : kCases) {
+    at::manual_seed(17);
+    const at::Tensor w =
+        randn_nhwc({s.k, s.c, s.kernel, s.kernel}, at::kHalf, 1.0 / std::sqrt(s.c * s.kernel * s.kernel));
+    const int64_t out = (s.size + 2 * s.padding() - s.kernel) / s.stride + 1;
+    const at::Tensor dy = randn_nhwc({s.n, s.k, out, out}, at::kHalf);
+    const std::vector<int64_t> x_sizes{s.n, s.c, s.size, s.size};
+    const at::Tensor prior = randn_nhwc(x_sizes, at::kHalf);
+    const auto grads = at::convolution_backward(
+        dy.to(at::kDouble), at::zeros(x_sizes, at::TensorOptions(at::kCUDA).dtype(at::kDouble)), w.to(at::kDouble),
+        std::nullopt, {s.stride, s.stride}, {s.padding(), s.padding()}, {1, 1}, false, {0, 0}, 1, {true, false, false});
+    const at::Tensor want = std::get<0>(grads);
+    const ConvGeometry g{s.stride, s.padding()};
+    const double e_plain = rel_err(conv_backward_data(dy, w, x_sizes, g), want);
+    at::Tensor acc = prior.clone(kChannelsLast);
+    const at::Tensor got = conv_backward_data(dy, w, x_sizes, g, acc);  // the first call plans: timing runs
+    EXPECT_EQ(got.data_ptr(), acc.data_ptr());
+    const double e_acc = rel_err(got, want + prior.to(at::kDouble));
+    std::printf("dgrad %s: %.2e, accumulated %.2e  [%s]\n", str(s).c_str(), e_plain, e_acc,
+                last_plan_description().c_str());
+    EXPECT_LT(e_plain, tol_out(at::kHalf)) << str(s);
+    EXPECT_LT(e_acc, tol_out(at::kHalf)) << str(s);
   }
 }
 
@@ -232,7 +261,8 @@ TEST_F(FusedConvCuda, ApplyAndInputGradientKernelsMatchFloat64) {
       const double e_plain = rel_err(bn_apply(x, s1, b1, false), xd * v(s1) + v(b1));
       const double e_relu = rel_err(bn_apply(x, s1, b1, true), at::relu(xd * v(s1) + v(b1)));
       const double e_add = rel_err(bn_apply(x, s1, b1, true, r), at::relu(xd * v(s1) + v(b1) + rd));
-      const double e_dual = rel_err(bn_apply(x, s1, b1, true, r, s2, b2), at::relu(xd * v(s1) + v(b1) + rd * v(s2) + v(b2)));
+      const double e_dual =
+          rel_err(bn_apply(x, s1, b1, true, r, s2, b2), at::relu(xd * v(s1) + v(b1) + rd * v(s2) + v(b2)));
       DgradBn g;
       g.dz = r;
       g.eq_dy = s1;
