@@ -18,6 +18,10 @@ struct JpegInfo {
   // The bytes up to the end of the first scan's header (its SOS segment): every table and header a decoder reads
   // before the entropy-coded data; 0 when the walk finds no scan. (Set by the frame-header walk only.)
   size_t header_bytes = 0;
+  // A Huffman-coded sequential first scan's 8x8 blocks and the bytes of entropy-coded data after its header (0, 0
+  // when the walk cannot tell: progressive, arithmetic, no scan). (Set by the frame-header walk only.)
+  int64_t first_scan_blocks = 0;
+  size_t first_scan_bytes = 0;
 };
 
 // A rectangle in source-image pixels; always inside the image.

@@ -164,18 +164,22 @@ JpegInfo parse_jpeg_frame_header(const uint8_t* bytes, size_t size) {
     // do not report a premature end as libjpeg does, get no file cut inside its scan data.
     if (info.header_bytes > 0 && last_end_of_image(bytes, size) < info.header_bytes)
       throw DecodeError("truncated JPEG (no end-of-image marker after the scan)");
-    // Scan data cut short and closed with an end-of-image marker: libjpeg warns "premature end of data" and pads,
-    // nvJPEG decodes it without a word. Every Huffman-coded block takes at least two bits (its DC code and one AC
-    // code, EOB at the least), so a first scan with fewer bits than twice its blocks cannot be whole.
     if (info.header_bytes > 0 && is_huffman_sequential(marker)) {
-      const int64_t blocks = first_scan_blocks(frame, length, bytes, sos, info.header_bytes, info.width, info.height);
-      const auto coded = static_cast<int64_t>(entropy_bytes(bytes, size, info.header_bytes));
-      if (blocks > 0 && coded * 8 < 2 * blocks) {
-        throw DecodeError("truncated JPEG (the first scan's " + std::to_string(coded) + " bytes cannot hold its " +
-                          std::to_string(blocks) + " blocks)");
-      }
+      info.first_scan_blocks = first_scan_blocks(frame, length, bytes, sos, info.header_bytes, info.width, info.height);
+      info.first_scan_bytes = entropy_bytes(bytes, size, info.header_bytes);
     }
     return info;
+  }
+}
+
+void check_first_scan_length(const JpegInfo& info) {
+  // Scan data cut short and closed with an end-of-image marker: libjpeg warns "premature end of data" and pads,
+  // nvJPEG decodes it without a word. Every Huffman-coded block takes at least two bits (its DC code and one AC
+  // code, EOB at the least), so a first scan with fewer bits than twice its blocks cannot be whole.
+  const auto bits = static_cast<int64_t>(info.first_scan_bytes) * 8;
+  if (info.first_scan_blocks > 0 && bits < 2 * info.first_scan_blocks) {
+    throw DecodeError("truncated JPEG (the first scan's " + std::to_string(info.first_scan_bytes) +
+                      " bytes cannot hold its " + std::to_string(info.first_scan_blocks) + " blocks)");
   }
 }
 

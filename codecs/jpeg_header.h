@@ -14,6 +14,12 @@ namespace rn50::codecs {
 // marker, no end-of-image marker: check_jpeg_container), for data that ends or breaks inside a segment before the
 // frame header, for a scan or end-of-image before it, for a zero width, for a height left to a later DNL marker,
 // and for component counts other than 1, 3 or 4. Stray bytes between segments are skipped, as libjpeg skips them.
+// It also counts the first scan's blocks and entropy-coded bytes (JpegInfo::first_scan_*), for the check below.
 JpegInfo parse_jpeg_frame_header(const uint8_t* bytes, size_t size);
+
+// Throws rn50::DecodeError when a Huffman-coded sequential first scan has fewer bits than two per block: data cut
+// short, which nvJPEG would decode without an error. Callers check the pixel limit first (a frame header claiming
+// billions of pixels is a decompression bomb before it is a short scan).
+void check_first_scan_length(const JpegInfo& info);
 
 }  // namespace rn50::codecs

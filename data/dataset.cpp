@@ -73,6 +73,7 @@ void JpegFolderDataset::load(size_t index, uint64_t epoch, uint8_t* out, WorkerS
     // The plain marker walk: libjpeg reads the header again inside decode_crop_resize, one decompressor per image.
     const codecs::JpegInfo info = codecs::parse_jpeg_frame_header(scratch.file.data(), scratch.file.size());
     check_pixels(info, limits_.max_pixels);
+    codecs::check_first_scan_length(info);  // as the GPU path checks it: both count such a file
     const SampleGeometry geometry = sample_geometry(transform_, info.width, info.height, epoch, index);
     codecs::decode_crop_resize(scratch.file.data(), scratch.file.size(), geometry.rect, transform_.image_size,
                                transform_.image_size, geometry.flip, out, scratch.decode);
@@ -87,6 +88,7 @@ void JpegFolderDataset::load_encoded(size_t index, uint64_t epoch, EncodedSample
   try {
     out.info = codecs::parse_jpeg_frame_header(out.bytes.data(), out.bytes.size());
     check_pixels(out.info, limits_.max_pixels);
+    codecs::check_first_scan_length(out.info);  // nvJPEG decodes scan data cut short without an error
     out.geometry = sample_geometry(transform_, out.info.width, out.info.height, epoch, index);
     out.index = index;
   } catch (const DecodeError& e) {
