@@ -71,10 +71,7 @@ std::string describe_fusion(const Config& config, const c10::Device& device) {
   if (config.channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
   std::string conv;
   if (config.fusion == Fusion::kConv) {
-    ops::BottleneckParams p;
-    p.bn1.training = true;
-    p.bn1.running_mean = at::zeros({64}, x.options().dtype(at::kFloat));
-    const std::string why_conv = ops::bottleneck_unsupported_reason(x, p);
+    const std::string why_conv = ops::bottleneck_input_unsupported_reason(x);
     if (!why_conv.empty()) log_warn("fusion: conv runs the bottlenecks with fusion: bn's kernels: " + why_conv);
     conv = why_conv.empty() ? "conv: bottlenecks on cuDNN's graph API (plans built on the first step); other "
                               "BatchNorms and evaluation: "

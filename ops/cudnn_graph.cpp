@@ -151,45 +151,65 @@ Descriptor convolution(const ConvSpec& conv) {
 
 }  // namespace
 
-void GraphBuilder::conv_forward(const Descriptor& x, const Descriptor& w, const Descriptor& y, const ConvSpec& conv) {
+// One convolution op's attribute names: its type, its three tensors (the order of each op's own naming), the
+// convolution, alpha and beta.
+struct ConvOpNames {
+  cudnnBackendDescriptorType_t type;
+  cudnnBackendAttributeName_t first, second, third, conv, alpha, beta;
+};
+
+namespace {
+
+constexpr ConvOpNames kForward{CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+                               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+                               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+                               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA};
+constexpr ConvOpNames kBackwardData{CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+                                    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+                                    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+                                    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+                                    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+                                    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+                                    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA};
+constexpr ConvOpNames kBackwardFilter{CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+                                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+                                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+                                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+                                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+                                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+                                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA};
+
+}  // namespace
+
+void GraphBuilder::conv_op(const ConvOpNames& names, const Descriptor& first, const Descriptor& second,
+                           const Descriptor& third, const ConvSpec& conv, float beta) {
   const Descriptor& c = keep(convolution(conv));
-  Descriptor op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
-  op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x)
-      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w)
-      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, y)
-      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, c)
-      .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, 1.0F)
-      .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, 0.0F)
+  Descriptor op(names.type);
+  op.set_desc(names.first, first)
+      .set_desc(names.second, second)
+      .set_desc(names.third, third)
+      .set_desc(names.conv, c)
+      .set_float(names.alpha, 1.0F)
+      .set_float(names.beta, beta)
       .finalize();
   ops_.push_back(&keep(std::move(op)));
+}
+
+void GraphBuilder::conv_forward(const Descriptor& x, const Descriptor& w, const Descriptor& y, const ConvSpec& conv) {
+  conv_op(kForward, x, w, y, conv, 0.0F);
 }
 
 void GraphBuilder::conv_backward_data(const Descriptor& dy, const Descriptor& w, const Descriptor& dx,
                                       const ConvSpec& conv, float beta) {
-  const Descriptor& c = keep(convolution(conv));
-  Descriptor op(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
-  op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, dy)
-      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w)
-      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, dx)
-      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, c)
-      .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, 1.0F)
-      .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, beta)
-      .finalize();
-  ops_.push_back(&keep(std::move(op)));
+  conv_op(kBackwardData, dy, w, dx, conv, beta);
 }
 
 void GraphBuilder::conv_backward_filter(const Descriptor& x, const Descriptor& dy, const Descriptor& dw,
                                         const ConvSpec& conv) {
-  const Descriptor& c = keep(convolution(conv));
-  Descriptor op(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
-  op.set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, x)
-      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, dy)
-      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, dw)
-      .set_desc(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, c)
-      .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, 1.0F)
-      .set_float(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, 0.0F)
-      .finalize();
-  ops_.push_back(&keep(std::move(op)));
+  conv_op(kBackwardFilter, x, dy, dw, conv, 0.0F);
 }
 
 void GraphBuilder::gen_stats(const Descriptor& x, const Descriptor& sum, const Descriptor& sq_sum) {

@@ -57,6 +57,8 @@ struct ConvSpec {
   std::vector<int64_t> stride{1, 1}, padding{0, 0}, dilation{1, 1};
 };
 
+struct ConvOpNames;
+
 // Builds one operation graph; keeps every descriptor it made alive for as long as the graph lives.
 class GraphBuilder {
  public:
@@ -86,6 +88,8 @@ class GraphBuilder {
   std::vector<const Descriptor*> ops_;
   const Descriptor& keep(Descriptor d);
   const Descriptor& pointwise_desc(cudnnPointwiseMode_t mode);  // computed in float
+  void conv_op(const ConvOpNames& names, const Descriptor& first, const Descriptor& second, const Descriptor& third,
+               const ConvSpec& conv, float beta);
 };
 
 // A finalized execution plan and what it needs.

@@ -144,12 +144,18 @@ c10::optional<at::Tensor> maybe(const at::Tensor& t) {
 
 }  // namespace
 
-std::string bottleneck_unsupported_reason(const at::Tensor& x, const BottleneckParams& p) {
+std::string bottleneck_input_unsupported_reason(const at::Tensor& x) {
   const std::string why = fused_conv_unsupported_reason(x);
   if (!why.empty()) return why;
   if (x.scalar_type() != at::kHalf) {
     return "bfloat16: cuDNN's fused data- and weight-gradient patterns have no bfloat16 engines";
   }
+  return "";
+}
+
+std::string bottleneck_unsupported_reason(const at::Tensor& x, const BottleneckParams& p) {
+  const std::string why = bottleneck_input_unsupported_reason(x);
+  if (!why.empty()) return why;
   const bool down = p.wd.defined();
   for (const BatchNormState* bn : {&p.bn1, &p.bn2, &p.bn3, down ? &p.bnd : &p.bn3}) {
     if (!bn->training) return "evaluation";

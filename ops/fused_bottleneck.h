@@ -33,6 +33,9 @@ at::Tensor bottleneck_forward(const at::Tensor& x, const BottleneckParams& p);
 // the block's BatchNorms in evaluation or without running statistics.
 std::string bottleneck_unsupported_reason(const at::Tensor& x, const BottleneckParams& p);
 
+// The part of it that the input alone decides (device, dtype, layout, the build): what holds for a whole run.
+std::string bottleneck_input_unsupported_reason(const at::Tensor& x);
+
 // Builds every plan the block needs for this input (forward and backward) by running it once on copies: no
 // parameter, gradient or running statistic changes. Returns cuDNN's reason when it offers no plan for a pattern
 // (ops::NoPlanError; empty: all built); other errors (out of memory, CUDA) propagate.

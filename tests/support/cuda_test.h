@@ -2,8 +2,9 @@
 // side stream (graph capture refuses the default one), and the norm-wise relative error against a reference.
 #pragma once
 
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/cuda.h>
 
 #include "cuda/device_ops.h"
 
