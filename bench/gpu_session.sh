@@ -2,7 +2,7 @@
 # bench/gpu_session.sh: one GPU-machine session: build against pip LibTorch, run every test (the GPU
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
-#   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode pinning
+#   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode hostile ncu pinning
 #           decodeprobe doctor baseline ptx roundtrip ablation"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
 #   gpudecode makes the JPEG files when the jpeg stage did not run; JPEG_NOISE=20: ImageNet-sized files, see $jpeg;
@@ -44,8 +44,9 @@ if has test; then
   "$build/tests/rn50_cuda_tests" --gtest_filter='*Graph*:*Fp32*' > "$OUT/graph_tests.log" 2>&1
   grep -E "^\[ diff|FAILED  \]" "$OUT/graph_tests.log"; pack
 fi
-if has cudatests; then  # only the GPU test binary (the whole suite is the test stage)
-  "$build/tests/rn50_cuda_tests" > "$OUT/cuda_tests.log" 2>&1; echo "rn50_cuda_tests exit $?"
+if has cudatests; then  # only the GPU test binary (the whole suite is the test stage); CUDATESTS_FILTER: a gtest filter
+  timeout "${CUDATESTS_TIMEOUT:-1200}" "$build/tests/rn50_cuda_tests" --gtest_filter="${CUDATESTS_FILTER:-*}" > "$OUT/cuda_tests.log" 2>&1
+  echo "rn50_cuda_tests exit $?"
   grep -E "^\[ diff|FAILED  \]|PASSED" "$OUT/cuda_tests.log"; pack
 fi
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # the machine's rules
@@ -178,17 +179,22 @@ if has ddpjpeg; then  # the fastest configuration on JPEG files, one GPU against
 fi
 if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured differences, the decode rate, training
   grep -q "nvJPEG found" "$OUT/build.log" 2>/dev/null || echo "gpudecode: the build log says no nvJPEG"
-  "$build/tests/rn50_cuda_tests" --gtest_filter='GpuDecode*:GeneratedJpegs*' > "$OUT/gpu_decode_tests.log" 2>&1
-  grep -E "^\[ measured|FAILED  \]|PASSED" "$OUT/gpu_decode_tests.log" | tail -40
-  "$build/rn50" bench-decode --decode gpu --seconds 5 2>&1 | tee "$OUT/bench_decode_gpu.txt"
-  "$build/rn50" bench-decode --decode gpu --decode-yuv --seconds 5 2>&1 | tee "$OUT/bench_decode_gpu_yuv.txt"
-  "$build/rn50" bench-decode --seconds 3 --pin 2>&1 | tee "$OUT/bench_decode_cpu.txt"  # --pin: pinned threads too
+  # GPUDECODE_BENCH=0: only the training runs (no tests, no bench-decode); GPUDECODE_YUV=0: no planar run.
+  if [[ ${GPUDECODE_BENCH:-1} == 1 ]]; then
+    "$build/tests/rn50_cuda_tests" --gtest_filter='GpuDecode*:GeneratedJpegs*' > "$OUT/gpu_decode_tests.log" 2>&1
+    grep -E "^\[ measured|FAILED  \]|PASSED" "$OUT/gpu_decode_tests.log" | tail -40
+    "$build/rn50" bench-decode --decode gpu --seconds 5 2>&1 | tee "$OUT/bench_decode_gpu.txt"
+    "$build/rn50" bench-decode --decode gpu --decode-yuv --seconds 5 2>&1 | tee "$OUT/bench_decode_gpu_yuv.txt"
+    "$build/rn50" bench-decode --seconds 3 --pin 2>&1 | tee "$OUT/bench_decode_cpu.txt"  # --pin: pinned threads too
+  fi
   [[ -d "$jpeg" ]] || make_jpeg_files  # the jpeg stage's files, made here when that stage did not run
   if [[ -d "$jpeg" ]]; then
-    "$build/rn50" bench-decode --decode gpu --data-root "$jpeg"/train --files 512 --seconds 5 2>&1 \
-      | tee -a "$OUT/bench_decode_gpu.txt"
-    "$build/rn50" bench-decode --decode gpu --decode-yuv --data-root "$jpeg"/train --files 512 --seconds 5 2>&1 \
-      | tee -a "$OUT/bench_decode_gpu_yuv.txt"
+    if [[ ${GPUDECODE_BENCH:-1} == 1 ]]; then
+      "$build/rn50" bench-decode --decode gpu --data-root "$jpeg"/train --files 512 --seconds 5 2>&1 \
+        | tee -a "$OUT/bench_decode_gpu.txt"
+      "$build/rn50" bench-decode --decode gpu --decode-yuv --data-root "$jpeg"/train --files 512 --seconds 5 2>&1 \
+        | tee -a "$OUT/bench_decode_gpu_yuv.txt"
+    fi
     # Against the same configuration and steps on synthetic data, in the same session: what "within 3%" compares.
     # Five epochs each, interleaved, GPUDECODE_REPS (2) times: GPU decoding gets faster over a run's first epochs, so the steady
     # epochs (4 and 5) are compared (docs/gpu-decoding.md).
@@ -196,7 +202,7 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
     for rep in $(seq "${GPUDECODE_REPS:-2}"); do
       EPOCHS=5 jpeg_run gpu_decode_$rep --decode gpu
       # YCbCr planes converted in rn50's kernel: 1.0-1.6 points further below synthetic data than RGB (2026-11-30-h200-e)
-      [[ $rep == 1 ]] && EPOCHS=5 jpeg_run gpu_decode_yuv_$rep --decode gpu --decode-yuv=on
+      [[ $rep == 1 && ${GPUDECODE_YUV:-1} == 1 ]] && EPOCHS=5 jpeg_run gpu_decode_yuv_$rep --decode gpu --decode-yuv=on
       EPOCHS=5 jpeg_run cpu_decode_$rep --decode cpu  # the CPU path on every core, for comparison
       # GPUDECODE_AHEAD="3 4": GPU decoding again with that many batches submitted ahead (decode_ahead_batches)
       for n in ${GPUDECODE_AHEAD:-}; do EPOCHS=5 jpeg_run "gpu_decode_ahead${n}_$rep" --decode gpu --decode-ahead-batches "$n"; done
@@ -206,8 +212,11 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
         --out-dir "/tmp/runs/synthetic_$rep" > "$OUT/synthetic_$rep.log" 2>&1 || tail -3 "$OUT/synthetic_$rep.log"
       record "synthetic_$rep"
     done
-    grep -E "\(decode\)" "$OUT/gpu_decode_1.log" "$OUT/gpu_decode_yuv_1.log"
-    epoch_keys /tmp/runs/gpu_decode_yuv_1/metrics.jsonl input_s gpu_decode_h gpu_decode_crop gpu_decode_new | tee -a "$OUT/table.txt"
+    grep -E "\(decode\)" "$OUT/gpu_decode_1.log"
+    if [[ -f /tmp/runs/gpu_decode_yuv_1/metrics.jsonl ]]; then
+      grep -E "\(decode\)" "$OUT/gpu_decode_yuv_1.log"
+      epoch_keys /tmp/runs/gpu_decode_yuv_1/metrics.jsonl input_s gpu_decode_h gpu_decode_crop gpu_decode_new | tee -a "$OUT/table.txt"
+    fi
     # The training thread's waits in finish_into (for the decode thread, for the device) and nvJPEG's slowest call
     epoch_keys /tmp/runs/gpu_decode_1/metrics.jsonl between_steps gpu_decode_batch gpu_decode_pace gpu_decode_slowest \
       gpu_decode_wait | tee -a "$OUT/table.txt"
@@ -246,6 +255,48 @@ PY
     echo "gpudecode: no $jpeg (the jpeg stage makes it): no training run"
   fi
   pack
+fi
+if has hostile; then  # a folder with make-sample --damaged against the same folder without: counts and peak memory
+  for kind in good mixed; do
+    rm -rf "/tmp/hostile_$kind"
+    "$build/rn50" make-sample --out "/tmp/hostile_$kind" --classes 8 --per-class 49 --val-per-class 4 --size 375 \
+      $([[ $kind == mixed ]] && echo --damaged) > "$OUT/make_hostile_$kind.log" 2>&1 || tail -3 "$OUT/make_hostile_$kind.log"
+  done
+  for decode in cpu gpu; do
+    for kind in good mixed; do
+      name=hostile_${decode}_$kind
+      rm -rf "/tmp/runs/$name"
+      timeout 240 "$build/rn50" train --config configs/optimized.yaml --data-root "/tmp/hostile_$kind" --device cuda:0 \
+        --batch-size 56 --epochs 3 --warmup-epochs 0 --validate=off --checkpoint=off --decode "$decode" \
+        --log-every 100000 --out-dir "/tmp/runs/$name" > "$OUT/$name.log" 2>&1 || echo "$name: exit $?"
+      cp "/tmp/runs/$name/metrics.jsonl" "$OUT/$name.jsonl" 2>/dev/null
+      python3 - "/tmp/runs/$name/metrics.jsonl" "$name" <<'PY' | tee -a "$OUT/table.txt"
+import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1]) if '"type":"epoch"' in l]
+g = lambda k: max((r.get(k) or 0) for r in rs)
+print(f"{sys.argv[2]:22s} bad {[r.get('bad_samples') for r in rs]}  host RSS {g('peak_host_rss_gib'):.3f} GiB"
+      f"  GPU {g('peak_gpu_mem_gib'):.3f} / {g('peak_gpu_reserved_gib'):.3f} GiB")
+PY
+    done
+  done
+  for decode in cpu gpu; do  # which files each path counted, and why (a line per file kind and reason)
+    echo "decode: $decode"
+    grep -h "bad sample skipped" "$OUT/hostile_${decode}_mixed.log" | sed -E 's#^.*bad sample skipped: .*/(damaged_[^/:]*)#\1#' \
+      | sed -E 's#class_[0-9]+#class#g' | sort | uniq -c
+  done > "$OUT/hostile_reasons.txt"
+  pack
+fi
+if has ncu; then  # step time by kernel class: ncu over eager steps, the last 4 of 10 (NCU_FUSIONS, default "conv off bn")
+  ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  for f in ${NCU_FUSIONS:-conv off bn}; do
+    rm -rf "/tmp/runs/ncu_$f"
+    timeout "${NCU_TIMEOUT:-150}" "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv \
+      "$build/rn50" train --config configs/optimized.yaml --data synthetic --device cuda:0 --synthetic-images 3072 \
+      --epochs 1 --warmup-epochs 0 --max-steps 10 --cuda-graph=off --validate=off --checkpoint=off --log-every 100000 \
+      --fusion "$f" --out-dir "/tmp/runs/ncu_$f" > "$OUT/ncu_$f.csv" 2> "$OUT/ncu_$f.err" || echo "ncu $f: exit $?"
+    pack
+  done
+  python3 bench/ncu_kernel_classes.py --last-steps 4 "$OUT"/ncu_*.csv | tee "$OUT/ncu_kernel_classes.txt"
 fi
 if has pinning; then  # pin_workers on and off with CPU decoding: all cores, and 4 (data-bound), interleaved
   [[ -d "$jpeg" ]] || make_jpeg_files

@@ -1,33 +1,87 @@
 #!/usr/bin/env python3
 """bench/ncu_kernel_classes.py: where a step's GPU time goes, by kernel class (convolution/matmul, BatchNorm,
-elementwise, optimizer), from `ncu --metrics gpu__time_duration.sum --csv` output; one summary per file.
+elementwise and pooling, optimizer), from `ncu --metrics gpu__time_duration.sum --csv` output; one summary per file.
 
-  ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 2500 --launch-count 1200 \
-      build/rn50 train --config configs/optimized.yaml --data synthetic --cuda-graph=off --max-steps 12 ... > off.csv
-  python3 bench/ncu_kernel_classes.py off.csv bn.csv
+  ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+      build/rn50 train --config configs/optimized.yaml --data synthetic --cuda-graph=off --max-steps 10 ... > conv.csv
+  python3 bench/ncu_kernel_classes.py --last-steps 4 conv.csv off.csv
+
+--last-steps N keeps the kernels of the last N whole steps, each ending with rn50's fused SGD kernel, so that
+start-up work (autotuning, plan building, the first steps) never enters the split whatever its kernel count.
+Without it every kernel in the file counts (for a window cut with ncu's --launch-skip / --launch-count).
 """
+import argparse
 import collections
 import csv
-import sys
 
-# rn50's fused BatchNorm kernels live in namespace ops; cuDNN's and ATen's BatchNorm kernels say so in their names.
+# Time units ncu may print in its "Metric Unit" column, in nanoseconds.
+UNITS = {'nsecond': 1.0, 'ns': 1.0, 'usecond': 1e3, 'us': 1e3, 'msecond': 1e6, 'ms': 1e6, 'second': 1e9, 's': 1e9}
+
+
 def classify(name):
+    """The class of one kernel by its (demangled) name."""
     n = name.lower()
-    if 'batch_norm' in n or 'batchnorm' in n or n.startswith('void ops::') or n.startswith('ops::'):
+    # rn50's own BatchNorm kernels (fused BatchNorm, and fusion: conv's finalize and apply passes) live in rn50::ops;
+    # cuDNN's and ATen's BatchNorm kernels say so in their names. (cuDNN's own cudnn::ops:: kernels are not rn50's.)
+    if 'batch_norm' in n or 'batchnorm' in n or 'rn50::ops::' in n or n.startswith(('void ops::', 'ops::')):
         return 'batchnorm'
+    if 'pool' in n:  # max-pool and average-pool, forward and backward ("nhwc" in their names is no convolution)
+        return 'elementwise/other'
     if 'sgd' in n or 'multi_tensor' in n or 'unscale' in n or 'foreach' in n or 'non_finite' in n or 'amp_update' in n:
         return 'optimizer'
-    if any(k in n for k in ['conv', 'xmma', 'cutlass', 'sm90', 'gemm', 'dgrad', 'wgrad', 'fprop', 'implicit', 'cudnn', 'cask', 'nhwc', 'winograd']):
+    if any(k in n for k in ['conv', 'xmma', 'cutlass', 'sm90', 'gemm', 'dgrad', 'wgrad', 'fprop', 'implicit', 'cudnn',
+                            'cask', 'nhwc', 'winograd']):
         return 'convolution/matmul'
     return 'elementwise/other'
-for path in sys.argv[1:]:
-    rows = [r for r in csv.reader(l for l in open(path) if l.startswith('"'))]
-    hdr = rows[0]; ki = hdr.index('Kernel Name'); vi = hdr.index('Metric Value')
-    tot = collections.Counter(); names = collections.Counter()
+
+
+def read_kernels(path):
+    """(name, nanoseconds) per profiled kernel, in launch order."""
+    rows = list(csv.reader(line for line in open(path) if line.startswith('"')))
+    if not rows:
+        raise SystemExit(f'{path}: no CSV rows (is it ncu --csv output?)')
+    hdr = rows[0]
+    ki, vi = hdr.index('Kernel Name'), hdr.index('Metric Value')
+    ui = hdr.index('Metric Unit') if 'Metric Unit' in hdr else None
+    out = []
     for r in rows[1:]:
-        t = float(r[vi].replace(',', '')) / 1e3
-        c = classify(r[ki]); tot[c] += t; names[(c, r[ki][:90])] += t
-    s = sum(tot.values())
-    print(path, f'{len(rows)-1} kernels, {s/1e3:.1f} ms')
-    for c, t in tot.most_common(): print(f'  {c:20s} {t/1e3:8.2f} ms {100*t/s:5.1f}%')
-    for (c, n), t in names.most_common(12): print(f'     {c[:5]} {t/1e3:6.2f} ms  {n}')
+        scale = UNITS.get(r[ui].strip().lower(), None) if ui is not None else 1.0
+        if scale is None:
+            raise SystemExit(f'{path}: unknown time unit {r[ui]!r}')
+        out.append((r[ki], float(r[vi].replace(',', '')) * scale))
+    return out
+
+
+def last_steps(kernels, n):
+    """The kernels of the last n steps, each ending with the fused SGD kernel."""
+    ends = [i for i, (name, _) in enumerate(kernels) if 'fused_sgd' in name]
+    if len(ends) < n + 1:
+        raise SystemExit(f'{len(ends)} fused SGD kernels found: fewer than the {n} + 1 that {n} whole steps need')
+    return kernels[ends[-n - 1] + 1:ends[-1] + 1]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--last-steps', type=int, default=0, help='only the last N whole steps (0: every kernel)')
+    ap.add_argument('files', nargs='+')
+    args = ap.parse_args()
+    for path in args.files:
+        kernels = read_kernels(path)
+        if args.last_steps:
+            kernels = last_steps(kernels, args.last_steps)
+        tot, names = collections.Counter(), collections.Counter()
+        for name, ns in kernels:
+            c = classify(name)
+            tot[c] += ns
+            names[(c, name[:90])] += ns
+        s = sum(tot.values())
+        steps = f', the last {args.last_steps} steps: {s / 1e6 / args.last_steps:.2f} ms a step' if args.last_steps else ''
+        print(f'{path} {len(kernels)} kernels, {s / 1e6:.1f} ms{steps}')
+        for c, t in tot.most_common():
+            print(f'  {c:20s} {t / 1e6:8.2f} ms {100 * t / s:5.1f}%')
+        for (c, n), t in names.most_common(12):
+            print(f'     {c[:5]} {t / 1e6:6.2f} ms  {n}')
+
+
+if __name__ == '__main__':
+    main()

@@ -187,6 +187,12 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   expect_exit_2_naming("make-sample --out " + path("noisy") + " --noise -1",
                        "noise must be in 0..100 grey levels (got -1)");
   expect_exit_2_naming("train --data-root /x --decode-ahead-batches 5", "decode_ahead_batches");
+  // What once exited 1 (issue 25): a folder as --config, a key that is not a plain name, an out_dir that cannot be made.
+  expect_exit_2_naming("train --data synthetic --config " + dir_.string(), "not a regular file");
+  std::ofstream(path("keys.yaml")) << "[a, b]: 1\n";
+  expect_exit_2_naming("train --data synthetic --config " + path("keys.yaml"), "not a plain name");
+  std::ofstream(path("a_file")) << "x";
+  expect_exit_2_naming("train --data synthetic --out-dir " + path("a_file") + "/run", "config key 'out_dir': cannot create");
 }
 
 // The CPU figures, and with --pin the all-thread one again with pinned threads: both positive.

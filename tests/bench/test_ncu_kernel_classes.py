@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""tests/bench/test_ncu_kernel_classes.py: bench/ncu_kernel_classes.py on made-up ncu CSV (no GPU): each class by
+kernel name, the time units, and --last-steps cutting whole steps at the fused SGD kernel.
+
+  python3 tests/bench/test_ncu_kernel_classes.py
+"""
+import importlib.util
+import os
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+spec = importlib.util.spec_from_file_location("ncu", os.path.join(ROOT, "bench", "ncu_kernel_classes.py"))
+ncu = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ncu)
+
+SGD = "void rn50::cuda::kernels::(anonymous namespace)::fused_sgd_kernel<float>(const SgdSlice *)"
+
+
+def write_csv(rows):
+    """rows: (kernel name, unit, value); returns the path of an ncu-like CSV with a log line before it."""
+    f = tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False)
+    f.write("==PROF== Connected to process 1\n[2026-12-01] [info] a log line\n")
+    f.write('"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"\n')
+    for i, (name, unit, value) in enumerate(rows):
+        f.write(f'"{i}","{name}","gpu__time_duration.sum","{unit}","{value}"\n')
+    f.close()
+    return f.name
+
+
+class Classify(unittest.TestCase):
+    def test_names(self):
+        cases = {
+            "sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc": "convolution/matmul",
+            "void gemm::warp_specialized_kernel_gmma_utmaldg<fprop::Warp_specialized_gmma_bn_apply": "convolution/matmul",
+            "cudnn_generated_fort_native_sm80_convFwd_genStats_knob_21": "convolution/matmul",
+            "void cudnn::batchnorm_fwtr_nhwc_semiPersist<__half, float>": "batchnorm",
+            "void ops::<unnamed>::apply_kernel<__half, 8>(ops::ApplyArgs)": "batchnorm",
+            "void rn50::ops::kernels::(anonymous namespace)::dx_kernel<__half, 8, 2>": "batchnorm",
+            "void at::<unnamed>::max_pool_backward_nhwc<c10::Half, float>(const T1 *)": "elementwise/other",
+            "void at::vectorized_elementwise_kernel<8, at::CUDAFunctor_add<c10::Half>>": "elementwise/other",
+            SGD: "optimizer",
+        }
+        for name, cls in cases.items():
+            self.assertEqual(ncu.classify(name), cls, name)
+
+
+class Steps(unittest.TestCase):
+    def test_units_and_last_steps(self):
+        step = [("sm90_xmma_fprop", "usecond", "2"), ("void at::vectorized_elementwise_kernel<8>", "nsecond", "1,000"),
+                (SGD, "msecond", "0.001")]
+        path = write_csv([("autotune_conv_candidate", "msecond", "50")] + step * 3)
+        try:
+            kernels = ncu.read_kernels(path)
+            self.assertEqual(len(kernels), 10)
+            self.assertEqual([t for _, t in kernels[1:4]], [2000.0, 1000.0, 1000.0])
+            last = ncu.last_steps(kernels, 2)  # the start-up kernel and the first step are left out
+            self.assertEqual(len(last), 6)
+            self.assertEqual(sum(t for _, t in last), 8000.0)
+            with self.assertRaises(SystemExit):
+                ncu.last_steps(kernels, 3)  # three SGD kernels bound only two whole steps
+        finally:
+            os.unlink(path)
+
+    def test_unknown_unit_is_refused(self):
+        path = write_csv([(SGD, "cycle", "5")])
+        try:
+            with self.assertRaises(SystemExit):
+                ncu.read_kernels(path)
+        finally:
+            os.unlink(path)
+
+
+if __name__ == "__main__":
+    unittest.main()
