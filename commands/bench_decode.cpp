@@ -14,18 +14,18 @@
 #include "core/errors.h"
 #include "core/launch_env.h"
 #include "core/log.h"
-#include "input/decode_bench.h"
-#include "input/gpu_decode/gpu_decode_bench.h"
+#include "bench/decode/cpu_decode_bench.h"
+#include "bench/decode/gpu_decode_bench.h"
 #include "monitor/utilisation.h"
 
 namespace rn50::commands {
 namespace {
 
 // The GPU decode bench's figures, as `rn50 bench-decode --decode gpu` prints them.
-void print_gpu_decode_bench(const input::GpuDecodeBenchResult& g, const std::vector<std::vector<uint8_t>>& jpegs,
+void print_gpu_decode_bench(const bench::GpuDecodeBenchResult& g, const std::vector<std::vector<uint8_t>>& jpegs,
                             int size) {
   std::printf("files %zu, mean %.1f KiB; output %dx%d; batches of %d into half-precision channels-last input\n",
-              jpegs.size(), input::mean_kib(jpegs), size, size, g.batch_size);
+              jpegs.size(), bench::mean_kib(jpegs), size, size, g.batch_size);
   std::printf("%s\n", g.routes.c_str());
   std::printf("train (RandomResizedCrop + flip), GPU decode + augment: %8.0f img/s\n", g.train_per_s);
   std::printf("val (resize + centre crop), GPU decode + augment:       %8.0f img/s\n", g.val_per_s);
@@ -70,14 +70,14 @@ int bench_gpu(const cxxopts::ParseResult& parsed, const std::vector<std::vector<
   decoder.hardware_no_pipeline = parsed.count("nvjpeg-no-pipeline") > 0;
   decoder.planar = parsed.count("decode-yuv") > 0;
   const int batch_size = parsed["batch-size"].as<int>();
-  const auto g = input::run_gpu_decode_bench(jpegs, size, batch_size, seconds, gpu_index(device), step_ms, decoder);
+  const auto g = bench::run_gpu_decode_bench(jpegs, size, batch_size, seconds, gpu_index(device), step_ms, decoder);
   print_gpu_decode_bench(g, jpegs, size);
   if (repeat == 1) return 0;
   // A new decoder (nvJPEG handle and states) each time: decoders of one process can differ by more than 1.5x
   // (docs/gpu-decoding.md).
   std::vector<double> train_rates{g.train_per_s};
   for (int r = 2; r <= repeat; ++r) {
-    const auto again = input::run_gpu_decode_bench(jpegs, size, batch_size, seconds, gpu_index(device), 0, decoder);
+    const auto again = bench::run_gpu_decode_bench(jpegs, size, batch_size, seconds, gpu_index(device), 0, decoder);
     std::printf("decoder %d of %d: train %8.0f img/s, val %8.0f img/s, nvJPEG's hardware calls %.1f us per image\n", r,
                 repeat, again.train_per_s, again.val_per_s, again.hardware_us_per_image);
     train_rates.push_back(again.train_per_s);
@@ -93,7 +93,7 @@ int bench_cpu(const cxxopts::ParseResult& parsed, const std::vector<std::vector<
               double seconds) {
   const bool pin = parsed.count("pin") > 0;
   const int threads = parsed.count("threads") ? parsed["threads"].as<int>() : usable_cores();
-  const auto r = input::run_decode_bench(jpegs, size, threads, seconds, pin);
+  const auto r = bench::run_decode_bench(jpegs, size, threads, seconds, pin);
   std::printf("files %d, mean %.0fx%.0f, %.1f KiB; output %dx%d\n", r.files, r.mean_width, r.mean_height, r.mean_kib,
               r.output_size, r.output_size);
   std::printf("train (RandomResizedCrop, region + DCT-scaled decode), 1 core: %8.0f img/s\n", r.train_per_core);
@@ -153,8 +153,8 @@ int bench_decode_command(int argc, char** argv) {
   if (repeat > 1 && decode != Decode::kGpu) throw ConfigError("--repeat is for --decode gpu");
   if (parsed.count("pin") && decode != Decode::kCpu) throw ConfigError("--pin is for CPU decoding (--decode cpu)");
   const int files = parsed["files"].as<int>();
-  const auto jpegs = parsed.count("data-root") ? input::read_jpegs(parsed["data-root"].as<std::string>(), files)
-                                               : input::make_benchmark_jpegs(files, 500, 375, 7);
+  const auto jpegs = parsed.count("data-root") ? bench::read_jpegs(parsed["data-root"].as<std::string>(), files)
+                                               : bench::make_benchmark_jpegs(files, 500, 375, 7);
   if (jpegs.empty()) throw DataError("no JPEG files to decode");
   const int size = parsed["size"].as<int>();
   const double seconds = parsed["seconds"].as<double>();

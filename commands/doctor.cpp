@@ -22,24 +22,24 @@
 #include <vector>
 
 #include "commands/command.h"
-#include "commands/limit_rows.h"
-#include "commands/pipeline_verdict.h"
-#include "commands/report.h"
+#include "doctor/limit_rows.h"
+#include "doctor/pipeline_verdict.h"
+#include "doctor/rows.h"
 #include "core/affinity.h"
 #include "core/clock.h"
-#include "core/config.h"
 #include "core/errors.h"
 #include "core/launch_env.h"
 #include "core/limits.h"
 #include "core/log.h"
 #include "cuda/cuda_support.h"
+#include "monitor/devices.h"
 #include "cuda/device_ops.h"
-#include "engine/cost.h"
-#include "engine/sgd.h"
-#include "engine/step_timer.h"
-#include "engine/train_step.h"
-#include "input/decode_bench.h"
-#include "input/gpu_decode/gpu_decode_bench.h"
+#include "core/cost.h"
+#include "trainer/sgd.h"
+#include "trainer/step_timer.h"
+#include "trainer/train_step.h"
+#include "bench/decode/cpu_decode_bench.h"
+#include "bench/decode/gpu_decode_bench.h"
 #include "input/gpu_decode/gpu_decoder.h"
 #include "models/model.h"
 #include "monitor/health.h"
@@ -59,7 +59,14 @@ struct DoctorOptions {
   double price_per_hour = 0;  // optional: cost of an ImageNet epoch at the measured rate
 };
 
-using Row = ReportRow;
+using Row = doctor::ReportRow;
+using doctor::data_pipeline_verdict;
+using doctor::format_rate;
+using doctor::format_report;
+using doctor::limit_rows;
+using doctor::PipelineRates;
+using doctor::ProcessLimits;
+using doctor::usable_cores_row;
 
 void sync(const c10::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
@@ -101,25 +108,28 @@ Row as_row(const char* section, const monitor::HealthRow& health) {
 // decode rate with what the fastest run consumes; fp32 on the CPU. `while_busy` runs once while the timed steps are
 // queued.
 double resnet50_rate(const c10::Device& device, bool quick, const std::function<void()>& while_busy = {}) {
-  Config config;
-  config.precision = device.is_cuda() ? Precision::kFp16 : Precision::kFp32;
-  config.channels_last = device.is_cuda();
-  config.cuda_graph = device.is_cuda();
-  config.cudnn_benchmark = device.is_cuda();
-  config.fusion = device.is_cuda() ? Fusion::kConv : Fusion::kOff;  // falls back to bn, then off, as in training
-  at::globalContext().setBenchmarkCuDNN(config.cudnn_benchmark);
-  const int batch = device.is_cuda() ? 256 : 8;
-  const int size = device.is_cuda() ? 224 : (quick ? 64 : 224);
-  models::ModelOptions options;
-  options.fusion = config.fusion;
-  auto model = models::create("resnet50", options);
+  const bool gpu = device.is_cuda();
+  at::globalContext().setBenchmarkCuDNN(gpu);
+  trainer::StepOptions options;
+  options.batch_size = gpu ? 256 : 8;
+  options.image_size = gpu ? 224 : (quick ? 64 : 224);
+  options.input_dtype = gpu ? at::kHalf : at::kFloat;
+  options.channels_last = gpu;
+  options.loss_scaling = gpu;
+  options.cuda_graph = gpu;
+  if (gpu) options.executor.autocast = at::kHalf;
+  options.executor.label_smoothing = 0.1;
+  models::ModelOptions model_options;
+  model_options.fusion = gpu ? models::Fusion::kConv : models::Fusion::kOff;  // falls back to bn, then off, as in training
+  auto model = models::create("resnet50", model_options);
   model->to(device);
-  if (config.channels_last) models::to_channels_last(*model);
-  engine::Sgd sgd(*model, 0.9, 1e-4, false);
-  std::unique_ptr<engine::StepTimer> timer =
-      device.is_cuda() ? engine::make_cuda_step_timer()
-                       : std::unique_ptr<engine::StepTimer>(std::make_unique<engine::HostStepTimer>());
-  engine::TrainStep step(*model, sgd, config, device, batch, size, *timer);
+  if (gpu) models::to_channels_last(*model);
+  trainer::Sgd sgd(*model, 0.9, 1e-4, false);
+  std::unique_ptr<trainer::StepTimer> timer =
+      gpu ? trainer::make_cuda_step_timer()
+          : std::unique_ptr<trainer::StepTimer>(std::make_unique<trainer::HostStepTimer>());
+  trainer::TrainStep step(*model, sgd, options, device, *timer);
+  const int batch = options.batch_size;
   step.images().normal_();
   step.labels().random_(0, 1000);
   const int warmup = device.is_cuda() ? 8 : 1, steps = device.is_cuda() ? (quick ? 10 : 30) : (quick ? 2 : 4);
@@ -176,7 +186,7 @@ std::optional<double> gpu_decode_rate(std::vector<Row>& rows, const std::vector<
     return std::nullopt;
   }
   try {
-    const auto g = input::run_gpu_decode_bench(jpegs, 224, 256, quick ? 0.5 : 2.0, device);
+    const auto g = bench::run_gpu_decode_bench(jpegs, 224, 256, quick ? 0.5 : 2.0, device);
     const std::string routes = g.routes.substr(0, g.routes.find(','));  // its first clause: the library and engines
     rows.push_back({"gpu", check, fmt_rate(g.train_per_s), "info", "decode: gpu, batches of 256; " + routes});
     return g.train_per_s;
@@ -237,8 +247,8 @@ class Doctor {
 
   // CPU decode: what the data pipeline can feed, on the cores the usable-cores row counts.
   void cpu_rows() {
-    jpegs_ = input::make_benchmark_jpegs(quick_ ? 8 : 32, 500, 375, 7);
-    decode_ = input::run_decode_bench(jpegs_, 224, cores_, quick_ ? 0.2 : 1.0);
+    jpegs_ = bench::make_benchmark_jpegs(quick_ ? 8 : 32, 500, 375, 7);
+    decode_ = bench::run_decode_bench(jpegs_, 224, cores_, quick_ ? 0.2 : 1.0);
     rows_.push_back({"cpu", "JPEG decode+augment, 1 core",
                      strprintf("%.0f img/s (full decode: %.0f)", decode_.train_per_core, decode_.full_decode_per_core),
                      "info", strprintf("500x375, %.0f KiB JPEGs, RandomResizedCrop to 224", decode_.mean_kib)});
@@ -258,7 +268,7 @@ class Doctor {
 
   void gpu_rows() {
     cuda::use_side_stream(device_.index());
-    rows_.push_back({"gpu", "device", cuda::describe_device(device_.index()), "info", ""});
+    rows_.push_back({"gpu", "device", monitor::describe_device(device_.index()), "info", ""});
     if (const auto v = cuda::cuda_versions()) {
       const bool fits = v->driver >= v->runtime;
       rows_.push_back({"gpu", "driver / runtime CUDA",
@@ -267,7 +277,7 @@ class Doctor {
                        fits ? "ok" : "bad", fits ? "" : "the driver is older than the CUDA runtime LibTorch needs"});
     }
     rows_.push_back(
-        {"gpu", "visible GPUs", std::to_string(torch::cuda::device_count()), "info", cuda::describe_links()});
+        {"gpu", "visible GPUs", std::to_string(torch::cuda::device_count()), "info", monitor::describe_links()});
     const char* queues = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
     if (const std::string warning = cuda_hardware_queues_warning(queues); !warning.empty())
       rows_.push_back({"gpu", "CUDA hardware queues", queues, "warn", warning});
@@ -281,7 +291,7 @@ class Doctor {
   void nvml_rows() {
     std::string why_not;
     nvml_ = monitor::open_nvml(&why_not);
-    const std::string uuid = cuda::device_uuid(device_.index());
+    const std::string uuid = monitor::device_uuid(device_.index());
     nvml_device_ = nvml_ ? monitor::find_device_by_uuid(*nvml_, uuid) : std::nullopt;
     if (nvml_device_) {
       const std::string mig = monitor::describe_mig(*nvml_, static_cast<int>(nvml_device_->gpu));
@@ -361,11 +371,11 @@ class Doctor {
         {decode_.train_all_threads, decode_.train_per_core, cores_, step_rate_, gpu_decode_, gpu_decode_unavailable_}));
     if (options_.price_per_hour <= 0) return;
     const double price = options_.price_per_hour;
-    const double epoch_hours = engine::kImageNetTrainImages / step_rate_ / 3600.0;
+    const double epoch_hours = kImageNetTrainImages / step_rate_ / 3600.0;
     rows_.push_back({"cost", "ImageNet epoch at this rate",
                      strprintf("%.2f h, %.3g at %.3g/h", epoch_hours, epoch_hours * price, price), "info",
                      strprintf("90 epochs: %.3g; %.3g per million images", 90 * epoch_hours * price,
-                               engine::cost_per_million_images(price, step_rate_))});
+                               cost_per_million_images(price, step_rate_))});
   }
 
   const DoctorOptions& options_;
@@ -375,7 +385,7 @@ class Doctor {
   const c10::Device device_;
   std::vector<Row> rows_;
   std::vector<std::vector<uint8_t>> jpegs_;
-  input::DecodeBenchResult decode_;
+  bench::DecodeBenchResult decode_;
   std::unique_ptr<monitor::NvmlApi> nvml_;  // CUDA devices with NVML only
   std::optional<monitor::NvmlDevice> nvml_device_;
   std::optional<double> gpu_decode_;  // decode: gpu's stage alone, where measured
@@ -410,7 +420,7 @@ int doctor_command(int argc, char** argv) {
     if (v.size() != 4 || v[0] <= 0 || v[2] <= 0 || v[1] < 0 || v[3] < 0) {
       throw ConfigError("--compare needs PRICE_A,RATE_A,PRICE_B,RATE_B with positive prices");
     }
-    std::printf("%s", engine::compare_instances(v[0], v[1], v[2], v[3]).c_str());
+    std::printf("%s", compare_instances(v[0], v[1], v[2], v[3]).c_str());
     return 0;
   }
   if (parsed.count("data-root")) doctor.data_root = parsed["data-root"].as<std::string>();

@@ -7,7 +7,7 @@
 #include "commands/command.h"
 #include "core/errors.h"
 #include "core/log.h"
-#include "engine/checkpoint.h"
+#include "trainer/checkpoint.h"
 
 namespace rn50::commands {
 
@@ -25,7 +25,7 @@ int export_command(int argc, char** argv) {
   }
   if (!parsed.count("checkpoint") || !parsed.count("out")) throw ConfigError("export needs --checkpoint and --out");
   init_logging("", 0);
-  engine::export_weights(parsed["checkpoint"].as<std::string>(), parsed["out"].as<std::string>());
+  trainer::export_weights(parsed["checkpoint"].as<std::string>(), parsed["out"].as<std::string>());
   log_info("wrote " + parsed["out"].as<std::string>());
   return 0;
 }

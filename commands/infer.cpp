@@ -14,7 +14,7 @@
 #include "core/files.h"
 #include "core/log.h"
 #include "core/safetensors.h"
-#include "engine/checkpoint.h"
+#include "trainer/checkpoint.h"
 #include "models/model.h"
 
 namespace rn50::commands {
@@ -80,7 +80,7 @@ void infer(const InferOptions& options) {
   const c10::Device device(options.device);
   auto model = models::create(model_name, {fc->shape[0], false});
   model->to(device);
-  log_info(engine::load_weights(options.weights, *model, model->classifier_name(), /*new_classifier=*/false));
+  log_info(trainer::load_weights(options.weights, *model, model->classifier_name(), /*new_classifier=*/false));
   model->eval();
   torch::NoGradGuard no_grad;
   const at::Tensor input = at::from_blob(const_cast<uint8_t*>(x->data), x->shape, at::kFloat)

@@ -1,5 +1,5 @@
 // commands/train.cpp: `rn50 train`: every config key as an option, the YAML file under them, the launcher's rank and
-// MIG pinning applied before CUDA starts, then the training run (engine/trainer.h).
+// MIG pinning applied before CUDA starts, then the training run (trainer/trainer.h).
 #include <unistd.h>
 #include <cxxopts.hpp>
 
@@ -18,7 +18,7 @@
 #include "core/errors.h"
 #include "core/launch_env.h"
 #include "core/log.h"
-#include "engine/trainer.h"
+#include "trainer/trainer.h"
 #include "models/model.h"
 #include "monitor/mig.h"
 #include "monitor/nvml.h"
@@ -150,7 +150,7 @@ int train_command(int argc, char** argv) {
   const bool reports = config.report && launch.rank == 0;
   const auto started = std::filesystem::file_time_type::clock::now();
   try {
-    engine::train(config, launch);
+    trainer::train(config, launch);
   } catch (...) {
     if (reports && metrics_written_since(config, started)) write_report(config);
     throw;

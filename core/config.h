@@ -7,13 +7,9 @@
 #include <string>
 #include <vector>
 
-namespace rn50 {
+#include "core/image_limits.h"
 
-// The default bounds on one image (data::SampleLimits, the keys max_image_bytes and max_image_pixels): a photo is a
-// few MB; the pixel bound is Pillow's decompression-bomb limit, which a 12000x12000 photo (144 M pixels) stays under
-// and a 2 KB file claiming 60000x60000 does not.
-inline constexpr int64_t kDefaultMaxImageBytes = int64_t{64} << 20;
-inline constexpr int64_t kDefaultMaxImagePixels = 178956970;
+namespace rn50 {
 
 // Choices, parsed once from their names (the key table lists them; name_of prints one).
 enum class DataSource { kFolder, kSynthetic };  // folder | synthetic

@@ -1,4 +1,4 @@
-// cuda/cuda_support.cpp: pinned host memory, allocator statistics and device description (CUDA build only).
+// cuda/cuda_support.cpp: pinned host memory, allocator statistics and the device's facts (CUDA build only).
 #include "cuda/cuda_support.h"
 
 #include <ATen/cuda/CUDAContext.h>
@@ -6,14 +6,10 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <cuda_runtime.h>
 
+#include <cstring>
 #include <memory>
-#include <vector>
 
-#include "core/log.h"
 #include "cuda/cuda_check.h"
-#include "monitor/links.h"
-#include "monitor/nvml.h"
-#include "monitor/utilisation.h"
 
 namespace rn50::cuda {
 namespace {
@@ -56,36 +52,32 @@ std::optional<CudaVersions> cuda_versions() {
   return v;
 }
 
-std::string describe_links() {
+std::optional<DeviceFacts> device_facts(int device) {
+  cudaDeviceProp prop{};
+  RN50_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  DeviceFacts f;
+  f.name = prop.name;
+  f.major = prop.major;
+  f.minor = prop.minor;
+  f.sms = prop.multiProcessorCount;
+  f.memory_gib = static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0);
+  std::memcpy(f.uuid.data(), prop.uuid.bytes, f.uuid.size());
+  RN50_CUDA_CHECK(cudaDriverGetVersion(&f.driver));
+  RN50_CUDA_CHECK(cudaRuntimeGetVersion(&f.runtime));
+  f.cudnn = static_cast<long>(at::detail::getCUDAHooks().versionCuDNN());
+  return f;
+}
+
+int device_count() {
   int count = 0;
   RN50_CUDA_CHECK(cudaGetDeviceCount(&count));
-  std::vector<std::string> uuids;
-  for (int i = 0; i < count; ++i) uuids.push_back(device_uuid(i));
-  const std::unique_ptr<monitor::NvmlApi> nvml = count > 1 ? monitor::open_nvml(nullptr) : nullptr;
-  return monitor::describe_gpu_links(nvml.get(), uuids, [](int a, int b) {
-    int peer = 0;
-    RN50_CUDA_CHECK(cudaDeviceCanAccessPeer(&peer, a, b));
-    return peer != 0;
-  });
+  return count;
 }
 
-std::string device_uuid(int device) {
-  cudaDeviceProp prop{};
-  RN50_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  return monitor::format_cuda_uuid(prop.uuid.bytes);
-}
-
-std::string describe_device(int device) {
-  cudaDeviceProp prop{};
-  RN50_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  int driver = 0, runtime = 0;
-  RN50_CUDA_CHECK(cudaDriverGetVersion(&driver));
-  RN50_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
-  return strprintf("%s (sm_%d%d, %d SMs, %.0f GiB), driver CUDA %d.%d, runtime %d.%d, cuDNN %ld", prop.name, prop.major,
-                   prop.minor, prop.multiProcessorCount,
-                   static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), driver / 1000,
-                   (driver % 1000) / 10, runtime / 1000, (runtime % 1000) / 10,
-                   static_cast<long>(at::detail::getCUDAHooks().versionCuDNN()));
+bool can_access_peer(int a, int b) {
+  int peer = 0;
+  RN50_CUDA_CHECK(cudaDeviceCanAccessPeer(&peer, a, b));
+  return peer != 0;
 }
 
 }  // namespace rn50::cuda

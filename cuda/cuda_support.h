@@ -1,6 +1,7 @@
 // cuda/cuda_support.h: what the trainer needs from CUDA, behind plain types; the CPU-only build stubs it.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,9 +22,6 @@ std::optional<double> peak_memory_gib(int device);
 std::optional<double> peak_reserved_gib(int device);
 void reset_peak_memory(int device);
 
-// The device's UUID in NVML's form ("GPU-..."), to find it in NVML, which ignores CUDA_VISIBLE_DEVICES.
-std::string device_uuid(int device);
-
 // Driver and runtime CUDA versions (e.g. 13000), to check that they fit together.
 struct CudaVersions {
   int driver = 0;
@@ -31,10 +29,21 @@ struct CudaVersions {
 };
 std::optional<CudaVersions> cuda_versions();
 
-// How the visible GPUs reach each other: "GPU0-GPU1 peer access" lines; empty with one GPU.
-std::string describe_links();
+// What CUDA and LibTorch report of one device: the facts monitor/devices.h describes.
+struct DeviceFacts {
+  std::string name;
+  int major = 0, minor = 0;  // compute capability
+  int sms = 0;
+  double memory_gib = 0;
+  std::array<unsigned char, 16> uuid{};  // cudaDeviceProp::uuid, formatted by monitor::format_cuda_uuid
+  int driver = 0, runtime = 0;           // CUDA versions, e.g. 13000
+  long cudnn = 0;                        // LibTorch's cuDNN, e.g. 91900
+};
+// Nullopt in a CPU-only build.
+std::optional<DeviceFacts> device_facts(int device);
 
-// One line describing the GPU: name, compute capability, memory, and LibTorch's CUDA/cuDNN versions.
-std::string describe_device(int device);
+// Visible CUDA devices (0 in a CPU-only build), and whether device a can reach device b's memory directly.
+int device_count();
+bool can_access_peer(int a, int b);
 
 }  // namespace rn50::cuda

@@ -17,10 +17,10 @@ std::shared_ptr<HostAllocator> make_pinned_allocator() {
 std::optional<double> peak_memory_gib(int) { return std::nullopt; }
 std::optional<double> peak_reserved_gib(int) { return std::nullopt; }
 void reset_peak_memory(int) {}
-std::string describe_device(int) { return "no CUDA in this build"; }
-std::string device_uuid(int) { return ""; }
 std::optional<CudaVersions> cuda_versions() { return std::nullopt; }
-std::string describe_links() { return ""; }
+std::optional<DeviceFacts> device_facts(int) { return std::nullopt; }
+int device_count() { return 0; }
+bool can_access_peer(int, int) { return false; }
 
 }  // namespace rn50::cuda
 

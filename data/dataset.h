@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "codecs/jpeg_codec.h"
-#include "core/config.h"
+#include "core/image_limits.h"
 #include "data/image_folder.h"
 #include "data/transforms.h"
 

@@ -8,7 +8,6 @@
 #include <optional>
 
 #include "core/clock.h"
-#include "core/config.h"
 #include "input/async_upload.h"
 #include "input/folder_data.h"
 #include "input/upload.h"
@@ -18,19 +17,19 @@ namespace {
 
 class CpuDecodeSource final : public InputSource {
  public:
-  CpuDecodeSource(const Config& config, const InputContext& context)
-      : config_(config), context_(context), data_(config, context), uploader_(context.device) {
+  CpuDecodeSource(const InputOptions& options, const InputContext& context)
+      : options_(options), context_(context), data_(options, context), uploader_(context.device) {
     info_ = data_.info();
     const std::shared_ptr<HostAllocator> host = data_.host_allocator();
     // The loader fills `prefetch` batches ahead; the uploader holds up to kCopySlots more while they copy.
-    const int slots = config.prefetch + (data_.pinned() ? kCopySlots : 1);
-    train_pool_ = std::make_unique<data::BatchPool>(slots, config.batch_size, config.image_size, host);
+    const int slots = options.prefetch + (data_.pinned() ? kCopySlots : 1);
+    train_pool_ = std::make_unique<data::BatchPool>(slots, options.batch_size, options.image_size, host);
     if (info_.val_images > 0) {
-      val_pool_ = std::make_unique<data::BatchPool>(slots, config.batch_size, config.image_size, host);
+      val_pool_ = std::make_unique<data::BatchPool>(slots, options.batch_size, options.image_size, host);
     }
     if (data_.pinned()) {
       async_upload_ =
-          std::make_unique<AsyncUploader>(context.device.index(), config.batch_size, config.image_size, kCopySlots);
+          std::make_unique<AsyncUploader>(context.device.index(), options.batch_size, options.image_size, kCopySlots);
     }
   }
 
@@ -66,7 +65,7 @@ class CpuDecodeSource final : public InputSource {
   InputCounts validate(const EvalBatch& eval) override {
     const std::unique_ptr<data::BatchLoader> loader = data_.val_loader(*val_pool_);
     while (const std::optional<data::HostBatch> batch = loader->next()) {
-      at::Tensor x = at::empty({batch->size, 3, config_.image_size, config_.image_size},
+      at::Tensor x = at::empty({batch->size, 3, options_.image_size, options_.image_size},
                                at::TensorOptions(context_.device).dtype(context_.image_dtype),
                                context_.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
       at::Tensor y = at::empty({batch->size}, at::TensorOptions(context_.device).dtype(at::kLong));
@@ -91,13 +90,13 @@ class CpuDecodeSource final : public InputSource {
       labels.copy_(y);
       return;
     }
-    const auto [u8, y] = uploader_.upload(batch, config_.image_size);
+    const auto [u8, y] = uploader_.upload(batch, options_.image_size);
     loader.release(batch);
     uploader_.normalize_into(u8, images);
     labels.copy_(y);
   }
 
-  const Config& config_;
+  const InputOptions options_;
   InputContext context_;
   FolderData data_;
   InputUploader uploader_;
@@ -109,8 +108,8 @@ class CpuDecodeSource final : public InputSource {
 
 }  // namespace
 
-std::unique_ptr<InputSource> make_cpu_decode_source(const Config& config, const InputContext& context) {
-  return std::make_unique<CpuDecodeSource>(config, context);
+std::unique_ptr<InputSource> make_cpu_decode_source(const InputOptions& options, const InputContext& context) {
+  return std::make_unique<CpuDecodeSource>(options, context);
 }
 
 }  // namespace rn50::input

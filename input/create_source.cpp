@@ -1,13 +1,12 @@
-// input/create_source.cpp: create_input_source, the one place that maps data and decode to an input source.
-#include "core/config.h"
+// input/create_source.cpp: create_input_source, the one place that maps a source kind to an input source.
 #include "core/errors.h"
 #include "input/gpu_decode/gpu_decoder.h"
 #include "input/sources.h"
 
 namespace rn50::input {
 
-void check_input_device(const Config& config, const c10::Device& device) {
-  if (config.data != DataSource::kFolder || config.decode != Decode::kGpu) return;
+void check_input_device(SourceKind kind, const c10::Device& device) {
+  if (kind != SourceKind::kGpuDecode) return;
   if (!device.is_cuda()) throw ConfigError("config key 'decode': gpu needs a CUDA device; this run is on the CPU");
   if (!built_with_nvjpeg()) {
     throw ConfigError(
@@ -16,11 +15,17 @@ void check_input_device(const Config& config, const c10::Device& device) {
   }
 }
 
-std::unique_ptr<InputSource> create_input_source(const Config& config, const InputContext& context) {
-  check_input_device(config, context.device);
-  if (config.data == DataSource::kSynthetic) return make_synthetic_source(config, context);
-  if (config.decode == Decode::kGpu) return make_gpu_decode_source(config, context);
-  return make_cpu_decode_source(config, context);
+std::unique_ptr<InputSource> create_input_source(const InputOptions& options, const InputContext& context) {
+  check_input_device(options.kind, context.device);
+  switch (options.kind) {
+    case SourceKind::kSynthetic:
+      return make_synthetic_source(options, context);
+    case SourceKind::kGpuDecode:
+      return make_gpu_decode_source(options, context);
+    case SourceKind::kCpuDecode:
+      break;
+  }
+  return make_cpu_decode_source(options, context);
 }
 
 }  // namespace rn50::input

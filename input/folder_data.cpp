@@ -5,7 +5,6 @@
 #include <utility>
 #include <vector>
 
-#include "core/config.h"
 #include "core/errors.h"
 #include "core/log.h"
 #include "cuda/cuda_support.h"
@@ -13,30 +12,28 @@
 
 namespace rn50::input {
 
-FolderData::FolderData(const Config& config, const InputContext& context)
-    : config_(config), context_(context), pinned_(config.pin_memory && context.device.is_cuda()) {
+FolderData::FolderData(const InputOptions& options, const InputContext& context)
+    : options_(options), context_(context), pinned_(options.pin_memory && context.device.is_cuda()) {
   data::SampleTransform train_tf;
   train_tf.train = true;
-  train_tf.image_size = config.image_size;
-  train_tf.seed = static_cast<uint64_t>(config.seed);
+  train_tf.image_size = options.image_size;
+  train_tf.seed = static_cast<uint64_t>(options.seed);
   data::SampleTransform val_tf = train_tf;
   val_tf.train = false;
-  val_tf.resize_size = config.val_resize;
-  data::SampleLimits limits;
-  limits.max_bytes = config.max_image_bytes;
-  limits.max_pixels = config.max_image_pixels;
+  val_tf.resize_size = options.val_resize;
+  const data::SampleLimits& limits = options.limits;
   train_ =
-      std::make_unique<data::JpegFolderDataset>(data::scan_image_folder(config.data_root + "/train"), train_tf, limits);
-  if (config.validate) {
+      std::make_unique<data::JpegFolderDataset>(data::scan_image_folder(options.data_root + "/train"), train_tf, limits);
+  if (options.validate) {
     val_ =
-        std::make_unique<data::JpegFolderDataset>(data::scan_image_folder(config.data_root + "/val"), val_tf, limits);
+        std::make_unique<data::JpegFolderDataset>(data::scan_image_folder(options.data_root + "/val"), val_tf, limits);
     if (val_->classes() != train_->classes()) {
-      throw DataError("the class folders of " + config.data_root + "/val differ from those of train");
+      throw DataError("the class folders of " + options.data_root + "/val differ from those of train");
     }
   }
-  if (static_cast<int64_t>(train_->size()) < static_cast<int64_t>(config.batch_size) * context.world) {
+  if (static_cast<int64_t>(train_->size()) < static_cast<int64_t>(options.batch_size) * context.world) {
     throw DataError(strprintf("%s/train has %zu images, fewer than one batch per process (batch_size %d, %d processes)",
-                              config.data_root.c_str(), train_->size(), config.batch_size, context.world));
+                              options.data_root.c_str(), train_->size(), options.batch_size, context.world));
   }
 }
 
@@ -46,8 +43,8 @@ DatasetInfo FolderData::info() const {
   info.train_images = static_cast<int64_t>(train_->size());
   info.val_images = val_ ? static_cast<int64_t>(val_->size()) : 0;
   // Each rank takes 1/world of the epoch's permutation.
-  info.steps_per_epoch = info.train_images / context_.world / config_.batch_size;
-  if (config_.max_steps > 0) info.steps_per_epoch = std::min(info.steps_per_epoch, config_.max_steps);
+  info.steps_per_epoch = info.train_images / context_.world / options_.batch_size;
+  if (options_.max_steps > 0) info.steps_per_epoch = std::min(info.steps_per_epoch, options_.max_steps);
   return info;
 }
 
@@ -57,12 +54,12 @@ std::shared_ptr<HostAllocator> FolderData::host_allocator() const {
 
 data::LoaderOptions FolderData::loader_options(bool train) const {
   data::LoaderOptions options;
-  options.batch_size = config_.batch_size;
-  options.workers = config_.workers;
+  options.batch_size = options_.batch_size;
+  options.workers = options_.workers;
   // Ranks on one host take consecutive blocks of CPUs (each rank's workers are its share of the cores).
-  options.pin_first_cpu = config_.pin_workers ? std::max(0, context_.local_rank * config_.workers) : -1;
+  options.pin_first_cpu = options_.pin_workers ? std::max(0, context_.local_rank * options_.workers) : -1;
   options.drop_last = train;
-  options.strict = config_.strict_data;
+  options.strict = options_.strict_data;
   return options;
 }
 
@@ -74,9 +71,9 @@ void FolderData::report_bad_sample(const std::string& what, const std::string& r
 
 std::unique_ptr<data::BatchLoader> FolderData::train_loader(int64_t epoch, data::BatchPool& pool) {
   auto loader = std::make_unique<data::BatchLoader>(
-      *train_, data::epoch_order(train_->size(), config_.seed, epoch, /*shuffle=*/true, context_.rank, context_.world),
+      *train_, data::epoch_order(train_->size(), options_.seed, epoch, /*shuffle=*/true, context_.rank, context_.world),
       epoch, loader_options(true), pool, report_bad_sample);
-  if (config_.pin_workers && loader->pinned_workers() < loader->worker_threads() && !unpinned_workers_logged_) {
+  if (options_.pin_workers && loader->pinned_workers() < loader->worker_threads() && !unpinned_workers_logged_) {
     unpinned_workers_logged_ = true;
     log_warn(strprintf("pin_workers: %d of %d decode threads could not be pinned; they run unpinned",
                        loader->worker_threads() - loader->pinned_workers(), loader->worker_threads()));

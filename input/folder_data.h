@@ -17,7 +17,7 @@ class FolderData {
  public:
   // Scans data_root/train (and data_root/val when validating); throws DataError when the folders do not make a
   // dataset for this run (val's classes differ, fewer images than one batch per rank).
-  FolderData(const Config& config, const InputContext& context);
+  FolderData(const InputOptions& options, const InputContext& context);
 
   DatasetInfo info() const;
   const data::JpegFolderDataset& train() const { return *train_; }
@@ -37,7 +37,7 @@ class FolderData {
  private:
   data::LoaderOptions loader_options(bool train) const;
 
-  const Config& config_;
+  const InputOptions options_;
   InputContext context_;
   bool pinned_ = false;
   std::unique_ptr<data::JpegFolderDataset> train_, val_;  // val_: null without validation

@@ -13,7 +13,6 @@
 #include <utility>
 
 #include "core/clock.h"
-#include "core/config.h"
 #include "core/errors.h"
 #include "core/log.h"
 #include "input/folder_data.h"
@@ -46,25 +45,25 @@ ReleaseBatch release_to(data::BatchLoader& loader) {
 
 class GpuDecodeSource final : public InputSource {
  public:
-  GpuDecodeSource(const Config& config, const InputContext& context)
-      : config_(config), context_(context), data_(config, context), ahead_(config.decode_ahead) {
+  GpuDecodeSource(const InputOptions& options, const InputContext& context)
+      : options_(options), context_(context), data_(options, context), ahead_(options.decode_ahead) {
     info_ = data_.info();
     const std::shared_ptr<HostAllocator> host = data_.host_allocator();
     GpuDecoderOptions options;
-    options.planar = config.decode_yuv;
-    options.submit_ahead = config.decode_ahead_batches;
+    options.planar = options.decode_yuv;
+    options.submit_ahead = options.decode_ahead_batches;
     // The decoder holds up to held_batches of a pool's batches (their labels are copied from the pool).
-    const int slots = config.prefetch + GpuJpegDecoder::held_batches(options);
+    const int slots = options.prefetch + GpuJpegDecoder::held_batches(options);
     auto pool = [&] {
-      return std::make_unique<data::BatchPool>(slots, config.batch_size, config.image_size, host,
+      return std::make_unique<data::BatchPool>(slots, options.batch_size, options.image_size, host,
                                                data::BatchContent::kEncoded);
     };
     train_pool_ = pool();
     if (info_.val_images > 0) val_pool_ = pool();
     // The next epoch's first batches come from a loader of their own, which needs a pool of its own (a loader fills
     // every slot of its pool). Not across a validation, which decodes through the same slots.
-    if (ahead_ && config.epochs > 1 && info_.val_images == 0) ahead_pool_ = pool();
-    decoder_ = std::make_unique<GpuJpegDecoder>(context.device.index(), config.batch_size, config.image_size, options);
+    if (ahead_ && options.epochs > 1 && info_.val_images == 0) ahead_pool_ = pool();
+    decoder_ = std::make_unique<GpuJpegDecoder>(context.device.index(), options.batch_size, options.image_size, options);
   }
 
   std::vector<std::pair<std::string, std::string>> describe() const override {
@@ -95,7 +94,7 @@ class GpuDecodeSource final : public InputSource {
   void fill(at::Tensor& images, at::Tensor& labels) override {
     if (ahead_) {
       // An epoch's start: its first N batches (fewer when the last epoch's steps submitted some).
-      for (; submitted_ < info_.steps_per_epoch && submitted_ < step_ + config_.decode_ahead_batches; ++submitted_)
+      for (; submitted_ < info_.steps_per_epoch && submitted_ < step_ + options_.decode_ahead_batches; ++submitted_)
         submit(*loader_);
       decoder_->finish_into(images, labels);  // batch s, submitted during step s - N
     } else {
@@ -114,7 +113,7 @@ class GpuDecodeSource final : public InputSource {
     if (submitted_ < info_.steps_per_epoch) {
       submit(*loader_);
       ++submitted_;
-    } else if (ahead_pool_ && epoch_ + 1 < config_.epochs) {
+    } else if (ahead_pool_ && epoch_ + 1 < options_.epochs) {
       // Else the next epoch would start with the device idle for a whole decode. Their loader waits count in this
       // epoch, their routes in the epoch during which the decode thread decodes them.
       submit_next_epochs_batch(epoch_ + 1);
@@ -137,7 +136,7 @@ class GpuDecodeSource final : public InputSource {
     const std::unique_ptr<data::BatchLoader> loader = data_.val_loader(*val_pool_);
     const AbandonDecodesOnError abandon_on_error(*decoder_);
     while (const std::optional<data::HostBatch> batch = loader->next()) {
-      at::Tensor x = at::empty({batch->size, 3, config_.image_size, config_.image_size},
+      at::Tensor x = at::empty({batch->size, 3, options_.image_size, options_.image_size},
                                at::TensorOptions(context_.device).dtype(context_.image_dtype),
                                context_.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
       at::Tensor y = at::empty({batch->size}, at::TensorOptions(context_.device).dtype(at::kLong));
@@ -155,7 +154,7 @@ class GpuDecodeSource final : public InputSource {
   // loader's bad samples, or the end of the run under strict_data.
   BadDecodeHandler on_bad(const data::ImageDataset& dataset) const {
     return [this, &dataset](size_t index, const std::string& reason) {
-      if (config_.strict_data)
+      if (options_.strict_data)
         throw DecodeError("bad sample (strict mode): " + dataset.describe(index) + ": " + reason);
       FolderData::report_bad_sample(dataset.describe(index), reason);
     };
@@ -180,7 +179,7 @@ class GpuDecodeSource final : public InputSource {
   // ahead, and the next epoch reads on from its loader at its start and meets the error there.
   void submit_next_epochs_batch(int64_t next_epoch) {
     if (next_epoch_ahead_failed_ ||
-        next_epoch_submitted_ >= std::min<int64_t>(config_.decode_ahead_batches, info_.steps_per_epoch))
+        next_epoch_submitted_ >= std::min<int64_t>(options_.decode_ahead_batches, info_.steps_per_epoch))
       return;
     try {
       if (!next_epoch_loader_) next_epoch_loader_ = data_.train_loader(next_epoch, *ahead_pool_);
@@ -227,7 +226,7 @@ class GpuDecodeSource final : public InputSource {
     }
   }
 
-  const Config& config_;
+  const InputOptions options_;
   InputContext context_;
   FolderData data_;
   const bool ahead_;  // decode_ahead: batches submitted decode_ahead_batches steps before their use
@@ -245,8 +244,8 @@ class GpuDecodeSource final : public InputSource {
 
 }  // namespace
 
-std::unique_ptr<InputSource> make_gpu_decode_source(const Config& config, const InputContext& context) {
-  return std::make_unique<GpuDecodeSource>(config, context);
+std::unique_ptr<InputSource> make_gpu_decode_source(const InputOptions& options, const InputContext& context) {
+  return std::make_unique<GpuDecodeSource>(options, context);
 }
 
 }  // namespace rn50::input

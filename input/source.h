@@ -1,5 +1,5 @@
-// input/source.h: InputSource, what the epoch loop reads each step's batch from, and create_input_source, which
-// picks CPU decoding, GPU decoding or synthetic batches from the configuration. The loop never knows which.
+// input/source.h: InputSource, what the epoch loop reads each step's batch from, its options, and
+// create_input_source, which picks CPU decoding, GPU decoding or synthetic batches. The loop never knows which.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -13,11 +13,38 @@
 #include <utility>
 #include <vector>
 
-namespace rn50 {
-struct Config;
-}
+#include "data/dataset.h"
 
 namespace rn50::input {
+
+// Which source makes the batches: the ImageNet folder decoded on the CPU or on the GPU, or synthetic batches.
+enum class SourceKind { kCpuDecode, kGpuDecode, kSynthetic };
+
+// What the sources read and how (the keys of the same names; docs/configuration.md).
+struct InputOptions {
+  SourceKind kind = SourceKind::kCpuDecode;
+  std::string data_root;  // holding train/ and val/
+  int batch_size = 256;   // per rank
+  int image_size = 224;
+  int val_resize = 256;
+  int epochs = 1;         // of the run: GPU decoding starts the next epoch's batches during the last one's steps
+  int64_t max_steps = 0;  // per epoch; 0: the whole epoch
+  int64_t seed = 0;       // the shuffle and each sample's crop and flip
+  bool validate = true;   // open val/ too
+  // The loader (decoding sources)
+  int workers = 0;   // decode threads; 0: on the training thread
+  int prefetch = 4;  // batches decoded ahead
+  bool pin_memory = true;
+  bool pin_workers = false;
+  bool strict_data = false;
+  data::SampleLimits limits;
+  // GPU decoding
+  bool decode_yuv = false;
+  bool decode_ahead = true;
+  int decode_ahead_batches = 3;
+  // Synthetic batches
+  int64_t synthetic_images = 25600;  // images per epoch, over all ranks
+};
 
 // Named counters for an epoch record; nullopt is written as null ("unavailable"), never 0.
 using NamedValues = std::vector<std::pair<std::string, std::optional<double>>>;
@@ -77,12 +104,12 @@ class InputSource {
   DatasetInfo info_;
 };
 
-// Opens the data the configuration names (the ImageNet folder under data_root, or synthetic batches) for this rank.
-// Throws ConfigError / DataError before training when the data or the device cannot serve the configuration.
-std::unique_ptr<InputSource> create_input_source(const Config& config, const InputContext& context);
+// Opens the data the options name (the ImageNet folder under data_root, or synthetic batches) for this rank.
+// Throws ConfigError / DataError before training when the data or the device cannot serve them.
+std::unique_ptr<InputSource> create_input_source(const InputOptions& options, const InputContext& context);
 
 // The device checks of create_input_source alone (decode: gpu needs a CUDA device and nvJPEG), for a run to make
 // before anything else, data parallel's rendezvous included.
-void check_input_device(const Config& config, const c10::Device& device);
+void check_input_device(SourceKind kind, const c10::Device& device);
 
 }  // namespace rn50::input

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "core/config.h"
 
 namespace rn50::input {
 namespace {
@@ -17,15 +16,15 @@ constexpr int kSyntheticBatches = 4;
 
 class SyntheticSource final : public InputSource {
  public:
-  SyntheticSource(const Config& config, const InputContext& context) {
+  SyntheticSource(const InputOptions& options, const InputContext& context) {
     for (int64_t c = 0; c < kSyntheticClasses; ++c) info_.classes.push_back("synthetic_" + std::to_string(c));
-    info_.steps_per_epoch = config.synthetic_images / (static_cast<int64_t>(config.batch_size) * context.world);
-    if (config.max_steps > 0) info_.steps_per_epoch = std::min(info_.steps_per_epoch, config.max_steps);
-    at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(config.seed));
-    const int size = config.image_size;
+    info_.steps_per_epoch = options.synthetic_images / (static_cast<int64_t>(options.batch_size) * context.world);
+    if (options.max_steps > 0) info_.steps_per_epoch = std::min(info_.steps_per_epoch, options.max_steps);
+    at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(options.seed));
+    const int size = options.image_size;
     for (int i = 0; i < kSyntheticBatches; ++i) {
-      at::Tensor images = at::randn({config.batch_size, 3, size, size}, gen, at::TensorOptions(at::kFloat));
-      at::Tensor labels = at::randint(kSyntheticClasses, {config.batch_size}, gen, at::TensorOptions(at::kLong));
+      at::Tensor images = at::randn({options.batch_size, 3, size, size}, gen, at::TensorOptions(at::kFloat));
+      at::Tensor labels = at::randint(kSyntheticClasses, {options.batch_size}, gen, at::TensorOptions(at::kLong));
       images = images.to(context.device, context.image_dtype);
       if (context.channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);
       batches_.emplace_back(images, labels.to(context.device));
@@ -56,8 +55,8 @@ class SyntheticSource final : public InputSource {
 
 }  // namespace
 
-std::unique_ptr<InputSource> make_synthetic_source(const Config& config, const InputContext& context) {
-  return std::make_unique<SyntheticSource>(config, context);
+std::unique_ptr<InputSource> make_synthetic_source(const InputOptions& options, const InputContext& context) {
+  return std::make_unique<SyntheticSource>(options, context);
 }
 
 }  // namespace rn50::input

@@ -8,9 +8,15 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
+#include "ops/bn_kernels.h"
 
 namespace rn50::models {
+
+// What the model fuses (the key fusion). kOff: ATen's separate ops, as torchvision runs them; kBatchNorm: each
+// BatchNorm with its ReLU and residual add in one fused op (ops/fused_batch_norm.h); kConv: that, and each ResNet
+// bottleneck in training as one op on fused convolutions (ops/fused_bottleneck.h). The modules, parameters and
+// buffers are the same every way.
+enum class Fusion { kOff, kBatchNorm, kConv };
 
 // Any model rn50 trains: NCHW (or channels-last) float images in, logits out.
 class Classifier : public torch::nn::Module {
@@ -19,16 +25,16 @@ class Classifier : public torch::nn::Module {
   // The name of the final classification layer ("fc" in torchvision's ResNets): fine-tuning from
   // weights with another class count starts everything but this layer from them.
   virtual std::string classifier_name() const = 0;
+  // The start-up table's line on what the model fuses for inputs like `example` (its device, dtype and layout), and
+  // a warning for each fused path that falls back.
+  virtual std::string describe_fusion(const at::Tensor& example) const = 0;
 };
 
 struct ModelOptions {
   int64_t num_classes = 1000;
   bool zero_init_residual = true;  // last BatchNorm of each residual block starts at zero
-  // kBatchNorm: each BatchNorm runs with its ReLU and residual add in one fused op (ops/fused_batch_norm.h); kConv:
-  // that, and each bottleneck block in training as one op on fused convolutions (ops/fused_bottleneck.h). The
-  // modules, parameters and buffers are the same every way.
   Fusion fusion = Fusion::kOff;
-  FusionKernels fusion_kernels = FusionKernels::kAuto;  // which fused kernels, when fusion is on
+  ops::BnKernels bn_kernels = ops::BnKernels::kAuto;  // the fused BatchNorm's kernels, when fusion is on
 };
 
 // Builds a registered model. Throws rn50::ConfigError naming the model when it is unknown.

@@ -32,18 +32,6 @@ nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
   return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
 }
 
-// How a model runs its BatchNorms: ATen's separate ops, or the fused op with these kernels; `conv`: bottlenecks in
-// training as one fused-convolution op where it runs (elsewhere the fused BatchNorm op).
-struct BnMode {
-  bool fused = false;
-  bool conv = false;
-  ops::BnKernels kernels = ops::BnKernels::kAuto;
-};
-
-BnMode bn_mode(const ModelOptions& options) {
-  return {options.fusion != Fusion::kOff, options.fusion == Fusion::kConv, ops::bn_kernels_for(options.fusion_kernels)};
-}
-
 ops::BatchNormState state_of(const nn::BatchNorm2d& bn) {
   ops::BatchNormState state;
   if (bn.is_empty()) return state;
@@ -66,20 +54,21 @@ void log_fallback_once(const std::string& where, const std::string& why) {
   if (seen.insert(why).second) log_warn("fusion: conv: " + where + " runs fusion: bn's kernels: " + why);
 }
 
-// relu?(bn(x) + residual?): ATen's separate ops, as torchvision runs them, or one fused op.
-at::Tensor bn_act(nn::BatchNorm2d bn, const at::Tensor& x, const at::Tensor& residual, bool relu, BnMode mode) {
-  if (!mode.fused) {
+// relu?(bn(x) + residual?): ATen's separate ops, as torchvision runs them (fusion off), or one fused op.
+at::Tensor bn_act(nn::BatchNorm2d bn, const at::Tensor& x, const at::Tensor& residual, bool relu,
+                  const ModelOptions& mode) {
+  if (mode.fusion == Fusion::kOff) {
     at::Tensor y = bn->forward(x);
     if (residual.defined()) y.add_(residual);
     return relu ? y.relu_() : y;
   }
-  return ops::batch_norm_act(x, state_of(bn), residual, relu, mode.kernels);
+  return ops::batch_norm_act(x, state_of(bn), residual, relu, mode.bn_kernels);
 }
 
 // A residual block: torchvision's BasicBlock (two 3x3) or Bottleneck (1x1, 3x3 with the stride, 1x1).
 class Block : public nn::Module {
  public:
-  Block(bool bottleneck, int64_t in, int64_t width, int64_t stride, BnMode mode, std::string where)
+  Block(bool bottleneck, int64_t in, int64_t width, int64_t stride, const ModelOptions& mode, std::string where)
       : bottleneck_(bottleneck), stride_(stride), mode_(mode), where_(std::move(where)) {
     const int64_t expansion = bottleneck ? 4 : 1;
     const int64_t out = width * expansion;
@@ -104,7 +93,7 @@ class Block : public nn::Module {
   }
 
   at::Tensor forward(const at::Tensor& x) {
-    if (mode_.conv && bottleneck_ && is_training()) {
+    if (mode_.fusion == Fusion::kConv && bottleneck_ && is_training()) {
       const ops::BottleneckParams p = params();
       // The static reasons (layout, dtype, device, a BatchNorm in evaluation) are checked on every call: they are
       // cheap and can change between calls; the start-up table names the one that holds for the whole run.
@@ -153,7 +142,7 @@ class Block : public nn::Module {
 
   bool bottleneck_;
   int64_t stride_;
-  BnMode mode_;
+  ModelOptions mode_;
   std::string where_;  // e.g. "layer2.0", for logs
   std::map<std::pair<std::vector<int64_t>, int>, bool> ready_;
   nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
@@ -165,7 +154,7 @@ class Block : public nn::Module {
 
 class ResNet final : public Classifier {
  public:
-  ResNet(bool bottleneck, const std::array<int, 4>& blocks, const ModelOptions& options) : mode_(bn_mode(options)) {
+  ResNet(bool bottleneck, const std::array<int, 4>& blocks, const ModelOptions& options) : mode_(options) {
     conv1_ = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)));
     bn1_ = register_module("bn1", nn::BatchNorm2d(64));
     int64_t in = 64;
@@ -196,6 +185,36 @@ class ResNet final : public Classifier {
 
   std::string classifier_name() const override { return "fc"; }
 
+  // fusion: bn: which kernels the model's three kinds of BatchNorm get; a fallback to ATen's separate ops is also a
+  // warning. fusion: conv: whether the bottlenecks can run on fused convolutions, then the same for the BatchNorms
+  // outside them (the stem's) and for evaluation.
+  std::string describe_fusion(const at::Tensor& example) const override {
+    if (mode_.fusion == Fusion::kOff) return "off: ATen's separate BatchNorm, add and ReLU kernels";
+    const at::Tensor x = at::empty({2, 64, 4, 4}, example.options())
+                             .contiguous(example.is_contiguous(at::MemoryFormat::ChannelsLast) && example.dim() == 4
+                                             ? at::MemoryFormat::ChannelsLast
+                                             : at::MemoryFormat::Contiguous);
+    const char* name = mode_.fusion == Fusion::kConv ? "conv" : "bn";
+    std::string conv;
+    if (mode_.fusion == Fusion::kConv) {
+      const std::string why_conv = ops::bottleneck_input_unsupported_reason(x);
+      if (!why_conv.empty()) log_warn("fusion: conv runs the bottlenecks with fusion: bn's kernels: " + why_conv);
+      conv = why_conv.empty() ? "conv: bottlenecks on cuDNN's graph API (plans built on the first step); other "
+                                "BatchNorms and evaluation: "
+                              : "conv: bottlenecks as bn (" + why_conv + "); ";
+    }
+    const std::string why_not = ops::fused_unsupported_reason(x);
+    if (!why_not.empty()) {
+      log_warn(std::string("fusion: ") + name + " runs ATen's separate BatchNorm, add and ReLU kernels: " + why_not);
+      return conv + "bn: ATen's separate ops (" + why_not + ")";
+    }
+    const ops::BnKernels kernels = mode_.bn_kernels;
+    return conv + "bn (" + ops::to_string(kernels) + "): BatchNorm+ReLU " +
+           ops::describe_kernels(x, false, true, kernels) + "; BatchNorm+add+ReLU " +
+           ops::describe_kernels(x, true, true, kernels) + "; BatchNorm " +
+           ops::describe_kernels(x, false, false, kernels);
+  }
+
  private:
   // torchvision's initialisation: Kaiming normal (fan_out) convolutions, BatchNorm at (1, 0), the
   // classifier with nn.Linear's default; optionally the residual branch's last BatchNorm at 0.
@@ -214,7 +233,7 @@ class ResNet final : public Classifier {
     }
   }
 
-  BnMode mode_;
+  ModelOptions mode_;
   nn::Conv2d conv1_{nullptr};
   nn::BatchNorm2d bn1_{nullptr};
   std::vector<std::shared_ptr<Block>> blocks_;

@@ -148,10 +148,6 @@ class FusedBatchNormFunction : public torch::autograd::Function<FusedBatchNormFu
 
 }  // namespace
 
-BnKernels bn_kernels_for(FusionKernels choice) {
-  return choice == FusionKernels::kRn50 ? BnKernels::kOwn : BnKernels::kAuto;
-}
-
 const char* to_string(BnKernels kernels) {
   switch (kernels) {
     case BnKernels::kAuto:

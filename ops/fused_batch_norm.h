@@ -6,22 +6,9 @@
 
 #include <string>
 
-#include "core/config.h"
+#include "ops/bn_kernels.h"
 
 namespace rn50::ops {
-
-// Which kernels run a fused BatchNorm: cuDNN's fused BatchNorm+add+activation (cudnnBatchNormalizationForwardTrainingEx
-// / BackwardEx, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, ops BN / BN_ACTIVATION / BN_ADD_ACTIVATION), rn50's own kernels,
-// kAuto: in training cuDNN's for BatchNorm+ReLU where cuDNN takes the case, rn50's own otherwise; kAten: ATen's
-// separate batch_norm, add_ and relu_ (what the model ran before; the reference of the tests). Evaluation (training
-// false) runs rn50's kernels for all but kAten: cuDNN has no fused inference op with add and activation.
-enum class BnKernels { kAuto, kCudnn, kOwn, kAten };
-
-// "auto", "cudnn", "rn50", "aten".
-const char* to_string(BnKernels kernels);
-
-// The kernels the configuration's fusion_kernels choice names.
-BnKernels bn_kernels_for(FusionKernels choice);
 
 // The BatchNorm's tensors and settings, as torch::nn::BatchNorm2d holds them (weight, bias, running_mean, running_var
 // float32 [C]; num_batches_tracked int64 0-dim).

@@ -11,7 +11,6 @@
 #include <sstream>
 #include <thread>
 
-#include "core/config.h"
 #include "core/errors.h"
 #include "core/log.h"
 #include "parallel/c10d_adapter.h"
@@ -97,24 +96,24 @@ struct Distributed::Impl {
   c10::intrusive_ptr<c10d::Store> store;
 };
 
-Distributed::Distributed(const LaunchEnv& launch, const Config& config, c10::Device device)
+Distributed::Distributed(const LaunchEnv& launch, const DistributedOptions& options, c10::Device device)
     : launch_(launch), impl_(std::make_unique<Impl>()) {
   const std::string host = launch.master_addr.empty() ? "127.0.0.1" : launch.master_addr;
   const int port = launch.master_port > 0 ? launch.master_port : 29500;
-  const std::chrono::milliseconds timeout(static_cast<int64_t>(config.dist_timeout_s) * 1000);
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<uint16_t>(port);
-  options.isServer = launch.rank == 0;
-  options.numWorkers = launch.world_size;
-  options.waitWorkers = false;  // join_all waits instead, once, with a deadline and a count
-  options.timeout = timeout;
+  const std::chrono::milliseconds timeout(static_cast<int64_t>(options.timeout_s) * 1000);
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<uint16_t>(port);
+  store_options.isServer = launch.rank == 0;
+  store_options.numWorkers = launch.world_size;
+  store_options.waitWorkers = false;  // join_all waits instead, once, with a deadline and a count
+  store_options.timeout = timeout;
   // Every rank waits at most dist_timeout_s in all (connecting, then the others) before the process group is made;
   // a rank that never comes stops the run here.
   const auto start = std::chrono::steady_clock::now();
   const std::string where = strprintf("rank %d of %d could not join the run at %s:%d within dist_timeout_s=%d",
-                                      launch.rank, launch.world_size, host.c_str(), port, config.dist_timeout_s);
+                                      launch.rank, launch.world_size, host.c_str(), port, options.timeout_s);
   try {
-    impl_->store = c10::make_intrusive<c10d::TCPStore>(host, options);
+    impl_->store = c10::make_intrusive<c10d::TCPStore>(host, store_options);
     join_all(*impl_->store, launch.world_size, start, timeout, where);
     comm_ = device.is_cuda() ? parallel::make_nccl_communicator(impl_->store, launch.rank, launch.world_size, timeout)
                              : make_gloo_communicator(impl_->store, launch.rank, launch.world_size, timeout);

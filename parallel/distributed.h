@@ -11,18 +11,18 @@
 #include "core/launch_env.h"
 #include "parallel/communicator.h"
 
-namespace rn50 {
-struct Config;
-}
-
 namespace rn50::parallel {
+
+struct DistributedOptions {
+  int timeout_s = 300;  // dist_timeout_s: the rendezvous and every collective wait at most this long for a rank
+};
 
 class Distributed {
  public:
   // Joins the run that `launch` describes (world_size > 1): rank 0 serves the store at MASTER_ADDR:MASTER_PORT
-  // (127.0.0.1:29500 by default) and every rank waits up to dist_timeout_s for the others. Throws
+  // (127.0.0.1:29500 by default) and every rank waits up to options.timeout_s for the others. Throws
   // ConfigError when the run cannot be joined (no backend for the device, a rank that never comes).
-  Distributed(const LaunchEnv& launch, const Config& config, c10::Device device);
+  Distributed(const LaunchEnv& launch, const DistributedOptions& options, c10::Device device);
   ~Distributed();
   Distributed(const Distributed&) = delete;
   Distributed& operator=(const Distributed&) = delete;

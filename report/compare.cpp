@@ -14,7 +14,7 @@
 #include "core/errors.h"
 #include "core/files.h"
 #include "core/log.h"
-#include "engine/cost.h"
+#include "core/cost.h"
 #include "report/svg.h"
 
 namespace rn50::report {
@@ -307,7 +307,7 @@ bool any_price(const Comparison& c) {
 
 Projection project(double images_per_s, int epochs, int gpus, std::optional<double> price_per_gpu_hour) {
   Projection p;
-  p.epoch_s = engine::imagenet_epoch_seconds(images_per_s);
+  p.epoch_s = imagenet_epoch_seconds(images_per_s);
   p.run_s = p.epoch_s * epochs;
   if (price_per_gpu_hour) {
     p.price_per_hour = *price_per_gpu_hour * std::max(1, gpus);
@@ -388,7 +388,7 @@ Comparison compare(const CompareOptions& o) {
     CompareRow& r = c.rows[i];
     r.speedup = r.figures.images_per_s / ref.figures.images_per_s;
     if (r.price_per_hour && ref.price_per_hour)
-      r.break_even = engine::break_even_speedup(*r.price_per_hour, *ref.price_per_hour);
+      r.break_even = break_even_speedup(*r.price_per_hour, *ref.price_per_hour);
     named.push_back({"row " + row_name(r, i), r.figures.images_per_s / gpus_of(r), r.figures.util});
   }
   // NVML's figures are each one GPU's (rank 0's): several GPUs' rows are read by their rate per GPU.
@@ -524,7 +524,7 @@ std::string comparison_json(const Comparison& c) {
   }
   const nlohmann::json j{{"reference_row", c.reference + 1},
                          {"epochs", c.epochs},
-                         {"imagenet_train_images", engine::kImageNetTrainImages},
+                         {"imagenet_train_images", kImageNetTrainImages},
                          {"reading_across", c.across},
                          {"rows", rows}};
   return j.dump(1) + "\n";

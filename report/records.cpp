@@ -59,7 +59,7 @@ std::string json_text(const nlohmann::json& v) {
   return v.dump();
 }
 
-// run.json (engine/run_info.h): the host's facts, then the start table's findings without their parentheses.
+// run.json (trainer/run_info.h): the host's facts, then the start table's findings without their parentheses.
 void read_run_json(const std::string& path, RunFolder& run) {
   const nlohmann::json info = nlohmann::json::parse(read_text(path, kMaxSmallFileBytes), nullptr, false);
   if (!info.is_object()) return;

@@ -9,7 +9,7 @@
 
 #include "core/files.h"
 #include "core/log.h"
-#include "engine/cost.h"
+#include "core/cost.h"
 #include "report/reading.h"
 #include "report/records.h"
 #include "report/summary.h"
@@ -129,7 +129,7 @@ std::string render(const RunFolder& run) {
       reading = read_utilisation(run.cuda, s.util, s.data_wait_share, switch_facts(config));
       summary += strprintf(s.images_per_s >= 100 ? " %.0f images/s" : " %.2f images/s", s.images_per_s) +
                  (first_dropped ? " (median of the epochs after the first)" : "") + ": an ImageNet epoch would take " +
-                 minutes_or_hours(engine::imagenet_epoch_seconds(s.images_per_s)) + ".";
+                 minutes_or_hours(imagenet_epoch_seconds(s.images_per_s)) + ".";
       measured_note = strprintf(
           "The reading and the figures above it are medians over epoch%s %s.", measured.size() == 1 ? "" : "s",
           measured.size() == 1 ? strprintf("%.0f", measured.front().get("epoch").value_or(0)).c_str()

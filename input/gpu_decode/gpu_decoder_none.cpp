@@ -2,7 +2,6 @@
 // without it): a configuration error before anything starts.
 #include "core/errors.h"
 #include "cuda/cuda_support.h"
-#include "input/gpu_decode/gpu_decode_bench.h"
 #include "input/gpu_decode/gpu_decoder.h"
 
 namespace rn50::input {
@@ -30,10 +29,5 @@ void GpuJpegDecoder::drain() {}
 void GpuJpegDecoder::abandon() {}
 GpuDecodeCounts GpuJpegDecoder::take_counts() { return {}; }
 std::string GpuJpegDecoder::describe() const { return "no nvJPEG in this build"; }
-
-GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>>&, int, int, double, int, double,
-                                          const GpuDecoderOptions&) {
-  no_nvjpeg();
-}
 
 }  // namespace rn50::input

@@ -24,7 +24,7 @@
 
 #include "core/affinity.h"
 #include "core/errors.h"
-#include "data/sample_maker.h"
+#include "sample/sample_maker.h"
 #include "tests/support/test_support.h"
 
 namespace rn50::data {

@@ -50,7 +50,7 @@ TEST_F(Cli, ResumedRunTakesTheSameNextStepAsAnUninterruptedOne) {
 
 // fusion: bn (and conv) on the CPU runs ATen's separate ops, says so once at start, and trains exactly as fusion: off
 // does, whichever fusion_kernels (on the GPU the fused kernels are checked against ATen's ops in
-// tests/ops/test_fused_batch_norm_cuda.cpp and tests/engine/test_cuda_step.cpp).
+// tests/ops/test_fused_batch_norm_cuda.cpp and tests/trainer/test_cuda_step.cpp).
 TEST_F(Cli, FusionFallsBackOnTheCpuAndTrainsTheSame) {
   make_sample("--classes 3 --per-class 11 --val-per-class 2 --size 32");
   const std::string options = " --log-every 1 --validate=off --seed 3 --image-size 32 --epochs 1";

@@ -16,13 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
 #include "core/errors.h"
 #include "core/launch_env.h"
 #include "cuda/device_ops.h"
-#include "engine/sgd.h"
-#include "engine/step_timer.h"
-#include "engine/train_step.h"
+#include "trainer/sgd.h"
+#include "trainer/step_timer.h"
+#include "trainer/train_step.h"
 #include "models/model.h"
 #include "parallel/distributed.h"
 #include "parallel/grad_sync.h"
@@ -72,7 +71,7 @@ std::vector<at::Tensor> weights_of(models::Classifier& model) {
 
 // Plain SGD steps with BatchNorm in eval mode (running statistics, so a batch's gradient is the mean of its
 // images' gradients and the split across ranks is exact up to rounding).
-void exact_steps(models::Classifier& model, engine::Sgd& sgd, parallel::GradientBuckets* buckets, int rank, int world,
+void exact_steps(models::Classifier& model, trainer::Sgd& sgd, parallel::GradientBuckets* buckets, int rank, int world,
                  c10::Device device) {
   model.eval();
   for (int step = 0; step < kSteps; ++step) {
@@ -109,11 +108,11 @@ TEST(DataParallelWorker, Run) {
   const c10::Device device = test_device(launch.local_rank);
   if (device.is_cuda()) cuda::use_side_stream(device.index());
   exact_math();
-  Config config;
-  config.dist_timeout_s = 60;
+  parallel::DistributedOptions options;
+  options.timeout_s = 60;
   std::unique_ptr<parallel::Distributed> dist;
   try {
-    dist = std::make_unique<parallel::Distributed>(launch, config, device);
+    dist = std::make_unique<parallel::Distributed>(launch, options, device);
   } catch (const ConfigError& e) {
     std::fprintf(stderr, "cannot join: %s\n", e.what());
     std::exit(kSkipExitCode);
@@ -126,19 +125,23 @@ TEST(DataParallelWorker, Run) {
       if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
     }
   }
-  engine::Sgd sgd(*model, 0.9, 1e-4, false);
+  trainer::Sgd sgd(*model, 0.9, 1e-4, false);
   // 1 MB buckets: ResNet-18's 45 MB of gradients in many buckets, so that their order matters.
   parallel::GradientBuckets buckets(model->parameters(), dist->comm(), 1 << 20);
   EXPECT_GT(buckets.num_buckets(), 10);
   if (mode == "exact") {
     exact_steps(*model, sgd, &buckets, dist->rank(), dist->world_size(), device);
   } else {  // "eager" or "graph": the training step as runs use it (bf16, channels-last, BatchNorm training)
-    Config step_config;
-    step_config.precision = Precision::kBf16;
-    step_config.channels_last = true;
-    step_config.cuda_graph = mode == "graph";
-    auto timer = engine::make_cuda_step_timer();
-    engine::TrainStep train_step(*model, sgd, step_config, device, kBatch, kImage, *timer);
+    trainer::StepOptions step_options;
+    step_options.batch_size = kBatch;
+    step_options.image_size = kImage;
+    step_options.input_dtype = at::kBFloat16;
+    step_options.channels_last = true;
+    step_options.cuda_graph = mode == "graph";
+    step_options.executor.autocast = at::kBFloat16;
+    step_options.executor.label_smoothing = 0.1;  // the configuration's default, as before
+    auto timer = trainer::make_cuda_step_timer();
+    trainer::TrainStep train_step(*model, sgd, step_options, device, *timer);
     train_step.set_gradient_sync(&buckets);
     for (int step = 0; step < 2 * kSteps; ++step) {
       const auto [x, y] = global_batch(step, device);
@@ -231,7 +234,7 @@ TEST_F(DataParallel, TwoRanksAtBatchBMatchOneProcessAtBatch2B) {
   const c10::Device device = test_device(0);
   exact_math();
   auto model = make_model(device);
-  engine::Sgd sgd(*model, 0.9, 1e-4, false);
+  trainer::Sgd sgd(*model, 0.9, 1e-4, false);
   exact_steps(*model, sgd, nullptr, 0, 1, device);
   const auto reference = weights_of(*model);
   const auto rank0 = load(dir_.file("rank0.pt")), rank1 = load(dir_.file("rank1.pt"));

@@ -24,7 +24,7 @@
 #include "data/dataset.h"
 #include "data/image_folder.h"
 #include "data/loader.h"
-#include "input/decode_bench.h"
+#include "bench/decode/cpu_decode_bench.h"
 #include "input/gpu_decode/crop_resample.h"
 #include "input/gpu_decode/crop_resize_kernel.h"
 #include "input/gpu_decode/gpu_decoder.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "codecs/jpeg_codec.h"
-#include "input/decode_bench.h"
+#include "bench/decode/cpu_decode_bench.h"
 #include "input/gpu_decode/crop_resample.h"
 #include "tests/support/test_support.h"
 

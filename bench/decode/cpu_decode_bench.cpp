@@ -1,0 +1,183 @@
+// bench/decode/cpu_decode_bench.cpp: the decode benchmark: rn50's region/DCT-scaled decode against a full decode.
+#include "bench/decode/cpu_decode_bench.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
+#include <random>
+#include <thread>
+
+#include "codecs/jpeg_codec.h"
+#include "core/affinity.h"
+#include "core/clock.h"
+#include "data/random_draws.h"
+#include "data/transforms.h"
+
+namespace rn50::bench {
+namespace {
+
+// Runs `work(i)` for i = 0, 1, ... until `seconds` have passed; returns calls per second.
+template <typename Work>
+double rate(double seconds, Work&& work) {
+  const auto start = Clock::now();
+  int64_t done = 0;
+  double elapsed = 0;
+  do {
+    for (int k = 0; k < 16; ++k) work(done++);
+    elapsed = seconds_since(start);
+  } while (elapsed < seconds);
+  return static_cast<double>(done) / elapsed;
+}
+
+struct TrainDecoder {
+  const std::vector<std::vector<uint8_t>>& files;
+  const std::vector<codecs::JpegInfo>& infos;
+  int size;
+  codecs::DecodeScratch scratch;
+  std::vector<uint8_t> out = std::vector<uint8_t>(static_cast<size_t>(size) * size * 3);
+  void operator()(int64_t i) {
+    const size_t f = static_cast<size_t>(i) % files.size();
+    std::mt19937_64 rng = data::sample_rng(1, 0, static_cast<uint64_t>(i));
+    const codecs::CropRect rect =
+        data::random_resized_crop(infos[f].width, infos[f].height, data::RandomResizedCropSpec{}, rng);
+    codecs::decode_crop_resize(files[f].data(), files[f].size(), rect, size, size, (i & 1) != 0, out.data(), scratch);
+  }
+};
+
+}  // namespace
+
+std::vector<std::vector<uint8_t>> make_benchmark_jpegs(int count, int width, int height, uint64_t seed) {
+  std::vector<std::vector<uint8_t>> files;
+  std::mt19937_64 rng(data::detail::mix_seed({seed, 0x6a70656775ULL}));
+  cv::Mat image(height, width, CV_8UC3);
+  for (int n = 0; n < count; ++n) {
+    // A smooth gradient background, a few filled shapes, then fine noise: photo-like entropy.
+    const double a = data::detail::uniform_real(rng, 0, 6.28), b = data::detail::uniform_real(rng, 0, 6.28);
+    for (int y = 0; y < height; ++y) {
+      auto* row = image.ptr<uint8_t>(y);
+      for (int x = 0; x < width; ++x) {
+        row[3 * x + 0] = static_cast<uint8_t>(127 + 100 * std::sin(a + x * 0.013));
+        row[3 * x + 1] = static_cast<uint8_t>(127 + 100 * std::cos(b + y * 0.017));
+        row[3 * x + 2] = static_cast<uint8_t>(127 + 80 * std::sin(a + b + (x + y) * 0.009));
+      }
+    }
+    for (int s = 0; s < 6; ++s) {
+      const cv::Point centre(static_cast<int>(data::detail::uniform_int(rng, 0, width - 1)),
+                             static_cast<int>(data::detail::uniform_int(rng, 0, height - 1)));
+      const cv::Scalar colour(data::detail::uniform_int(rng, 0, 255), data::detail::uniform_int(rng, 0, 255),
+                              data::detail::uniform_int(rng, 0, 255));
+      cv::circle(image, centre, static_cast<int>(data::detail::uniform_int(rng, 10, height / 3)), colour, cv::FILLED);
+    }
+    for (int y = 0; y < height; ++y) {
+      auto* row = image.ptr<uint8_t>(y);
+      for (int x = 0; x < 3 * width; ++x) {
+        row[x] =
+            static_cast<uint8_t>(std::clamp<int>(row[x] + static_cast<int>(data::detail::normal(rng) * 20), 0, 255));
+      }
+    }
+    files.push_back(codecs::encode_jpeg(image.data, width, height, 3, 90));
+  }
+  return files;
+}
+
+std::vector<std::vector<uint8_t>> read_jpegs(const std::string& folder, int limit) {
+  std::vector<std::vector<uint8_t>> files;
+  namespace fs = std::filesystem;
+  for (const auto& entry : fs::recursive_directory_iterator(folder)) {
+    if (static_cast<int>(files.size()) >= limit) break;
+    std::string ext = entry.path().extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (!entry.is_regular_file() || (ext != ".jpg" && ext != ".jpeg")) continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    files.emplace_back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  return files;
+}
+
+double mean_kib(const std::vector<std::vector<uint8_t>>& files) {
+  double kib = 0;
+  for (const auto& f : files) kib += static_cast<double>(f.size()) / 1024.0;
+  return files.empty() ? 0.0 : kib / static_cast<double>(files.size());
+}
+
+DecodeBenchResult run_decode_bench(const std::vector<std::vector<uint8_t>>& files, int output_size, int threads,
+                                   double seconds, bool also_pinned) {
+  DecodeBenchResult result;
+  result.files = static_cast<int>(files.size());
+  result.output_size = output_size;
+  result.threads = threads;
+  std::vector<codecs::JpegInfo> infos;
+  for (const auto& f : files) {
+    infos.push_back(codecs::read_jpeg_header(f.data(), f.size()));
+    result.mean_width += infos.back().width;
+    result.mean_height += infos.back().height;
+  }
+  if (files.empty()) return result;
+  result.mean_width /= files.size();
+  result.mean_height /= files.size();
+  result.mean_kib = mean_kib(files);
+
+  TrainDecoder train{files, infos, output_size, {}};
+  result.train_per_core = rate(seconds, train);
+
+  codecs::DecodeScratch scratch;
+  std::vector<uint8_t> out(static_cast<size_t>(output_size) * output_size * 3);
+  result.val_per_core = rate(seconds, [&](int64_t i) {
+    const size_t f = static_cast<size_t>(i) % files.size();
+    const codecs::CropRect rect =
+        data::center_crop_after_resize(infos[f].width, infos[f].height, output_size * 8 / 7, output_size);
+    codecs::decode_crop_resize(files[f].data(), files[f].size(), rect, output_size, output_size, false, out.data(),
+                               scratch);
+  });
+
+  // The usual loader: decode the whole image at full size, then crop and resize.
+  std::vector<uint8_t> full;
+  result.full_decode_per_core = rate(seconds, [&](int64_t i) {
+    const size_t f = static_cast<size_t>(i) % files.size();
+    const codecs::JpegInfo& info = infos[f];
+    full.resize(static_cast<size_t>(info.width) * info.height * 3);
+    codecs::decode_crop_resize(files[f].data(), files[f].size(), {0, 0, info.width, info.height}, info.width,
+                               info.height, false, full.data(), scratch);
+    std::mt19937_64 rng = data::sample_rng(1, 0, static_cast<uint64_t>(i));
+    const codecs::CropRect r = data::random_resized_crop(info.width, info.height, data::RandomResizedCropSpec{}, rng);
+    const cv::Mat whole(info.height, info.width, CV_8UC3, full.data());
+    cv::Mat dst(output_size, output_size, CV_8UC3, out.data());
+    cv::resize(whole(cv::Rect(r.x, r.y, r.width, r.height)), dst, dst.size(), 0, 0, cv::INTER_LINEAR);
+  });
+
+  const std::vector<int> cpus = usable_cpus();
+  std::atomic<int> pin_failures{0};
+  auto all_threads = [&](bool pinned) {
+    std::atomic<int64_t> total{0};
+    std::vector<std::thread> pool;
+    const auto start = Clock::now();
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        if (pinned && !pin_this_thread(cpu_in_turn(cpus, t))) ++pin_failures;
+        TrainDecoder decoder{files, infos, output_size, {}};
+        int64_t i = t * 1000003LL, n = 0;
+        while (seconds_since(start) < seconds) {
+          for (int k = 0; k < 8; ++k, ++n) decoder(i++);
+        }
+        total += n;
+      });
+    }
+    for (auto& th : pool) th.join();
+    return static_cast<double>(total.load()) / seconds_since(start);
+  };
+  result.train_all_threads = all_threads(false);
+  if (also_pinned) {
+    const double pinned = all_threads(true);
+    result.pinned_failures = pin_failures.load();
+    result.train_all_threads_pinned = result.pinned_failures == 0 ? pinned : 0.0;
+  }
+  return result;
+}
+
+}  // namespace rn50::bench

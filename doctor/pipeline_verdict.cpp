@@ -1,0 +1,40 @@
+// doctor/pipeline_verdict.cpp: the data-pipeline verdict's rule and wording.
+#include "doctor/pipeline_verdict.h"
+
+#include <cmath>
+
+#include "core/log.h"
+
+namespace rn50::doctor {
+
+ReportRow data_pipeline_verdict(const PipelineRates& rates) {
+  ReportRow row{
+      "verdict", "data pipeline",
+      "CPU feeds " + format_rate(rates.cpu_all_cores) + " img/s, the model consumes " + format_rate(rates.model), "",
+      ""};
+  const std::string gpu =
+      rates.gpu_decode ? strprintf("GPU decoding alone measured %.0f img/s", *rates.gpu_decode) : "";
+  if (rates.cpu_all_cores >= rates.model) {
+    row.verdict = "ok";
+    row.note = "the CPU can keep up" + (gpu.empty() ? "" : "; " + gpu);
+    return row;
+  }
+  row.verdict = "bad";
+  const std::string threads =
+      rates.cpu_per_core > 0 ? strprintf("needs about %d decode threads (this process may use %d)",
+                                         static_cast<int>(std::ceil(rates.model / rates.cpu_per_core)), rates.cores)
+                             : "one core decoded nothing";
+  if (rates.gpu_decode) {
+    // Above the model's rate, not equal to it: the decode shares the GPU with the training step.
+    row.note = "data-bound: " + threads + "; " + gpu +
+               (*rates.gpu_decode > rates.model ? ", more than the model consumes: try --decode gpu"
+                                                : ", no more than the model consumes: data-bound either way");
+  } else if (!rates.gpu_decode_unavailable.empty()) {
+    row.note = "data-bound: " + threads + "; GPU decoding is not available here (" + rates.gpu_decode_unavailable + ")";
+  } else {
+    row.note = "data-bound: " + threads + ", or GPU decoding (--decode gpu)";
+  }
+  return row;
+}
+
+}  // namespace rn50::doctor

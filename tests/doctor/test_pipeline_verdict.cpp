@@ -1,0 +1,72 @@
+// tests/doctor/test_pipeline_verdict.cpp: the doctor's data-pipeline verdict for each case of CPU and GPU decoding.
+#include <gtest/gtest.h>
+
+#include "doctor/pipeline_verdict.h"
+
+namespace rn50::doctor {
+namespace {
+
+PipelineRates rates(double cpu_all_cores, double cpu_per_core, std::optional<double> gpu_decode = std::nullopt,
+                    std::string unavailable = "") {
+  return {cpu_all_cores, cpu_per_core, 4, 6100, gpu_decode, std::move(unavailable)};
+}
+
+TEST(PipelineVerdict, TheCpuKeepsUp) {
+  const ReportRow row = data_pipeline_verdict(rates(9500, 670));
+  EXPECT_EQ(row.verdict, "ok");
+  EXPECT_EQ(row.value, "CPU feeds 9500 img/s, the model consumes 6100");
+  EXPECT_EQ(row.note, "the CPU can keep up");
+  EXPECT_EQ(data_pipeline_verdict(rates(9500, 670, 21689.0)).note,
+            "the CPU can keep up; GPU decoding alone measured 21689 img/s");
+  EXPECT_EQ(data_pipeline_verdict(rates(6100, 610)).verdict, "ok");  // exactly the model's rate
+}
+
+TEST(PipelineVerdict, DataBoundCountsTheThreadsNeededAndOffersGpuDecoding) {
+  const ReportRow row = data_pipeline_verdict(rates(2600, 670));
+  EXPECT_EQ(row.verdict, "bad");
+  // 6100 / 670 = 9.1: ten threads
+  EXPECT_EQ(row.note,
+            "data-bound: needs about 10 decode threads (this process may use 4), or GPU decoding "
+            "(--decode gpu)");
+}
+
+TEST(PipelineVerdict, DataBoundButGpuDecodingWouldFeedTheModel) {
+  EXPECT_EQ(data_pipeline_verdict(rates(2600, 670, 14116.0)).note,
+            "data-bound: needs about 10 decode threads (this process may use 4); GPU decoding alone measured 14116 "
+            "img/s, more than the model consumes: try --decode gpu");
+}
+
+TEST(PipelineVerdict, DataBoundEitherWayWhenGpuDecodingIsNoFaster) {
+  for (double gpu : {5000.0, 6100.0}) {  // equal is not enough: decoding shares the GPU with the step
+    const ReportRow row = data_pipeline_verdict(rates(2600, 670, gpu));
+    EXPECT_EQ(row.verdict, "bad");
+    EXPECT_NE(row.note.find("no more than the model consumes: data-bound either way"), std::string::npos) << row.note;
+    EXPECT_EQ(row.note.find("or GPU decoding"), std::string::npos) << row.note;
+  }
+}
+
+TEST(PipelineVerdict, NoGpuDecodingSuggestedWhereItCannotRun) {
+  const ReportRow row = data_pipeline_verdict(rates(2600, 670, std::nullopt, "no CUDA device"));
+  EXPECT_EQ(row.note,
+            "data-bound: needs about 10 decode threads (this process may use 4); GPU decoding is not "
+            "available here (no CUDA device)");
+}
+
+TEST(PipelineVerdict, AZeroPerCoreRateGivesNoThreadCount) {
+  const ReportRow row = data_pipeline_verdict(rates(0, 0));
+  EXPECT_EQ(row.verdict, "bad");
+  EXPECT_EQ(row.note, "data-bound: one core decoded nothing, or GPU decoding (--decode gpu)");
+}
+
+// A CPU trains ResNet-50 at a few images a second: "consumes 0" would hide it.
+TEST(PipelineVerdict, SmallRatesKeepTwoFigures) {
+  PipelineRates cpu = rates(486, 485);
+  cpu.model = 0.43;
+  EXPECT_EQ(data_pipeline_verdict(cpu).value, "CPU feeds 486 img/s, the model consumes 0.43");
+  EXPECT_EQ(format_rate(5.26), "5.3");
+  EXPECT_EQ(format_rate(9.96), "10");
+  EXPECT_EQ(format_rate(6100.4), "6100");
+}
+
+}  // namespace
+}  // namespace rn50::doctor

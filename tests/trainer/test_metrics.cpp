@@ -1,0 +1,81 @@
+// tests/trainer/test_metrics.cpp: the metrics file: whole records, a torn last line cut off, and on resume the
+// records past the checkpoint dropped (issue 25).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "trainer/metrics.h"
+#include "tests/support/temp_dir.h"
+
+namespace rn50::trainer {
+namespace {
+
+std::string contents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+std::string step_line(int64_t epoch, int64_t step) {
+  return "{\"epoch\":" + std::to_string(epoch) + ",\"step\":" + std::to_string(step) + ",\"type\":\"step\"}\n";
+}
+
+TEST(MetricsLog, ATornLastLineIsCutOffAndEveryRecordIsAWholeLine) {
+  rn50::testing::TempDir dir;
+  const std::string path = dir.file("metrics.jsonl");
+  const std::string torn = "{\"type\":\"epoch\",\"epo";  // a record cut short by a full disk or a kill
+  write(path, step_line(1, 1) + step_line(1, 2) + torn);
+  {
+    MetricsLog log(path);
+    EXPECT_NE(log.repaired().find("cut a torn last line of " + std::to_string(torn.size()) + " bytes"),
+              std::string::npos)
+        << log.repaired();
+    log.write(StepRecord{1, 3, 2.5, 0.1, 100});
+  }
+  const std::string text = contents(path);
+  EXPECT_EQ(text.find("\"epo\n"), std::string::npos);
+  EXPECT_EQ(text.substr(0, 2 * step_line(1, 1).size()), step_line(1, 1) + step_line(1, 2));
+  EXPECT_NE(text.find("\"step\":3"), std::string::npos);
+  EXPECT_EQ(text.back(), '\n');
+  EXPECT_FALSE(rn50::testing::file_exists(path + ".tmp"));
+  MetricsLog again(path);
+  EXPECT_EQ(again.repaired(), "");  // a whole file is left as it is
+  EXPECT_EQ(contents(path), text);
+}
+
+TEST(MetricsLog, OnResumeRecordsPastTheCheckpointAreDropped) {
+  rn50::testing::TempDir dir;
+  const std::string path = dir.file("metrics.jsonl");
+  std::string text;
+  for (int64_t s = 1; s <= 6; ++s) {
+    text += step_line((s + 2) / 3, s);
+    if (s % 3 == 0) text += "{\"epoch\":" + std::to_string(s / 3) + ",\"type\":\"epoch\"}\n";
+  }
+  write(path, text + "not a record\n");
+  // The checkpoint after epoch 1 (step 3): the interrupted run's steps 4-6 and epoch 2 are redone by the resumed run.
+  const MetricsLog log(path, ResumePoint{1, 3});
+  EXPECT_NE(log.repaired().find("dropped 5 records past the resumed checkpoint"), std::string::npos) << log.repaired();
+  EXPECT_EQ(contents(path), step_line(1, 1) + step_line(1, 2) + step_line(1, 3) + "{\"epoch\":1,\"type\":\"epoch\"}\n");
+}
+
+// A step record carries the interval's utilisation; an unavailable metric is null, never 0.
+TEST(MetricsLog, StepRecordsCarryTheirUtilisationWithNullForUnavailable) {
+  rn50::testing::TempDir dir;
+  const std::string path = dir.file("metrics.jsonl");
+  {
+    MetricsLog log(path);
+    StepRecord record{2, 40, 1.5, 0.05, 900};
+    record.extra = {{"gpu_util_pct", 97.5}, {"tensor_util_pct", std::nullopt}};
+    log.write(record);
+  }
+  EXPECT_EQ(contents(path),
+            "{\"epoch\":2,\"gpu_util_pct\":97.5,\"images_per_s\":900.0,\"loss\":1.5,\"lr\":0.05,\"step\":40,"
+            "\"tensor_util_pct\":null,\"type\":\"step\"}\n");
+}
+
+}  // namespace
+}  // namespace rn50::trainer

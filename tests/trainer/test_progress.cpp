@@ -1,0 +1,54 @@
+// tests/trainer/test_progress.cpp: the epoch's progress line and time left: the text, the run's estimate, and a
+// redraw at most twice a second and at the last step.
+#include "trainer/progress.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace rn50::trainer {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(Progress, DurationsReadLikeACountdown) {
+  EXPECT_EQ(format_duration(42.4), "42s");
+  EXPECT_EQ(format_duration(725), "12m05s");
+  EXPECT_EQ(format_duration(3 * 3600 + 7 * 60 + 20), "3h07m");
+  EXPECT_EQ(format_duration(2 * 86400 + 4 * 3600), "2d04h");
+  EXPECT_EQ(format_duration(-1), "?");
+}
+
+TEST(Progress, TheLineGivesStepsRateAndTimeLeftInTheEpochAndRun) {
+  const Clock::time_point t0{};
+  // Epoch 3 of 90, 1000 steps of 256 images; 250 steps done in 10 s: 40 ms a step, 6,400 img/s.
+  const EpochProgress first(3, 90, 1000, 256, 0, t0, nullptr);
+  EXPECT_EQ(first.line(250, t0 + milliseconds(10000)),
+            "epoch 3/90: 250/1000 steps (25.0%), 6400 img/s, 30s left in the epoch, 58m30s in the run");
+  // The 87 epochs after this one as long as this one's 40 s. With whole epochs timed (validation included: 50 s each),
+  // the 87 epochs after this one take 50 s each.
+  const EpochProgress timed(3, 90, 1000, 256, 50, t0, nullptr);
+  EXPECT_EQ(timed.time_left(250, t0 + milliseconds(10000)), "30s left in the epoch, 1h13m in the run");
+  EXPECT_EQ(timed.time_left(0, t0), "time left unknown yet");
+}
+
+TEST(Progress, RedrawsAtMostTwiceASecondAndAlwaysAtTheLastStep) {
+  std::vector<std::string> shown;
+  const Clock::time_point t0 = Clock::now();
+  {
+    EpochProgress p(1, 2, 100, 8, 0, t0, [&](const std::string& s) { shown.push_back(s); });
+    p.step_done(1, t0 + milliseconds(10));
+    p.step_done(2, t0 + milliseconds(200));  // too soon after the last drawing
+    p.step_done(3, t0 + milliseconds(600));
+    p.step_done(100, t0 + milliseconds(700));  // the last step: drawn however soon
+  }
+  ASSERT_EQ(shown.size(), 4u);  // three lines, then "" when the epoch is over
+  EXPECT_NE(shown[0].find(" 1/100 steps"), std::string::npos) << shown[0];
+  EXPECT_NE(shown[1].find(" 3/100 steps"), std::string::npos) << shown[1];
+  EXPECT_NE(shown[2].find(" 100/100 steps (100.0%)"), std::string::npos) << shown[2];
+  EXPECT_EQ(shown[3], "");
+}
+
+}  // namespace
+}  // namespace rn50::trainer

@@ -1,0 +1,269 @@
+// trainer/checkpoint.cpp: checkpoints as safetensors files (weights under torchvision's names, momentum
+// under "momentum.<name>", progress and classes in the metadata), written atomically.
+#include "trainer/checkpoint.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+#include <torch/utils.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <limits>
+
+#include "core/errors.h"
+#include "core/files.h"
+#include "core/safetensors.h"
+#include "trainer/sgd.h"
+
+namespace rn50::trainer {
+namespace {
+
+namespace st = rn50::safetensors;
+
+constexpr const char* kFormat = "rn50-checkpoint-2";
+constexpr const char* kMomentumPrefix = "momentum.";
+constexpr const char* kExtraPrefix = "state.";
+
+st::DType to_dtype(at::ScalarType type) {
+  switch (type) {
+    case at::kDouble:
+      return st::DType::F64;
+    case at::kFloat:
+      return st::DType::F32;
+    case at::kHalf:
+      return st::DType::F16;
+    case at::kBFloat16:
+      return st::DType::BF16;
+    case at::kLong:
+      return st::DType::I64;
+    case at::kInt:
+      return st::DType::I32;
+    case at::kByte:
+      return st::DType::U8;
+    default:
+      throw std::invalid_argument(std::string("checkpoint: unsupported dtype ") + c10::toString(type));
+  }
+}
+
+at::ScalarType to_scalar_type(st::DType dtype) {
+  switch (dtype) {
+    case st::DType::F64:
+      return at::kDouble;
+    case st::DType::F32:
+      return at::kFloat;
+    case st::DType::F16:
+      return at::kHalf;
+    case st::DType::BF16:
+      return at::kBFloat16;
+    case st::DType::I64:
+      return at::kLong;
+    case st::DType::I32:
+      return at::kInt;
+    case st::DType::I16:
+      return at::kShort;
+    case st::DType::I8:
+      return at::kChar;
+    case st::DType::U8:
+      return at::kByte;
+    case st::DType::BOOL:
+      return at::kBool;
+  }
+  return at::kFloat;
+}
+
+// A metadata value for an error message, cut short.
+std::string shown(const std::string& value) { return value.size() > 40 ? value.substr(0, 40) + "..." : value; }
+
+// Every value is range-checked: a resumed run trusts them for its schedule (a negative step gave a negative rate).
+CheckpointMeta meta_of(const st::File& file, const std::string& path) {
+  auto get = [&](const std::string& key) {
+    const auto it = file.metadata.find(key);
+    if (it == file.metadata.end()) throw ConfigError("checkpoint " + path + " has no '" + key + "' in its metadata");
+    return it->second;
+  };
+  auto integer = [&](const std::string& key, int64_t low, int64_t high) {
+    const std::string text = get(key);
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || errno == ERANGE || v < low || v > high) {
+      throw ConfigError("checkpoint " + path + ": metadata '" + key + "' is '" + shown(text) +
+                        "', not an integer in [" + std::to_string(low) + ", " + std::to_string(high) + "]");
+    }
+    return static_cast<int64_t>(v);
+  };
+  if (get("format") != kFormat) {
+    throw ConfigError("not an rn50 checkpoint (format " + shown(get("format")) + "): " + path);
+  }
+  constexpr int64_t kMany = int64_t{1} << 40;
+  CheckpointMeta meta;
+  meta.model = get("model");
+  if (meta.model.empty() || meta.model.size() > 64) {
+    throw ConfigError("checkpoint " + path + ": metadata 'model' is '" + shown(meta.model) + "', not a model name");
+  }
+  meta.epoch = integer("epoch", 0, 1000000);
+  meta.batch_size = integer("batch_size", 1, 1 << 24);
+  meta.steps_per_epoch = integer("steps_per_epoch", 1, kMany);
+  meta.step = integer("step", 0, kMany);
+  meta.seed = integer("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+  if (meta.step > meta.epoch * meta.steps_per_epoch) {
+    throw ConfigError("checkpoint " + path + ": metadata step " + std::to_string(meta.step) + " is past its " +
+                      std::to_string(meta.epoch) + " epochs of " + std::to_string(meta.steps_per_epoch) + " steps");
+  }
+  try {
+    meta.classes = st::decode_string_list(get("classes"));
+  } catch (const st::FormatError& e) {
+    throw ConfigError("checkpoint " + path + " has a malformed class list: " + shown(e.what()));
+  }
+  if (meta.classes.empty() || meta.classes.size() > (1u << 20)) {
+    throw ConfigError("checkpoint " + path + " lists " + std::to_string(meta.classes.size()) + " classes");
+  }
+  return meta;
+}
+
+st::File read(const std::string& path) {
+  try {
+    return st::read_file(path);
+  } catch (const st::FormatError& e) {
+    throw ConfigError(std::string("cannot load checkpoint: ") + e.what());
+  }
+}
+
+// Copies the stored tensor into `target` after checking dtype and shape; names the tensor when they differ.
+void copy_checked(at::Tensor target, const st::File& file, const std::string& key, const std::string& path) {
+  const st::TensorView* view = file.find(key);
+  if (!view) throw ConfigError("checkpoint " + path + " has no tensor '" + key + "'");
+  if (c10::IntArrayRef(view->shape) != target.sizes() || to_scalar_type(view->dtype) != target.scalar_type()) {
+    throw ConfigError("checkpoint " + path + ": '" + key + "' is " + st::dtype_name(view->dtype) + " " +
+                      c10::str(c10::IntArrayRef(view->shape)) + ", the model's " + c10::toString(target.scalar_type()) +
+                      " " + c10::str(target.sizes()));
+  }
+  const at::Tensor stored = at::from_blob(const_cast<uint8_t*>(view->data), view->shape, target.scalar_type());
+  target.copy_(stored);
+}
+
+}  // namespace
+
+NamedTensors named_state(const torch::nn::Module& model) {
+  NamedTensors out;
+  for (const auto& p : model.named_parameters()) out.emplace_back(p.key(), p.value());
+  for (const auto& b : model.named_buffers()) out.emplace_back(b.key(), b.value());
+  return out;
+}
+
+void save_checkpoint(const std::string& path, torch::nn::Module& model, const Sgd& sgd, const CheckpointMeta& meta,
+                     const ExtraState& extra) {
+  NamedTensors tensors = named_state(model);
+  for (const auto& [name, buffer] : sgd.momentum_buffers()) tensors.emplace_back(kMomentumPrefix + name, buffer);
+  for (const auto& [name, value] : extra) tensors.emplace_back(kExtraPrefix + name, value);
+  std::vector<at::Tensor> host;  // keeps the CPU copies alive while the views point at them
+  std::vector<st::TensorView> views;
+  for (const auto& [name, tensor] : tensors) {
+    host.push_back(tensor.detach().to(at::kCPU).contiguous());
+    const at::Tensor& t = host.back();
+    views.push_back({name, to_dtype(t.scalar_type()), t.sizes().vec(), static_cast<const uint8_t*>(t.data_ptr()),
+                     static_cast<size_t>(t.nbytes())});
+  }
+  const std::map<std::string, std::string> metadata = {{"format", kFormat},
+                                                       {"model", meta.model},
+                                                       {"epoch", std::to_string(meta.epoch)},
+                                                       {"step", std::to_string(meta.step)},
+                                                       {"seed", std::to_string(meta.seed)},
+                                                       {"classes", st::encode_string_list(meta.classes)},
+                                                       {"batch_size", std::to_string(meta.batch_size)},
+                                                       {"steps_per_epoch", std::to_string(meta.steps_per_epoch)}};
+  files::write_atomically(path, st::serialize(views, metadata));
+}
+
+CheckpointMeta read_checkpoint_meta(const std::string& path) { return meta_of(read(path), path); }
+
+CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model, Sgd& sgd, const ExtraState& extra) {
+  const st::File file = read(path);
+  const CheckpointMeta meta = meta_of(file, path);
+  torch::NoGradGuard no_grad;
+  size_t expected = 0;
+  for (const auto& p : model.named_parameters()) {
+    copy_checked(p.value(), file, p.key(), path);
+    ++expected;
+  }
+  for (const auto& b : model.named_buffers()) {
+    copy_checked(b.value(), file, b.key(), path);
+    ++expected;
+  }
+  for (const auto& [name, buffer] : sgd.momentum_buffers()) {
+    copy_checked(buffer, file, kMomentumPrefix + name, path);
+    ++expected;
+  }
+  size_t stored_extra = 0;
+  for (const auto& t : file.tensors) stored_extra += t.name.rfind(kExtraPrefix, 0) == 0;
+  for (const auto& [name, value] : extra) {
+    if (file.find(kExtraPrefix + name)) copy_checked(value, file, kExtraPrefix + name, path);
+  }
+  if (file.tensors.size() - stored_extra != expected) {
+    throw ConfigError("checkpoint " + path + " holds " + std::to_string(file.tensors.size()) + " tensors, the model " +
+                      "and optimizer " + std::to_string(expected));
+  }
+  return meta;
+}
+
+std::string load_weights(const std::string& path, torch::nn::Module& model, const std::string& classifier_name,
+                         bool new_classifier) {
+  const st::File file = read(path);
+  const NamedTensors targets = named_state(model);
+
+  auto in_classifier = [&](const std::string& name) { return name.rfind(classifier_name + ".", 0) == 0; };
+  std::vector<std::string> missing, misshaped, extra;
+  bool classifier_differs = false;
+  for (const auto& [name, target] : targets) {
+    const st::TensorView* view = file.find(name);
+    if (!view) {
+      missing.push_back(name);
+    } else if (c10::IntArrayRef(view->shape) != target.sizes() || to_scalar_type(view->dtype) != target.scalar_type()) {
+      if (in_classifier(name) && new_classifier) {
+        classifier_differs = true;  // another class count: the classifier keeps its initialisation
+      } else {
+        misshaped.push_back(name);
+      }
+    }
+  }
+  for (const auto& t : file.tensors) {
+    const bool known = std::any_of(targets.begin(), targets.end(), [&](const auto& x) { return x.first == t.name; });
+    if (!known && t.name.rfind(kMomentumPrefix, 0) != 0 && t.name.rfind(kExtraPrefix, 0) != 0) extra.push_back(t.name);
+  }
+  auto join = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (size_t i = 0; i < names.size() && i < 8; ++i) out += (i ? ", " : "") + names[i];
+    if (names.size() > 8) out += ", ... (" + std::to_string(names.size()) + " in all)";
+    return out;
+  };
+  const std::string who = new_classifier ? "config key 'init_from': " : "";  // rn50 infer's errors name no key
+  if (!missing.empty()) throw ConfigError(who + path + " lacks " + join(missing));
+  if (!misshaped.empty()) throw ConfigError(who + path + " has mis-shaped " + join(misshaped));
+  if (!extra.empty()) throw ConfigError(who + path + " has tensors the model lacks: " + join(extra));
+
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, target] : targets) {
+    if (classifier_differs && in_classifier(name)) continue;
+    copy_checked(target, file, name, path);
+  }
+  return classifier_differs ? "loaded all but the classifier '" + classifier_name + "' (its shape differs: fine-tuning)"
+                            : "loaded all " + std::to_string(targets.size()) + " tensors";
+}
+
+void export_weights(const std::string& checkpoint_path, const std::string& out_path) {
+  const st::File file = read(checkpoint_path);
+  const CheckpointMeta meta = meta_of(file, checkpoint_path);
+  std::vector<st::TensorView> views;
+  for (const auto& t : file.tensors) {
+    if (t.name.rfind(kMomentumPrefix, 0) != 0 && t.name.rfind(kExtraPrefix, 0) != 0) views.push_back(t);
+  }
+  const std::map<std::string, std::string> metadata = {{"format", "pt"},
+                                                       {"model", meta.model},
+                                                       {"classes", st::encode_string_list(meta.classes)},
+                                                       {"epochs", std::to_string(meta.epoch)},
+                                                       {"producer", "rn50 export"}};
+  files::write_atomically(out_path, st::serialize(views, metadata));
+}
+
+}  // namespace rn50::trainer

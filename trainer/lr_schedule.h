@@ -1,0 +1,28 @@
+// trainer/lr_schedule.h: the learning rate at every step: linear warm-up, then cosine or step decay.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace rn50::trainer {
+
+struct LrSchedule {
+  enum class Decay { kCosine, kStep };  // after warm-up
+
+  double peak_lr = 0.1;  // already scaled for the global batch
+  int64_t steps_per_epoch = 1;
+  double warmup_epochs = 0.0;
+  int epochs = 1;
+  Decay decay = Decay::kCosine;
+  std::vector<int> milestones;  // step: epochs at which the rate is multiplied by gamma
+  double gamma = 0.1;
+
+  // The rate for 0-based global step `step`. Warm-up rises linearly to peak_lr over its steps (the first
+  // step already gets peak/warmup_steps, never 0); cosine then falls to 0 at the last step of training.
+  double at(int64_t step) const;
+};
+
+// Linear scaling rule: lr_per_256 * global_batch / 256.
+double scaled_lr(double lr_per_256, int64_t global_batch);
+
+}  // namespace rn50::trainer

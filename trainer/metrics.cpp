@@ -1,0 +1,116 @@
+// trainer/metrics.cpp: JSON serialisation of step and epoch records.
+#include "trainer/metrics.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <stdexcept>
+
+#include "core/files.h"
+
+namespace rn50::trainer {
+namespace {
+
+nlohmann::json optional_number(const std::optional<double>& x) { return x ? nlohmann::json(*x) : nlohmann::json(); }
+
+// Whether a record of an interrupted run is still the resumed run's: step records up to its step, epoch records up
+// to its epoch. A line that is not a record is dropped.
+bool kept_on_resume(const std::string& line, const ResumePoint& resume) {
+  const nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!r.is_object() || !r.contains("type")) return false;
+  if (r["type"] == "step") return r.value("step", int64_t{-1}) >= 0 && r.value("step", int64_t{0}) <= resume.step;
+  if (r["type"] == "epoch") return r.value("epoch", int64_t{-1}) >= 0 && r.value("epoch", int64_t{0}) <= resume.epoch;
+  return false;
+}
+
+// Reads the file as it is, cuts a torn last line and, when resuming, the records past the resume point; rewrites it
+// (atomically: core/files.h) when anything was cut. Returns what was repaired.
+std::string repair(const std::string& path, const std::optional<ResumePoint>& resume) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string kept;
+  size_t torn = 0, dropped = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (lines.eof() && !text.empty() && text.back() != '\n') {
+      torn = line.size();  // the last line has no newline: cut short by a full disk or a kill
+      continue;
+    }
+    if (resume && !kept_on_resume(line, *resume)) {
+      ++dropped;
+      continue;
+    }
+    kept += line + '\n';
+  }
+  if (torn == 0 && dropped == 0) return "";
+  try {
+    files::write_atomically(path, kept.data(), kept.size());
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("cannot repair metrics file " + path + ": " + e.what());
+  }
+  std::string what = "metrics file " + path + ":";
+  if (torn) what += " cut a torn last line of " + std::to_string(torn) + " bytes;";
+  if (dropped) what += " dropped " + std::to_string(dropped) + " records past the resumed checkpoint;";
+  what.pop_back();
+  return what;
+}
+
+}  // namespace
+
+MetricsLog::MetricsLog(const std::string& path, const std::optional<ResumePoint>& resume)
+    : path_(path), repaired_(repair(path, resume)) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw std::runtime_error("cannot open metrics file " + path + ": " + files::errno_text(errno));
+}
+
+MetricsLog::~MetricsLog() { ::close(fd_); }
+
+void MetricsLog::write_line(const std::string& line) {
+  const std::string record = line + '\n';
+  ssize_t n = -1;
+  do {
+    n = ::write(fd_, record.data(), record.size());
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(record.size())) {
+    throw std::runtime_error("cannot write metrics file " + path_ + ": " +
+                             (n < 0 ? files::errno_text(errno) : "short write (disk full?)"));
+  }
+}
+
+void MetricsLog::write(const StepRecord& r) {
+  nlohmann::json j{{"type", "step"}, {"epoch", r.epoch}, {"step", r.step},
+                   {"loss", r.loss}, {"lr", r.lr},       {"images_per_s", r.images_per_s}};
+  for (const auto& [name, value] : r.extra) j[name] = optional_number(value);
+  write_line(j.dump());
+}
+
+void MetricsLog::write(const EpochRecord& r) {
+  nlohmann::json j{{"type", "epoch"},
+                   {"epoch", r.epoch},
+                   {"steps", r.steps},
+                   {"images", r.images},
+                   {"wall_s", r.wall_s},
+                   {"images_per_s", r.images_per_s},
+                   {"data_wait_s", r.data_wait_s},
+                   {"compute_s", r.compute_s},
+                   {"train_loss", r.train_loss},
+                   {"val_loss", optional_number(r.val_loss)},
+                   {"top1", optional_number(r.top1)},
+                   {"top5", optional_number(r.top5)},
+                   {"lr", r.lr},
+                   {"peak_gpu_mem_gib", optional_number(r.peak_gpu_mem_gib)},
+                   {"peak_host_rss_gib", r.peak_host_rss_gib},
+                   {"bad_samples", r.bad_samples}};
+  for (const auto& [name, value] : r.extra) j[name] = optional_number(value);
+  write_line(j.dump());
+}
+
+}  // namespace rn50::trainer

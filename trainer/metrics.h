@@ -1,0 +1,67 @@
+// trainer/metrics.h: the JSON-lines metrics file: one record per epoch and one every log_every steps.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rn50::trainer {
+
+struct StepRecord {
+  int64_t epoch = 0;
+  int64_t step = 0;  // global optimizer step
+  double loss = 0;   // mean training loss of the steps since the last record
+  double lr = 0;
+  double images_per_s = 0;
+  // The GPU's utilisation over the interval (the sampler's means); nullopt is written as null ("unavailable").
+  std::vector<std::pair<std::string, std::optional<double>>> extra = {};
+};
+
+struct EpochRecord {
+  int64_t epoch = 0;
+  int64_t steps = 0;
+  int64_t images = 0;
+  double wall_s = 0;
+  double images_per_s = 0;
+  double data_wait_s = 0;  // host time blocked on the loader and the input copy
+  double compute_s = 0;    // the rest of the epoch's wall time
+  double train_loss = 0;
+  std::optional<double> val_loss, top1, top5;
+  double lr = 0;  // at the epoch's last step
+  std::optional<double> peak_gpu_mem_gib;
+  double peak_host_rss_gib = 0;
+  int64_t bad_samples = 0;
+  // Named extras (utilisation and the like); nullopt is written as null ("unavailable"), never 0.
+  std::vector<std::pair<std::string, std::optional<double>>> extra;
+};
+
+// Where a resumed run continues: records after it in the file belong to the interrupted run's lost work.
+struct ResumePoint {
+  int64_t epoch = 0;  // epochs completed
+  int64_t step = 0;   // optimizer steps completed
+};
+
+class MetricsLog {
+ public:
+  // Appends to `path`, one write per record, so that a record is whole or, when the disk fills up mid-write, the
+  // only torn line. A torn last line left by an earlier run is cut off (with the returned warning); with `resume`,
+  // records past it are dropped too, so that the resumed run does not repeat them.
+  explicit MetricsLog(const std::string& path, const std::optional<ResumePoint>& resume = std::nullopt);
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+  void write(const StepRecord& record);
+  void write(const EpochRecord& record);
+  // What opening the file repaired ("" when nothing), for the log.
+  const std::string& repaired() const { return repaired_; }
+
+ private:
+  void write_line(const std::string& line);
+  int fd_ = -1;
+  std::string path_;
+  std::string repaired_;
+};
+
+}  // namespace rn50::trainer

@@ -1,0 +1,104 @@
+// trainer/options.cpp: each part's options from the configuration.
+#include "trainer/options.h"
+
+#include "core/config.h"
+
+namespace rn50::trainer {
+
+at::ScalarType compute_dtype(Precision precision) {
+  switch (precision) {
+    case Precision::kFp16:
+      return at::kHalf;
+    case Precision::kBf16:
+      return at::kBFloat16;
+    case Precision::kFp32:
+      break;
+  }
+  return at::kFloat;
+}
+
+input::InputOptions input_options(const Config& c) {
+  input::InputOptions o;
+  o.kind = c.data == DataSource::kSynthetic ? input::SourceKind::kSynthetic
+           : c.decode == Decode::kGpu       ? input::SourceKind::kGpuDecode
+                                            : input::SourceKind::kCpuDecode;
+  o.data_root = c.data_root;
+  o.batch_size = c.batch_size;
+  o.image_size = c.image_size;
+  o.val_resize = c.val_resize;
+  o.epochs = c.epochs;
+  o.max_steps = c.max_steps;
+  o.seed = c.seed;
+  o.validate = c.validate;
+  o.workers = c.workers;
+  o.prefetch = c.prefetch;
+  o.pin_memory = c.pin_memory;
+  o.pin_workers = c.pin_workers;
+  o.strict_data = c.strict_data;
+  o.limits.max_bytes = c.max_image_bytes;
+  o.limits.max_pixels = c.max_image_pixels;
+  o.decode_yuv = c.decode_yuv;
+  o.decode_ahead = c.decode_ahead;
+  o.decode_ahead_batches = c.decode_ahead_batches;
+  o.synthetic_images = c.synthetic_images;
+  return o;
+}
+
+models::ModelOptions model_options(const Config& c, int64_t num_classes) {
+  models::ModelOptions o;
+  o.num_classes = num_classes;
+  o.zero_init_residual = c.zero_init_residual;
+  o.fusion = c.fusion == Fusion::kConv        ? models::Fusion::kConv
+             : c.fusion == Fusion::kBatchNorm ? models::Fusion::kBatchNorm
+                                              : models::Fusion::kOff;
+  o.bn_kernels = c.fusion_kernels == FusionKernels::kRn50 ? ops::BnKernels::kOwn : ops::BnKernels::kAuto;
+  return o;
+}
+
+StepOptions step_options(const Config& c) {
+  StepOptions o;
+  o.batch_size = c.batch_size;
+  o.image_size = c.image_size;
+  o.input_dtype = compute_dtype(c.precision);
+  o.channels_last = c.channels_last;
+  o.loss_scaling = c.precision == Precision::kFp16;
+  o.cuda_graph = c.cuda_graph;
+  if (c.precision != Precision::kFp32) o.executor.autocast = compute_dtype(c.precision);
+  o.executor.label_smoothing = c.label_smoothing;
+  return o;
+}
+
+LoopOptions loop_options(const Config& c) {
+  LoopOptions o;
+  o.epochs = c.epochs;
+  o.batch_size = c.batch_size;
+  o.log_every = c.log_every;
+  o.validate = c.validate;
+  o.checkpoint = c.checkpoint;
+  o.price_per_hour = c.price_per_hour;
+  o.out_dir = c.out_dir;
+  o.model = c.model;
+  o.seed = c.seed;
+  o.dist_timeout_s = c.dist_timeout_s;
+  return o;
+}
+
+LrSchedule schedule_for(const Config& c, int64_t global_batch, int64_t steps_per_epoch) {
+  LrSchedule schedule;
+  schedule.peak_lr = scaled_lr(c.lr, global_batch);
+  schedule.steps_per_epoch = steps_per_epoch;
+  schedule.warmup_epochs = c.warmup_epochs;
+  schedule.epochs = c.epochs;
+  schedule.decay = c.lr_schedule == LrScheduleKind::kStep ? LrSchedule::Decay::kStep : LrSchedule::Decay::kCosine;
+  schedule.milestones = c.lr_milestones;
+  schedule.gamma = c.lr_gamma;
+  return schedule;
+}
+
+parallel::DistributedOptions distributed_options(const Config& c) {
+  parallel::DistributedOptions o;
+  o.timeout_s = c.dist_timeout_s;
+  return o;
+}
+
+}  // namespace rn50::trainer

@@ -1,0 +1,34 @@
+// trainer/options.h: each part's options built from the configuration: the one place where a Config becomes what the
+// input sources, the model, the step, data parallel, the schedule and the epoch loop take (Session calls it).
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+
+#include "input/source.h"
+#include "models/model.h"
+#include "parallel/distributed.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/session.h"
+#include "trainer/train_step.h"
+
+namespace rn50 {
+struct Config;
+enum class Precision;
+}  // namespace rn50
+
+namespace rn50::trainer {
+
+// The dtype the step computes in and its input arrives in: half or bfloat16 under autocast, float32 otherwise.
+at::ScalarType compute_dtype(Precision precision);
+
+input::InputOptions input_options(const Config& config);
+models::ModelOptions model_options(const Config& config, int64_t num_classes);
+StepOptions step_options(const Config& config);
+parallel::DistributedOptions distributed_options(const Config& config);
+LoopOptions loop_options(const Config& config);
+// The schedule for a run of `global_batch` images a step and `steps_per_epoch` steps (the peak rate scaled).
+LrSchedule schedule_for(const Config& config, int64_t global_batch, int64_t steps_per_epoch);
+
+}  // namespace rn50::trainer

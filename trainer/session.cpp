@@ -1,0 +1,298 @@
+// trainer/session.cpp: building a training run: each part's options from the configuration, the device and its math
+// switches, data parallel, the input source, the model, optimizer and step, a resumed or initial state, the
+// utilisation sampler and the start-up table.
+#include "trainer/session.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <torch/cuda.h>
+#include <torch/utils.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "core/config.h"
+#include "core/errors.h"
+#include "core/files.h"
+#include "core/launch_env.h"
+#include "core/log.h"
+#include "cuda/cuda_support.h"
+#include "monitor/devices.h"
+#include "cuda/device_ops.h"
+#include "trainer/checkpoint.h"
+#include "trainer/executor.h"
+#include "trainer/metrics.h"
+#include "trainer/options.h"
+#include "trainer/run_info.h"
+#include "trainer/sgd.h"
+#include "trainer/step_timer.h"
+#include "trainer/train_step.h"
+#include "input/source.h"
+#include "models/model.h"
+#include "monitor/nvml.h"
+#include "monitor/utilisation.h"
+#include "parallel/distributed.h"
+#include "parallel/grad_sync.h"
+#include "parallel/watchdog.h"
+
+namespace rn50::trainer {
+namespace {
+
+// `local_rank`: a data-parallel process takes the GPU of its rank on this host.
+c10::Device resolve_device(const std::string& name, int local_rank) {
+  const bool cuda_available = torch::cuda::is_available();
+  // Under per-task GPU binding (Slurm) a process may see only its own GPU, whatever its local rank.
+  const int visible = cuda_available ? static_cast<int>(torch::cuda::device_count()) : 1;
+  const std::string own_gpu = "cuda:" + std::to_string(visible > 0 ? local_rank % visible : 0);
+  if (name == "auto") return cuda_available ? c10::Device(own_gpu) : c10::Device(c10::kCPU);
+  if (name == "cpu") return c10::Device(c10::kCPU);
+  if (!cuda_available) {
+    throw ConfigError("config key 'device': " + name + " requested, but no CUDA device is available" +
+                      (cuda::built_with_cuda() ? "" : " (this rn50 was built without CUDA)"));
+  }
+  c10::Device device(name == "cuda" ? own_gpu : name);
+  if (device.index() >= static_cast<int>(torch::cuda::device_count())) {
+    throw ConfigError("config key 'device': " + name + " requested, but only " +
+                      std::to_string(torch::cuda::device_count()) + " CUDA device(s) are visible");
+  }
+  return device;
+}
+
+// What the configuration asks of the device, checked before any work.
+void check_device(const Config& config, const c10::Device& device) {
+  if (!device.is_cuda() && config.precision != Precision::kFp32) {
+    throw ConfigError("config key 'precision': " + name_of(config.precision) +
+                      " (autocast) needs a CUDA device; this run is on the CPU");
+  }
+}
+
+// The math switches are process-wide in LibTorch; set them once, before the first kernel.
+void apply_math_switches(const Config& config) {
+  auto& ctx = at::globalContext();
+  if (config.tf32 != Tf32::kDefault) {
+    const bool tf32 = config.tf32 == Tf32::kOn;
+    ctx.setAllowTF32CuBLAS(tf32);
+    ctx.setAllowTF32CuDNN(tf32);
+  }
+  ctx.setBenchmarkCuDNN(config.cudnn_benchmark);
+}
+
+}  // namespace
+
+Session::Session(const Config& config, const LaunchEnv& launch, std::unique_ptr<input::InputSource> source_in)
+    : loop(loop_options(config)), device(resolve_device(config.device, launch.local_rank)), config_(config) {
+  check_device(config, device);
+  const input::InputOptions input = input_options(config);
+  input::check_input_device(input.kind, device);
+  apply_math_switches(config);
+  // All device work, warm-up included, runs on one non-default stream: CUDA graph capture needs it.
+  if (device.is_cuda()) cuda::use_side_stream(device.index());
+  if (config.expandable_segments) {
+    allocator_status = device.is_cuda() ? cuda::use_expandable_segments() : "expandable_segments: unused on the CPU";
+  }
+  if (launch.world_size > 1) {
+    distributed = std::make_unique<parallel::Distributed>(launch, distributed_options(config), device);
+  }
+  input::InputContext context;
+  context.device = device;
+  context.rank = rank();
+  context.world = world();
+  context.local_rank = launch.local_rank;
+  context.image_dtype = compute_dtype(config.precision);
+  context.channels_last = config.channels_last;
+  source = source_in ? std::move(source_in) : input::create_input_source(input, context);
+  build_model();
+  if (primary()) {
+    std::filesystem::create_directories(config.out_dir);
+    remove_stale_temporaries();
+    std::ofstream(config.out_dir + "/config.yaml") << to_yaml(config);
+  }
+  if (!config.resume.empty()) resume();
+  if (primary()) {
+    std::optional<ResumePoint> resumed;
+    if (!config.resume.empty()) resumed = ResumePoint{start_epoch, global_step};
+    metrics = std::make_unique<MetricsLog>(config.out_dir + "/" + kMetricsFile, resumed);
+    if (!metrics->repaired().empty()) log_warn(metrics->repaired());
+  }
+  if (!config.init_from.empty()) {
+    log_info("init_from " + config.init_from + ": " + load_weights(config.init_from, *model, model->classifier_name()));
+  }
+  if (distributed) join_data_parallel();
+  if (device.is_cuda() && primary()) start_sampler();  // only rank 0's epoch record is written
+}
+
+Session::~Session() = default;
+
+int Session::world() const { return distributed ? distributed->world_size() : 1; }
+int Session::rank() const { return distributed ? distributed->rank() : 0; }
+
+void Session::beat() {
+  if (watchdog) watchdog->beat();
+}
+
+// A temporary left in out_dir by a run killed while it wrote a checkpoint or repaired the metrics: the file it was
+// to replace is intact (files::write_atomically renames the temporary over it only when complete), so it goes.
+void Session::remove_stale_temporaries() const {
+  for (const char* name : {kCheckpointFile, kMetricsFile}) {
+    const std::string path = files::temporary_path(loop.out_dir + "/" + name);
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(path, ec) && std::filesystem::remove(path, ec)) {
+      log_warn("removed " + path + ", left by an earlier run that stopped while writing it");
+    }
+  }
+}
+
+void Session::build_model() {
+  const Config& config = config_;
+  const input::DatasetInfo& info = source->info();
+  torch::manual_seed(static_cast<uint64_t>(config.seed));
+  model = models::create(config.model, model_options(config, static_cast<int64_t>(info.classes.size())));
+  model->to(device);
+  if (config.channels_last) models::to_channels_last(*model);
+  sgd = std::make_unique<Sgd>(*model, config.momentum, config.weight_decay, config.decay_bn_and_bias);
+  timer = device.is_cuda() ? make_cuda_step_timer() : std::make_unique<HostStepTimer>();
+  step = std::make_unique<TrainStep>(*model, *sgd, step_options(config), device, *timer);
+  schedule = schedule_for(config, global_batch(), info.steps_per_epoch);
+}
+
+void Session::resume() {
+  const Config& config = config_;
+  const CheckpointMeta meta = load_checkpoint(config.resume, *model, *sgd, step->state());
+  const input::DatasetInfo& info = source->info();
+  if (meta.model != config.model) {
+    throw ConfigError("config key 'resume': " + config.resume + " holds a " + meta.model + ", not a " + config.model);
+  }
+  if (meta.classes != info.classes) {
+    throw ConfigError("config key 'resume': the classes of " + config.resume + " differ from the dataset's");
+  }
+  if (meta.seed != config.seed) {
+    throw ConfigError("config key 'seed': " + std::to_string(config.seed) + " differs from the checkpoint's " +
+                      std::to_string(meta.seed) + "; a resumed run must use its checkpoint's seed");
+  }
+  if (meta.batch_size != config.batch_size || meta.steps_per_epoch != info.steps_per_epoch) {
+    throw ConfigError(
+        strprintf("config key 'batch_size': the checkpoint was trained with batch %lld and %lld steps per "
+                  "epoch, this run has %d and %lld; the schedule would not continue",
+                  static_cast<long long>(meta.batch_size), static_cast<long long>(meta.steps_per_epoch),
+                  config.batch_size, static_cast<long long>(info.steps_per_epoch)));
+  }
+  start_epoch = meta.epoch;
+  global_step = meta.step;
+  log_info(strprintf("resumed from %s after epoch %lld (step %lld)", config.resume.c_str(),
+                     static_cast<long long>(meta.epoch), static_cast<long long>(meta.step)));
+}
+
+// Every rank runs the same configuration and model, starts from rank 0's weights, and averages its gradients over
+// the ranks in buckets that overlap the backward pass.
+void Session::join_data_parallel() {
+  const Config& config = config_;
+  Config shared = config;
+  shared.device = "";  // each rank has its own GPU
+  shared.workers = 0;  // and its own host's share of cores
+  distributed->check_same("configuration", to_yaml(shared));
+  distributed->check_same("model", parallel::describe_tensors(named_state(*model)));
+  // Ranks that saw different datasets would take different numbers of steps (and hang) or overlap.
+  const input::DatasetInfo& info = source->info();
+  std::string dataset = strprintf("steps per epoch: %lld\n", static_cast<long long>(info.steps_per_epoch));
+  if (info.train_images > 0) dataset += strprintf("train images: %lld\n", static_cast<long long>(info.train_images));
+  if (info.val_images > 0) dataset += strprintf("val images: %lld\n", static_cast<long long>(info.val_images));
+  for (const auto& c : info.classes) dataset += "class: " + c + "\n";
+  distributed->check_same("dataset", dataset);
+  std::vector<at::Tensor> state;
+  for (auto& [name, t] : named_state(*model)) state.push_back(t);
+  for (auto& [name, t] : sgd->momentum_buffers()) state.push_back(t);
+  {
+    torch::NoGradGuard no_grad;
+    distributed->comm().broadcast_from_rank0(state);
+  }
+  const auto bucket_bytes = static_cast<int64_t>(config.bucket_mb * 1024 * 1024);
+  buckets = std::make_unique<parallel::GradientBuckets>(model->parameters(), distributed->comm(), bucket_bytes);
+  step->set_gradient_sync(buckets.get());
+  // A backstop behind the backends' own timeouts (which say more when they fire), hence the margin.
+  const int timeout_s = config.dist_timeout_s + config.dist_timeout_s / 10 + 5;
+  const int rank = distributed->rank(), world = distributed->world_size();
+  watchdog = std::make_unique<parallel::Watchdog>(std::chrono::seconds(timeout_s), [timeout_s, rank, world] {
+    log_error(
+        strprintf("rank %d of %d stopped: training made no progress for %d s (dist_timeout_s plus a margin): "
+                  "another rank probably died or hangs in a collective",
+                  rank, world, timeout_s));
+    std::_Exit(3);
+  });
+}
+
+void Session::average_buffers() {
+  torch::NoGradGuard no_grad;
+  for (const auto& item : model->named_buffers()) {
+    at::Tensor b = item.value();
+    if (!at::isFloatingType(b.scalar_type())) continue;
+    distributed->comm().start_mean(b)();
+  }
+}
+
+void Session::close_data_parallel() {
+  watchdog.reset();
+  step.reset();
+  buckets.reset();
+  distributed->shutdown();
+}
+
+// NVML utilisation, sampled every 100 ms on its own thread; unavailable (null) where NVML is missing.
+void Session::start_sampler() {
+  std::string why_not;
+  std::shared_ptr<monitor::NvmlApi> nvml(monitor::open_nvml(&why_not));
+  if (!nvml) {
+    sampler_status = "unavailable: " + why_not;
+    return;
+  }
+  try {
+    sampler = std::make_unique<monitor::UtilisationSampler>(nvml, monitor::device_uuid(device.index()));
+    sampler->start();
+    sampler_status = std::string("NVML every 100 ms (PCIe counters every 500 ms)") +
+                     (sampler->gpm_supported() ? ", with GPM metrics" : "");
+  } catch (const std::exception& e) {
+    sampler_status = std::string("unavailable: ") + e.what();
+  }
+}
+
+void Session::log_start() const {
+  if (!primary()) return;  // other ranks log warnings only
+  const Config& config = config_;
+  std::vector<std::pair<std::string, std::string>> rows = to_rows(config);
+  rows.emplace_back("(device)", device.is_cuda() ? monitor::describe_device(device.index()) : "cpu");
+  if (device.is_cuda()) rows.emplace_back("(kernels)", cuda::describe_kernels(device.index()));
+  for (auto& row : source->describe()) rows.push_back(std::move(row));
+  if (config.cuda_graph) rows.emplace_back("(cuda graph)", step->graph_status());
+  if (!allocator_status.empty()) rows.emplace_back("(allocator)", allocator_status);
+  if (config.fusion != Fusion::kOff) rows.emplace_back("(fusion)", model->describe_fusion(step->images()));
+  rows.emplace_back("(utilisation)", sampler_status.empty() ? "unavailable on the CPU" : sampler_status);
+  rows.emplace_back("(classes)", std::to_string(source->info().classes.size()));
+  rows.emplace_back("(steps per epoch)", std::to_string(source->info().steps_per_epoch));
+  rows.emplace_back("(peak lr)", std::to_string(schedule.peak_lr));
+  if (distributed) {
+    rows.emplace_back("(data parallel)",
+                      strprintf("%d processes over %s; %d gradient buckets (%.1f MB in all), all-reduced during the "
+                                "backward pass; global batch %d",
+                                world(), distributed->comm().backend().c_str(), buckets->num_buckets(),
+                                static_cast<double>(buckets->bytes()) / 1e6, static_cast<int>(global_batch())));
+    if (device.is_cuda()) {
+      const std::string links = monitor::describe_links();
+      rows.emplace_back("(gpu links)", (links.empty() ? std::string("one GPU visible") : links) +
+                                           (config.nvlink ? "" : "; nvlink off: NCCL_P2P_DISABLE=1"));
+    }
+  }
+  log_table("rn50 train", rows);
+  // The machine, for the run's report: a run is not stopped for it.
+  try {
+    write_run_info(config.out_dir + "/" + kRunInfoFile, world(), rows);
+  } catch (const std::exception& e) {
+    log_warn(std::string("run.json not written: ") + e.what());
+  }
+}
+
+}  // namespace rn50::trainer

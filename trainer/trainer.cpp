@@ -1,0 +1,286 @@
+// trainer/trainer.cpp: the epoch loop of `rn50 train`: each step's batch from the input source, the step, the step
+// records; after each epoch validation, the checkpoint and the epoch record. Everything it uses is built by Session.
+#include "trainer/trainer.h"
+
+#include <ATen/ATen.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <exception>
+#include <functional>
+#include <numeric>
+#include <optional>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/errors.h"
+#include "core/launch_env.h"
+#include "core/log.h"
+#include "cuda/cuda_support.h"
+#include "trainer/checkpoint.h"
+#include "core/cost.h"
+#include "trainer/executor.h"
+#include "trainer/metrics.h"
+#include "trainer/progress.h"
+#include "trainer/session.h"
+#include "trainer/step_timer.h"
+#include "trainer/train_step.h"
+#include "input/source.h"
+#include "models/model.h"
+#include "monitor/utilisation.h"
+#include "parallel/communicator.h"
+#include "parallel/distributed.h"
+
+namespace rn50::trainer {
+namespace {
+
+// On an exception out of an epoch, the input source stops using the batches it holds before their loader goes.
+class AbandonOnError {
+ public:
+  explicit AbandonOnError(input::InputSource& source) : source_(source), exceptions_(std::uncaught_exceptions()) {}
+  ~AbandonOnError() {
+    if (std::uncaught_exceptions() > exceptions_) source_.abandon();
+  }
+  AbandonOnError(const AbandonOnError&) = delete;
+  AbandonOnError& operator=(const AbandonOnError&) = delete;
+
+ private:
+  input::InputSource& source_;
+  int exceptions_;
+};
+
+double peak_host_rss_gib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0);  // ru_maxrss is in KiB
+}
+
+class EpochLoop {
+ public:
+  explicit EpochLoop(Session& session) : s_(session), loop_(session.loop) {}
+
+  void run() {
+    for (int64_t epoch = s_.start_epoch; epoch < loop_.epochs; ++epoch) {
+      const auto t0 = Clock::now();
+      EpochRecord record = train_epoch(epoch);
+      if (s_.distributed) s_.average_buffers();
+      if (loop_.validate && s_.source->info().val_images > 0) validate(record);
+      s_.beat();
+      if (s_.primary()) {
+        if (loop_.checkpoint) save(epoch + 1);
+        // What the instance is paid for: the whole epoch, validation and checkpoint included.
+        std::optional<RunCost> cost;
+        epoch_seconds_.push_back(seconds_since(t0));
+        if (loop_.price_per_hour > 0) {
+          cost = run_cost(loop_.price_per_hour, epoch_seconds_, loop_.epochs);
+          record.extra.emplace_back("cost_per_epoch", cost->per_epoch);
+          record.extra.emplace_back("projected_run_cost", cost->projected_run);
+        }
+        s_.metrics->write(record);
+        log_epoch(record, cost);
+      }
+    }
+    if (s_.distributed) s_.close_data_parallel();
+  }
+
+ private:
+  EpochRecord train_epoch(int64_t epoch) {
+    if (s_.device.is_cuda()) cuda::reset_peak_memory(s_.device.index());
+    input::InputSource& source = *s_.source;
+    const int64_t steps = source.info().steps_per_epoch;
+    source.begin_epoch(epoch);
+    const AbandonOnError abandon_on_error(source);
+    EpochRecord record;
+    record.epoch = epoch + 1;
+    at::Tensor loss_sum = at::zeros({}, at::TensorOptions(s_.device).dtype(at::kFloat));
+    at::Tensor interval_loss = at::zeros_like(loss_sum);
+    s_.timer->take_totals();
+    if (s_.sampler) s_.sampler->take_epoch_summary();  // drop what was sampled outside training
+    const auto t0 = Clock::now();
+    auto interval_start = t0;
+    int64_t interval_steps = 0;
+    // Host time only: the device may be a few steps behind between the syncs below, never further than its queue.
+    std::optional<EpochProgress> progress;
+    if (s_.primary()) {
+      progress.emplace(epoch + 1, loop_.epochs, steps, s_.global_batch(),
+                       mean_epoch_seconds(), t0,
+                       stdout_is_terminal() ? std::function<void(const std::string&)>(set_status_line) : nullptr);
+    }
+    for (int64_t s = 0; s < steps; ++s) {
+      s_.timer->begin_step();
+      source.fill(s_.step->images(), s_.step->labels());
+      s_.timer->mark(Phase::kInput);
+      const double lr = s_.schedule.at(s_.global_step);
+      const at::Tensor& loss = s_.step->run(lr);
+      source.after_step();
+      s_.beat();
+      loss_sum.add_(loss);
+      interval_loss.add_(loss);
+      ++interval_steps;
+      ++s_.global_step;
+      record.lr = lr;
+      if (progress) progress->step_done(s + 1, Clock::now());
+      if (s_.primary() && s_.global_step % loop_.log_every == 0) {
+        // The loop's own only sync, every log_every steps, on the rank that logs (source.fill may wait too: that
+        // counts as input time). An interval can be shorter than log_every at the start of an epoch, since records
+        // follow the global step.
+        const double mean_loss = interval_loss.item<double>() / static_cast<double>(interval_steps);
+        const double rate =
+            static_cast<double>(interval_steps * s_.global_batch()) / seconds_since(interval_start);
+        StepRecord step_record{epoch + 1, s_.global_step, mean_loss, lr, rate};
+        step_record.extra =
+            s_.sampler ? s_.sampler->take_interval_means() : monitor::UtilisationSampler::unavailable_interval_means();
+        s_.metrics->write(step_record);
+        log_info(strprintf("epoch %lld step %lld (%lld/%lld) loss %.4f lr %.5f %.0f img/s, %s",
+                           static_cast<long long>(epoch + 1), static_cast<long long>(s_.global_step),
+                           static_cast<long long>(s + 1), static_cast<long long>(steps), mean_loss, lr, rate,
+                           progress->time_left(s + 1, Clock::now()).c_str()));
+        interval_loss.zero_();
+        interval_steps = 0;
+        interval_start = Clock::now();
+      }
+    }
+    const input::InputCounts input = source.end_epoch();
+    if (s_.distributed) {
+      s_.distributed->comm().sum(loss_sum);
+      loss_sum.div_(s_.world());
+    }
+    record.train_loss = loss_sum.item<double>() / static_cast<double>(steps);
+    record.wall_s = seconds_since(t0);
+    record.steps = steps;
+    record.images = steps * s_.global_batch();  // all ranks together
+    record.images_per_s = static_cast<double>(record.images) / record.wall_s;
+    add_input_counts(record, input);
+    add_device_counts(record);
+    return record;
+  }
+
+  // The source's waits, skipped samples and own counters; on several ranks every rank's wait and the sum of skips.
+  void add_input_counts(EpochRecord& record, const input::InputCounts& input) {
+    record.data_wait_s = input.wait_s;
+    record.compute_s = record.wall_s - record.data_wait_s;
+    record.bad_samples = input.bad_samples;
+    for (const auto& item : input.extra) record.extra.push_back(item);
+    if (!s_.distributed) return;
+    const std::vector<double> waits = s_.distributed->all_values("data_wait", record.data_wait_s);
+    for (int r = 0; r < s_.world(); ++r) record.extra.emplace_back(strprintf("data_wait_s_rank%d", r), waits[r]);
+    const std::vector<double> bad = s_.distributed->all_values("bad_samples", static_cast<double>(record.bad_samples));
+    record.bad_samples = 0;
+    for (const double b : bad) record.bad_samples += static_cast<int64_t>(b);
+  }
+
+  // Memory peaks, where the steps' time went, and the GPU's utilisation over the epoch.
+  void add_device_counts(EpochRecord& record) {
+    const bool cuda = s_.device.is_cuda();
+    record.peak_gpu_mem_gib = cuda ? cuda::peak_memory_gib(s_.device.index()) : std::nullopt;
+    record.peak_host_rss_gib = peak_host_rss_gib();
+    const PhaseTimes phases = s_.timer->take_totals();
+    for (int p = 0; p < kNumPhases; ++p) {
+      // No communication on one process: unavailable, not 0. Under a CUDA graph the all-reduces are inside the
+      // replayed forward+backward and not timed apart.
+      const bool measured = static_cast<Phase>(p) != Phase::kCommunication || (s_.distributed && !s_.step->graphed());
+      record.extra.emplace_back(kPhaseNames[p], measured ? std::optional<double>(phases.total[p]) : std::nullopt);
+    }
+    // The slowest step's input phase: near input_s, one stall (an epoch's first step, say); far below, a steady cost.
+    record.extra.emplace_back("input_slowest_step_s", phases.slowest[static_cast<int>(Phase::kInput)]);
+    // Likewise for the gaps between steps: the host late to queue a step, every step or once.
+    record.extra.emplace_back("between_steps_slowest_s", phases.slowest[static_cast<int>(Phase::kBetweenSteps)]);
+    record.extra.emplace_back("cuda_graph", s_.step->graphed() ? 1.0 : 0.0);
+    for (auto& item :
+         s_.sampler ? s_.sampler->take_epoch_summary() : monitor::UtilisationSampler::unavailable_summary()) {
+      record.extra.push_back(std::move(item));
+    }
+    record.extra.emplace_back("peak_gpu_reserved_gib",
+                              cuda ? cuda::peak_reserved_gib(s_.device.index()) : std::nullopt);
+  }
+
+  // Each rank evaluates its share of the validation split; the sums over all ranks make the figures.
+  void validate(EpochRecord& record) {
+    at::Tensor loss = at::zeros({}, at::TensorOptions(s_.device).dtype(at::kFloat));
+    at::Tensor top1 = at::zeros_like(loss), top5 = at::zeros_like(loss);
+    int64_t images = 0;
+    const input::InputCounts input = s_.source->validate([&](const at::Tensor& x, const at::Tensor& y) {
+      const EvalSums sums = s_.step->executor().evaluate(x, y);
+      s_.beat();
+      loss.add_(sums.loss);
+      top1.add_(sums.top1);
+      top5.add_(sums.top5);
+      images += x.size(0);
+    });
+    int64_t bad = input.bad_samples;
+    if (s_.distributed) {
+      at::Tensor sums = at::stack({loss, top1, top5, at::full({}, static_cast<double>(images), loss.options()),
+                                   at::full({}, static_cast<double>(bad), loss.options())});
+      s_.distributed->comm().sum(sums);
+      const auto host = sums.to(at::kCPU);
+      loss = host[0], top1 = host[1], top5 = host[2];
+      images = static_cast<int64_t>(host[3].item<double>());
+      bad = static_cast<int64_t>(host[4].item<double>());
+    }
+    record.val_loss = loss.item<double>() / static_cast<double>(images);
+    record.top1 = top1.item<double>() / static_cast<double>(images);
+    record.top5 = top5.item<double>() / static_cast<double>(images);
+    record.bad_samples += bad;
+  }
+
+  void save(int64_t epochs_done) {
+    const input::DatasetInfo& info = s_.source->info();
+    CheckpointMeta meta{loop_.model, epochs_done,        s_.global_step,      loop_.seed,
+                        info.classes,  loop_.batch_size, info.steps_per_epoch};
+    save_checkpoint(loop_.out_dir + "/" + kCheckpointFile, *s_.model, *s_.sgd, meta, s_.step->state());
+  }
+
+  void log_epoch(const EpochRecord& r, const std::optional<RunCost>& cost) const {
+    auto pct = [](const std::optional<double>& x) { return x ? strprintf("%.2f%%", 100.0 * *x) : std::string("-"); };
+    log_info(strprintf(
+        "epoch %lld/%d: %.1f s, %.0f img/s (data wait %.1f s), train loss %.4f, val loss %s, top-1 %s, top-5 %s, "
+        "bad samples %lld%s",
+        static_cast<long long>(r.epoch), loop_.epochs, r.wall_s, r.images_per_s, r.data_wait_s, r.train_loss,
+        r.val_loss ? strprintf("%.4f", *r.val_loss).c_str() : "-", pct(r.top1).c_str(), pct(r.top5).c_str(),
+        static_cast<long long>(r.bad_samples),
+        cost
+            ? strprintf(", cost %.4g this epoch, projected run cost %.4g", cost->per_epoch, cost->projected_run).c_str()
+            : ""));
+  }
+
+  double mean_epoch_seconds() const {
+    if (epoch_seconds_.empty()) return 0;
+    return std::accumulate(epoch_seconds_.begin(), epoch_seconds_.end(), 0.0) /
+           static_cast<double>(epoch_seconds_.size());
+  }
+
+  Session& s_;
+  const LoopOptions& loop_;
+  std::vector<double> epoch_seconds_;  // whole epochs of this process, for the cost projection and the time left
+};
+
+}  // namespace
+
+void train(const Config& config, const LaunchEnv& launch, std::unique_ptr<input::InputSource> source) {
+  Session session(config, launch, std::move(source));
+  session.log_start();
+  EpochLoop loop(session);
+  if (launch.world_size <= 1) {
+    loop.run();
+    return;
+  }
+  try {
+    loop.run();
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const DataError&) {
+    throw;
+  } catch (const std::exception& e) {
+    // A failed collective's message (Gloo, NCCL) does not say why it failed; the usual reason is another rank.
+    throw std::runtime_error(
+        strprintf("rank %d of %d stopped: %s (in a data-parallel run this usually means another "
+                  "rank died or hangs; waits are bounded by dist_timeout_s=%d)",
+                  launch.rank, launch.world_size, first_line(e.what()).c_str(), session.loop.dist_timeout_s));
+  }
+}
+
+void train(const Config& config, const LaunchEnv& launch) { train(config, launch, nullptr); }
+
+}  // namespace rn50::trainer
