@@ -167,7 +167,7 @@ if has jpeg; then  # the full pipeline on generated JPEGs: decode threads, pinne
   epoch_keys /tmp/runs/jpeg_optimized/metrics.jsonl data_wait h2d gpu_util sm_util tensor_util power | tee -a "$OUT/table.txt"
   pack
 fi
-if has ddpjpeg; then  # the fastest configuration on JPEG files, one GPU against two (issue 8's run at the size lent)
+if has ddpjpeg; then  # the fastest configuration on JPEG files, one GPU against two (at the size lent)
   [[ -d "$jpeg" ]] || echo "ddpjpeg: no $jpeg (the jpeg stage makes it)"
   for n in 1 2; do
     for decode in cpu gpu; do

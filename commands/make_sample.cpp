@@ -11,14 +11,14 @@
 #include "core/errors.h"
 #include "core/files.h"
 #include "core/log.h"
-#include "sample/damaged_images.h"
-#include "sample/sample_maker.h"
+#include "samples/damaged_images.h"
+#include "samples/sample_maker.h"
 
 namespace rn50::commands {
 
 int make_sample_command(int argc, char** argv) {
   cxxopts::Options options("rn50 make-sample", "Write a small ImageNet-format JPEG dataset with learnable classes.");
-  sample::SampleSpec spec;
+  samples::SampleSpec spec;
   options.add_options()("out", "output folder", cxxopts::value<std::string>())(
       "classes", "number of classes", cxxopts::value<int>()->default_value(std::to_string(spec.classes)))(
       "per-class", "training images per class", cxxopts::value<int>()->default_value(std::to_string(spec.per_class)))(
@@ -53,11 +53,11 @@ int make_sample_command(int argc, char** argv) {
   spec.noise = parsed["noise"].as<double>();
   spec.seed = parsed["seed"].as<uint64_t>();
   init_logging("", 0);
-  const int64_t files = sample::make_sample_dataset(spec);
+  const int64_t files = samples::make_sample_dataset(spec);
   log_info(strprintf("wrote %lld images of %d classes to %s", static_cast<long long>(files), spec.classes,
                      spec.out_dir.c_str()));
   if (parsed.count("damaged")) {
-    sample::DamagedCounts all;
+    samples::DamagedCounts all;
     for (const auto& entry : std::filesystem::directory_iterator(spec.out_dir + "/train")) {
       const std::string dir = entry.path().string();
       std::string good_path;  // one image make-sample wrote, not a damaged file of an earlier run
@@ -66,7 +66,7 @@ int make_sample_command(int argc, char** argv) {
       }
       std::vector<uint8_t> good;
       files::read_whole(good_path, uint64_t{64} << 20, good);
-      const sample::DamagedCounts c = sample::write_damaged_images(dir, good, /*special=*/true);
+      const samples::DamagedCounts c = samples::write_damaged_images(dir, good, /*special=*/true);
       all.files += c.files;
       all.bad += c.bad;
     }

@@ -397,7 +397,7 @@ void validate(Config& c) {
   require(c.image_size >= 16 && c.image_size <= 1024, "image_size", "must be between 16 and 1024");
   require(c.val_resize >= c.image_size, "val_resize", "must be at least image_size");
   // Upper bounds too: each is far above any real run and keeps the counts and times derived from it from
-  // overflowing (issue 25). They are typo guards, not a memory bound: their product can exceed any host's memory.
+  // overflowing. They are typo guards, not a memory bound: their product can exceed any host's memory.
   require(c.batch_size >= 1 && c.batch_size <= 65536, "batch_size", "must be 1 to 65536");
   require(c.workers >= -1 && c.workers <= 4096, "workers", "must be -1 (auto), or 0 to 4096");
   require(c.prefetch >= 1 && c.prefetch <= 64, "prefetch", "must be 1 to 64 (each holds a batch in host memory)");

@@ -5,6 +5,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/device_convert.cuh"
 #include "cuda/kernels.h"
+#include "cuda/launch.h"
 
 namespace rn50::cuda::kernels {
 namespace {
@@ -54,8 +55,8 @@ void normalize_images(const uint8_t* in, void* out, OutType type, int64_t images
     affine.shift[c] = shift[c];
   }
   const int64_t pixels = images * height * width;
-  const int threads = 256;
-  const int blocks = static_cast<int>(std::min<int64_t>((pixels + threads - 1) / threads, 65535));
+  const int threads = launch::kThreads;
+  const int blocks = launch::blocks_for(pixels);
   switch (type) {
     case OutType::F32:
       normalize_kernel<<<blocks, threads, 0, stream>>>(in, static_cast<float*>(out), pixels, height * width,
@@ -76,8 +77,8 @@ void normalize_images(const uint8_t* in, void* out, OutType type, int64_t images
 void fused_sgd(const SgdSlice* slices, const int32_t* chunk_tensor, const int64_t* chunk_begin, int64_t num_chunks,
                int64_t chunk_size, float momentum, const float* neg_lr, const float* found_inf, cudaStream_t stream) {
   if (num_chunks == 0) return;
-  fused_sgd_kernel<<<static_cast<unsigned>(num_chunks), 256, 0, stream>>>(slices, chunk_tensor, chunk_begin, chunk_size,
-                                                                          momentum, neg_lr, found_inf);
+  fused_sgd_kernel<<<static_cast<unsigned>(num_chunks), launch::kThreads, 0, stream>>>(
+      slices, chunk_tensor, chunk_begin, chunk_size, momentum, neg_lr, found_inf);
   RN50_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -49,11 +49,11 @@ class GpuDecodeSource final : public InputSource {
       : options_(options), context_(context), data_(options, context), ahead_(options.decode_ahead) {
     info_ = data_.info();
     const std::shared_ptr<HostAllocator> host = data_.host_allocator();
-    GpuDecoderOptions options;
-    options.planar = options.decode_yuv;
-    options.submit_ahead = options.decode_ahead_batches;
+    GpuDecoderOptions decoder;
+    decoder.planar = options.decode_yuv;
+    decoder.submit_ahead = options.decode_ahead_batches;
     // The decoder holds up to held_batches of a pool's batches (their labels are copied from the pool).
-    const int slots = options.prefetch + GpuJpegDecoder::held_batches(options);
+    const int slots = options.prefetch + GpuJpegDecoder::held_batches(decoder);
     auto pool = [&] {
       return std::make_unique<data::BatchPool>(slots, options.batch_size, options.image_size, host,
                                                data::BatchContent::kEncoded);
@@ -63,7 +63,7 @@ class GpuDecodeSource final : public InputSource {
     // The next epoch's first batches come from a loader of their own, which needs a pool of its own (a loader fills
     // every slot of its pool). Not across a validation, which decodes through the same slots.
     if (ahead_ && options.epochs > 1 && info_.val_images == 0) ahead_pool_ = pool();
-    decoder_ = std::make_unique<GpuJpegDecoder>(context.device.index(), options.batch_size, options.image_size, options);
+    decoder_ = std::make_unique<GpuJpegDecoder>(context.device.index(), options.batch_size, options.image_size, decoder);
   }
 
   std::vector<std::pair<std::string, std::string>> describe() const override {

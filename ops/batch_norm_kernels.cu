@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cuda/cuda_check.h"
+#include "cuda/launch.h"
 #include "ops/batch_norm_kernels.h"
 #include "ops/batch_norm_kernels_impl.cuh"
 
@@ -79,11 +80,13 @@ __global__ void __launch_bounds__(impl::kThreads, impl::kBlocksPerSm)
   impl::dx_rows<T, VEC, kSource>(p, thread_idx(), grad, y, x, co, dx);
 }
 
-bool misaligned(const void* p) { return p != nullptr && reinterpret_cast<uintptr_t>(p) % 16 != 0; }
+bool misaligned(const void* p) {
+  return p != nullptr && reinterpret_cast<uintptr_t>(p) % cuda::launch::kVectorBytes != 0;
+}
 
 void check_plan(const Plan& p, int elem_bytes, std::initializer_list<const void*> pointers) {
   if (p.rows < 1 || p.channels < 1) throw std::invalid_argument("batch_norm kernels: empty tensor");
-  if (p.vec != 1 && p.vec != 16 / elem_bytes) throw std::invalid_argument("batch_norm kernels: plan of another dtype");
+  if (p.vec != 1 && p.vec != cuda::launch::kVectorBytes / elem_bytes) throw std::invalid_argument("batch_norm kernels: plan of another dtype");
   if (p.vec > 1) {
     for (const void* ptr : pointers) {
       if (misaligned(ptr))
@@ -176,7 +179,7 @@ template <typename T>
 void batch_norm_forward(const Plan& plan, const ForwardArgs<T>& args, cudaStream_t stream) {
   check_plan(plan, sizeof(T), {args.x, args.residual, args.y});
   if (args.batch_stats && args.workspace == nullptr) throw std::invalid_argument("batch_norm_forward: no workspace");
-  constexpr int kWide = 16 / sizeof(T);
+  constexpr int kWide = cuda::launch::kVectorBytes / sizeof(T);
   if (plan.vec == kWide) {
     forward_with<T, kWide>(plan, args, stream);
   } else {
@@ -188,7 +191,7 @@ template <typename T>
 void batch_norm_backward(const Plan& plan, const BackwardArgs<T>& args, cudaStream_t stream) {
   check_plan(plan, sizeof(T), {args.dy, args.x, args.y, args.dx, args.dresidual});
   if (args.workspace == nullptr) throw std::invalid_argument("batch_norm_backward: no workspace");
-  constexpr int kWide = 16 / sizeof(T);
+  constexpr int kWide = cuda::launch::kVectorBytes / sizeof(T);
   if (plan.vec == kWide) {
     backward_with<T, kWide>(plan, args, stream);
   } else {

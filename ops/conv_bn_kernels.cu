@@ -11,9 +11,13 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/device_convert.cuh"
+#include "cuda/launch.h"
 
 namespace rn50::ops::kernels {
 namespace {
+
+namespace launch = rn50::cuda::launch;
+constexpr int kFinalizeThreads = 128;  // the finalize kernel: one thread a channel
 
 __global__ void finalize_kernel(FinalizeArgs a) {
   const int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
@@ -55,18 +59,19 @@ struct Grid {
 };
 
 Grid grid_for(int64_t rows, int64_t packs_per_row) {
-  const int lanes = static_cast<int>(std::min<int64_t>(packs_per_row, 32));
-  const int row_threads = 256 / lanes;
+  const int lanes = static_cast<int>(std::min<int64_t>(packs_per_row, launch::kWarp));
+  const int row_threads = launch::kThreads / lanes;
   const auto x_blocks = static_cast<unsigned>((packs_per_row + lanes - 1) / lanes);
-  // About eight blocks of 256 threads per SM of an H200 in all; the row loop covers the rest.
-  const int64_t want_y = std::max<int64_t>(1, 132 * 8 / static_cast<int64_t>(x_blocks));
+  // Enough blocks to fill an H200 in all; the row loop covers the rest.
+  const int64_t want_y =
+      std::max<int64_t>(1, launch::kFillSms * launch::kFillBlocksPerSm / static_cast<int64_t>(x_blocks));
   const auto y_blocks = static_cast<unsigned>(std::min<int64_t>((rows + row_threads - 1) / row_threads, want_y));
   return {dim3(x_blocks, std::max(1U, y_blocks)),
           dim3(static_cast<unsigned>(lanes), static_cast<unsigned>(row_threads))};
 }
 
 template <typename T, int VEC>
-__global__ void __launch_bounds__(256) apply_kernel(ApplyArgs a) {
+__global__ void __launch_bounds__(launch::kThreads) apply_kernel(ApplyArgs a) {
   const int64_t packs_per_row = a.channels / VEC;
   const int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (p >= packs_per_row) return;
@@ -101,7 +106,7 @@ __global__ void __launch_bounds__(256) apply_kernel(ApplyArgs a) {
 }
 
 template <typename T, int VEC>
-__global__ void __launch_bounds__(256) dbn_apply_kernel(DbnApplyArgs a) {
+__global__ void __launch_bounds__(launch::kThreads) dbn_apply_kernel(DbnApplyArgs a) {
   const int64_t packs_per_row = a.channels / VEC;
   const int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (p >= packs_per_row) return;
@@ -129,7 +134,9 @@ __global__ void __launch_bounds__(256) dbn_apply_kernel(DbnApplyArgs a) {
   }
 }
 
-bool aligned16(const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned16(const void* p) {
+  return p == nullptr || reinterpret_cast<uintptr_t>(p) % launch::kVectorBytes == 0;
+}
 
 template <typename T, int VEC>
 void launch_apply_vec(const ApplyArgs& a, cudaStream_t stream) {
@@ -139,8 +146,9 @@ void launch_apply_vec(const ApplyArgs& a, cudaStream_t stream) {
 
 template <typename T>
 void launch_apply(const ApplyArgs& a, cudaStream_t stream) {
-  if (a.channels % 8 == 0 && aligned16(a.x) && aligned16(a.residual) && aligned16(a.out)) {
-    launch_apply_vec<T, 8>(a, stream);
+  constexpr int kWide = launch::kVectorBytes / sizeof(T);
+  if (a.channels % kWide == 0 && aligned16(a.x) && aligned16(a.residual) && aligned16(a.out)) {
+    launch_apply_vec<T, kWide>(a, stream);
   } else {
     launch_apply_vec<T, 1>(a, stream);
   }
@@ -154,8 +162,9 @@ void launch_dbn_apply_vec(const DbnApplyArgs& a, cudaStream_t stream) {
 
 template <typename T>
 void launch_dbn_apply(const DbnApplyArgs& a, cudaStream_t stream) {
-  if (a.channels % 8 == 0 && aligned16(a.dz) && aligned16(a.x) && aligned16(a.dx)) {
-    launch_dbn_apply_vec<T, 8>(a, stream);
+  constexpr int kWide = launch::kVectorBytes / sizeof(T);
+  if (a.channels % kWide == 0 && aligned16(a.dz) && aligned16(a.x) && aligned16(a.dx)) {
+    launch_dbn_apply_vec<T, kWide>(a, stream);
   } else {
     launch_dbn_apply_vec<T, 1>(a, stream);
   }
@@ -165,7 +174,7 @@ void launch_dbn_apply(const DbnApplyArgs& a, cudaStream_t stream) {
 
 void bn_finalize(const FinalizeArgs& args, cudaStream_t stream) {
   if (args.channels <= 0 || args.count <= 0) throw std::invalid_argument("bn_finalize: no channels or no values");
-  const int threads = 128;
+  const int threads = kFinalizeThreads;
   const auto blocks = static_cast<unsigned>((args.channels + threads - 1) / threads);
   finalize_kernel<<<blocks, threads, 0, stream>>>(args);
   RN50_CUDA_CHECK(cudaGetLastError());

@@ -87,16 +87,16 @@ constexpr char kStyle[] =
     ".note{color:#555}.reading{background:#f4f8f4;border-left:4px solid #1b9e77;padding:.5em .8em}"
     ".charts{display:flex;flex-wrap:wrap;gap:0 12px}figure{margin:.4em 0}";
 
-std::string render(const RunFolder& run) {
-  const std::string& run_dir = run.dir;
-  const MetricsFile& m = run.metrics;
-  const std::vector<Record>& epochs = m.epochs;
-  const std::vector<Record>& steps = m.steps;
-  std::string name = std::filesystem::path(run_dir).filename().string();
-  if (name.empty()) name = std::filesystem::path(run_dir).parent_path().filename().string();
-  const Settings& config = run.config;
+// The page's opening paragraph, the utilisation's reading and the note naming the epochs they summarise.
+struct Overview {
+  std::string summary, reading, measured_note;
+};
 
-  // The summary and the reading.
+Overview overview(const RunFolder& run) {
+  const std::vector<Record>& epochs = run.metrics.epochs;
+  const std::vector<Record>& steps = run.metrics.steps;
+  const Settings& config = run.config;
+  const std::string& run_dir = run.dir;
   std::vector<std::string> facts;
   if (!setting(config, "model").empty()) facts.push_back(setting(config, "model"));
   const std::string data = setting(config, "data");
@@ -147,6 +147,12 @@ std::string render(const RunFolder& run) {
   }
   if (best_top1) summary += strprintf(" Best top-1 %.2f%% (epoch %.0f).", 100 * *best_top1, best_epoch.value_or(0));
 
+  return {summary, reading, measured_note};
+}
+
+// Where the page's inputs came from and what was skipped.
+std::vector<std::string> notes_of(const RunFolder& run, const std::string& measured_note) {
+  const MetricsFile& m = run.metrics;
   std::vector<std::string> notes;
   notes.push_back(strprintf("metrics.jsonl: %lld lines read", static_cast<long long>(m.lines)) +
                   (m.skipped ? strprintf(", %lld skipped (torn, not JSON, or not a record of rn50 train)",
@@ -166,7 +172,13 @@ std::string render(const RunFolder& run) {
                                            : "Machine from " + run.machine_from + ".");
   if (!run.cuda) notes.emplace_back("A CPU run: the GPU's figures do not apply and are unavailable.");
 
-  // The charts.
+  return notes;
+}
+
+// The charts, in their sections: training, speed, utilisation, input and the step.
+std::string charts_html(const RunFolder& run) {
+  const std::vector<Record>& epochs = run.metrics.epochs;
+  const std::vector<Record>& steps = run.metrics.steps;
   const std::string step_note = "no step records (log_every is longer than the run's epochs)";
   const std::string epoch_note = "no epoch records yet";
   LineChart loss{"training loss per step record",
@@ -247,7 +259,25 @@ std::string render(const RunFolder& run) {
                                          ? gpu_note
                                          : "the step records carry no utilisation (written by an older rn50)";
 
-  // The epoch table.
+  std::string h = "<h2>Training</h2>\n<div class=\"charts\">\n";
+  h += figure(render_line_chart(loss, step_note)) + figure(render_line_chart(epoch_loss, epoch_note));
+  h += figure(render_line_chart(accuracy, "no validation recorded (validate: off, or no val/ split)"));
+  h += figure(render_line_chart(lr, step_note)) + figure(render_line_chart(lr_epochs, epoch_note));
+  h += "</div>\n<h2>Speed</h2>\n<div class=\"charts\">\n" + figure(render_line_chart(speed, step_note)) +
+       figure(render_line_chart(speed_epochs, epoch_note)) + "</div>\n";
+  h += "<h2>Utilisation</h2>\n";
+  h += "<p class=\"note\">NVML's GPU utilisation (what nvidia-smi shows) is the share of time in which any kernel "
+       "ran; SM activity, tensor-pipe activity and DRAM bandwidth (GPM, Hopper and newer) say how much of the GPU "
+       "did work.</p>\n<div class=\"charts\">\n";
+  h += figure(render_line_chart(util_epochs, gpu_note)) + figure(render_line_chart(util_steps, step_util_note));
+  h += figure(render_line_chart(power, gpu_note)) + "</div>\n";
+  h += "<h2>Input and the step</h2>\n<div class=\"charts\">\n" + figure(render_line_chart(wait, epoch_note)) +
+       figure(render_line_chart(bad, epoch_note)) + figure(render_line_chart(split, epoch_note)) + "</div>\n";
+  return h;
+}
+
+// One row per epoch record.
+std::string epochs_html(const std::vector<Record>& epochs) {
   std::vector<std::vector<std::string>> epoch_rows;
   for (const auto& e : epochs) {
     const auto wall = e.get("wall_s"), wait_s = e.get("data_wait_s");
@@ -264,54 +294,55 @@ std::string render(const RunFolder& run) {
                           cell(e.get("peak_host_rss_gib"), "%.2f")});
   }
 
-  std::string h =
-      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>rn50 run: " + escape_xml(name) +
-      "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
-  h += "<h1>rn50 run: " + escape_xml(name) + "</h1>\n";
-  h += "<p id=\"summary\">" + escape_xml(summary) + "</p>\n";
-  if (!reading.empty())
-    h += "<p class=\"reading\" id=\"reading\"><b>What the utilisation says:</b> " + escape_xml(reading) + "</p>\n";
-  h += "<ul class=\"note\">\n";
-  for (const auto& n : notes) h += "<li>" + escape_xml(n) + "</li>\n";
-  h += "</ul>\n<h2>Training</h2>\n<div class=\"charts\">\n";
-  h += figure(render_line_chart(loss, step_note)) + figure(render_line_chart(epoch_loss, epoch_note));
-  h += figure(render_line_chart(accuracy, "no validation recorded (validate: off, or no val/ split)"));
-  h += figure(render_line_chart(lr, step_note)) + figure(render_line_chart(lr_epochs, epoch_note));
-  h += "</div>\n<h2>Speed</h2>\n<div class=\"charts\">\n" + figure(render_line_chart(speed, step_note)) +
-       figure(render_line_chart(speed_epochs, epoch_note)) + "</div>\n";
-  h += "<h2>Utilisation</h2>\n";
-  h += "<p class=\"note\">NVML's GPU utilisation (what nvidia-smi shows) is the share of time in which any kernel "
-       "ran; SM activity, tensor-pipe activity and DRAM bandwidth (GPM, Hopper and newer) say how much of the GPU "
-       "did work.</p>\n<div class=\"charts\">\n";
-  h += figure(render_line_chart(util_epochs, gpu_note)) + figure(render_line_chart(util_steps, step_util_note));
-  h += figure(render_line_chart(power, gpu_note)) + "</div>\n";
-  h += "<h2>Input and the step</h2>\n<div class=\"charts\">\n" + figure(render_line_chart(wait, epoch_note)) +
-       figure(render_line_chart(bad, epoch_note)) + figure(render_line_chart(split, epoch_note)) + "</div>\n";
-  h += "<h2>Epochs</h2>\n" + table({"epoch", "wall s", "images/s", "train loss", "val loss", "top-1", "top-5", "lr",
-                                    "data wait s", "data wait", "bad samples", "GPU util %", "SM active %", "tensor %",
-                                    "DRAM bw %", "power W", "SM MHz", "GPU reserved GiB", "host RSS GiB"},
-                                   epoch_rows, "epochs");
+  return "<h2>Epochs</h2>\n" + table({"epoch", "wall s", "images/s", "train loss", "val loss", "top-1", "top-5", "lr",
+                                      "data wait s", "data wait", "bad samples", "GPU util %", "SM active %",
+                                      "tensor %", "DRAM bw %", "power W", "SM MHz", "GPU reserved GiB",
+                                      "host RSS GiB"},
+                                     epoch_rows, "epochs");
+}
+
+// The resolved configuration and the machine, as the run recorded them.
+std::string settings_html(const RunFolder& run) {
   std::vector<std::vector<std::string>> config_rows, machine_rows;
-  for (const auto& [k, v] : config) config_rows.push_back({k, v});
+  for (const auto& [k, v] : run.config) config_rows.push_back({k, v});
   for (const auto& [k, v] : run.machine) machine_rows.push_back({k, v});
-  h += "<h2>Configuration</h2>\n<p class=\"note\">" +
-       escape_xml(run.config_from.empty() ? "unrecorded" : "resolved, from " + run.config_from) + "</p>\n" +
-       table({"key", "value"}, config_rows, "kv");
-  h += "<h2>Machine</h2>\n<p class=\"note\">" +
-       escape_xml(run.machine_from.empty() ? "unrecorded" : "from " + run.machine_from) + "</p>\n" +
-       table({"what", "value"}, machine_rows, "kv");
-  // The figures the page drew, as the metrics file gave them (data, not a script: nothing runs).
+  return "<h2>Configuration</h2>\n<p class=\"note\">" +
+         escape_xml(run.config_from.empty() ? "unrecorded" : "resolved, from " + run.config_from) + "</p>\n" +
+         table({"key", "value"}, config_rows, "kv") + "<h2>Machine</h2>\n<p class=\"note\">" +
+         escape_xml(run.machine_from.empty() ? "unrecorded" : "from " + run.machine_from) + "</p>\n" +
+         table({"what", "value"}, machine_rows, "kv");
+}
+
+// The figures the page drew, as the metrics file gave them (data, not a script: nothing runs).
+std::string data_html(const MetricsFile& m) {
   std::string data_json = nlohmann::json{
-      {"epochs", records_json(epochs)},
-      {"steps", records_json(steps)},
+      {"epochs", records_json(m.epochs)},
+      {"steps", records_json(m.steps)},
       {"lines", m.lines},
       {"skipped", m.skipped},
       {"runs", m.runs}}.dump();
   for (size_t at = data_json.find("</"); at != std::string::npos; at = data_json.find("</", at + 3)) {
     data_json.replace(at, 2, "<\\/");
   }
-  h += "<script type=\"application/json\" id=\"rn50-data\">" + data_json + "</script>\n";
-  h += "<p class=\"note\">Written by rn50 report from " + escape_xml(run_dir) + ".</p>\n</body>\n</html>\n";
+  return "<script type=\"application/json\" id=\"rn50-data\">" + data_json + "</script>\n";
+}
+
+std::string render(const RunFolder& run) {
+  std::string name = std::filesystem::path(run.dir).filename().string();
+  if (name.empty()) name = std::filesystem::path(run.dir).parent_path().filename().string();
+  const Overview o = overview(run);
+  std::string h =
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>rn50 run: " + escape_xml(name) +
+      "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
+  h += "<h1>rn50 run: " + escape_xml(name) + "</h1>\n";
+  h += "<p id=\"summary\">" + escape_xml(o.summary) + "</p>\n";
+  if (!o.reading.empty())
+    h += "<p class=\"reading\" id=\"reading\"><b>What the utilisation says:</b> " + escape_xml(o.reading) + "</p>\n";
+  h += "<ul class=\"note\">\n";
+  for (const auto& n : notes_of(run, o.measured_note)) h += "<li>" + escape_xml(n) + "</li>\n";
+  h += "</ul>\n";
+  h += charts_html(run) + epochs_html(run.metrics.epochs) + settings_html(run) + data_html(run.metrics);
+  h += "<p class=\"note\">Written by rn50 report from " + escape_xml(run.dir) + ".</p>\n</body>\n</html>\n";
   return h;
 }
 

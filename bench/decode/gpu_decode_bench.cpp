@@ -23,6 +23,11 @@
 
 namespace rn50::bench {
 
+using input::BadDecodeHandler;
+using input::GpuDecodeCounts;
+using input::GpuJpegDecoder;
+using input::ReleaseBatch;
+
 namespace {
 
 // A stand-in for a training step: FP32 matrix products queued on the current stream, about `ms` of them.
@@ -72,7 +77,7 @@ class SimulatedStep {
 
 GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>>& files, int out_size, int batch_size,
                                           double seconds, int device, double step_ms,
-                                          const GpuDecoderOptions& decoder_options) {
+                                          const input::GpuDecoderOptions& decoder_options) {
   if (files.empty() || batch_size < 1) throw DataError("bench-decode: no files, or an empty batch");
   c10::cuda::CUDAGuard device_guard(static_cast<c10::DeviceIndex>(device));
   c10::cuda::CUDAStreamGuard stream_guard(c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device)));

@@ -40,6 +40,6 @@ struct GpuDecodeBenchResult {
 // Throws rn50::ConfigError in builds without nvJPEG, rn50::DecodeError when a file does not decode.
 GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>>& files, int out_size, int batch_size,
                                           double seconds, int device, double step_ms = 0,
-                                          const GpuDecoderOptions& decoder = {});
+                                          const input::GpuDecoderOptions& decoder = {});
 
 }  // namespace rn50::bench

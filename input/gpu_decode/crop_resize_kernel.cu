@@ -3,6 +3,7 @@
 #include "input/gpu_decode/crop_resize_kernel.h"
 
 #include "cuda/cuda_check.h"
+#include "cuda/launch.h"
 #include "cuda/device_convert.cuh"
 
 namespace rn50::input::kernels {
@@ -42,7 +43,7 @@ void crop_resize_normalize(const ResampleJob* jobs, int64_t images, int out_size
     affine.scale[c] = scale[c];
     affine.shift[c] = shift[c];
   }
-  const int threads = 256;
+  const int threads = cuda::launch::kThreads;
   const int64_t plane = static_cast<int64_t>(out_size) * out_size;
   const dim3 grid(static_cast<unsigned>((plane + threads - 1) / threads), static_cast<unsigned>(images));
   switch (type) {

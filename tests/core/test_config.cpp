@@ -74,7 +74,7 @@ TEST(Config, ValidationNamesTheKey) {
   EXPECT_EQ(invalid({{"data_root", ""}, {"data", "synthetic"}}), "");
 }
 
-// Hostile values (issue 25): each refused with one line naming its key, before anything is allocated for it.
+// Hostile values: each refused with one line naming its key, before anything is allocated for it.
 TEST(Config, RangesBoundValuesThatWouldExhaustMemoryOrOverflow) {
   const std::vector<std::pair<std::string, std::string>> hostile = {{"prefetch", "1000000"},
                                                                     {"batch_size", "200000"},

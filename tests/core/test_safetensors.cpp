@@ -129,7 +129,7 @@ TEST(Safetensors, RejectsMalformedEntries) {
   EXPECT_NE(error_of(with_header(R"({"__metadata__": {"k": 1}})", 0)).find("not a string"), std::string::npos);
 }
 
-// Hostile files (issue 25): each gives a short FormatError, in bounded time and memory.
+// Hostile files: each gives a short FormatError, in bounded time and memory.
 
 std::string read_error(const std::string& path) {
   return rn50::testing::error_of<FormatError>([&] { read_file(path); });

@@ -173,7 +173,7 @@ TEST_F(DatasetTest, BadFilesThrowDecodeErrorNamingThePath) {
   EXPECT_NO_THROW(dataset.load_encoded(5, 0, encoded));
 }
 
-// Hostile files (issue 25): each a bad sample with its reason, in bounded time and memory, on both paths; the
+// Hostile files: each a bad sample with its reason, in bounded time and memory, on both paths; the
 // limits are the dataset's (config keys max_image_bytes and max_image_pixels).
 TEST_F(DatasetTest, HostileFilesAreBadSamplesBeforeTheyCostTimeOrMemory) {
   const ImageFolder folder = scan_image_folder(root_.string());

@@ -57,7 +57,7 @@ TEST(ImageFolder, ClassesInByteOrderFilesSortedLabelsMatch) {
 }
 
 // Links whose target cannot be read (self-looping, dangling) are listed like files, so that loading them counts a
-// bad sample; they never stop the scan (issue 25). A looping link named like a class folder is no class.
+// bad sample; they never stop the scan. A looping link named like a class folder is no class.
 TEST(ImageFolder, LinksThatCannotBeFollowedAreListedNotFatal) {
   TempDir tmp;
   const fs::path root = tmp.path() / "train";

@@ -24,7 +24,7 @@
 
 #include "core/affinity.h"
 #include "core/errors.h"
-#include "sample/sample_maker.h"
+#include "samples/sample_maker.h"
 #include "tests/support/test_support.h"
 
 namespace rn50::data {
@@ -396,13 +396,13 @@ TEST(BatchLoader, StopsPromptlyWhenDestroyedMidEpoch) {
 
 // 18 generated JPEGs of 3 classes in `tmp`, as training samples of 24 x 24.
 JpegFolderDataset generated_dataset(const test::TempDir& tmp) {
-  SampleSpec spec;
+  samples::SampleSpec spec;
   spec.out_dir = tmp.str();
   spec.classes = 3;
   spec.per_class = 6;
   spec.val_per_class = 0;
   spec.size = 32;
-  make_sample_dataset(spec);
+  samples::make_sample_dataset(spec);
   SampleTransform transform;
   transform.image_size = 24;
   transform.seed = 5;

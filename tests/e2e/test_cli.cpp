@@ -154,7 +154,7 @@ TEST_F(Cli, DatasetProblemsStopBeforeTrainingWithOneLine) {
   EXPECT_NE(r.output.find("/val"), std::string::npos) << r.output;
 }
 
-// The fatal error also goes to the run's log file, not only to the console (issue 25).
+// The fatal error also goes to the run's log file, not only to the console.
 TEST_F(Cli, TheFatalErrorIsInTrainLogToo) {
   fs::create_directories(path("empty/train"));
   const Result r = rn50(small_run(path("empty"), path("run")) + " --epochs 1");
@@ -187,7 +187,7 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   expect_exit_2_naming("make-sample --out " + path("noisy") + " --noise -1",
                        "noise must be in 0..100 grey levels (got -1)");
   expect_exit_2_naming("train --data-root /x --decode-ahead-batches 5", "decode_ahead_batches");
-  // What once exited 1 (issue 25): a folder as --config, a key that is not a plain name, an out_dir that cannot be made.
+  // What once exited 1: a folder as --config, a key that is not a plain name, an out_dir that cannot be made.
   expect_exit_2_naming("train --data synthetic --config " + dir_.string(), "not a regular file");
   std::ofstream(path("keys.yaml")) << "[a, b]: 1\n";
   expect_exit_2_naming("train --data synthetic --config " + path("keys.yaml"), "not a plain name");
@@ -339,7 +339,7 @@ TEST_F(Cli, HelpListsEveryConfigKey) {
 
 namespace {
 
-// Weights rn50 infer cannot use are refused before a model is built from them (issue 25): a classifier stored in
+// Weights rn50 infer cannot use are refused before a model is built from them: a classifier stored in
 // another dtype once gave logits of a random classifier with exit 0, and [2000000, 0] a 2-million-class model.
 TEST_F(Cli, InferRefusesClassifiersItCannotUse) {
   namespace st = rn50::safetensors;

@@ -117,7 +117,7 @@ namespace {
 
 const auto& config_error = rn50::testing::config_error_of;
 
-// Metadata a resumed run trusts for its schedule is range-checked, and quoted boundedly (issue 25).
+// Metadata a resumed run trusts for its schedule is range-checked, and quoted boundedly.
 TEST_F(Checkpoint, OutOfRangeMetadataIsAClearError) {
   auto model = models::create("resnet18", {3, true});
   Sgd sgd(*model, 0.9, 0, false);

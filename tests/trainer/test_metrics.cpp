@@ -1,5 +1,5 @@
 // tests/trainer/test_metrics.cpp: the metrics file: whole records, a torn last line cut off, and on resume the
-// records past the checkpoint dropped (issue 25).
+// records past the checkpoint dropped.
 #include <gtest/gtest.h>
 
 #include <fstream>

@@ -144,8 +144,8 @@ TEST(CropResample, AtFullScaleItIsOpenCvsResize) {
 // 0.14, OpenCV's fixed-point rounding) and 3 with DCT scaling (measured at most 2.2, at scale 1/2), and 99% of
 // values within 12 levels.
 TEST(CropResample, ComesCloseToTheCpuPathOnRealJpegs) {
-  std::vector<std::vector<uint8_t>> files = make_benchmark_jpegs(3, 500, 375, 11);
-  files.push_back(make_benchmark_jpegs(1, 1024, 768, 12)[0]);
+  std::vector<std::vector<uint8_t>> files = bench::make_benchmark_jpegs(3, 500, 375, 11);
+  files.push_back(bench::make_benchmark_jpegs(1, 1024, 768, 12)[0]);
   const std::vector<uint8_t> smooth_pixels = test::smooth_image(640, 480, 0.4);
   files.push_back(codecs::encode_jpeg(smooth_pixels.data(), 640, 480, 3, 90));
   data::SampleTransform transform;

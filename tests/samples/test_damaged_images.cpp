@@ -1,6 +1,6 @@
-// tests/sample/test_damaged_images.cpp: every file of the damaged-image generator does on the CPU decode path, and on
+// tests/samples/test_damaged_images.cpp: every file of the damaged-image generator does on the CPU decode path, and on
 // the GPU path's host side, what the generator says: a counted bad sample or a decoded image.
-#include "sample/damaged_images.h"
+#include "samples/damaged_images.h"
 
 #include <gtest/gtest.h>
 
@@ -15,8 +15,10 @@
 #include "data/image_folder.h"
 #include "tests/support/test_support.h"
 
-namespace rn50::sample {
+namespace rn50::samples {
 namespace {
+
+using namespace rn50::data;  // the dataset that reads what the maker wrote
 
 namespace fs = std::filesystem;
 
@@ -68,4 +70,4 @@ TEST(DamagedImages, EachIsABadSampleOrDecodesAsTheGeneratorSays) {
 }
 
 }  // namespace
-}  // namespace rn50::sample
+}  // namespace rn50::samples

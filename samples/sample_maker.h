@@ -1,10 +1,10 @@
-// sample/sample_maker.h: `rn50 make-sample`: a small ImageNet-format JPEG dataset whose classes differ visibly.
+// samples/sample_maker.h: `rn50 make-sample`: a small ImageNet-format JPEG dataset whose classes differ visibly.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-namespace rn50::sample {
+namespace rn50::samples {
 
 struct SampleSpec {
   std::string out_dir;
@@ -27,4 +27,4 @@ struct SampleSpec {
 // Returns the number of files written.
 int64_t make_sample_dataset(const SampleSpec& spec);
 
-}  // namespace rn50::sample
+}  // namespace rn50::samples

@@ -1,4 +1,4 @@
-// sample/damaged_images.h: damaged, hostile and odd JPEG files made from a good one, each with what a decoder must do
+// samples/damaged_images.h: damaged, hostile and odd JPEG files made from a good one, each with what a decoder must do
 // with it: the bad-input cases of both decode paths, for tests and for `rn50 make-sample --damaged`.
 #pragma once
 
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace rn50::sample {
+namespace rn50::samples {
 
 struct DamagedImage {
   std::string kind;            // names the case: the file is damaged_<kind>.JPEG
@@ -31,4 +31,4 @@ struct DamagedCounts {
 // Throws std::runtime_error naming the path when one cannot be made.
 DamagedCounts write_damaged_images(const std::string& dir, const std::vector<uint8_t>& good, bool special);
 
-}  // namespace rn50::sample
+}  // namespace rn50::samples

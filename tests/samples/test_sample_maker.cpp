@@ -1,6 +1,6 @@
-// tests/sample/test_sample_maker.cpp: tests of make_sample_dataset: layout, counts, decodable images, classes that
+// tests/samples/test_sample_maker.cpp: tests of make_sample_dataset: layout, counts, decodable images, classes that
 // differ (and can be told apart by a trivial classifier), determinism and argument checks.
-#include "sample/sample_maker.h"
+#include "samples/sample_maker.h"
 
 #include <algorithm>
 #include <array>
@@ -16,8 +16,10 @@
 #include "data/image_folder.h"
 #include "tests/support/test_support.h"
 
-namespace rn50::sample {
+namespace rn50::samples {
 namespace {
+
+using namespace rn50::data;  // the dataset that reads what the maker wrote
 
 namespace fs = std::filesystem;
 using test::TempDir;
@@ -263,4 +265,4 @@ TEST(SampleMaker, RejectsNonsense) {
 }
 
 }  // namespace
-}  // namespace rn50::sample
+}  // namespace rn50::samples

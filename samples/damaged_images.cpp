@@ -1,5 +1,5 @@
-// sample/damaged_images.cpp: the damaged-file generator: byte surgery on a good baseline JPEG, and special files.
-#include "sample/damaged_images.h"
+// samples/damaged_images.cpp: the damaged-file generator: byte surgery on a good baseline JPEG, and special files.
+#include "samples/damaged_images.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include <fstream>
 #include <stdexcept>
 
-namespace rn50::sample {
+namespace rn50::samples {
 
 namespace {
 
@@ -96,4 +96,4 @@ DamagedCounts write_damaged_images(const std::string& dir, const std::vector<uin
   return counts;
 }
 
-}  // namespace rn50::sample
+}  // namespace rn50::samples

@@ -1,6 +1,6 @@
-// sample/sample_maker.cpp: make_sample_dataset, a synthetic ImageNet-layout JPEG dataset (shape x colour x texture
+// samples/sample_maker.cpp: make_sample_dataset, a synthetic ImageNet-layout JPEG dataset (shape x colour x texture
 // classes drawn over varied backgrounds), reproducible from its seed.
-#include "sample/sample_maker.h"
+#include "samples/sample_maker.h"
 
 #include <algorithm>
 #include <array>
@@ -25,7 +25,7 @@
 #include "core/log.h"
 #include "data/random_draws.h"
 
-namespace rn50::sample {
+namespace rn50::samples {
 namespace {
 
 namespace fs = std::filesystem;
@@ -189,7 +189,7 @@ uint8_t to_byte(double v) { return static_cast<uint8_t>(std::clamp(std::lround(v
 // One image (HWC RGB) of class `look`, drawn from `rng`.
 void render_image(const ClassLook& look, int width, int height, double noise, std::mt19937_64& rng, cv::Mat& mask,
                   std::vector<uint8_t>& pixels) {
-  using detail::uniform_real;
+  using data::detail::uniform_real;
   // Background: a muted random colour with a gradient, so that it never looks like a class colour.
   const double grey = uniform_real(rng, 60.0, 200.0);
   std::array<double, 3> background{};
@@ -227,7 +227,7 @@ void render_image(const ClassLook& look, int width, int height, double noise, st
       const double shade = gx * (x - width * 0.5) + gy * (y - height * 0.5);
       for (int ch = 0; ch < 3; ++ch) {
         const double value = (1.0 - alpha) * (background[ch] + shade) + alpha * colour[ch] * factor;
-        out[ch] = to_byte(value + noise_sigma * detail::normal(rng));
+        out[ch] = to_byte(value + noise_sigma * data::detail::normal(rng));
       }
     }
   }
@@ -307,7 +307,7 @@ int64_t make_sample_dataset(const SampleSpec& spec) {
     try {
       for (size_t j = next++; j < jobs.size() && !failed; j = next++) {
         const Job& job = jobs[j];
-        std::mt19937_64 rng(detail::mix_seed(
+        std::mt19937_64 rng(data::detail::mix_seed(
             {spec.seed, job.split_id, static_cast<uint64_t>(job.cls), static_cast<uint64_t>(job.index)}));
         render_image(looks[job.cls], width, height, spec.noise, rng, mask, pixels);
         write_file(job.path, codecs::encode_jpeg(pixels.data(), width, height, 3, spec.quality));
@@ -328,4 +328,4 @@ int64_t make_sample_dataset(const SampleSpec& spec) {
   return static_cast<int64_t>(jobs.size());
 }
 
-}  // namespace rn50::sample
+}  // namespace rn50::samples
