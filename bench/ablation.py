@@ -15,7 +15,7 @@ OUT/images_per_s.svg (median images/s per configuration, min..max as an error ba
 (each configuration's step time as data wait, host-to-device copy, compute, communication, between steps). Standard
 library only (no matplotlib).
 
-  bench/ablation.py --rn50 build/rn50 --out bench/results/DATE-MACHINE [--quick] [--steps 256:6,64:14] [--data-root DIR]
+  bench/ablation.py --rn50 build/rn50 --out bench/results/DATE-ablation [--quick] [--steps 256:6,64:14] [--data-root DIR]
                     [--price-per-hour P] [--resume] [--render]
 """
 import argparse

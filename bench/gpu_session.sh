@@ -167,7 +167,7 @@ if has jpeg; then  # the full pipeline on generated JPEGs: decode threads, pinne
   epoch_keys /tmp/runs/jpeg_optimized/metrics.jsonl data_wait h2d gpu_util sm_util tensor_util power | tee -a "$OUT/table.txt"
   pack
 fi
-if has ddpjpeg; then  # the fastest configuration on JPEG files, one GPU against two (at the size lent)
+if has ddpjpeg; then  # the fastest configuration on JPEG files, one GPU against two (at the number of GPUs lent)
   [[ -d "$jpeg" ]] || echo "ddpjpeg: no $jpeg (the jpeg stage makes it)"
   for n in 1 2; do
     for decode in cpu gpu; do
@@ -201,7 +201,7 @@ if has gpudecode; then  # decode: gpu (nvJPEG): its tests with their measured di
     n_train=$(find "$jpeg"/train -name '*.JPEG' | wc -l)
     for rep in $(seq "${GPUDECODE_REPS:-2}"); do
       EPOCHS=5 jpeg_run gpu_decode_$rep --decode gpu
-      # YCbCr planes converted in rn50's kernel: 1.0-1.6 points further below synthetic data than RGB (2026-11-30-h200-e)
+      # YCbCr planes converted in rn50's kernel: 1.0-1.6 points further below synthetic data than RGB (bench/results/2026-11-30-gpu-decode-yuv.md)
       [[ $rep == 1 && ${GPUDECODE_YUV:-1} == 1 ]] && EPOCHS=5 jpeg_run gpu_decode_yuv_$rep --decode gpu --decode-yuv=on
       EPOCHS=5 jpeg_run cpu_decode_$rep --decode cpu  # the CPU path on every core, for comparison
       # GPUDECODE_AHEAD="3 4": GPU decoding again with that many batches submitted ahead (decode_ahead_batches)

@@ -12,7 +12,7 @@
 namespace rn50::doctor {
 
 // Host memory a training process needs, per process (one per GPU): the H200 ablation's runs peaked at 1.1-1.6 GiB
-// resident (bench/results/2026-11-30-h200-ablation-rerun), and a cgroup ends a process at its limit.
+// resident (bench/results/2026-11-30-ablation), and a cgroup ends a process at its limit.
 constexpr uint64_t kHostMemoryPerProcess = uint64_t{2} << 30;
 // /dev/shm for NCCL between the GPUs of one container: NVIDIA's containers are started with --shm-size=1g, and
 // Docker's default of 64 MiB makes NCCL fail when it opens its shared segments.

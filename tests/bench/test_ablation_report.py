@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tests/bench/test_ablation_report.py: the ablation report's utilisation without running rn50: the reading's rules
 against tests/fixtures/utilisation_readings.json (report/reading.cpp is held to the same cases), the figures against
-the H200 ablation's recorded ablation.json, and the committed report.md as --render writes it from that file.
+the H200 ablation's recorded ablation.json, and the report.md that --render writes from that file.
 
   python3 tests/bench/test_ablation_report.py
 """
@@ -16,7 +16,7 @@ import tempfile
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RECORDED = os.path.join(ROOT, "bench", "results", "2026-11-30-h200-ablation-rerun")
+RECORDED = os.path.join(ROOT, "bench", "results", "2026-11-30-ablation")
 
 spec = importlib.util.spec_from_file_location("ablation", os.path.join(ROOT, "bench", "ablation.py"))
 ablation = importlib.util.module_from_spec(spec)
@@ -68,17 +68,17 @@ class RecordedH200Ablation(unittest.TestCase):
             self.assertIn(f"{value:.1f}%", across)
         self.assertIn(f"{best['summary']['median'] / base['summary']['median']:.2f}x faster", across)
 
-    def test_the_committed_report_is_what_render_writes_from_the_committed_json(self):
+    def test_render_writes_the_report_with_its_utilisation_from_the_recorded_json(self):
         with tempfile.TemporaryDirectory() as out:
             shutil.copy(os.path.join(RECORDED, "ablation.json"), out)
             subprocess.run([sys.executable, os.path.join(ROOT, "bench", "ablation.py"), "--out", out, "--render"],
                            check=True, stdout=subprocess.DEVNULL)
             rendered = open(os.path.join(out, "report.md")).read()
-        committed = open(os.path.join(RECORDED, "report.md")).read()
-        self.assertEqual(rendered, committed, "bench/results/2026-11-30-h200-ablation-rerun/report.md is stale: "
-                                              "render it again (bench/ablation.py --out DIR --render)")
-        self.assertIn("## Utilisation, every configuration", committed)
-        self.assertIn("What the GPU was doing (synthetic, batch 256): NVML's GPU utilisation", committed)
+        self.assertIn("## Utilisation, every configuration", rendered)
+        self.assertIn("What the GPU was doing (synthetic, batch 256): NVML's GPU utilisation", rendered)
+        base, best = run_of(self.runs, "synthetic", 256, "baseline"), run_of(self.runs, "synthetic", 256, "all")
+        ratio = best["summary"]["median"] / base["summary"]["median"]
+        self.assertIn(f"{ratio:.2f}x on synthetic data", rendered)
 
     def test_a_cpu_run_reads_unavailable(self):
         run = json.loads(json.dumps(run_of(self.runs, "synthetic", 256, "baseline")))

@@ -118,7 +118,7 @@ TEST_F(Cli, BadImagesAreCountedAndSkipped) {
       << strict.output;
 }
 
-// make-sample --damaged (data/damaged_images.h) in every class: each bad file is named and counted, the two odd but
+// make-sample --damaged (samples/damaged_images.h) in every class: each bad file is named and counted, the two odd but
 // valid ones train, and the FIFO, the broken links and the sparse 2 GiB file cost nothing (the run finishes).
 TEST_F(Cli, DamagedSampleFilesAreNamedCountedAndSkipped) {
   make_sample("--classes 2 --per-class 9 --val-per-class 2 --size 32 --damaged");

@@ -45,7 +45,7 @@ TEST(Records, BadLinesAreSkippedAndCountedNeverFatal) {
 TEST(Records, ARunAppendedToTheFileIsToldApartAndTheLastOneKept) {
   rn50::testing::TempDir dir;
   const std::string path = dir.file("metrics.jsonl");
-  // Two runs in one out_dir, as bench/results/2026-11-30-h200-d's files hold them.
+  // Two runs in one out_dir, as a recorded GPU-decoding session's files held them.
   write(path, step(1, 2, 3.0) + epoch(1, 100) + step(2, 4, 2.0) + epoch(2, 200) + step(1, 2, 3.1) + epoch(1, 110));
   const MetricsFile m = read_metrics(path);
   EXPECT_EQ(m.runs, 2);
