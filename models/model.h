@@ -28,6 +28,9 @@ class Classifier : public torch::nn::Module {
   // The start-up table's line on what the model fuses for inputs like `example` (its device, dtype and layout), and
   // a warning for each fused path that falls back.
   virtual std::string describe_fusion(const at::Tensor& example) const = 0;
+  // Parameters (by name) that get no weight decay besides every 1-D one (norms' weights and biases): a vision
+  // transformer's position embedding and class token, as timm and torchvision's recipes exclude them.
+  virtual std::vector<std::string> no_weight_decay() const { return {}; }
 };
 
 struct ModelOptions {
@@ -35,6 +38,11 @@ struct ModelOptions {
   bool zero_init_residual = true;  // last BatchNorm of each residual block starts at zero
   Fusion fusion = Fusion::kOff;
   ops::BnKernels bn_kernels = ops::BnKernels::kAuto;  // the fused BatchNorm's kernels, when fusion is on
+  // Regularisation in training, where the model has it (< 0: torchvision's default for the model): the probability
+  // that the deepest residual branch is dropped (stochastic depth, rising linearly with depth), and dropout before the
+  // classifier.
+  double stochastic_depth = -1;
+  double dropout = -1;
 };
 
 // Builds a registered model. Throws rn50::ConfigError naming the model when it is unknown.
