@@ -157,6 +157,10 @@ const Names<Fusion>& names(Fusion) {
   static const Names<Fusion> n = {{Fusion::kOff, "off"}, {Fusion::kBatchNorm, "bn"}, {Fusion::kConv, "conv"}};
   return n;
 }
+const Names<OptimizerKind>& names(OptimizerKind) {
+  static const Names<OptimizerKind> n = {{OptimizerKind::kSgd, "sgd"}, {OptimizerKind::kAdamW, "adamw"}};
+  return n;
+}
 const Names<FusionKernels>& names(FusionKernels) {
   static const Names<FusionKernels> n = {{FusionKernels::kAuto, "auto"}, {FusionKernels::kRn50, "rn50"}};
 
@@ -256,10 +260,34 @@ std::vector<ConfigKey> make_keys() {
       int_list_key("lr_milestones", &C::lr_milestones,
                    "step schedule: epochs at which the rate is multiplied by lr_gamma"),
       double_key("lr_gamma", &C::lr_gamma, "step schedule: factor at each milestone"),
+      choice_key("optimizer", &C::optimizer,
+                 "sgd (momentum SGD) or adamw (AdamW, decoupled weight decay); one fused kernel over all parameters "
+                 "on a GPU"),
       double_key("momentum", &C::momentum, "SGD momentum"),
-      double_key("weight_decay", &C::weight_decay, "L2 weight decay"),
-      bool_key("decay_bn_and_bias", &C::decay_bn_and_bias, "apply weight decay to BatchNorm parameters and biases too"),
+      double_key("adamw_beta1", &C::adamw_beta1, "AdamW: decay of the first moment"),
+      double_key("adamw_beta2", &C::adamw_beta2, "AdamW: decay of the second moment"),
+      double_key("adamw_eps", &C::adamw_eps, "AdamW: added to the second moment's root"),
+      double_key("weight_decay", &C::weight_decay,
+                 "weight decay: L2 for sgd, decoupled for adamw; none on 1-D parameters (norms, biases) nor on a "
+                 "vision transformer's position embedding and class token"),
+      bool_key("decay_bn_and_bias", &C::decay_bn_and_bias,
+               "apply weight decay to norm parameters, biases and embeddings too"),
+      double_key("clip_grad_norm", &C::clip_grad_norm,
+                 "clip the gradients to this global L2 norm before each update, on the device (0: off)"),
       double_key("label_smoothing", &C::label_smoothing, "label smoothing of the cross-entropy loss"),
+      double_key("mixup_alpha", &C::mixup_alpha,
+                 "mixup: each batch blended with itself reversed, the weight drawn from Beta(alpha, alpha) (0: off)"),
+      double_key("cutmix_alpha", &C::cutmix_alpha,
+                 "cutmix: a box of each image replaced by the reversed batch's, its area from Beta(alpha, alpha) "
+                 "(0: off)"),
+      double_key("mixup_prob", &C::mixup_prob, "mixup/cutmix: the chance that a batch is mixed"),
+      double_key("mixup_switch_prob", &C::mixup_switch_prob,
+                 "with both mixup and cutmix on, the chance that a mixed batch takes cutmix"),
+      double_key("stochastic_depth", &C::stochastic_depth,
+                 "the deepest residual branch's chance to be dropped in training, rising linearly with depth, where "
+                 "the model has stochastic depth (-1: the model's torchvision default)"),
+      double_key("dropout", &C::dropout,
+                 "dropout before the classifier, where the model has it (-1: the model's torchvision default)"),
       string_key("device", &C::device, "auto|cpu|cuda|cuda:N"),
       int_key("seed", &C::seed, "seed of initialisation, shuffling and augmentation"),
       string_key("out_dir", &C::out_dir, "folder for the log, metrics, resolved config and checkpoints"),
@@ -343,6 +371,7 @@ std::string name_of(Tf32 value) { return name_in_table(value); }
 std::string name_of(Precision value) { return name_in_table(value); }
 std::string name_of(Fusion value) { return name_in_table(value); }
 std::string name_of(FusionKernels value) { return name_in_table(value); }
+std::string name_of(OptimizerKind value) { return name_in_table(value); }
 
 const std::vector<ConfigKey>& config_keys() {
   static const std::vector<ConfigKey> keys = make_keys();
@@ -416,6 +445,18 @@ void validate(Config& c) {
               c.lr_milestones.end(),
           "lr_milestones", "must be strictly increasing");
   require(c.momentum >= 0 && c.momentum < 1, "momentum", "must be in [0, 1)");
+  require(c.adamw_beta1 >= 0 && c.adamw_beta1 < 1, "adamw_beta1", "must be in [0, 1)");
+  require(c.adamw_beta2 >= 0 && c.adamw_beta2 < 1, "adamw_beta2", "must be in [0, 1)");
+  require(c.adamw_eps > 0 && c.adamw_eps <= 1, "adamw_eps", "must be in (0, 1]");
+  require(c.clip_grad_norm >= 0 && c.clip_grad_norm <= 1e6, "clip_grad_norm", "must be 0 (off) to 1e6");
+  require(c.mixup_alpha >= 0 && c.mixup_alpha <= 100, "mixup_alpha", "must be 0 (off) to 100");
+  require(c.cutmix_alpha >= 0 && c.cutmix_alpha <= 100, "cutmix_alpha", "must be 0 (off) to 100");
+  require(c.mixup_prob >= 0 && c.mixup_prob <= 1, "mixup_prob", "must be in [0, 1]");
+  require(c.mixup_switch_prob >= 0 && c.mixup_switch_prob <= 1, "mixup_switch_prob", "must be in [0, 1]");
+  require(c.stochastic_depth == -1 || (c.stochastic_depth >= 0 && c.stochastic_depth < 1), "stochastic_depth",
+          "must be -1 (the model's default) or in [0, 1)");
+  require(c.dropout == -1 || (c.dropout >= 0 && c.dropout < 1), "dropout",
+          "must be -1 (the model's default) or in [0, 1)");
   require(c.weight_decay >= 0 && c.weight_decay <= 1, "weight_decay", "must be in [0, 1]");
   require(c.label_smoothing >= 0 && c.label_smoothing < 1, "label_smoothing", "must be in [0, 1)");
   require(c.log_every >= 1, "log_every", "must be at least 1");

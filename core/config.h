@@ -19,6 +19,7 @@ enum class Tf32 { kDefault, kOn, kOff };        // default | on | off
 enum class Precision { kFp32, kBf16, kFp16 };   // fp32 | bf16 | fp16
 enum class Fusion { kOff, kBatchNorm, kConv };  // off | bn | conv
 enum class FusionKernels { kAuto, kRn50 };      // auto | rn50
+enum class OptimizerKind { kSgd, kAdamW };      // sgd | adamw
 std::string name_of(DataSource value);
 std::string name_of(Decode value);
 std::string name_of(LrScheduleKind value);
@@ -26,6 +27,7 @@ std::string name_of(Tf32 value);
 std::string name_of(Precision value);
 std::string name_of(Fusion value);
 std::string name_of(FusionKernels value);
+std::string name_of(OptimizerKind value);
 
 struct Config {
   // model
@@ -59,10 +61,17 @@ struct Config {
   LrScheduleKind lr_schedule = LrScheduleKind::kCosine;
   std::vector<int> lr_milestones = {30, 60, 80};
   double lr_gamma = 0.1;
-  double momentum = 0.9;
+  OptimizerKind optimizer = OptimizerKind::kSgd;
+  double momentum = 0.9;  // sgd
+  double adamw_beta1 = 0.9, adamw_beta2 = 0.999, adamw_eps = 1e-8;
   double weight_decay = 1e-4;
-  bool decay_bn_and_bias = false;  // weight decay on BatchNorm parameters and biases too
+  bool decay_bn_and_bias = false;  // weight decay on norm parameters and biases too
+  double clip_grad_norm = 0;       // > 0: gradients clipped to this global L2 norm
   double label_smoothing = 0.1;
+  double mixup_alpha = 0, cutmix_alpha = 0;  // 0: off
+  double mixup_prob = 1.0, mixup_switch_prob = 0.5;
+  double stochastic_depth = -1;  // < 0: the model's default
+  double dropout = -1;           // < 0: the model's default
 
   // run
   std::string device = "auto";  // auto | cpu | cuda | cuda:N

@@ -1,4 +1,4 @@
-// cuda/device_ops.cpp: side stream, normalisation, fused SGD and CUDA graphs (CUDA build).
+// cuda/device_ops.cpp: side stream, normalisation, the fused SGD and AdamW updates and CUDA graphs (CUDA build).
 #include "cuda/device_ops.h"
 
 #include <ATen/ATen.h>
@@ -10,6 +10,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include <stdexcept>
+#include <utility>
 
 #include "core/errors.h"
 #include "cuda/cuda_check.h"
@@ -43,80 +44,113 @@ void normalize_into(const at::Tensor& images, at::Tensor& out, const float scale
                             images.size(2), channels_last, scale, shift, at::cuda::getCurrentCUDAStream());
 }
 
-// ---- fused SGD -------------------------------------------------------------------------------------
+// ---- fused updates -----------------------------------------------------------------------------------
 
-struct FusedSgd::Table {
-  std::vector<at::Tensor> params, buffers;
-  std::vector<double> weight_decay;
-  double momentum = 0;
-  std::vector<const void*> addresses;  // (param, grad, momentum) of each parameter when the table was built
-  at::Tensor slices, chunk_tensor, chunk_begin;
-  int64_t num_chunks = 0;
+class UpdateTable {
+ public:
+  UpdateTable(std::vector<at::Tensor> params, std::vector<std::vector<at::Tensor>> states,
+              std::vector<double> weight_decay)
+      : params_(std::move(params)), states_(std::move(states)), weight_decay_(std::move(weight_decay)) {}
+
+  // The chunks for this step; rebuilt (a host-side pointer comparison, no device sync) when an address changed.
+  kernels::UpdateChunks chunks(const at::Tensor* found_inf, const at::Tensor* grad_scale) {
+    if (current_addresses() != addresses_) build();
+    kernels::UpdateChunks c{};
+    c.slices = reinterpret_cast<const kernels::UpdateSlice*>(slices_.data_ptr());
+    c.chunk_tensor = chunk_tensor_.data_ptr<int32_t>();
+    c.chunk_begin = chunk_begin_.data_ptr<int64_t>();
+    c.num_chunks = num_chunks_;
+    c.chunk_size = kChunk;
+    c.found_inf = found_inf ? found_inf->data_ptr<float>() : nullptr;
+    c.grad_scale = grad_scale ? grad_scale->data_ptr<float>() : nullptr;
+    return c;
+  }
+
+ private:
   static constexpr int64_t kChunk = 16384;
 
+  float* state(size_t s, size_t i) const { return s < states_.size() ? states_[s][i].data_ptr<float>() : nullptr; }
+
   void build() {
-    std::vector<kernels::SgdSlice> host;
+    std::vector<kernels::UpdateSlice> host;
     std::vector<int32_t> tensor_of_chunk;
     std::vector<int64_t> begin_of_chunk;
-    addresses = current_addresses();
-    for (size_t i = 0; i < params.size(); ++i) {
-      const at::Tensor& g = params[i].grad();
+    addresses_ = current_addresses();
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const at::Tensor& g = params_[i].grad();
       if (!g.defined()) continue;  // a parameter without a gradient is left alone, as the ATen path does
-      // The update is elementwise: any dense layout works, as long as all three share its memory order.
-      // (Strides alone can differ where a dimension has size 1, as in a 1x1 convolution's weight.)
-      const auto format = params[i].suggest_memory_format();
-      TORCH_CHECK(g.defined() && g.scalar_type() == at::kFloat && params[i].is_contiguous(format) &&
-                      g.is_contiguous(format) && buffers[i].is_contiguous(format),
-                  "fused SGD needs dense float parameters, gradients and momentum in one memory order");
-      host.push_back({params[i].data_ptr<float>(), g.data_ptr<float>(), buffers[i].data_ptr<float>(), params[i].numel(),
-                      static_cast<float>(weight_decay[i])});
-      for (int64_t b = 0; b < params[i].numel(); b += kChunk) {
-        tensor_of_chunk.push_back(static_cast<int32_t>(i));
+      // The update is elementwise: any dense layout works, as long as value, gradient and state share its memory
+      // order. (Strides alone can differ where a dimension has size 1, as in a 1x1 convolution's weight.)
+      const auto format = params_[i].suggest_memory_format();
+      bool dense = g.scalar_type() == at::kFloat && params_[i].is_contiguous(format) && g.is_contiguous(format);
+      for (const auto& s : states_) dense = dense && s[i].is_contiguous(format);
+      TORCH_CHECK(dense, "a fused update needs dense float parameters, gradients and state in one memory order");
+      host.push_back({params_[i].data_ptr<float>(), g.data_ptr<float>(), state(0, i), state(1, i), params_[i].numel(),
+                      static_cast<float>(weight_decay_[i])});
+      for (int64_t b = 0; b < params_[i].numel(); b += kChunk) {
+        tensor_of_chunk.push_back(static_cast<int32_t>(host.size() - 1));
         begin_of_chunk.push_back(b);
       }
     }
-    const auto device = params.front().device();
-    const auto bytes = static_cast<int64_t>(host.size() * sizeof(kernels::SgdSlice));
-    slices = at::from_blob(host.data(), {bytes}, at::kByte).to(device);
-    chunk_tensor =
+    const auto device = params_.front().device();
+    const auto bytes = static_cast<int64_t>(host.size() * sizeof(kernels::UpdateSlice));
+    slices_ = at::from_blob(host.data(), {bytes}, at::kByte).to(device);
+    chunk_tensor_ =
         at::from_blob(tensor_of_chunk.data(), {static_cast<int64_t>(tensor_of_chunk.size())}, at::kInt).to(device);
-    chunk_begin =
+    chunk_begin_ =
         at::from_blob(begin_of_chunk.data(), {static_cast<int64_t>(begin_of_chunk.size())}, at::kLong).to(device);
-    num_chunks = static_cast<int64_t>(tensor_of_chunk.size());
+    num_chunks_ = static_cast<int64_t>(tensor_of_chunk.size());
   }
 
   std::vector<const void*> current_addresses() const {
     std::vector<const void*> out;
-    for (size_t i = 0; i < params.size(); ++i) {
-      const at::Tensor& g = params[i].grad();
-      out.push_back(params[i].data_ptr());
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const at::Tensor& g = params_[i].grad();
+      out.push_back(params_[i].data_ptr());
       out.push_back(g.defined() ? g.data_ptr() : nullptr);
-      out.push_back(buffers[i].data_ptr());
+      for (const auto& s : states_) out.push_back(s[i].data_ptr());
     }
     return out;
   }
 
-  // Host-side pointer comparisons only: a parameter moved (set_data, to()) or a gradient (re)created.
-  bool stale() const { return current_addresses() != addresses; }
+  std::vector<at::Tensor> params_;
+  std::vector<std::vector<at::Tensor>> states_;
+  std::vector<double> weight_decay_;
+  std::vector<const void*> addresses_;  // of each parameter, gradient and state when the table was built
+  at::Tensor slices_, chunk_tensor_, chunk_begin_;
+  int64_t num_chunks_ = 0;
 };
 
 FusedSgd::FusedSgd(std::vector<at::Tensor> params, std::vector<at::Tensor> buffers, std::vector<double> weight_decay,
                    double momentum)
-    : table_(std::make_unique<Table>()) {
-  table_->params = std::move(params);
-  table_->buffers = std::move(buffers);
-  table_->weight_decay = std::move(weight_decay);
-  table_->momentum = momentum;
-}
+    : table_(std::make_unique<UpdateTable>(std::move(params), std::vector<std::vector<at::Tensor>>{std::move(buffers)},
+                                           std::move(weight_decay))),
+      momentum_(momentum) {}
 
 FusedSgd::~FusedSgd() = default;
 
-void FusedSgd::step(const at::Tensor& neg_lr, const at::Tensor* found_inf) {
-  if (table_->stale()) table_->build();  // host-side pointer comparison only; no device sync
-  kernels::fused_sgd(reinterpret_cast<const kernels::SgdSlice*>(table_->slices.data_ptr()),
-                     table_->chunk_tensor.data_ptr<int32_t>(), table_->chunk_begin.data_ptr<int64_t>(),
-                     table_->num_chunks, Table::kChunk, static_cast<float>(table_->momentum), neg_lr.data_ptr<float>(),
-                     found_inf ? found_inf->data_ptr<float>() : nullptr, at::cuda::getCurrentCUDAStream());
+void FusedSgd::step(const at::Tensor& neg_lr, const at::Tensor* found_inf, const at::Tensor* grad_scale) {
+  kernels::fused_sgd(table_->chunks(found_inf, grad_scale), static_cast<float>(momentum_), neg_lr.data_ptr<float>(),
+                     at::cuda::getCurrentCUDAStream());
+}
+
+FusedAdamW::FusedAdamW(std::vector<at::Tensor> params, std::vector<at::Tensor> exp_avg,
+                       std::vector<at::Tensor> exp_avg_sq, std::vector<double> weight_decay, double beta1, double beta2,
+                       double eps)
+    : table_(std::make_unique<UpdateTable>(std::move(params),
+                                           std::vector<std::vector<at::Tensor>>{std::move(exp_avg), std::move(exp_avg_sq)},
+                                           std::move(weight_decay))),
+      beta1_(beta1),
+      beta2_(beta2),
+      eps_(eps) {}
+
+FusedAdamW::~FusedAdamW() = default;
+
+void FusedAdamW::step(const at::Tensor& lr, const at::Tensor& steps, const at::Tensor* found_inf,
+                      const at::Tensor* grad_scale) {
+  kernels::fused_adamw(table_->chunks(found_inf, grad_scale), static_cast<float>(beta1_), static_cast<float>(beta2_),
+                       static_cast<float>(eps_), lr.data_ptr<float>(), steps.data_ptr<float>(),
+                       at::cuda::getCurrentCUDAStream());
 }
 
 // ---- CUDA graphs -------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-// cuda/device_ops.h: CUDA-side pieces of the training step: side stream, graphs, input normalisation, fused SGD.
+// cuda/device_ops.h: CUDA-side pieces of the training step: side stream, graphs, input normalisation, the fused SGD
+// and AdamW updates.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -19,18 +20,36 @@ void use_side_stream(int device);
 // [N, 3, H, W] float, half or bfloat16 tensor in NCHW or channels-last layout, in one kernel.
 void normalize_into(const at::Tensor& images_u8_nhwc, at::Tensor& out, const float scale[3], const float shift[3]);
 
-// The fused SGD update over every parameter in one launch (see kernels.h). Built on first use, once the
-// gradients exist; their addresses must not change afterwards (they do not: gradients are zeroed in place).
+// The table a fused update reads: every parameter's value, gradient and state buffers by address, in chunks for the
+// kernel's blocks. Built on first use, once the gradients exist, and again only when an address changes (gradients
+// are zeroed in place, so they do not).
+class UpdateTable;
+
+// The fused SGD update over every parameter in one launch (see kernels.h).
 class FusedSgd {
  public:
   FusedSgd(std::vector<at::Tensor> params, std::vector<at::Tensor> buffers, std::vector<double> weight_decay,
            double momentum);
   ~FusedSgd();
-  void step(const at::Tensor& neg_lr, const at::Tensor* found_inf);
+  // found_inf and grad_scale: 0-dim float device tensors or null (see trainer::Optimizer::step).
+  void step(const at::Tensor& neg_lr, const at::Tensor* found_inf, const at::Tensor* grad_scale);
 
  private:
-  struct Table;
-  std::unique_ptr<Table> table_;
+  std::unique_ptr<UpdateTable> table_;
+  double momentum_;
+};
+
+// The fused AdamW update over every parameter in one launch; the rate and the step count are device tensors.
+class FusedAdamW {
+ public:
+  FusedAdamW(std::vector<at::Tensor> params, std::vector<at::Tensor> exp_avg, std::vector<at::Tensor> exp_avg_sq,
+             std::vector<double> weight_decay, double beta1, double beta2, double eps);
+  ~FusedAdamW();
+  void step(const at::Tensor& lr, const at::Tensor& steps, const at::Tensor* found_inf, const at::Tensor* grad_scale);
+
+ private:
+  std::unique_ptr<UpdateTable> table_;
+  double beta1_, beta2_, eps_;
 };
 
 // A captured CUDA graph of `body`, replayed on the current stream. capture() throws std::runtime_error

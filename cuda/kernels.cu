@@ -1,4 +1,4 @@
-// cuda/kernels.cu: rn50's own CUDA kernels: input normalisation and the fused SGD update.
+// cuda/kernels.cu: rn50's own CUDA kernels: input normalisation and the fused SGD and AdamW updates.
 #include <algorithm>
 #include <string>
 
@@ -29,19 +29,39 @@ __global__ void normalize_kernel(const uint8_t* __restrict__ in, T* __restrict__
   }
 }
 
-__global__ void fused_sgd_kernel(const SgdSlice* __restrict__ slices, const int32_t* __restrict__ chunk_tensor,
-                                 const int64_t* __restrict__ chunk_begin, int64_t chunk_size, float momentum,
-                                 const float* __restrict__ neg_lr, const float* __restrict__ found_inf) {
-  if (found_inf != nullptr && *found_inf != 0.0f) return;  // an overflowed fp16 step is skipped whole
-  const SgdSlice s = slices[chunk_tensor[blockIdx.x]];
-  const int64_t begin = chunk_begin[blockIdx.x];
-  const int64_t end = begin + chunk_size < s.size ? begin + chunk_size : s.size;
+__global__ void fused_sgd_kernel(UpdateChunks c, float momentum, const float* __restrict__ neg_lr) {
+  if (c.found_inf != nullptr && *c.found_inf != 0.0f) return;  // an overflowed fp16 step is skipped whole
+  const UpdateSlice s = c.slices[c.chunk_tensor[blockIdx.x]];
+  const int64_t begin = c.chunk_begin[blockIdx.x];
+  const int64_t end = begin + c.chunk_size < s.size ? begin + c.chunk_size : s.size;
   const float lr = *neg_lr;
+  const float scale = c.grad_scale != nullptr ? *c.grad_scale : 1.0f;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     const float p = s.param[i];
-    const float b = momentum * s.momentum[i] + s.grad[i] + s.weight_decay * p;
-    s.momentum[i] = b;
+    const float b = momentum * s.state0[i] + s.grad[i] * scale + s.weight_decay * p;
+    s.state0[i] = b;
     s.param[i] = p + lr * b;
+  }
+}
+
+__global__ void fused_adamw_kernel(UpdateChunks c, float beta1, float beta2, float eps, const float* __restrict__ lr_in,
+                                   const float* __restrict__ steps) {
+  if (c.found_inf != nullptr && *c.found_inf != 0.0f) return;
+  const UpdateSlice s = c.slices[c.chunk_tensor[blockIdx.x]];
+  const int64_t begin = c.chunk_begin[blockIdx.x];
+  const int64_t end = begin + c.chunk_size < s.size ? begin + c.chunk_size : s.size;
+  const float lr = *lr_in, t = *steps;
+  const float scale = c.grad_scale != nullptr ? *c.grad_scale : 1.0f;
+  const float step_size = lr / (1.0f - powf(beta1, t));
+  const float correction2_sqrt = sqrtf(1.0f - powf(beta2, t));
+  const float decay = 1.0f - lr * s.weight_decay;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const float g = s.grad[i] * scale;
+    const float m = beta1 * s.state0[i] + (1.0f - beta1) * g;
+    const float v = beta2 * s.state1[i] + (1.0f - beta2) * g * g;
+    s.state0[i] = m;
+    s.state1[i] = v;
+    s.param[i] = s.param[i] * decay - step_size * m / (sqrtf(v) / correction2_sqrt + eps);
   }
 }
 
@@ -74,11 +94,17 @@ void normalize_images(const uint8_t* in, void* out, OutType type, int64_t images
   RN50_CUDA_CHECK(cudaGetLastError());
 }
 
-void fused_sgd(const SgdSlice* slices, const int32_t* chunk_tensor, const int64_t* chunk_begin, int64_t num_chunks,
-               int64_t chunk_size, float momentum, const float* neg_lr, const float* found_inf, cudaStream_t stream) {
-  if (num_chunks == 0) return;
-  fused_sgd_kernel<<<static_cast<unsigned>(num_chunks), launch::kThreads, 0, stream>>>(
-      slices, chunk_tensor, chunk_begin, chunk_size, momentum, neg_lr, found_inf);
+void fused_sgd(const UpdateChunks& chunks, float momentum, const float* neg_lr, cudaStream_t stream) {
+  if (chunks.num_chunks == 0) return;
+  fused_sgd_kernel<<<static_cast<unsigned>(chunks.num_chunks), launch::kThreads, 0, stream>>>(chunks, momentum, neg_lr);
+  RN50_CUDA_CHECK(cudaGetLastError());
+}
+
+void fused_adamw(const UpdateChunks& chunks, float beta1, float beta2, float eps, const float* lr, const float* steps,
+                 cudaStream_t stream) {
+  if (chunks.num_chunks == 0) return;
+  fused_adamw_kernel<<<static_cast<unsigned>(chunks.num_chunks), launch::kThreads, 0, stream>>>(chunks, beta1, beta2,
+                                                                                               eps, lr, steps);
   RN50_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -36,12 +36,20 @@ namespace {
 void use_side_stream(int) { no_cuda("use_side_stream"); }
 void normalize_into(const at::Tensor&, at::Tensor&, const float[3], const float[3]) { no_cuda("normalize_into"); }
 
-struct FusedSgd::Table {};
+class UpdateTable {};
 FusedSgd::FusedSgd(std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<double>, double) {
   no_cuda("FusedSgd");
 }
 FusedSgd::~FusedSgd() = default;
-void FusedSgd::step(const at::Tensor&, const at::Tensor*) { no_cuda("FusedSgd"); }
+void FusedSgd::step(const at::Tensor&, const at::Tensor*, const at::Tensor*) { no_cuda("FusedSgd"); }
+FusedAdamW::FusedAdamW(std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<double>,
+                       double, double, double) {
+  no_cuda("FusedAdamW");
+}
+FusedAdamW::~FusedAdamW() = default;
+void FusedAdamW::step(const at::Tensor&, const at::Tensor&, const at::Tensor*, const at::Tensor*) {
+  no_cuda("FusedAdamW");
+}
 
 struct CudaGraph::Impl {};
 CudaGraph::CudaGraph() = default;

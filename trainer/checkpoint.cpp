@@ -1,5 +1,5 @@
-// trainer/checkpoint.cpp: checkpoints as safetensors files (weights under torchvision's names, momentum
-// under "momentum.<name>", progress and classes in the metadata), written atomically.
+// trainer/checkpoint.cpp: checkpoints as safetensors files (weights under torchvision's names, the optimizer's state
+// under its own prefix, progress, classes and the optimizer's name in the metadata), written atomically.
 #include "trainer/checkpoint.h"
 
 #include <ATen/ATen.h>
@@ -14,7 +14,7 @@
 #include "core/errors.h"
 #include "core/files.h"
 #include "core/safetensors.h"
-#include "trainer/sgd.h"
+#include "trainer/optimizer.h"
 
 namespace rn50::trainer {
 namespace {
@@ -22,7 +22,6 @@ namespace {
 namespace st = rn50::safetensors;
 
 constexpr const char* kFormat = "rn50-checkpoint-2";
-constexpr const char* kMomentumPrefix = "momentum.";
 constexpr const char* kExtraPrefix = "state.";
 
 st::DType to_dtype(at::ScalarType type) {
@@ -99,6 +98,13 @@ CheckpointMeta meta_of(const st::File& file, const std::string& path) {
   constexpr int64_t kMany = int64_t{1} << 40;
   CheckpointMeta meta;
   meta.model = get("model");
+  // Checkpoints from before AdamW name no optimizer: they hold SGD's momentum.
+  const auto optimizer = file.metadata.find("optimizer");
+  meta.optimizer = optimizer == file.metadata.end() ? "sgd" : optimizer->second;
+  if (meta.optimizer != "sgd" && meta.optimizer != "adamw") {
+    throw ConfigError("checkpoint " + path + ": metadata 'optimizer' is '" + shown(meta.optimizer) +
+                      "', not sgd or adamw");
+  }
   if (meta.model.empty() || meta.model.size() > 64) {
     throw ConfigError("checkpoint " + path + ": metadata 'model' is '" + shown(meta.model) + "', not a model name");
   }
@@ -152,10 +158,10 @@ NamedTensors named_state(const torch::nn::Module& model) {
   return out;
 }
 
-void save_checkpoint(const std::string& path, torch::nn::Module& model, const Sgd& sgd, const CheckpointMeta& meta,
-                     const ExtraState& extra) {
+void save_checkpoint(const std::string& path, torch::nn::Module& model, const Optimizer& optimizer,
+                     const CheckpointMeta& meta, const ExtraState& extra) {
   NamedTensors tensors = named_state(model);
-  for (const auto& [name, buffer] : sgd.momentum_buffers()) tensors.emplace_back(kMomentumPrefix + name, buffer);
+  for (const auto& item : optimizer.state()) tensors.push_back(item);
   for (const auto& [name, value] : extra) tensors.emplace_back(kExtraPrefix + name, value);
   std::vector<at::Tensor> host;  // keeps the CPU copies alive while the views point at them
   std::vector<st::TensorView> views;
@@ -167,6 +173,7 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, const Sg
   }
   const std::map<std::string, std::string> metadata = {{"format", kFormat},
                                                        {"model", meta.model},
+                                                       {"optimizer", optimizer.name()},
                                                        {"epoch", std::to_string(meta.epoch)},
                                                        {"step", std::to_string(meta.step)},
                                                        {"seed", std::to_string(meta.seed)},
@@ -178,9 +185,14 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, const Sg
 
 CheckpointMeta read_checkpoint_meta(const std::string& path) { return meta_of(read(path), path); }
 
-CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model, Sgd& sgd, const ExtraState& extra) {
+CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model, Optimizer& optimizer,
+                               const ExtraState& extra) {
   const st::File file = read(path);
   const CheckpointMeta meta = meta_of(file, path);
+  if (meta.optimizer != optimizer.name()) {
+    throw ConfigError("config key 'optimizer': " + path + " holds " + meta.optimizer + "'s state and this run uses " +
+                      optimizer.name() + "; resume with optimizer: " + meta.optimizer);
+  }
   torch::NoGradGuard no_grad;
   size_t expected = 0;
   for (const auto& p : model.named_parameters()) {
@@ -191,8 +203,8 @@ CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model
     copy_checked(b.value(), file, b.key(), path);
     ++expected;
   }
-  for (const auto& [name, buffer] : sgd.momentum_buffers()) {
-    copy_checked(buffer, file, kMomentumPrefix + name, path);
+  for (const auto& [name, value] : optimizer.state()) {
+    copy_checked(value, file, name, path);
     ++expected;
   }
   size_t stored_extra = 0;
@@ -229,7 +241,7 @@ std::string load_weights(const std::string& path, torch::nn::Module& model, cons
   }
   for (const auto& t : file.tensors) {
     const bool known = std::any_of(targets.begin(), targets.end(), [&](const auto& x) { return x.first == t.name; });
-    if (!known && t.name.rfind(kMomentumPrefix, 0) != 0 && t.name.rfind(kExtraPrefix, 0) != 0) extra.push_back(t.name);
+    if (!known && !is_optimizer_state(t.name) && t.name.rfind(kExtraPrefix, 0) != 0) extra.push_back(t.name);
   }
   auto join = [](const std::vector<std::string>& names) {
     std::string out;
@@ -256,7 +268,7 @@ void export_weights(const std::string& checkpoint_path, const std::string& out_p
   const CheckpointMeta meta = meta_of(file, checkpoint_path);
   std::vector<st::TensorView> views;
   for (const auto& t : file.tensors) {
-    if (t.name.rfind(kMomentumPrefix, 0) != 0 && t.name.rfind(kExtraPrefix, 0) != 0) views.push_back(t);
+    if (!is_optimizer_state(t.name) && t.name.rfind(kExtraPrefix, 0) != 0) views.push_back(t);
   }
   const std::map<std::string, std::string> metadata = {{"format", "pt"},
                                                        {"model", meta.model},

@@ -14,7 +14,7 @@ class Module;
 
 namespace rn50::trainer {
 
-class Sgd;
+class Optimizer;
 
 struct CheckpointMeta {
   std::string model;
@@ -24,6 +24,7 @@ struct CheckpointMeta {
   std::vector<std::string> classes;
   int64_t batch_size = 0;  // per process; a resumed run must match it to continue the schedule
   int64_t steps_per_epoch = 0;
+  std::string optimizer = "sgd";  // whose state the checkpoint holds (Optimizer::name)
 };
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
@@ -35,22 +36,23 @@ using ExtraState = NamedTensors;
 NamedTensors named_state(const torch::nn::Module& model);
 
 // Writes PATH.tmp, then renames it over PATH, so a crash leaves the previous checkpoint intact.
-void save_checkpoint(const std::string& path, torch::nn::Module& model, const Sgd& sgd, const CheckpointMeta& meta,
-                     const ExtraState& extra = {});
+void save_checkpoint(const std::string& path, torch::nn::Module& model, const Optimizer& optimizer,
+                     const CheckpointMeta& meta, const ExtraState& extra = {});
 
 // Reads only the metadata.
 CheckpointMeta read_checkpoint_meta(const std::string& path);
 
-// Loads weights, buffers and momentum into the existing model and optimizer (on their device).
-// Throws rn50::ConfigError naming the path and the tensor when something is missing or mis-shaped.
+// Loads weights, buffers and the optimizer's state into the existing model and optimizer (on their device).
+// Throws rn50::ConfigError naming the path and the tensor when something is missing or mis-shaped, and naming the key
+// `optimizer` when the checkpoint holds another optimizer's state.
 // Extra state is restored where the checkpoint has it (a run may switch precision when it resumes).
-CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model, Sgd& sgd,
+CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model, Optimizer& optimizer,
                                const ExtraState& extra = {});
 
 // Starts `model` from a weights file in torchvision's layout (an `rn50 export` file, a converted torchvision
 // state dict, or an rn50 checkpoint). Every parameter and buffer must be there with its shape, except
 // that when the classifier's shapes differ (another class count) the classifier keeps its fresh
-// initialisation: the start of fine-tuning. Extra tensors other than an rn50 checkpoint's momentum are
+// initialisation: the start of fine-tuning. Extra tensors other than an rn50 checkpoint's optimizer state are
 // an error. Errors name the tensors. Returns what was done, for the log. With new_classifier false a classifier that
 // differs is an error too (evaluating a fresh classifier would print meaningless logits).
 std::string load_weights(const std::string& path, torch::nn::Module& model, const std::string& classifier_name,

@@ -6,6 +6,7 @@
 
 #include "core/torch_compat.h"
 #include "trainer/loss_scaler.h"
+#include "trainer/mixup.h"
 #include "models/model.h"
 
 namespace rn50::trainer {
@@ -46,11 +47,15 @@ at::Tensor Executor::forward(const at::Tensor& images) {
   return logits.to(at::kFloat);
 }
 
-at::Tensor Executor::forward_backward(const at::Tensor& images, const at::Tensor& labels, const LossScaler* scaler) {
+at::Tensor Executor::forward_backward(const at::Tensor& images, const at::Tensor& labels, const LossScaler* scaler,
+                                      const MixedLabels* mix) {
   namespace F = torch::nn::functional;
   model_.train();
   const at::Tensor logits = forward(images);
-  at::Tensor loss = F::cross_entropy(logits, labels, F::CrossEntropyFuncOptions().label_smoothing(label_smoothing_));
+  const auto smoothed = F::CrossEntropyFuncOptions().label_smoothing(label_smoothing_);
+  at::Tensor loss = F::cross_entropy(logits, labels, smoothed);
+  // Cross-entropy is linear in its target: weighing the two losses is the loss of the mixed soft labels.
+  if (mix) loss = loss * mix->weight + F::cross_entropy(logits, mix->second, smoothed) * (1 - mix->weight);
   if (scaler) {
     scaler->scale(loss).backward();
   } else {

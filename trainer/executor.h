@@ -19,6 +19,7 @@ struct EvalSums {
 };
 
 class LossScaler;
+struct MixedLabels;
 
 struct ExecutorOptions {
   std::optional<at::ScalarType> autocast;  // half or bfloat16: the forward under CUDA autocast; none: float32
@@ -30,9 +31,11 @@ class Executor {
   Executor(models::Classifier& model, const ExecutorOptions& options);
 
   // Forward under the configured precision, cross-entropy with label smoothing, backward (of the
-  // scaled loss when a scaler is given). Returns the unscaled loss as a detached 0-dim float tensor on
-  // the device (no host sync).
-  at::Tensor forward_backward(const at::Tensor& images, const at::Tensor& labels, const LossScaler* scaler = nullptr);
+  // scaled loss when a scaler is given). With `mix` (mixup/cutmix), the loss weighs the labels and mix->second by
+  // mix->weight and 1 - mix->weight. Returns the unscaled loss as a detached 0-dim float tensor on the device (no host
+  // sync).
+  at::Tensor forward_backward(const at::Tensor& images, const at::Tensor& labels, const LossScaler* scaler = nullptr,
+                              const MixedLabels* mix = nullptr);
 
   // Forward in inference mode; plain cross-entropy (no smoothing) for the validation loss.
   EvalSums evaluate(const at::Tensor& images, const at::Tensor& labels);

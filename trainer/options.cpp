@@ -52,6 +52,8 @@ models::ModelOptions model_options(const Config& c, int64_t num_classes) {
              : c.fusion == Fusion::kBatchNorm ? models::Fusion::kBatchNorm
                                               : models::Fusion::kOff;
   o.bn_kernels = c.fusion_kernels == FusionKernels::kRn50 ? ops::BnKernels::kOwn : ops::BnKernels::kAuto;
+  o.stochastic_depth = c.stochastic_depth;
+  o.dropout = c.dropout;
   return o;
 }
 
@@ -63,8 +65,26 @@ StepOptions step_options(const Config& c) {
   o.channels_last = c.channels_last;
   o.loss_scaling = c.precision == Precision::kFp16;
   o.cuda_graph = c.cuda_graph;
+  o.clip_grad_norm = c.clip_grad_norm;
+  o.mixup.mixup_alpha = c.mixup_alpha;
+  o.mixup.cutmix_alpha = c.cutmix_alpha;
+  o.mixup.prob = c.mixup_prob;
+  o.mixup.switch_prob = c.mixup_switch_prob;
   if (c.precision != Precision::kFp32) o.executor.autocast = compute_dtype(c.precision);
   o.executor.label_smoothing = c.label_smoothing;
+  return o;
+}
+
+OptimizerOptions optimizer_options(const Config& c, const models::Classifier& model) {
+  OptimizerOptions o;
+  o.kind = c.optimizer == OptimizerKind::kAdamW ? OptimizerOptions::Kind::kAdamW : OptimizerOptions::Kind::kSgd;
+  o.weight_decay = c.weight_decay;
+  o.decay_norms_and_biases = c.decay_bn_and_bias;
+  if (!c.decay_bn_and_bias) o.no_decay = model.no_weight_decay();
+  o.momentum = c.momentum;
+  o.beta1 = c.adamw_beta1;
+  o.beta2 = c.adamw_beta2;
+  o.eps = c.adamw_eps;
   return o;
 }
 

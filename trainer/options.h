@@ -1,5 +1,6 @@
 // trainer/options.h: each part's options built from the configuration: the one place where a Config becomes what the
-// input sources, the model, the step, data parallel, the schedule and the epoch loop take (Session calls it).
+// input sources, the model, the step, the optimizer, data parallel, the schedule and the epoch loop take (Session
+// calls it).
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -10,6 +11,7 @@
 #include "models/model.h"
 #include "parallel/distributed.h"
 #include "trainer/lr_schedule.h"
+#include "trainer/optimizer.h"
 #include "trainer/session.h"
 #include "trainer/train_step.h"
 
@@ -26,6 +28,8 @@ at::ScalarType compute_dtype(Precision precision);
 input::InputOptions input_options(const Config& config);
 models::ModelOptions model_options(const Config& config, int64_t num_classes);
 StepOptions step_options(const Config& config);
+// The optimizer for `model`: its no-decay names come from the model (unless decay_bn_and_bias).
+OptimizerOptions optimizer_options(const Config& config, const models::Classifier& model);
 parallel::DistributedOptions distributed_options(const Config& config);
 LoopOptions loop_options(const Config& config);
 // The schedule for a run of `global_batch` images a step and `steps_per_epoch` steps (the peak rate scaled).

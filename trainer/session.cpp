@@ -30,7 +30,7 @@
 #include "trainer/metrics.h"
 #include "trainer/options.h"
 #include "trainer/run_info.h"
-#include "trainer/sgd.h"
+#include "trainer/optimizer.h"
 #include "trainer/step_timer.h"
 #include "trainer/train_step.h"
 #include "input/source.h"
@@ -155,15 +155,15 @@ void Session::build_model() {
   model = models::create(config.model, model_options(config, static_cast<int64_t>(info.classes.size())));
   model->to(device);
   if (config.channels_last) models::to_channels_last(*model);
-  sgd = std::make_unique<Sgd>(*model, config.momentum, config.weight_decay, config.decay_bn_and_bias);
+  optimizer = make_optimizer(*model, optimizer_options(config, *model));
   timer = device.is_cuda() ? make_cuda_step_timer() : std::make_unique<HostStepTimer>();
-  step = std::make_unique<TrainStep>(*model, *sgd, step_options(config), device, *timer);
+  step = std::make_unique<TrainStep>(*model, *optimizer, step_options(config), device, *timer);
   schedule = schedule_for(config, global_batch(), info.steps_per_epoch);
 }
 
 void Session::resume() {
   const Config& config = config_;
-  const CheckpointMeta meta = load_checkpoint(config.resume, *model, *sgd, step->state());
+  const CheckpointMeta meta = load_checkpoint(config.resume, *model, *optimizer, step->state());
   const input::DatasetInfo& info = source->info();
   if (meta.model != config.model) {
     throw ConfigError("config key 'resume': " + config.resume + " holds a " + meta.model + ", not a " + config.model);
@@ -206,7 +206,7 @@ void Session::join_data_parallel() {
   distributed->check_same("dataset", dataset);
   std::vector<at::Tensor> state;
   for (auto& [name, t] : named_state(*model)) state.push_back(t);
-  for (auto& [name, t] : sgd->momentum_buffers()) state.push_back(t);
+  for (auto& [name, t] : optimizer->state()) state.push_back(t);
   {
     torch::NoGradGuard no_grad;
     distributed->comm().broadcast_from_rank0(state);
@@ -267,6 +267,7 @@ void Session::log_start() const {
   rows.emplace_back("(device)", device.is_cuda() ? monitor::describe_device(device.index()) : "cpu");
   if (device.is_cuda()) rows.emplace_back("(kernels)", cuda::describe_kernels(device.index()));
   for (auto& row : source->describe()) rows.push_back(std::move(row));
+  rows.emplace_back("(optimizer)", optimizer->describe());
   if (config.cuda_graph) rows.emplace_back("(cuda graph)", step->graph_status());
   if (!allocator_status.empty()) rows.emplace_back("(allocator)", allocator_status);
   if (config.fusion != Fusion::kOff) rows.emplace_back("(fusion)", model->describe_fusion(step->images()));

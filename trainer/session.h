@@ -38,7 +38,7 @@ inline constexpr char kCheckpointFile[] = "checkpoint.safetensors";
 inline constexpr char kMetricsFile[] = "metrics.jsonl";
 
 class MetricsLog;
-class Sgd;
+class Optimizer;
 class StepTimer;
 class TrainStep;
 
@@ -82,7 +82,7 @@ struct Session {
   const c10::Device device;
   std::unique_ptr<parallel::Distributed> distributed;  // declared first: destroyed after everything that uses it
   std::shared_ptr<models::Classifier> model;
-  std::unique_ptr<Sgd> sgd;
+  std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<StepTimer> timer;
   std::unique_ptr<TrainStep> step;
   std::unique_ptr<input::InputSource> source;  // after the step: destroyed before the input tensors it writes into

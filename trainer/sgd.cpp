@@ -1,4 +1,4 @@
-// trainer/sgd.cpp: the momentum SGD update, one fused-friendly sequence of in-place ops per parameter.
+// trainer/sgd.cpp: the momentum SGD update: one fused kernel on a GPU, a sequence of in-place ATen ops elsewhere.
 #include "trainer/sgd.h"
 
 #include <ATen/ATen.h>
@@ -8,72 +8,73 @@
 #include "cuda/device_ops.h"
 
 namespace rn50::trainer {
+namespace {
+
+OptimizerOptions sgd_options(double momentum, double weight_decay, bool decay_bn_and_bias, bool fused) {
+  OptimizerOptions o;
+  o.momentum = momentum;
+  o.weight_decay = weight_decay;
+  o.decay_norms_and_biases = decay_bn_and_bias;
+  o.fused = fused;
+  return o;
+}
+
+}  // namespace
 
 Sgd::Sgd(torch::nn::Module& model, double momentum, double weight_decay, bool decay_bn_and_bias, bool fused)
-    : momentum_(momentum) {
+    : Sgd(model, sgd_options(momentum, weight_decay, decay_bn_and_bias, fused)) {}
+
+Sgd::Sgd(torch::nn::Module& model, const OptimizerOptions& options)
+    : Optimizer(model, options), momentum_(options.momentum) {
   torch::NoGradGuard no_grad;
-  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
-    const at::Tensor& p = item.value();
-    if (!p.requires_grad()) continue;
-    const bool decays = decay_bn_and_bias || p.dim() > 1;
-    // Zero momentum makes the first update buf = grad, as PyTorch's lazy initialisation does.
-    at::Tensor buffer = at::zeros_like(p);
-    params_.push_back({p, buffer, decays ? weight_decay : 0.0});
-    buffers_.emplace_back(item.key(), buffer);
-  }
+  // Zero momentum makes the first update buf = grad, as PyTorch's lazy initialisation does.
+  for (const auto& p : params_) buffers_.push_back(at::zeros_like(p.value));
   neg_lr_ = at::zeros({}, params_.empty() ? at::TensorOptions() : params_.front().value.options());
-  if (fused && !params_.empty() && params_.front().value.is_cuda()) {
-    std::vector<at::Tensor> values, buffers;
+  if (options.fused && !params_.empty() && params_.front().value.is_cuda()) {
+    std::vector<at::Tensor> values;
     std::vector<double> decay;
     for (const auto& p : params_) {
       values.push_back(p.value);
-      buffers.push_back(p.buffer);
       decay.push_back(p.weight_decay);
     }
-    fused_ = std::make_unique<cuda::FusedSgd>(values, buffers, decay, momentum_);
+    fused_ = std::make_unique<cuda::FusedSgd>(values, buffers_, decay, momentum_);
   }
 }
 
 Sgd::~Sgd() = default;
 
-std::vector<at::Tensor> Sgd::grads() const {
-  std::vector<at::Tensor> out;
-  for (const auto& p : params_) {
-    if (p.value.grad().defined()) out.push_back(p.value.grad());
-  }
+void Sgd::set_lr(double lr) { neg_lr_.fill_(-lr); }
+
+std::vector<std::pair<std::string, at::Tensor>> Sgd::state() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (size_t i = 0; i < params_.size(); ++i) out.emplace_back(kPrefix + params_[i].name, buffers_[i]);
   return out;
 }
 
-void Sgd::set_lr(double lr) { neg_lr_.fill_(-lr); }
-
-void Sgd::step(const at::Tensor* found_inf) {
+void Sgd::step(const at::Tensor* found_inf, const at::Tensor* grad_scale) {
   torch::NoGradGuard no_grad;
   if (fused_) {
-    fused_->step(neg_lr_, found_inf);
+    fused_->step(neg_lr_, found_inf, grad_scale);
     return;
   }
   // keep = 1 when the step is applied; a skipped step leaves buffers and parameters untouched.
   const at::Tensor keep = found_inf ? found_inf->eq(0) : at::Tensor();
-  for (auto& p : params_) {
-    const at::Tensor& grad = p.value.grad();
-    if (!grad.defined()) continue;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Param& p = params_[i];
+    at::Tensor& buf = buffers_[i];
+    const at::Tensor& raw = p.value.grad();
+    if (!raw.defined()) continue;
+    const at::Tensor grad = grad_scale ? raw * *grad_scale : raw;
     if (found_inf) {
-      at::Tensor buffer = p.buffer.mul(momentum_).add_(grad);
+      at::Tensor buffer = buf.mul(momentum_).add_(grad);
       if (p.weight_decay != 0.0) buffer.add_(p.value, p.weight_decay);
-      p.buffer.copy_(at::where(keep, buffer, p.buffer));
-      p.value.addcmul_(p.buffer * keep, neg_lr_);
+      buf.copy_(at::where(keep, buffer, buf));
+      p.value.addcmul_(buf * keep, neg_lr_);
       continue;
     }
-    p.buffer.mul_(momentum_).add_(grad);
-    if (p.weight_decay != 0.0) p.buffer.add_(p.value, p.weight_decay);
-    p.value.addcmul_(p.buffer, neg_lr_);
-  }
-}
-
-void Sgd::zero_grad() {
-  for (auto& p : params_) {
-    at::Tensor grad = p.value.mutable_grad();
-    if (grad.defined()) grad.zero_();
+    buf.mul_(momentum_).add_(grad);
+    if (p.weight_decay != 0.0) buf.add_(p.value, p.weight_decay);
+    p.value.addcmul_(buf, neg_lr_);
   }
 }
 

@@ -7,16 +7,21 @@
 #include "cuda/device_ops.h"
 #include "trainer/executor.h"
 #include "trainer/loss_scaler.h"
-#include "trainer/sgd.h"
+#include "trainer/optimizer.h"
 #include "trainer/step_timer.h"
 #include "models/model.h"
 #include "parallel/grad_sync.h"
 
 namespace rn50::trainer {
 
-TrainStep::TrainStep(models::Classifier& model, Sgd& sgd, const StepOptions& options, c10::Device device,
+TrainStep::TrainStep(models::Classifier& model, Optimizer& optimizer, const StepOptions& options, c10::Device device,
                      StepTimer& timer)
-    : model_(model), sgd_(sgd), timer_(timer), executor_(std::make_unique<Executor>(model, options.executor)) {
+    : model_(model),
+      optimizer_(optimizer),
+      timer_(timer),
+      executor_(std::make_unique<Executor>(model, options.executor)),
+      clip_grad_norm_(options.clip_grad_norm),
+      mixup_(options.mixup) {
   // The input arrives in the autocast dtype: the first convolution would cast it anyway.
   const auto on_device = at::TensorOptions(device);
   images_ = at::zeros({options.batch_size, 3, options.image_size, options.image_size},
@@ -48,24 +53,31 @@ void TrainStep::forward_backward(bool timed) {
   if (gradient_sync_) {
     gradient_sync_->zero_gradients();
   } else {
-    sgd_.zero_grad();
+    optimizer_.zero_grad();
   }
-  loss_.copy_(executor_->forward_backward(images_, labels_, scaler_.get()));
+  if (mixup_.enabled()) {
+    const MixedLabels mix = mix_batch(images_, labels_, mixup_);
+    loss_.copy_(executor_->forward_backward(images_, labels_, scaler_.get(), &mix));
+  } else {
+    loss_.copy_(executor_->forward_backward(images_, labels_, scaler_.get()));
+  }
   if (gradient_sync_) {
     if (timed) timer_.mark(Phase::kForwardBackward);
     gradient_sync_->finish();  // what is left of the all-reduces after the backward pass
     if (timed) timer_.mark(Phase::kCommunication);
   }
-  if (scaler_) scaler_->unscale_and_check(sgd_.grads());
+  if (scaler_) scaler_->unscale_and_check(optimizer_.grads());
 }
 
 void TrainStep::update() {
-  sgd_.step(scaler_ ? &scaler_->found_inf() : nullptr);
+  // The clipping factor from the unscaled gradients (and, under data parallel, the averaged ones), on the device.
+  const at::Tensor clip = clip_grad_norm_ > 0 ? clip_coefficient(optimizer_.grads(), clip_grad_norm_) : at::Tensor();
+  optimizer_.step(scaler_ ? &scaler_->found_inf() : nullptr, clip.defined() ? &clip : nullptr);
   if (scaler_) scaler_->update();
 }
 
 const at::Tensor& TrainStep::run(double lr) {
-  sgd_.set_lr(lr);  // an eager fill of the device tensor the (captured) update reads
+  optimizer_.set_lr(lr);  // an eager fill of the device tensor the (captured) update reads
   if (graphed()) {
     graph_forward_backward_->replay();
     timer_.mark(Phase::kForwardBackward);

@@ -1,5 +1,5 @@
-// trainer/train_step.h: one optimisation step (zero_grad, forward, backward, loss scaling, update), run
-// eagerly or replayed from a CUDA graph captured after warm-up, with a logged reason when it cannot be.
+// trainer/train_step.h: one optimisation step (zero_grad, mixup/cutmix, forward, backward, loss scaling, clipping,
+// update), run eagerly or replayed from a CUDA graph captured after warm-up, with a logged reason when it cannot be.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "trainer/executor.h"
+#include "trainer/mixup.h"
 
 namespace rn50 {
 namespace models {
@@ -27,7 +28,7 @@ class GradientBuckets;
 namespace rn50::trainer {
 
 class LossScaler;
-class Sgd;
+class Optimizer;
 class StepTimer;
 
 struct StepOptions {
@@ -37,12 +38,15 @@ struct StepOptions {
   bool channels_last = false;
   bool loss_scaling = false;  // fp16: a dynamic loss scale, the update skipped on overflow
   bool cuda_graph = false;    // capture the whole step after warm-up and replay it
+  double clip_grad_norm = 0;  // > 0: gradients scaled to at most this global L2 norm before the update
+  MixupOptions mixup;
   ExecutorOptions executor;
 };
 
 class TrainStep {
  public:
-  TrainStep(models::Classifier& model, Sgd& sgd, const StepOptions& options, c10::Device device, StepTimer& timer);
+  TrainStep(models::Classifier& model, Optimizer& optimizer, const StepOptions& options, c10::Device device,
+            StepTimer& timer);
   ~TrainStep();
 
   // The inputs the step reads. Write the next batch into them (copy_ or a kernel) before run(); under a
@@ -72,10 +76,12 @@ class TrainStep {
   void try_capture();
 
   models::Classifier& model_;
-  Sgd& sgd_;
+  Optimizer& optimizer_;
   StepTimer& timer_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<LossScaler> scaler_;
+  double clip_grad_norm_ = 0;
+  MixupOptions mixup_;
   parallel::GradientBuckets* gradient_sync_ = nullptr;
   at::Tensor images_, labels_, loss_;
   bool want_graph_ = false;

@@ -18,11 +18,13 @@
 #include "core/errors.h"
 #include "core/launch_env.h"
 #include "core/log.h"
+#include "data/random_draws.h"
 #include "cuda/cuda_support.h"
 #include "trainer/checkpoint.h"
 #include "core/cost.h"
 #include "trainer/executor.h"
 #include "trainer/metrics.h"
+#include "trainer/optimizer.h"
 #include "trainer/progress.h"
 #include "trainer/session.h"
 #include "trainer/step_timer.h"
@@ -92,6 +94,10 @@ class EpochLoop {
     const int64_t steps = source.info().steps_per_epoch;
     source.begin_epoch(epoch);
     const AbandonOnError abandon_on_error(source);
+    // The step's own random draws (mixup and cutmix, stochastic depth, dropout) follow (seed, epoch) alone, as the
+    // data's do: a run resumed at an epoch boundary draws what the uninterrupted run drew. Graph replays take the new
+    // seed too.
+    at::manual_seed(data::detail::mix_seed({static_cast<uint64_t>(loop_.seed), static_cast<uint64_t>(epoch), 0x5eedULL}));
     EpochRecord record;
     record.epoch = epoch + 1;
     at::Tensor loss_sum = at::zeros({}, at::TensorOptions(s_.device).dtype(at::kFloat));
@@ -227,9 +233,16 @@ class EpochLoop {
 
   void save(int64_t epochs_done) {
     const input::DatasetInfo& info = s_.source->info();
-    CheckpointMeta meta{loop_.model, epochs_done,        s_.global_step,      loop_.seed,
-                        info.classes,  loop_.batch_size, info.steps_per_epoch};
-    save_checkpoint(loop_.out_dir + "/" + kCheckpointFile, *s_.model, *s_.sgd, meta, s_.step->state());
+    CheckpointMeta meta;
+    meta.model = loop_.model;
+    meta.optimizer = s_.optimizer->name();
+    meta.epoch = epochs_done;
+    meta.step = s_.global_step;
+    meta.seed = loop_.seed;
+    meta.classes = info.classes;
+    meta.batch_size = loop_.batch_size;
+    meta.steps_per_epoch = info.steps_per_epoch;
+    save_checkpoint(loop_.out_dir + "/" + kCheckpointFile, *s_.model, *s_.optimizer, meta, s_.step->state());
   }
 
   void log_epoch(const EpochRecord& r, const std::optional<RunCost>& cost) const {

@@ -1,4 +1,6 @@
 // tests/e2e/test_cli.cpp: the rn50 binary as a user runs it: make-sample, train, resume, and bad input.
+#include <cmath>
+
 #include "core/files.h"
 #include "core/safetensors.h"
 #include "tests/e2e/cli.h"
@@ -46,6 +48,36 @@ TEST_F(Cli, ResumedRunTakesTheSameNextStepAsAnUninterruptedOne) {
     EXPECT_EQ(a[i]["step"], b[i]["step"]);
     EXPECT_NEAR(a[i]["loss"].get<double>(), b[i]["loss"].get<double>(), 1e-5) << "step " << a[i]["step"];
   }
+}
+
+// AdamW with clipping, mixup and cutmix trains the sample and resumes where it stopped (the step's random draws follow
+// the seed and the epoch, so the resumed steps' losses are the uninterrupted run's); resuming with another optimizer
+// stops with one line naming the key.
+TEST_F(Cli, AdamWWithClippingAndMixupTrainsAndResumesExactly) {
+  make_sample("--classes 3 --per-class 11 --val-per-class 2 --size 32");
+  const std::string options = " --log-every 1 --validate=off --seed 7 --image-size 32 --optimizer adamw --lr 0.002"
+                              " --weight-decay 0.05 --clip-grad-norm 1 --mixup-alpha 0.8 --cutmix-alpha 1";
+  const Result whole = rn50(small_run(path("data"), path("whole")) + options + " --epochs 2");
+  ASSERT_EQ(whole.code, 0) << whole.output;
+  // ResNet-50's 161 tensors: decay on its 53 convolutions and the classifier's weight, none on norms and biases.
+  EXPECT_NE(whole.output.find("adamw: ATen's ops over 161 tensors; weight decay on 54, none on 107"), std::string::npos)
+      << whole.output;
+  const Result first = rn50(small_run(path("data"), path("split")) + options + " --epochs 1");
+  ASSERT_EQ(first.code, 0) << first.output;
+  const Result second = rn50(small_run(path("data"), path("split")) + options + " --epochs 2 --resume " +
+                             path("split") + "/checkpoint.safetensors");
+  ASSERT_EQ(second.code, 0) << second.output;
+  const auto a = records(path("whole") + "/metrics.jsonl", "step");
+  const auto b = records(path("split") + "/metrics.jsonl", "step");
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_TRUE(std::isfinite(a[i]["loss"].get<double>()));
+    EXPECT_NEAR(a[i]["loss"].get<double>(), b[i]["loss"].get<double>(), 1e-5) << "step " << a[i]["step"];
+  }
+  expect_exit_2_naming(small_run(path("data"), path("split")) + " --epochs 3 --seed 7 --image-size 32 --resume " +
+                           path("split") + "/checkpoint.safetensors",
+                       "config key 'optimizer': " + path("split") + "/checkpoint.safetensors holds adamw's state");
 }
 
 // fusion: bn (and conv) on the CPU runs ATen's separate ops, says so once at start, and trains exactly as fusion: off

@@ -12,6 +12,7 @@
 #include "core/files.h"
 #include "core/safetensors.h"
 #include "trainer/checkpoint.h"
+#include "trainer/adamw.h"
 #include "trainer/sgd.h"
 #include "models/model.h"
 #include "tests/support/error_of.h"
@@ -67,8 +68,8 @@ TEST_F(Checkpoint, RoundTripRestoresWeightsBuffersMomentumAndMeta) {
   const auto ab = model->named_buffers();
   const auto bb = other->named_buffers();
   for (size_t i = 0; i < ab.size(); ++i) EXPECT_TRUE(torch::equal(ab[i].value(), bb[i].value())) << ab[i].key();
-  for (size_t i = 0; i < sgd.momentum_buffers().size(); ++i) {
-    EXPECT_TRUE(torch::equal(sgd.momentum_buffers()[i].second, other_sgd.momentum_buffers()[i].second));
+  for (size_t i = 0; i < sgd.state().size(); ++i) {
+    EXPECT_TRUE(torch::equal(sgd.state()[i].second, other_sgd.state()[i].second));
   }
   EXPECT_EQ(read_checkpoint_meta(path).step, 123);
 }
@@ -141,6 +142,52 @@ TEST_F(Checkpoint, OutOfRangeMetadataIsAClearError) {
   EXPECT_NE(long_model.find("not a model name"), std::string::npos);
   EXPECT_LT(long_model.size(), 300u);
   EXPECT_EQ(with("step", "20"), "");  // the good value again loads
+  EXPECT_NE(with("optimizer", "lamb").find("metadata 'optimizer' is 'lamb', not sgd or adamw"), std::string::npos);
+}
+
+// AdamW's moments and step count come back under its own names; a resumed run with another optimizer is refused with
+// one line naming the key; a checkpoint that names no optimizer (written before AdamW) holds SGD's momentum.
+TEST_F(Checkpoint, TheOptimizersStateRoundTripsUnderItsNameAndAMismatchIsRefused) {
+  torch::manual_seed(8);
+  auto model = models::create("resnet18", {3, true});
+  OptimizerOptions o;
+  o.kind = OptimizerOptions::Kind::kAdamW;
+  AdamW adamw(*model, o);
+  adamw.set_lr(1e-3);
+  adamw.zero_grad();
+  torch::nn::functional::cross_entropy(model->forward(torch::randn({4, 3, 32, 32})), torch::randint(3, {4})).backward();
+  adamw.step();
+  const std::string path = dir_.file("adamw.safetensors");
+  save_checkpoint(path, *model, adamw, {"resnet18", 1, 1, 0, {"a", "b", "c"}, 4, 1});
+  EXPECT_EQ(read_checkpoint_meta(path).optimizer, "adamw");
+  auto other = models::create("resnet18", {3, true});
+  AdamW restored(*other, o);
+  load_checkpoint(path, *other, restored);
+  const auto a = adamw.state(), b = restored.state();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
+  }
+  EXPECT_EQ(b.back().second.item<double>(), 1.0);  // the step count
+  Sgd sgd(*other, 0.9, 0, false);
+  const std::string refused = config_error([&] { load_checkpoint(path, *other, sgd); });
+  EXPECT_NE(refused.find("config key 'optimizer': " + path + " holds adamw's state and this run uses sgd"),
+            std::string::npos)
+      << refused;
+  // Exports leave the moments out.
+  const std::string exported = dir_.file("adamw-export.safetensors");
+  export_weights(path, exported);
+  for (const auto& t : safetensors::read_file(exported).tensors) EXPECT_EQ(t.name.rfind("adamw.", 0), std::string::npos);
+
+  const std::string old = dir_.file("old.safetensors");
+  save_checkpoint(old, *model, sgd, {"resnet18", 1, 1, 0, {"a", "b", "c"}, 4, 1});
+  safetensors::File file = safetensors::read_file(old);
+  file.metadata.erase("optimizer");
+  files::write_atomically(old, safetensors::serialize(file.tensors, file.metadata));
+  EXPECT_EQ(read_checkpoint_meta(old).optimizer, "sgd");
+  EXPECT_EQ(config_error([&] { load_checkpoint(old, *other, sgd); }), "");
+  EXPECT_NE(config_error([&] { load_checkpoint(old, *other, restored); }).find("holds sgd's state"), std::string::npos);
 }
 
 TEST_F(Checkpoint, ExportedWeightsLoadBackIdenticallyWithoutOptimizerState) {

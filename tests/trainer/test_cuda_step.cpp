@@ -19,6 +19,8 @@
 #include "cuda/device_ops.h"
 #include "trainer/executor.h"
 #include "trainer/options.h"
+#include "trainer/mixup.h"
+#include "trainer/optimizer.h"
 #include "trainer/sgd.h"
 #include "trainer/step_timer.h"
 #include "trainer/train_step.h"
@@ -69,8 +71,10 @@ struct Params : torch::nn::Module {
   torch::Tensor a, b, c;
 };
 
-// Tolerance: both compute in fp32 with a different association of three terms: 1e-6 relative.
-TEST_F(Cuda, FusedSgdMatchesTheAtenUpdateAndSkipsOnOverflow) {
+// The fused update of `kind` against its ATen sequence over six steps at changing rates, with an overflowed step
+// (skipped whole) and a gradient scale (clipping) on some. Tolerance: both compute in fp32 with a different
+// association of the terms: 1e-6 relative for SGD; AdamW divides by the second moment's root, 2e-6.
+void expect_fused_update_matches_aten(trainer::OptimizerOptions::Kind kind, double tolerance) {
   torch::manual_seed(21);
   auto fused_model = std::make_shared<Params>();
   auto ref_model = std::make_shared<Params>();
@@ -81,9 +85,14 @@ TEST_F(Cuda, FusedSgdMatchesTheAtenUpdateAndSkipsOnOverflow) {
     fused_model->a.set_data(fused_model->a.contiguous(at::MemoryFormat::ChannelsLast));
     for (size_t i = 0; i < 3; ++i) ref_model->parameters()[i].copy_(fused_model->parameters()[i]);
   }
-  trainer::Sgd fused(*fused_model, 0.9, 1e-3, false, /*fused=*/true);
-  trainer::Sgd ref(*ref_model, 0.9, 1e-3, false, /*fused=*/false);
+  trainer::OptimizerOptions options;
+  options.kind = kind;
+  options.weight_decay = kind == trainer::OptimizerOptions::Kind::kSgd ? 1e-3 : 0.05;
+  auto fused = trainer::make_optimizer(*fused_model, options);
+  options.fused = false;
+  auto ref = trainer::make_optimizer(*ref_model, options);
   const at::Tensor no_overflow = torch::zeros({}, torch::kCUDA), overflow = torch::ones({}, torch::kCUDA);
+  const at::Tensor half = torch::full({}, 0.5, torch::kCUDA);
   for (int step = 0; step < 6; ++step) {
     for (size_t i = 0; i < 3; ++i) {
       const auto g = torch::randn_like(ref_model->parameters()[i]);
@@ -91,17 +100,83 @@ TEST_F(Cuda, FusedSgdMatchesTheAtenUpdateAndSkipsOnOverflow) {
           g.clone().contiguous(fused_model->parameters()[i].suggest_memory_format());
       ref_model->parameters()[i].mutable_grad() = g.clone();
     }
-    const double lr = 0.05 * (step + 1);
-    fused.set_lr(lr);
-    ref.set_lr(lr);
+    const double lr = kind == trainer::OptimizerOptions::Kind::kSgd ? 0.05 * (step + 1) : 1e-3 * (step + 1);
+    fused->set_lr(lr);
+    ref->set_lr(lr);
     const at::Tensor& flag = step == 3 ? overflow : no_overflow;
-    fused.step(&flag);
-    ref.step(&flag);
+    const at::Tensor* scale = step % 2 ? &half : nullptr;
+    fused->step(&flag, scale);
+    ref->step(&flag, scale);
   }
   for (size_t i = 0; i < 3; ++i) {
-    EXPECT_LT(rel_err(fused_model->parameters()[i], ref_model->parameters()[i]), 1e-6) << i;
-    EXPECT_LT(rel_err(fused.momentum_buffers()[i].second, ref.momentum_buffers()[i].second), 1e-6) << i;
+    EXPECT_LT(rel_err(fused_model->parameters()[i], ref_model->parameters()[i]), tolerance) << i;
   }
+  const auto a = fused->state(), b = ref->state();
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_LT(rel_err(a[i].second, b[i].second), tolerance) << a[i].first;
+}
+
+TEST_F(Cuda, FusedSgdMatchesTheAtenUpdateAndSkipsOnOverflow) {
+  expect_fused_update_matches_aten(trainer::OptimizerOptions::Kind::kSgd, 1e-6);
+}
+
+TEST_F(Cuda, FusedAdamWMatchesTheAtenUpdateAndSkipsOnOverflow) {
+  expect_fused_update_matches_aten(trainer::OptimizerOptions::Kind::kAdamW, 2e-6);
+}
+
+// mix_batch captured in a CUDA graph: each replay draws its own mixup weight and cutmix box (the graph holds the
+// random generator's offsets), as eager calls do.
+TEST_F(Cuda, MixupCapturedInAGraphDrawsAnewEachReplay) {
+  const at::Tensor x = torch::randn({8, 3, 32, 32}, torch::kCUDA).to(at::kHalf).contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor y = torch::arange(8, torch::TensorOptions(torch::kCUDA).dtype(torch::kLong));
+  at::Tensor images = x.clone(), weight = torch::zeros({}, torch::kCUDA);
+  trainer::MixupOptions o;
+  o.mixup_alpha = 0.8;
+  o.cutmix_alpha = 1.0;
+  for (int warm = 0; warm < 2; ++warm) trainer::mix_batch(images, y, o);  // allocations before capture
+  cuda::CudaGraph graph;
+  graph.capture([&] {
+    images.copy_(x);
+    weight.copy_(trainer::mix_batch(images, y, o).weight);
+  });
+  std::vector<double> weights;
+  for (int r = 0; r < 6; ++r) {
+    graph.replay();
+    weights.push_back(weight.item<double>());
+    EXPECT_GE(weights.back(), 0.0);
+    EXPECT_LE(weights.back(), 1.0);
+    EXPECT_TRUE(images.is_contiguous(at::MemoryFormat::ChannelsLast));
+  }
+  std::sort(weights.begin(), weights.end());
+  EXPECT_GE(std::unique(weights.begin(), weights.end()) - weights.begin(), 4) << "replays repeat their draws";
+}
+
+// A captured step with AdamW, clipping and mixup/cutmix in fp16: it captures and trains (finite losses, weights
+// moved).
+TEST_F(Cuda, GraphedStepWithAdamWClippingAndMixupTrains) {
+  torch::manual_seed(9);
+  auto model = models::create("resnet18", model_options(10));
+  model->to(torch::kCUDA);
+  models::to_channels_last(*model);
+  Config config;
+  config.precision = Precision::kFp16;
+  config.channels_last = true;
+  config.cuda_graph = true;
+  config.clip_grad_norm = 1.0;
+  config.mixup_alpha = 0.8;
+  config.cutmix_alpha = 1.0;
+  config.optimizer = OptimizerKind::kAdamW;
+  auto optimizer = trainer::make_optimizer(*model, trainer::optimizer_options(config, *model));
+  auto timer = trainer::make_cuda_step_timer();
+  trainer::TrainStep step(*model, *optimizer, step_options(config), torch::kCUDA, *timer);
+  const at::Tensor before = model->parameters()[0].detach().clone();
+  for (int s = 0; s < 10; ++s) {
+    step.images().copy_(torch::randn({8, 3, 64, 64}, torch::kCUDA));
+    step.labels().copy_(torch::randint(10, {8}, torch::TensorOptions(torch::kCUDA).dtype(torch::kLong)));
+    timer->begin_step();
+    EXPECT_TRUE(std::isfinite(step.run(1e-3).item<double>()));
+  }
+  EXPECT_TRUE(step.graphed()) << step.graph_status();
+  EXPECT_GT((model->parameters()[0] - before).abs().max().item<double>(), 0.0);
 }
 
 // Tolerance: fp32 output exact to 1e-6 relative; fp16 and bf16 within their rounding (1e-3, 8e-3).
