@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""bench/torch_reference.py: the PyTorch reference for rn50's step speed: torchvision's ResNet-50 trained on synthetic
-batches on one GPU as rn50's optimized configuration trains it (fp16 autocast, channels-last, cuDNN autotuning, SGD
-with momentum 0.9, weight decay 1e-4, label smoothing 0.1), eagerly, replayed from a CUDA graph of the whole step, or
-compiled with torch.compile. PyTorch's GradScaler reads found-inf on the host every step (a sync rn50's device-side
+"""bench/torch_reference.py: the PyTorch reference for rn50's step speed: a torchvision model (ResNet-50 by default,
+--model for any other rn50 has) trained on synthetic batches on one GPU as rn50's optimized configuration trains it
+(fp16 autocast, channels-last, cuDNN autotuning, label smoothing 0.1; SGD with momentum 0.9 and weight decay 1e-4, or
+for ConvNeXt and ViT AdamW with fused=True and weight decay 0.05, as their recipes train them), eagerly, replayed from a
+CUDA graph of the whole step, or compiled with torch.compile. PyTorch's GradScaler reads found-inf on the host every step (a sync rn50's device-side
 loss scaler does not make), so by default the reference runs without loss scaling: its fastest form; --grad-scaler
 adds it. Prints one JSON line per mode: images/s over the timed steps, the compile or capture time, and the peak
 memory.
 
-  python3 bench/torch_reference.py --modes eager compile --batch 256 --steps 100
+  python3 bench/torch_reference.py --modes eager compile --batch 256 --steps 100 [--model vit_b_16]
 """
 import argparse
 import json
@@ -30,13 +31,21 @@ def make_step(model, opt, scaler, images, labels):
     return step
 
 
-def run(mode, batch, steps, warmup, grad_scaler):
+ADAMW_MODELS = ("convnext", "vit")
+
+
+def run(mode, batch, steps, warmup, grad_scaler, name, optimizer):
     torch.manual_seed(0)
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
-    model = torchvision.models.resnet50().cuda().to(memory_format=torch.channels_last)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+    model = getattr(torchvision.models, name)().cuda().to(memory_format=torch.channels_last)
+    if optimizer == "auto":
+        optimizer = "adamw" if name.startswith(ADAMW_MODELS) else "sgd"
+    if optimizer == "adamw":
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05, fused=True)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
     images = torch.randn(batch, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last)
     labels = torch.randint(0, 1000, (batch,), device="cuda")
     torch.cuda.reset_peak_memory_stats()
@@ -75,7 +84,7 @@ def run(mode, batch, steps, warmup, grad_scaler):
         t1.synchronize()
         rates.append(10 * batch / (t0.elapsed_time(t1) / 1e3))
     rates.sort()
-    return {"mode": mode, "batch": batch, "images_per_s": rates[len(rates) // 2], "min": rates[0], "max": rates[-1],
+    return {"model": name, "optimizer": optimizer, "mode": mode, "batch": batch, "images_per_s": rates[len(rates) // 2], "min": rates[0], "max": rates[-1],
             "windows": len(rates), "setup_s": round(setup_s, 1), "grad_scaler": scaler.is_enabled(),
             "peak_allocated_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
             "peak_reserved_gib": round(torch.cuda.max_memory_reserved() / 2**30, 2),
@@ -89,9 +98,13 @@ def main():
     p.add_argument("--steps", type=int, default=100, help="timed steps (in windows of 10)")
     p.add_argument("--warmup", type=int, default=15)
     p.add_argument("--grad-scaler", action="store_true", help="fp16 loss scaling with torch.amp.GradScaler")
+    p.add_argument("--model", default="resnet50", help="a torchvision model name")
+    p.add_argument("--optimizer", default="auto", choices=["auto", "sgd", "adamw"],
+                   help="auto: AdamW for ConvNeXt and ViT, SGD otherwise")
     args = p.parse_args()
     for mode in args.modes:
-        print(json.dumps(run(mode, args.batch, args.steps, args.warmup, args.grad_scaler)), flush=True)
+        print(json.dumps(run(mode, args.batch, args.steps, args.warmup, args.grad_scaler, args.model, args.optimizer)),
+              flush=True)
 
 
 if __name__ == "__main__":
