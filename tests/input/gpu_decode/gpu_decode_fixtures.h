@@ -118,7 +118,7 @@ class GeneratedJpegs : public GpuDecode {
     };
     kinds_ = {
         {"a_baseline_rgb", smooth(500, 375, 0.1, false)},
-        {"b_photo_like", input::make_benchmark_jpegs(1, 500, 375, 5)[0]},
+        {"b_photo_like", bench::make_benchmark_jpegs(1, 500, 375, 5)[0]},
         {"c_grey", gray(320, 240, false)},
         {"d_progressive_rgb", smooth(400, 300, 0.7, true)},
         {"e_progressive_grey", gray(300, 200, true)},
