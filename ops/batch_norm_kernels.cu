@@ -42,12 +42,12 @@ __global__ void __launch_bounds__(impl::kFinalizeChannels* impl::kFinalizeGroups
   if (threadIdx.y == 0) impl::finalize_forward<T>(p, threadIdx.x, blockIdx.x, s_a, s_b, x, out);
 }
 
-template <typename T, int VEC, bool kResidual, bool kRelu>
+template <typename T, int VEC, bool kResidual, bool kRelu, bool kSilu = false>
 __global__ void __launch_bounds__(impl::kThreads, impl::kBlocksPerSm)
     normalize_kernel(Plan p, const T* __restrict__ x, const T* __restrict__ residual, T* __restrict__ y,
                      const float* __restrict__ weight, const float* __restrict__ bias, const float* __restrict__ mean,
                      const float* __restrict__ invstd) {
-  impl::normalize_rows<T, VEC, kResidual, kRelu>(p, thread_idx(), x, residual, y, weight, bias, mean, invstd);
+  impl::normalize_rows<T, VEC, kResidual, kRelu, kSilu>(p, thread_idx(), x, residual, y, weight, bias, mean, invstd);
 }
 
 template <typename T, int VEC, bool kRelu, bool kWriteG>
@@ -58,6 +58,20 @@ __global__ void __launch_bounds__(impl::kThreads, impl::kBlocksPerSm)
   __shared__ float s_g[impl::kThreads * VEC];
   __shared__ float s_gx[impl::kThreads * VEC];
   impl::backward_accumulate<T, VEC, kRelu, kWriteG>(p, thread_idx(), dy, y, x, mean, g_out, s_g, s_gx);
+  __syncthreads();
+  impl::block_partials(p, VEC, threadIdx.y * blockDim.x + threadIdx.x, blockIdx.x, blockIdx.y, s_g, s_gx, part_g,
+                       part_gx);
+}
+
+template <typename T, int VEC>
+__global__ void __launch_bounds__(impl::kThreads, impl::kBlocksPerSm)
+    backward_reduce_silu_kernel(Plan p, const T* __restrict__ dy, const T* __restrict__ x,
+                                const float* __restrict__ mean, const float* __restrict__ weight,
+                                const float* __restrict__ bias, const float* __restrict__ invstd,
+                                float* __restrict__ part_g, float* __restrict__ part_gx) {
+  __shared__ float s_g[impl::kThreads * VEC];
+  __shared__ float s_gx[impl::kThreads * VEC];
+  impl::backward_accumulate_silu<T, VEC>(p, thread_idx(), dy, x, mean, weight, bias, invstd, s_g, s_gx);
   __syncthreads();
   impl::block_partials(p, VEC, threadIdx.y * blockDim.x + threadIdx.x, blockIdx.x, blockIdx.y, s_g, s_gx, part_g,
                        part_gx);
@@ -114,7 +128,11 @@ void forward_with(const Plan& p, const ForwardArgs<T>& a, cudaStream_t stream) {
   }
   const dim3 grid(p.tiles, p.elementwise_blocks);
   const bool residual = a.residual != nullptr;
-  if (residual && a.relu) {
+  if (a.silu) {
+    if (residual) throw std::invalid_argument("batch_norm kernels: SiLU with a residual is not implemented");
+    normalize_kernel<T, VEC, false, false, true>
+        <<<grid, main_block(p), 0, stream>>>(p, a.x, nullptr, a.y, a.weight, a.bias, a.mean, a.invstd);
+  } else if (residual && a.relu) {
     normalize_kernel<T, VEC, true, true>
         <<<grid, main_block(p), 0, stream>>>(p, a.x, a.residual, a.y, a.weight, a.bias, a.mean, a.invstd);
   } else if (residual) {
@@ -138,7 +156,11 @@ void backward_with(const Plan& p, const BackwardArgs<T>& a, cudaStream_t stream)
   // With ReLU and a residual the reduction stores g as the residual's gradient, and dx reads it back instead of dy
   // and y: one tensor read fewer. Without a residual there is nothing to store g in, so dx masks dy again.
   const bool store_g = a.relu && a.dresidual != nullptr;
-  if (store_g) {
+  if (a.silu) {
+    if (a.dresidual != nullptr) throw std::invalid_argument("batch_norm kernels: SiLU with a residual is not implemented");
+    backward_reduce_silu_kernel<T, VEC><<<reduce_grid, main_block(p), 0, stream>>>(p, a.dy, a.x, a.mean, a.weight,
+                                                                                   a.bias, a.invstd, part_g, part_gx);
+  } else if (store_g) {
     backward_reduce_kernel<T, VEC, true, true>
         <<<reduce_grid, main_block(p), 0, stream>>>(p, a.dy, a.y, a.x, a.mean, a.dresidual, part_g, part_gx);
   } else if (a.relu) {
@@ -152,9 +174,11 @@ void backward_with(const Plan& p, const BackwardArgs<T>& a, cudaStream_t stream)
   finalize_backward_kernel<<<finalize_grid(p), finalize_block(), 0, stream>>>(
       p, part_g, part_gx, impl::GradOut{a.invstd, a.dweight, a.dbias});
   RN50_CUDA_CHECK(cudaGetLastError());
-  const impl::DxCoefficients co{a.weight, a.mean, a.invstd, a.dweight, a.dbias, a.batch_stats};
+  const impl::DxCoefficients co{a.weight, a.mean, a.invstd, a.dweight, a.dbias, a.batch_stats, a.bias};
   const dim3 grid(p.tiles, p.elementwise_blocks);
-  if (store_g) {
+  if (a.silu) {
+    dx_kernel<T, VEC, impl::GradSource::kDySilu><<<grid, main_block(p), 0, stream>>>(p, a.dy, nullptr, a.x, co, a.dx);
+  } else if (store_g) {
     dx_kernel<T, VEC, impl::GradSource::kStored>
         <<<grid, main_block(p), 0, stream>>>(p, a.dresidual, nullptr, a.x, co, a.dx);
   } else if (a.relu) {

@@ -1,4 +1,4 @@
-// ops/batch_norm_kernels.h: rn50's own BatchNorm(+residual add)+ReLU kernels for channels-last tensors, training and
+// ops/batch_norm_kernels.h: rn50's own BatchNorm(+residual add)+ReLU (or +SiLU) kernels for channels-last tensors, training and
 // evaluation, forward and backward: raw pointers, sizes and a stream, no ATen.
 #pragma once
 
@@ -30,7 +30,7 @@ struct Plan {
 template <typename T>
 Plan make_plan(int64_t rows, int64_t channels, bool aligned16, int device);
 
-// y = relu?((x - mean) * invstd * weight + bias (+ residual)). With batch_stats (training) the kernels first compute
+// y = act((x - mean) * invstd * weight + bias (+ residual)), act ReLU, SiLU (no residual) or none. With batch_stats (training) the kernels first compute
 // the batch's mean and invstd = 1/sqrt(biased var + eps) into `mean` and `invstd`, and update running_mean and
 // running_var (unbiased variance) with `momentum` where those are not null; without, they read `mean` and `invstd`.
 template <typename T>
@@ -47,6 +47,7 @@ struct ForwardArgs {
   double momentum = 0.1;
   double eps = 1e-5;
   bool relu = true;
+  bool silu = false;  // instead of ReLU (relu false), without a residual
   bool batch_stats = true;
   void* workspace = nullptr;  // plan.workspace_bytes, when batch_stats
 };
@@ -54,7 +55,7 @@ struct ForwardArgs {
 template <typename T>
 void batch_norm_forward(const Plan& plan, const ForwardArgs<T>& args, cudaStream_t stream);
 
-// g = dy * (y > 0) with ReLU, else dy; dbias = sum(g), dweight = sum(g * xhat) per channel, and
+// g = dy * (y > 0) with ReLU, dy * silu'(z) with SiLU (z recomputed from x), else dy; dbias = sum(g), dweight = sum(g * xhat) per channel, and
 // dx = weight * invstd * (g - dbias / M - xhat * dweight / M) with batch_stats (training), weight * invstd * g without
 // (evaluation, where mean and invstd are the running statistics'). `dresidual`, where not null, receives g.
 template <typename T>
@@ -63,6 +64,7 @@ struct BackwardArgs {
   const T* x = nullptr;
   const T* y = nullptr;  // the forward's output, for the ReLU mask; unused without ReLU
   const float* weight = nullptr;
+  const float* bias = nullptr;  // SiLU: to recompute z
   const float* mean = nullptr;
   const float* invstd = nullptr;
   T* dx = nullptr;
@@ -70,6 +72,7 @@ struct BackwardArgs {
   float* dweight = nullptr;
   float* dbias = nullptr;
   bool relu = true;
+  bool silu = false;
   bool batch_stats = true;
   void* workspace = nullptr;  // plan.workspace_bytes
 };

@@ -316,11 +316,18 @@ RN50_HD inline void finalize_forward(const Plan& p, int tx, int bx, const double
   }
 }
 
-// ---- forward: normalise, add, ReLU --------------------------------------------------------------------------------
+// ---- forward: normalise, add, ReLU or SiLU -------------------------------------------------------------------------
+
+// SiLU and its derivative: z * sigmoid(z), and sigmoid(z) * (1 + z * (1 - sigmoid(z))).
+RN50_HD inline float silu_of(float z) { return z / (1.0f + expf(-z)); }
+RN50_HD inline float silu_grad(float z) {
+  const float s = 1.0f / (1.0f + expf(-z));
+  return s * (1.0f + z * (1.0f - s));
+}
 
 // Rows run from the last to the first: the statistics pass read them first to last, so the tensor's tail is what the
 // L2 cache still holds when this pass starts.
-template <typename T, int VEC, bool kResidual, bool kRelu>
+template <typename T, int VEC, bool kResidual, bool kRelu, bool kSilu = false>
 RN50_HD inline void normalize_rows(const Plan& p, const Idx& i, const T* __restrict__ x, const T* __restrict__ residual,
                                    T* __restrict__ y, const float* __restrict__ weight, const float* __restrict__ bias,
                                    const float* __restrict__ mean, const float* __restrict__ invstd) {
@@ -357,7 +364,11 @@ RN50_HD inline void normalize_rows(const Plan& p, const Idx& i, const T* __restr
       for (int k = 0; k < VEC; ++k) {
         float z = fmaf(f[k] - mu[k], scale[k], shift[k]);
         if (kResidual) z += fr[k];
-        out[k] = (kRelu && z < 0.0f) ? 0.0f : z;  // NaN stays NaN, as in torch.relu
+        if (kSilu) {
+          out[k] = silu_of(z);
+        } else {
+          out[k] = (kRelu && z < 0.0f) ? 0.0f : z;  // NaN stays NaN, as in torch.relu
+        }
       }
       store<T, VEC>(y + row * p.channels + c0, out);
     }
@@ -420,6 +431,62 @@ RN50_HD inline void backward_accumulate(const Plan& p, const Idx& i, const T* __
   }
 }
 
+// The same for BatchNorm+SiLU: g = dy * silu'(z), with z = (x - mean) * weight * invstd + bias recomputed as the forward
+// computed it (SiLU's gradient needs its input, which the forward did not keep).
+template <typename T, int VEC>
+RN50_HD inline void backward_accumulate_silu(const Plan& p, const Idx& i, const T* __restrict__ dy,
+                                             const T* __restrict__ x, const float* __restrict__ mean,
+                                             const float* __restrict__ weight, const float* __restrict__ bias,
+                                             const float* __restrict__ invstd, float* s_a, float* s_b) {
+  constexpr int U = kBackwardUnroll;
+  const int64_t v = vector_of(p, i);
+  float sg[VEC], sgx[VEC];
+  RN50_UNROLL
+  for (int k = 0; k < VEC; ++k) sg[k] = sgx[k] = 0.0f;
+  if (v * VEC < p.channels) {
+    const int64_t c0 = v * VEC;
+    float mu[VEC], scale[VEC], shift[VEC];
+    RN50_UNROLL
+    for (int k = 0; k < VEC; ++k) {
+      mu[k] = mean[c0 + k];
+      scale[k] = weight[c0 + k] * invstd[c0 + k];
+      shift[k] = bias[c0 + k];
+    }
+    const int64_t step = static_cast<int64_t>(p.reduce_blocks) * p.row_threads;
+    for (int64_t r = static_cast<int64_t>(i.by) * p.row_threads + i.ty; r < p.rows; r += U * step) {
+      Pack<T, VEC> pg[U]{}, pe[U]{};
+      RN50_UNROLL
+      for (int u = 0; u < U; ++u) {
+        const int64_t row = r + u * step;
+        if (row < p.rows) {
+          pg[u] = load_pack<T, VEC>(dy + row * p.channels + c0);
+          pe[u] = load_pack<T, VEC>(x + row * p.channels + c0);
+        }
+      }
+      RN50_UNROLL
+      for (int u = 0; u < U; ++u) {
+        const int64_t row = r + u * step;
+        if (row >= p.rows) continue;
+        float g[VEC], f[VEC];
+        unpack(pg[u], g);
+        unpack(pe[u], f);
+        RN50_UNROLL
+        for (int k = 0; k < VEC; ++k) {
+          g[k] *= silu_grad(fmaf(f[k] - mu[k], scale[k], shift[k]));
+          sg[k] += g[k];
+          sgx[k] = fmaf(g[k], f[k] - mu[k], sgx[k]);
+        }
+      }
+    }
+  }
+  const int base = i.ty * p.lanes * VEC + i.tx * VEC;
+  RN50_UNROLL
+  for (int k = 0; k < VEC; ++k) {
+    s_a[base + k] = sg[k];
+    s_b[base + k] = sgx[k];
+  }
+}
+
 struct GradOut {
   const float* invstd;
   float* dweight;
@@ -438,8 +505,9 @@ RN50_HD inline void finalize_backward(const Plan& p, int tx, int bx, const doubl
 
 // ---- backward: dx --------------------------------------------------------------------------------------------------
 
-// Where g comes from: dy as is (no ReLU), dy masked by y > 0, or g as the reduction stored it (ReLU and residual).
-enum class GradSource { kDy, kDyMasked, kStored };
+// Where g comes from: dy as is (no activation), dy masked by y > 0 (ReLU), or g as the reduction stored it (ReLU and
+// residual), or dy times SiLU's gradient at the recomputed z.
+enum class GradSource { kDy, kDyMasked, kStored, kDySilu };
 
 struct DxCoefficients {
   const float* weight;
@@ -448,6 +516,7 @@ struct DxCoefficients {
   const float* dweight;
   const float* dbias;
   bool batch_stats;
+  const float* bias = nullptr;  // kDySilu: to recompute z
 };
 
 // dx = A * g + B * (x - mean) + D per channel: A = w * invstd, B = -A * invstd * dweight / M, D = -A * dbias / M with
@@ -460,12 +529,13 @@ RN50_HD inline void dx_rows(const Plan& p, const Idx& i, const T* __restrict__ g
   if (v * VEC >= p.channels) return;
   const int64_t c0 = v * VEC;
   const float inv_m = static_cast<float>(1.0 / static_cast<double>(p.rows));
-  float mu[VEC], a[VEC], b[VEC], d[VEC];
+  float mu[VEC], a[VEC], b[VEC], d[VEC], shift[VEC];
   RN50_UNROLL
   for (int k = 0; k < VEC; ++k) {
     const float is = co.invstd[c0 + k];
     mu[k] = co.mean[c0 + k];
     a[k] = co.weight[c0 + k] * is;
+    shift[k] = kSource == GradSource::kDySilu ? co.bias[c0 + k] : 0.0f;
     b[k] = co.batch_stats ? -a[k] * is * co.dweight[c0 + k] * inv_m : 0.0f;
     d[k] = co.batch_stats ? -a[k] * co.dbias[c0 + k] * inv_m : 0.0f;
   }
@@ -492,6 +562,8 @@ RN50_HD inline void dx_rows(const Plan& p, const Idx& i, const T* __restrict__ g
       RN50_UNROLL
       for (int k = 0; k < VEC; ++k) {
         if (kSource == GradSource::kDyMasked && !(fo[k] > 0.0f)) g[k] = 0.0f;
+        // a[k] is weight * invstd: the forward's scale, so z is what the forward computed.
+        if (kSource == GradSource::kDySilu) g[k] *= silu_grad(fmaf(f[k] - mu[k], a[k], shift[k]));
         result[k] = fmaf(a[k], g[k], fmaf(b[k], f[k] - mu[k], d[k]));
       }
       store<T, VEC>(dx + row * p.channels + c0, result);

@@ -71,12 +71,13 @@ void count_batch(const BatchNormState& bn) {
 // What the model ran before: batch_norm, then add_ and relu_ in place on its output (BatchNorm's backward does not
 // read its output, so the in-place ops are safe, and the peak memory is the unfused one). Like torch::nn::BatchNorm2d,
 // without running statistics it normalises with the batch's.
-at::Tensor aten_path(const at::Tensor& x, const BatchNormState& bn, const at::Tensor& residual, bool relu) {
+at::Tensor aten_path(const at::Tensor& x, const BatchNormState& bn, const at::Tensor& residual, Activation act) {
   const bool batch_stats = bn.training || !bn.running_mean.defined();
   at::Tensor y = at::batch_norm(x, bn.weight, bn.bias, bn.running_mean, bn.running_var, batch_stats, bn.momentum,
                                 bn.eps, at::globalContext().userEnabledCuDNN());
   if (residual.defined()) y.add_(residual);
-  if (relu) y.relu_();
+  if (act == Activation::kRelu) y.relu_();
+  if (act == Activation::kSilu) y = at::silu(y);  // not in place: SiLU's backward reads its input
   count_batch(bn);
   return y;
 }
@@ -86,7 +87,7 @@ at::Tensor aten_path(const at::Tensor& x, const BatchNormState& bn, const at::Te
 struct Settings {
   at::Tensor running_mean, running_var;
   double momentum = 0.1, eps = 1e-5;
-  bool training = true, relu = true;
+  bool training = true, relu = true, silu = false;
   BnKernels kernels = BnKernels::kAuto;
 };
 
@@ -106,6 +107,7 @@ class FusedBatchNormFunction : public torch::autograd::Function<FusedBatchNormFu
     in.eps = s.eps;
     in.training = s.training;
     in.relu = s.relu;
+    in.silu = s.silu;
     in.kernels = s.kernels;
     detail::ForwardOut out = detail::forward(in);
     // y only for the ReLU's mask: without ReLU nothing is kept that the unfused path would not keep.
@@ -116,6 +118,7 @@ class FusedBatchNormFunction : public torch::autograd::Function<FusedBatchNormFu
     ctx->saved_data["ran"] = static_cast<int64_t>(out.ran);
     ctx->saved_data["has_residual"] = residual.has_value();
     ctx->saved_data["relu"] = s.relu;
+    ctx->saved_data["silu"] = s.silu;
     ctx->saved_data["training"] = s.training;
     ctx->saved_data["eps"] = s.eps;
     ctx->saved_data["kernels"] = static_cast<int64_t>(s.kernels);
@@ -137,6 +140,7 @@ class FusedBatchNormFunction : public torch::autograd::Function<FusedBatchNormFu
     in.ran = static_cast<detail::Ran>(ctx->saved_data["ran"].toInt());
     in.has_residual = ctx->saved_data["has_residual"].toBool();
     in.relu = ctx->saved_data["relu"].toBool();
+    in.silu = ctx->saved_data["silu"].toBool();
     in.training = ctx->saved_data["training"].toBool();
     in.eps = ctx->saved_data["eps"].toDouble();
     in.kernels = static_cast<BnKernels>(ctx->saved_data["kernels"].toInt());
@@ -184,6 +188,15 @@ std::string cudnn_unsupported_reason(const at::Tensor& x, bool residual, bool re
   return detail::cudnn_unsupported_reason(x, residual, relu);
 }
 
+std::string describe_kernels(const at::Tensor& x, bool residual, Activation activation, BnKernels kernels,
+                             bool training) {
+  if (activation != Activation::kSilu) return describe_kernels(x, residual, activation == Activation::kRelu, kernels, training);
+  if (kernels == BnKernels::kAten) return "ATen (asked for)";
+  const std::string why = fused_unsupported_reason(x);
+  if (!why.empty()) return "ATen (" + why + ")";
+  return kernels == BnKernels::kCudnn ? "none (cuDNN: its fused BatchNorm takes ReLU alone)" : "rn50";
+}
+
 std::string describe_kernels(const at::Tensor& x, bool residual, bool relu, BnKernels kernels, bool training) {
   if (kernels == BnKernels::kAten) return "ATen (asked for)";
   const std::string why = fused_unsupported_reason(x);
@@ -197,10 +210,22 @@ std::string describe_kernels(const at::Tensor& x, bool residual, bool relu, BnKe
 
 at::Tensor batch_norm_act(const at::Tensor& x, const BatchNormState& bn, const at::Tensor& residual, bool relu,
                           BnKernels kernels) {
+  return batch_norm_act(x, bn, residual, relu ? Activation::kRelu : Activation::kNone, kernels);
+}
+
+at::Tensor batch_norm_act(const at::Tensor& x, const BatchNormState& bn, const at::Tensor& residual,
+                          Activation activation, BnKernels kernels) {
   check_args(x, bn, residual);
-  if (kernels == BnKernels::kAten || !fused_unsupported_reason(x).empty() || !state_unsupported_reason(x, bn).empty()) {
-    return aten_path(x, bn, residual, relu);
+  if (activation == Activation::kSilu && residual.defined()) {
+    throw std::invalid_argument("batch_norm_act: SiLU with a residual add is not implemented");
   }
+  if (activation == Activation::kSilu && kernels == BnKernels::kCudnn) {
+    throw std::invalid_argument("batch_norm_act: cuDNN's fused BatchNorm takes ReLU alone, not SiLU");
+  }
+  if (kernels == BnKernels::kAten || !fused_unsupported_reason(x).empty() || !state_unsupported_reason(x, bn).empty()) {
+    return aten_path(x, bn, residual, activation);
+  }
+  const bool relu = activation == Activation::kRelu;
   Settings s;
   s.running_mean = bn.running_mean;
   s.running_var = bn.running_var;
@@ -208,6 +233,7 @@ at::Tensor batch_norm_act(const at::Tensor& x, const BatchNormState& bn, const a
   s.eps = bn.eps;
   s.training = bn.training;
   s.relu = relu;
+  s.silu = activation == Activation::kSilu;
   s.kernels = kernels;
   c10::optional<at::Tensor> r;
   if (residual.defined()) r = residual.is_contiguous(kChannelsLast) ? residual : residual.contiguous(kChannelsLast);

@@ -10,6 +10,9 @@
 
 namespace rn50::ops {
 
+// What follows the BatchNorm (and its residual add): nothing, ReLU, or SiLU (x * sigmoid(x), without a residual).
+enum class Activation { kNone, kRelu, kSilu };
+
 // The BatchNorm's tensors and settings, as torch::nn::BatchNorm2d holds them (weight, bias, running_mean, running_var
 // float32 [C]; num_batches_tracked int64 0-dim).
 struct BatchNormState {
@@ -27,6 +30,10 @@ struct BatchNormState {
 // the same. Throws std::invalid_argument on inconsistent arguments, and for kCudnn where cuDNN does not take the case.
 at::Tensor batch_norm_act(const at::Tensor& x, const BatchNormState& bn, const at::Tensor& residual, bool relu,
                           BnKernels kernels = BnKernels::kAuto);
+// The same with any activation: kSilu runs rn50's kernels where the fused path runs (cuDNN's fused BatchNorm takes
+// ReLU alone), and takes no residual (std::invalid_argument).
+at::Tensor batch_norm_act(const at::Tensor& x, const BatchNormState& bn, const at::Tensor& residual,
+                          Activation activation, BnKernels kernels = BnKernels::kAuto);
 
 // Why batch_norm_act would not use fused kernels for such an x (empty: it would), e.g. "on the CPU", "NCHW layout",
 // "this rn50 was built without CUDA": for a log line at start.
@@ -40,5 +47,7 @@ std::string cudnn_unsupported_reason(const at::Tensor& x, bool residual, bool re
 // "ATen (<why>)", or "none (cuDNN: <why not>)" for a kCudnn it would refuse.
 std::string describe_kernels(const at::Tensor& x, bool residual, bool relu, BnKernels kernels = BnKernels::kAuto,
                              bool training = true);
+std::string describe_kernels(const at::Tensor& x, bool residual, Activation activation,
+                             BnKernels kernels = BnKernels::kAuto, bool training = true);
 
 }  // namespace rn50::ops

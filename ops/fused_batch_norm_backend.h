@@ -27,6 +27,7 @@ struct ForwardIn {
   at::Tensor x, residual, weight, bias, running_mean, running_var;
   double momentum = 0.1, eps = 1e-5;
   bool training = true, relu = true;
+  bool silu = false;  // SiLU instead of ReLU (relu false, no residual): rn50's kernels only
   BnKernels kernels = BnKernels::kAuto;
 };
 
@@ -42,6 +43,7 @@ ForwardOut forward(const ForwardIn& in);
 struct BackwardIn {
   at::Tensor dy, x, y, weight, bias, mean, invstd, reserve;
   bool has_residual = false, relu = true, training = true;
+  bool silu = false;
   double eps = 1e-5;
   BnKernels kernels = BnKernels::kAuto;
   Ran ran = Ran::kOwn;

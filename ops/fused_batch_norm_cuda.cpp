@@ -88,6 +88,7 @@ ForwardOut own_forward(const ForwardIn& in, cudaStream_t stream) {
   a.momentum = in.momentum;
   a.eps = in.eps;
   a.relu = in.relu;
+  a.silu = in.silu;
   a.batch_stats = in.training;
   a.workspace = workspace.defined() ? workspace.data_ptr() : nullptr;
   kernels::batch_norm_forward<T>(plan, a, stream);
@@ -113,6 +114,7 @@ BackwardOut own_backward(const BackwardIn& in, const at::Tensor& dy, cudaStream_
   a.x = ptr<const T>(x);
   a.y = ptr<const T>(y);
   a.weight = ptr<const float>(in.weight);
+  a.bias = ptr<const float>(in.bias);
   a.mean = ptr<const float>(in.mean);
   a.invstd = ptr<const float>(in.invstd);
   a.dx = ptr<T>(out.dx);
@@ -120,6 +122,7 @@ BackwardOut own_backward(const BackwardIn& in, const at::Tensor& dy, cudaStream_
   a.dweight = ptr<float>(out.dweight);
   a.dbias = ptr<float>(out.dbias);
   a.relu = in.relu;
+  a.silu = in.silu;
   a.batch_stats = in.training;
   a.workspace = workspace.data_ptr();
   kernels::batch_norm_backward<T>(plan, a, stream);
@@ -353,8 +356,8 @@ ForwardOut forward(const ForwardIn& in) {
   const c10::DeviceGuard guard(in.x.device());
   const cudaStream_t stream = current_stream(device_index(in.x));
   // cuDNN has no fused inference with add and activation: evaluation runs rn50's kernels.
-  const bool want_cudnn = in.kernels == BnKernels::kCudnn ||
-                          (in.kernels == BnKernels::kAuto && auto_prefers_cudnn(in.residual.defined(), in.relu));
+  const bool want_cudnn = !in.silu && (in.kernels == BnKernels::kCudnn ||
+                                       (in.kernels == BnKernels::kAuto && auto_prefers_cudnn(in.residual.defined(), in.relu)));
   if (in.training && want_cudnn) {
     ForwardOut out;
     std::string why;

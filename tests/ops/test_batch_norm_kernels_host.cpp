@@ -75,7 +75,9 @@ void emulate_forward(const Plan& p, const ForwardArgs<T>& a) {
     });
   }
   for_each_thread(p, p.elementwise_blocks, [&](const Idx& i) {
-    if (a.residual && a.relu) {
+    if (a.silu) {
+      impl::normalize_rows<T, VEC, false, false, true>(p, i, a.x, nullptr, a.y, a.weight, a.bias, a.mean, a.invstd);
+    } else if (a.residual && a.relu) {
       impl::normalize_rows<T, VEC, true, true>(p, i, a.x, a.residual, a.y, a.weight, a.bias, a.mean, a.invstd);
     } else if (a.residual) {
       impl::normalize_rows<T, VEC, true, false>(p, i, a.x, a.residual, a.y, a.weight, a.bias, a.mean, a.invstd);
@@ -94,7 +96,9 @@ void emulate_backward(const Plan& p, const BackwardArgs<T>& a) {
   float* part_gx = part_g + static_cast<int64_t>(p.reduce_blocks) * p.channels;
   const bool store_g = a.relu && a.dresidual != nullptr;
   emulate_reduce<VEC>(p, part_g, part_gx, [&](const Idx& i, float* s_a, float* s_b) {
-    if (store_g) {
+    if (a.silu) {
+      impl::backward_accumulate_silu<T, VEC>(p, i, a.dy, a.x, a.mean, a.weight, a.bias, a.invstd, s_a, s_b);
+    } else if (store_g) {
       impl::backward_accumulate<T, VEC, true, true>(p, i, a.dy, a.y, a.x, a.mean, a.dresidual, s_a, s_b);
     } else if (a.relu) {
       impl::backward_accumulate<T, VEC, true, false>(p, i, a.dy, a.y, a.x, a.mean, nullptr, s_a, s_b);
@@ -106,9 +110,11 @@ void emulate_backward(const Plan& p, const BackwardArgs<T>& a) {
   emulate_finalize(p, part_g, part_gx, [&](int tx, int bx, const double* s_a, const double* s_b) {
     impl::finalize_backward(p, tx, bx, s_a, s_b, out);
   });
-  const impl::DxCoefficients co{a.weight, a.mean, a.invstd, a.dweight, a.dbias, a.batch_stats};
+  const impl::DxCoefficients co{a.weight, a.mean, a.invstd, a.dweight, a.dbias, a.batch_stats, a.bias};
   for_each_thread(p, p.elementwise_blocks, [&](const Idx& i) {
-    if (store_g) {
+    if (a.silu) {
+      impl::dx_rows<T, VEC, impl::GradSource::kDySilu>(p, i, a.dy, nullptr, a.x, co, a.dx);
+    } else if (store_g) {
       impl::dx_rows<T, VEC, impl::GradSource::kStored>(p, i, a.dresidual, nullptr, a.x, co, a.dx);
     } else if (a.relu) {
       impl::dx_rows<T, VEC, impl::GradSource::kDyMasked>(p, i, a.dy, a.y, a.x, co, a.dx);
@@ -177,13 +183,22 @@ struct Case {
   double offset;  // added to x: a channel mean far from zero tests the shifted sums
 };
 
+// SiLU and its derivative in double, the references of the kernels' float ones.
+double silu_ref(double z) { return z / (1.0 + std::exp(-z)); }
+double silu_grad_ref(double z) {
+  const double s = 1.0 / (1.0 + std::exp(-z));
+  return s * (1.0 + z * (1.0 - s));
+}
+
+// `silu`: BatchNorm+SiLU (no residual, relu false) instead of ReLU.
 template <typename T>
-void run_case(const Case& cs, bool residual, bool relu, bool training, std::mt19937& rng) {
+void run_case(const Case& cs, bool residual, bool relu, bool training, std::mt19937& rng, bool silu = false) {
   const int64_t m = cs.rows, c = cs.channels, n = m * c;
   const Plan p = impl::make_plan_for(m, c, sizeof(T), !cs.misalign, cs.sm_count);
   const std::string what = std::string(type_name<T>()) + " rows " + std::to_string(m) + " C " + std::to_string(c) +
                            " vec " + std::to_string(p.vec) + " tiles " + std::to_string(p.tiles) + " blocks " +
                            std::to_string(p.reduce_blocks) + (residual ? " +residual" : "") + (relu ? " relu" : "") +
+                           (silu ? " silu" : "") +
                            (training ? " train" : " eval");
   SCOPED_TRACE(what);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -239,6 +254,7 @@ void run_case(const Case& cs, bool residual, bool relu, bool training, std::mt19
   fa.momentum = momentum;
   fa.eps = eps;
   fa.relu = relu;
+  fa.silu = silu;
   fa.batch_stats = training;
   if (p.vec > 1) {
     emulate_forward<T, 16 / sizeof(T)>(p, fa);
@@ -273,11 +289,13 @@ void run_case(const Case& cs, bool residual, bool relu, bool training, std::mt19
     const double xhat = (to_d(x.data[i]) - ref_mean[k]) * ref_invstd[k];
     double z = xhat * w[k] + b[k];
     if (residual) z += to_d(r.data[i]);
-    const double want = relu ? std::max(z, 0.0) : z;
+    const double want = silu ? silu_ref(z) : relu ? std::max(z, 0.0) : z;
     const double terms = std::abs(w[k] * xhat) + std::abs(b[k]) + (residual ? std::abs(to_d(r.data[i])) : 0.0);
     const double stats =
         std::abs(w[k]) * (1e-5 + 1.2e-7 * std::abs(ref_mean[k]) * ref_invstd[k] + 1e-5 * std::abs(xhat));
-    const double tol = 3 * ulp<T>() * terms + (training ? stats : 0.0) + tiny<T>();
+    // SiLU passes z's error on times its slope (at most 1.1) and adds its own float rounding.
+    const double tol = (silu ? 1.1 : 1.0) * (3 * ulp<T>() * terms + (training ? stats : 0.0)) +
+                       (silu ? 1e-6 * terms : 0.0) + tiny<T>();
     worst_y = std::max(worst_y, std::abs(to_d(y.data[i]) - want) / tol);
   }
   EXPECT_LT(worst_y, 1.0);
@@ -288,6 +306,7 @@ void run_case(const Case& cs, bool residual, bool relu, bool training, std::mt19
   ba.x = x.data;
   ba.y = y.data;
   ba.weight = w.data();
+  ba.bias = b.data();
   ba.mean = mean.data();
   ba.invstd = invstd.data();
   ba.dx = dx.data;
@@ -295,6 +314,7 @@ void run_case(const Case& cs, bool residual, bool relu, bool training, std::mt19
   ba.dweight = dw.data();
   ba.dbias = db.data();
   ba.relu = relu;
+  ba.silu = silu;
   ba.batch_stats = training;
   if (p.vec > 1) {
     emulate_backward<T, 16 / sizeof(T)>(p, ba);
@@ -304,12 +324,18 @@ void run_case(const Case& cs, bool residual, bool relu, bool training, std::mt19
   std::vector<double> g(n), ref_db(c, 0.0), ref_dw(c, 0.0), abs_db(c, 0.0), abs_dw(c, 0.0);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t k = i % c;
-    g[i] = (relu && !(to_d(y.data[i]) > 0)) ? 0.0 : to_d(dy.data[i]);
     const double xhat = (to_d(x.data[i]) - mean[k]) * static_cast<double>(invstd[k]);
+    if (silu) {
+      g[i] = to_d(dy.data[i]) * silu_grad_ref(xhat * w[k] + b[k]);  // z from the forward's own statistics
+    } else {
+      g[i] = (relu && !(to_d(y.data[i]) > 0)) ? 0.0 : to_d(dy.data[i]);
+    }
+    // SiLU's slope is a difference of terms of dy's size (it crosses 0 at z = -1.278): its rounding is relative to dy.
+    const double magnitude = silu ? std::abs(to_d(dy.data[i])) : std::abs(g[i]);
     ref_db[k] += g[i];
     ref_dw[k] += g[i] * xhat;
-    abs_db[k] += std::abs(g[i]);
-    abs_dw[k] += std::abs(g[i] * xhat);
+    abs_db[k] += magnitude;
+    abs_dw[k] += magnitude * std::abs(xhat);
   }
   // Sums: float per thread, double across threads: within 1e-5 of the sum of magnitudes. dx: 3 units in the last
   // place of T of its terms, plus 1e-6 of them for the float statistics it uses.
@@ -323,7 +349,7 @@ void run_case(const Case& cs, bool residual, bool relu, bool training, std::mt19
     const int64_t k = i % c;
     const double xhat = (to_d(x.data[i]) - mean[k]) * static_cast<double>(invstd[k]);
     const double a = w[k] * static_cast<double>(invstd[k]);
-    double want = a * g[i], scale = std::abs(a * g[i]);
+    double want = a * g[i], scale = std::abs(a) * (silu ? std::abs(to_d(dy.data[i])) : std::abs(g[i]));
     if (training) {
       want -= a * (ref_db[k] / m + xhat * ref_dw[k] / m);
       scale += std::abs(a) * (abs_db[k] / m + std::abs(xhat) * abs_dw[k] / m);
@@ -358,6 +384,8 @@ void run_all() {
       run_case<T>(cs, residual, relu, /*training=*/true, rng);
     }
     run_case<T>(cs, true, true, /*training=*/false, rng);
+    run_case<T>(cs, false, false, /*training=*/true, rng, /*silu=*/true);
+    run_case<T>(cs, false, false, /*training=*/false, rng, /*silu=*/true);
   }
 }
 

@@ -227,6 +227,44 @@ void check_all(BnKernels kernels) {
 }
 
 TEST_F(FusedBnCuda, OwnKernelsMatchFloat64Aten) { check_all(BnKernels::kOwn); }
+
+// BatchNorm+SiLU (rn50's kernels, under kOwn and kAuto alike) against ATen's batch_norm and silu in float64, in
+// training and evaluation; the tolerances of the ReLU cases (SiLU's slope is at most 1.1).
+TEST_F(FusedBnCuda, SiluMatchesFloat64Aten) {
+  for (const Shape& shape : kShapes) {
+    for (at::ScalarType dtype : {at::kHalf, at::kBFloat16, at::kFloat}) {
+      for (const bool training : {true, false}) {
+        for (const BnKernels kernels : {BnKernels::kOwn, BnKernels::kAuto}) {
+          const std::string what = std::string(to_string(kernels)) + " " + dtype_name(dtype) + " " + str(shape) +
+                                   " silu" + (training ? " train" : " eval");
+          SCOPED_TRACE(what);
+          const Inputs in = random_inputs(shape, dtype);
+          const BatchNormState s0 = random_state(shape.c, training, 1.0);
+          BatchNormState state = copy_of(s0);
+          const at::Tensor x = in.x.clone().requires_grad_(true);
+          const at::Tensor y = batch_norm_act(x, state, {}, Activation::kSilu, kernels);
+          const auto grads = torch::autograd::grad({y}, {x, state.weight, state.bias}, {in.dy});
+          const at::Tensor xd = in.x.to(at::kDouble).requires_grad_(true);
+          const at::Tensor w = s0.weight.detach().to(at::kDouble).requires_grad_(true);
+          const at::Tensor b = s0.bias.detach().to(at::kDouble).requires_grad_(true);
+          const at::Tensor ref = at::silu(at::batch_norm(xd, w, b, s0.running_mean.to(at::kDouble),
+                                                         s0.running_var.to(at::kDouble), training, 1.0, s0.eps, false));
+          const auto ref_grads = torch::autograd::grad({ref}, {xd, w, b}, {in.dy.to(at::kDouble)});
+          EXPECT_EQ(y.scalar_type(), dtype);
+          EXPECT_TRUE(y.is_contiguous(kChannelsLast));
+          const double e_y = rel_err(y, ref), e_dx = rel_err(grads[0], ref_grads[0]),
+                       e_dw = rel_err(grads[1], ref_grads[1]), e_db = rel_err(grads[2], ref_grads[2]);
+          EXPECT_LT(e_y, tol_output(dtype));
+          EXPECT_LT(e_dx, tol_grad(dtype));
+          EXPECT_LT(e_dw, tol_param(false, dtype));
+          EXPECT_LT(e_db, tol_param(false, dtype));
+          std::printf("[ rel err  ] %-44s rn50  y %.1e dx %.1e dw %.1e db %.1e\n", what.c_str(), e_y, e_dx, e_dw, e_db);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(describe_kernels(random_inputs(kShapes[0], at::kHalf).x, false, Activation::kSilu), "rn50");
+}
 TEST_F(FusedBnCuda, CudnnKernelsMatchFloat64AtenWhereSupported) { check_all(BnKernels::kCudnn); }
 TEST_F(FusedBnCuda, AutoMatchesFloat64Aten) { check_all(BnKernels::kAuto); }
 
