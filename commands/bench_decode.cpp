@@ -139,7 +139,7 @@ int bench_decode_command(int argc, char** argv) {
       "pin",
       "CPU decoding: measure the all-thread figure again (second) with thread k pinned to the k-th usable "
       "CPU, cycling")("h,help", "print this help");
-  const auto parsed = options.parse(argc, argv);
+  const auto parsed = parse_options(options, argc, argv);
   if (parsed.count("help")) {
     std::printf("%s\n", options.help().c_str());
     return 0;

@@ -4,6 +4,11 @@
 
 #include <string>
 
+namespace cxxopts {
+class Options;
+class ParseResult;
+}  // namespace cxxopts
+
 namespace rn50::commands {
 
 int train_command(int argc, char** argv);         // commands/train.cpp
@@ -15,6 +20,10 @@ int doctor_command(int argc, char** argv);        // commands/doctor.cpp
 int bench_decode_command(int argc, char** argv);  // commands/bench_decode.cpp
 int report_command(int argc, char** argv);        // commands/report_command.cpp
 int compare_command(int argc, char** argv);       // commands/compare.cpp
+
+// options.parse with an unknown option named in one line with the closest known one: "unknown option '--batchsize'
+// (did you mean --batch-size?)", a ConfigError (exit 2).
+cxxopts::ParseResult parse_options(cxxopts::Options& options, int argc, char** argv);
 
 // The GPU index of a device name: N for "cuda:N", 0 otherwise.
 inline int gpu_index(const std::string& device) {

@@ -61,7 +61,7 @@ int compare_command(int argc, char** argv) {
       "files", "result files", cxxopts::value<std::vector<std::string>>())("h,help", "print this help");
   options.parse_positional({"files"});
   options.positional_help("FILE...");
-  const auto parsed = options.parse(argc, argv);
+  const auto parsed = parse_options(options, argc, argv);
   if (parsed.count("help")) {
     std::printf("%s\n", options.help().c_str());
     return 0;

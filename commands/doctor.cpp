@@ -410,7 +410,7 @@ int doctor_command(int argc, char** argv) {
       "PRICE_A,RATE_A,PRICE_B,RATE_B: cost per million images of instances A and B and the break-even speed-up "
       "of A over B (prices per hour, rates in img/s, 0 if unknown)",
       cxxopts::value<std::vector<double>>())("h,help", "print this help");
-  const auto parsed = options.parse(argc, argv);
+  const auto parsed = parse_options(options, argc, argv);
   if (parsed.count("help")) {
     std::printf("%s\n", options.help().c_str());
     return 0;

@@ -15,7 +15,7 @@ int export_command(int argc, char** argv) {
   cxxopts::Options options("rn50 export", "Write a checkpoint's weights as safetensors in torchvision's layout.");
   options.add_options()("checkpoint", "rn50 checkpoint (checkpoint.safetensors)", cxxopts::value<std::string>())(
       "out", "output .safetensors file", cxxopts::value<std::string>())("h,help", "print this help");
-  const auto parsed = options.parse(argc, argv);
+  const auto parsed = parse_options(options, argc, argv);
   if (parsed.count("help")) {
     std::printf(
         "%s\nIn Python: model = torchvision.models.resnet50(num_classes=N);\n"

@@ -104,7 +104,7 @@ int infer_command(int argc, char** argv) {
       "images", "safetensors file with an F32 tensor 'images' [N,3,H,W]", cxxopts::value<std::string>())(
       "out", "safetensors file for the F32 tensor 'logits'", cxxopts::value<std::string>())(
       "device", "cpu or cuda:N", cxxopts::value<std::string>()->default_value("cpu"))("h,help", "print this help");
-  const auto parsed = options.parse(argc, argv);
+  const auto parsed = parse_options(options, argc, argv);
   if (parsed.count("help")) {
     std::printf("%s\n", options.help().c_str());
     return 0;

@@ -28,7 +28,7 @@ int launch_command(int argc, char** argv) {
       "master-port", "rendezvous port on 127.0.0.1 (default: a free one)", cxxopts::value<int>()->default_value("0"))(
       "grace", "seconds the others get to stop after one fails, before SIGKILL",
       cxxopts::value<int>()->default_value(std::to_string(launch.grace_s)))("h,help", "print this help");
-  const auto parsed = options.parse(split, argv);
+  const auto parsed = parse_options(options, split, argv);
   if (parsed.count("help")) {
     std::printf("%s\n", options.help().c_str());
     return 0;

@@ -37,7 +37,7 @@ int make_sample_command(int argc, char** argv) {
       "also write damaged and hostile files into every training class folder (samples/damaged_images.h: 9 bad, 2 "
       "odd but good, and a FIFO, two broken links and a sparse 2 GiB file), to see a run count and skip them")(
       "h,help", "print this help");
-  const auto parsed = options.parse(argc, argv);
+  const auto parsed = parse_options(options, argc, argv);
   if (parsed.count("help")) {
     std::printf("%s\n", options.help().c_str());
     return 0;

@@ -21,7 +21,7 @@ int report_command(int argc, char** argv) {
       "run", "the run's out_dir", cxxopts::value<std::vector<std::string>>())("h,help", "print this help");
   options.parse_positional({"run"});
   options.positional_help("RUN_DIR");
-  const auto parsed = options.parse(argc, argv);
+  const auto parsed = parse_options(options, argc, argv);
   if (parsed.count("help")) {
     std::printf("%s\n", options.help().c_str());
     return 0;

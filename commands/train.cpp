@@ -1,5 +1,6 @@
-// commands/train.cpp: `rn50 train`: every config key as an option, the YAML file under them, the launcher's rank and
-// MIG pinning applied before CUDA starts, then the training run (trainer/trainer.h).
+// commands/train.cpp: `rn50 train`: every config key as an option, the YAML file under them (or a resumed run's own),
+// the launcher's rank and MIG pinning applied before CUDA starts, then the training run (trainer/trainer.h), and the
+// line a stop signal ends it with.
 #include <unistd.h>
 #include <cxxopts.hpp>
 
@@ -18,6 +19,8 @@
 #include "core/errors.h"
 #include "core/launch_env.h"
 #include "core/log.h"
+#include "core/stop.h"
+#include "trainer/session.h"
 #include "trainer/trainer.h"
 #include "models/model.h"
 #include "monitor/mig.h"
@@ -85,13 +88,99 @@ bool metrics_written_since(const Config& config, std::filesystem::file_time_type
   return !ec && written >= started;
 }
 
+// The run a resume names: a run folder, or a checkpoint (inside one, usually).
+struct ResumedRun {
+  std::string dir;         // the folder holding the checkpoint
+  std::string checkpoint;  // the checkpoint file
+  std::string config;      // the run's config.yaml; empty when the folder has none
+};
+
+ResumedRun resumed_run(const std::string& resume) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  ResumedRun run;
+  if (fs::is_directory(resume, ec)) {
+    run.dir = resume;
+    run.checkpoint = (fs::path(resume) / trainer::kCheckpointFile).string();
+    if (!fs::exists(run.checkpoint, ec)) {
+      throw ConfigError("config key 'resume': " + resume + " is a folder without " + trainer::kCheckpointFile);
+    }
+  } else {
+    run.checkpoint = resume;
+    const fs::path parent = fs::path(resume).parent_path();
+    run.dir = parent.empty() ? "." : parent.string();
+  }
+  const std::string config = (fs::path(run.dir) / "config.yaml").string();
+  if (fs::is_regular_file(config, ec)) run.config = config;
+  return run;
+}
+
+// The keys whose change would make a resumed run another run: its schedule, its optimizer, its data and model.
+const char* const kRunDefiningKeys[] = {"model",         "epochs",     "batch_size", "lr",       "lr_schedule",
+                                        "lr_milestones", "lr_gamma",   "warmup_epochs", "seed",  "optimizer",
+                                        "max_steps",     "image_size", "data",       "synthetic_images"};
+
+// Refuses, in one line naming each, the run-defining keys that differ from the resumed run's own configuration.
+void check_resume_keeps_the_run(const Config& config, const ResumedRun& run) {
+  Config saved;
+  apply_yaml_file(saved, run.config);
+  std::string changed;
+  for (const auto& key : config_keys()) {
+    if (std::find(std::begin(kRunDefiningKeys), std::end(kRunDefiningKeys), key.name) == std::end(kRunDefiningKeys))
+      continue;
+    const std::string now = key.print(config), then = key.print(saved);
+    if (now != then) changed += (changed.empty() ? "" : ", ") + ("'" + key.name + "' " + now + " (the run's " + then + ")");
+  }
+  if (!changed.empty()) {
+    throw ConfigError("config key 'resume': " + changed + " would change the run resumed from " + run.config +
+                      "; add --resume-override to change it anyway");
+  }
+}
+
+// The configuration of a run: defaults, then --config (or, resuming a run without one, the run's own config.yaml, in
+// its own folder), then the command line.
+Config assemble_config(const cxxopts::ParseResult& parsed, const std::map<std::string, std::string>& overrides) {
+  Config config;
+  if (parsed.count("config")) apply_yaml_file(config, parsed["config"].as<std::string>());
+  const auto resume_option = overrides.find("resume");
+  if (resume_option != overrides.end() && !resume_option->second.empty()) {
+    const ResumedRun run = resumed_run(resume_option->second);
+    if (!parsed.count("config") && !run.config.empty()) {
+      apply_yaml_file(config, run.config);
+      config.out_dir = run.dir;  // the folder it is in, wherever it was first written (a copied run stays copied)
+    }
+    apply_overrides(config, overrides);
+    config.resume = run.checkpoint;
+    if (!run.config.empty() && !parsed.count("resume-override")) check_resume_keeps_the_run(config, run);
+    return config;
+  }
+  apply_overrides(config, overrides);
+  return config;
+}
+
+// The line a stopped run ends with: where it stopped and the command that continues it.
+std::string stop_line(const trainer::StopPoint& stop, const Config& config) {
+  const std::string where =
+      stop.epoch_step > 0 ? strprintf("in epoch %lld after %lld of its steps (global step %lld)",
+                                      static_cast<long long>(stop.epoch + 1), static_cast<long long>(stop.epoch_step),
+                                      static_cast<long long>(stop.global_step))
+                          : strprintf("after epoch %lld (global step %lld)", static_cast<long long>(stop.epoch),
+                                      static_cast<long long>(stop.global_step));
+  return "stopped by " + stop::signal_name(stop.signal) + " " + where +
+         (config.checkpoint ? "; resume with: rn50 train --resume " + config.out_dir
+                            : "; no checkpoint was written (checkpoint: off)");
+}
+
 // `rn50 train`: every config key is also an option (--batch-size for batch_size).
 }  // namespace
 
 int train_command(int argc, char** argv) {
   cxxopts::Options options("rn50 train", "Train a ResNet on an ImageNet-format folder (or synthetic data).");
   options.add_options()("config", "YAML file of config keys, applied before the options below",
-                        cxxopts::value<std::string>())("h,help", "print this help");
+                        cxxopts::value<std::string>())(
+      "resume-override",
+      "with --resume: allow keys that change the resumed run's schedule, optimizer, data or model (epochs, batch_size, "
+      "lr, seed, model, ...)")("h,help", "print this help");
   const Config defaults;
   for (const auto& key : config_keys()) {
     const std::string value = key.print(defaults);
@@ -104,7 +193,7 @@ int train_command(int argc, char** argv) {
       added(dashed(key.name), help, cxxopts::value<std::string>());
     }
   }
-  const auto parsed = options.parse(argc, argv);
+  const auto parsed = parse_options(options, argc, argv);
   if (parsed.count("help")) {
     std::printf("%s\n", options.help({"", "config keys (YAML name with _ for -)"}).c_str());
     std::printf(
@@ -117,13 +206,12 @@ int train_command(int argc, char** argv) {
     throw ConfigError("unexpected argument '" + parsed.unmatched().front() +
                       "' (on/off options take their value with '=', as in --pin-memory=off)");
   }
-  Config config;
-  if (parsed.count("config")) apply_yaml_file(config, parsed["config"].as<std::string>());
   std::map<std::string, std::string> overrides;
   for (const auto& key : config_keys()) {
     if (parsed.count(dashed(key.name))) overrides[key.name] = parsed[dashed(key.name)].as<std::string>();
   }
-  apply_overrides(config, overrides);
+  // A resume named in the --config file only is a checkpoint path as before (its folder's config is not read then).
+  Config config = assemble_config(parsed, overrides);
   if (config.mig == "list") {
     std::printf("%s\n", monitor::describe_mig(*open_nvml_or_throw(), gpu_index(config.device)).c_str());
     return 0;
@@ -131,6 +219,8 @@ int train_command(int argc, char** argv) {
   const LaunchEnv launch = read_launch_env();
   if (launch.world_size > 1) adapt_to_launch(config, launch);
   validate(config);
+  // Recorded whole in config.yaml, so that a resume from the run folder finds the data from any working directory.
+  if (!config.data_root.empty()) config.data_root = std::filesystem::absolute(config.data_root).lexically_normal();
   // NCCL reads its variables when the communicator is created, later in this process.
   if (!config.nvlink) setenv("NCCL_P2P_DISABLE", "1", /*overwrite=*/1);
   if (config.decode == Decode::kGpu) widen_cuda_hardware_queues();  // before CUDA starts: see launch_env.h
@@ -147,15 +237,22 @@ int train_command(int argc, char** argv) {
     throw ConfigError("config key 'out_dir': " + config.out_dir + " is not writable");
   }
   init_logging(config.out_dir + "/train.log", launch.rank);
+  // The first SIGINT or SIGTERM ends the step under way, checkpoints and reports; a second stops at once.
+  stop::install_handlers();
   const bool reports = config.report && launch.rank == 0;
   const auto started = std::filesystem::file_time_type::clock::now();
+  trainer::StopPoint stopped;
   try {
-    trainer::train(config, launch);
+    stopped = trainer::train(config, launch);
   } catch (...) {
     if (reports && metrics_written_since(config, started)) write_report(config);
     throw;
   }
   if (reports) write_report(config);
+  if (stopped.signal) {
+    if (launch.rank == 0) log_info(stop_line(stopped, config));
+    return 128 + stopped.signal;  // as a shell reports a process its signal ended: 130 for SIGINT, 143 for SIGTERM
+  }
   return 0;
 }
 

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <system_error>
 
+#include "core/stop.h"
+
 namespace rn50::files {
 namespace {
 
@@ -70,6 +72,11 @@ std::string temporary_path(const std::string& path) { return path + ".tmp"; }
 
 void write_atomically(const std::string& path, const void* data, size_t size) {
   const std::string tmp = temporary_path(path);
+  // A second stop signal during the write removes the temporary before the process exits (core/stop.h).
+  stop::set_pending_temporary(tmp);
+  struct Clear {
+    ~Clear() { stop::set_pending_temporary(""); }
+  } clear_on_exit;
   auto fail = [&](const std::string& what, int err) {
     ::unlink(tmp.c_str());  // never leave a partial file behind
     throw std::runtime_error(what + " " + tmp + ": " + errno_text(err));

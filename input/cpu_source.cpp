@@ -38,8 +38,8 @@ class CpuDecodeSource final : public InputSource {
             {"(train images)", std::to_string(info_.train_images)}};
   }
 
-  void begin_epoch(int64_t epoch) override {
-    loader_ = data_.train_loader(epoch, *train_pool_);
+  void begin_epoch(int64_t epoch, int64_t first_step) override {
+    loader_ = data_.train_loader(epoch, *train_pool_, first_step);
     wait_s_ = 0;
     if (async_upload_) async_upload_->take_copy_seconds();
   }

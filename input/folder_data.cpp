@@ -69,10 +69,14 @@ void FolderData::report_bad_sample(const std::string& what, const std::string& r
   log_warn("bad sample skipped: " + (named ? reason : what + ": " + reason));
 }
 
-std::unique_ptr<data::BatchLoader> FolderData::train_loader(int64_t epoch, data::BatchPool& pool) {
-  auto loader = std::make_unique<data::BatchLoader>(
-      *train_, data::epoch_order(train_->size(), options_.seed, epoch, /*shuffle=*/true, context_.rank, context_.world),
-      epoch, loader_options(true), pool, report_bad_sample);
+std::unique_ptr<data::BatchLoader> FolderData::train_loader(int64_t epoch, data::BatchPool& pool, int64_t first_step) {
+  std::vector<size_t> order =
+      data::epoch_order(train_->size(), options_.seed, epoch, /*shuffle=*/true, context_.rank, context_.world);
+  // Each sample's crop and flip follow (seed, epoch, index), so the batches from first_step on are the whole epoch's.
+  const auto skip = static_cast<size_t>(std::max<int64_t>(0, first_step) * options_.batch_size);
+  order.erase(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(std::min(skip, order.size())));
+  auto loader = std::make_unique<data::BatchLoader>(*train_, std::move(order), epoch, loader_options(true), pool,
+                                                    report_bad_sample);
   if (options_.pin_workers && loader->pinned_workers() < loader->worker_threads() && !unpinned_workers_logged_) {
     unpinned_workers_logged_ = true;
     log_warn(strprintf("pin_workers: %d of %d decode threads could not be pinned; they run unpinned",

@@ -26,8 +26,8 @@ class FolderData {
   bool pinned() const { return pinned_; }
   std::shared_ptr<HostAllocator> host_allocator() const;
 
-  // This rank's share of epoch `epoch`'s shuffled order, batched into `pool`.
-  std::unique_ptr<data::BatchLoader> train_loader(int64_t epoch, data::BatchPool& pool);
+  // This rank's share of epoch `epoch`'s shuffled order from step `first_step` on, batched into `pool`.
+  std::unique_ptr<data::BatchLoader> train_loader(int64_t epoch, data::BatchPool& pool, int64_t first_step = 0);
   // This rank's share of the validation split (every world-th image), in order, batched into `pool`.
   std::unique_ptr<data::BatchLoader> val_loader(data::BatchPool& pool) const;
 

@@ -73,20 +73,21 @@ class GpuDecodeSource final : public InputSource {
             {"(train images)", std::to_string(info_.train_images)}};
   }
 
-  void begin_epoch(int64_t epoch) override {
+  void begin_epoch(int64_t epoch, int64_t first_step) override {
     epoch_ = epoch;
-    step_ = 0;
+    step_ = first_step;
     wait_s_ = 0;
-    submitted_ = 0;
+    submitted_ = first_step;
     // Made during the previous epoch's last steps, its first batches submitted then: its pool becomes the train pool.
-    if (next_epoch_loader_) {
+    // (A resumed epoch's first step follows no epoch of this process: there is no such loader then.)
+    if (next_epoch_loader_ && first_step == 0) {
       loader_ = std::move(next_epoch_loader_);
       submitted_ = next_epoch_submitted_;
       std::swap(train_pool_, ahead_pool_);
     }
     next_epoch_submitted_ = 0;
     next_epoch_ahead_failed_ = false;
-    if (!loader_) loader_ = data_.train_loader(epoch, *train_pool_);
+    if (!loader_) loader_ = data_.train_loader(epoch, *train_pool_, first_step);
     // No reset of the decoder's counts here: its thread may have decoded one of this epoch's first batches since the
     // last record (validation takes its own counts).
   }

@@ -82,8 +82,9 @@ class InputSource {
   // Rows for the start-up table: how batches are made and reach the device.
   virtual std::vector<std::pair<std::string, std::string>> describe() const = 0;
 
-  // Starts training epoch `epoch` (0-based) of info().steps_per_epoch steps.
-  virtual void begin_epoch(int64_t epoch) = 0;
+  // Starts training epoch `epoch` (0-based) of info().steps_per_epoch steps, at step `first_step` of it (a run resumed
+  // from a checkpoint written mid-epoch): the batches are those the whole epoch would have had from that step on.
+  virtual void begin_epoch(int64_t epoch, int64_t first_step = 0) = 0;
   // Writes the next step's batch into `images` and `labels` in place: under a CUDA graph their addresses are baked
   // into the captured step.
   virtual void fill(at::Tensor& images, at::Tensor& labels) = 0;

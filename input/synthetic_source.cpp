@@ -35,7 +35,9 @@ class SyntheticSource final : public InputSource {
     return {{"(train images)", "synthetic"}};
   }
 
-  void begin_epoch(int64_t) override {}
+  void begin_epoch(int64_t, int64_t first_step) override {
+    cursor_ = static_cast<size_t>(first_step) % batches_.size();  // the batches cycle from the epoch's first step
+  }
 
   void fill(at::Tensor& images, at::Tensor& labels) override {
     const auto& [x, y] = batches_[cursor_];

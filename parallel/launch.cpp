@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -57,6 +58,9 @@ int free_port() {
   return ntohs(address.sin_port);
 }
 
+// How long the ranks get to stop after a forwarded signal: they finish a step, checkpoint and write their report.
+constexpr int kSignalGraceS = 25;
+
 int exit_code_of(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -81,6 +85,7 @@ int launch_local(const LaunchOptions& options) {
   sigemptyset(&watched);
   sigaddset(&watched, SIGINT);
   sigaddset(&watched, SIGTERM);
+  sigaddset(&watched, SIGHUP);
   sigaddset(&watched, SIGCHLD);
   sigprocmask(SIG_BLOCK, &watched, &previous);
 
@@ -114,6 +119,9 @@ int launch_local(const LaunchOptions& options) {
       throw std::runtime_error(std::string("launch: fork: ") + std::strerror(error));
     }
     if (pid == 0) {
+      // A process group of its own: a Ctrl-C on the terminal reaches the launcher alone, which passes it on once (a
+      // rank that got it twice, from the terminal and from here, would stop at once instead of at its next step).
+      setpgid(0, 0);
       sigprocmask(SIG_SETMASK, &previous, nullptr);
       execve(options.program.c_str(), argv.data(), envps[static_cast<size_t>(rank)].data());
       static const char kMessage[] = "rn50 launch: cannot start the rank's program\n";
@@ -162,13 +170,17 @@ int launch_local(const LaunchOptions& options) {
     }
     timespec wait_time{0, 200 * 1000 * 1000};
     const int sig = sigtimedwait(&watched, nullptr, &wait_time);
-    if (sig == SIGINT || sig == SIGTERM) {
-      std::fprintf(stderr, "rn50 launch: got %s; passing it on\n", strsignal(sig));
-      signal_running(sig);
-      if (result == 0) result = 128 + sig;
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+      // A hang-up (the terminal closed) stops the ranks as SIGTERM does: they are in groups of their own.
+      const int forwarded = sig == SIGHUP ? SIGTERM : sig;
+      std::fprintf(stderr, "rn50 launch: got %s; passing %s on\n", strsignal(sig), strsignal(forwarded));
+      signal_running(forwarded);
+      if (result == 0) result = 128 + forwarded;
       if (!stopping) {
+        // The ranks stop at their next agreed step and write a checkpoint: a signal gets a cloud's usual grace.
         stopping = true;
-        stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.grace_s);
+        stop_deadline =
+            std::chrono::steady_clock::now() + std::chrono::seconds(std::max(options.grace_s, kSignalGraceS));
       }
     }
   }

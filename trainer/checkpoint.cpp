@@ -113,9 +113,16 @@ CheckpointMeta meta_of(const st::File& file, const std::string& path) {
   meta.steps_per_epoch = integer("steps_per_epoch", 1, kMany);
   meta.step = integer("step", 0, kMany);
   meta.seed = integer("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
-  if (meta.step > meta.epoch * meta.steps_per_epoch) {
-    throw ConfigError("checkpoint " + path + ": metadata step " + std::to_string(meta.step) + " is past its " +
-                      std::to_string(meta.epoch) + " epochs of " + std::to_string(meta.steps_per_epoch) + " steps");
+  // Written before stops mid-epoch existed, a checkpoint names no epoch_step: it was written at an epoch's end.
+  meta.epoch_step =
+      file.metadata.count("epoch_step") ? integer("epoch_step", 0, meta.steps_per_epoch - 1) : int64_t{0};
+  const int64_t expected = meta.epoch * meta.steps_per_epoch + meta.epoch_step;
+  if (meta.step != expected) {
+    // A step the epochs do not account for: resumed, such a run would train nothing or repeat steps.
+    throw ConfigError("checkpoint " + path + ": metadata step " + std::to_string(meta.step) + " is " +
+                      (meta.step > expected ? "past" : "short of") + " its " + std::to_string(meta.epoch) +
+                      " epochs of " + std::to_string(meta.steps_per_epoch) + " steps" +
+                      (meta.epoch_step ? " and " + std::to_string(meta.epoch_step) + " steps of the next" : ""));
   }
   try {
     meta.classes = st::decode_string_list(get("classes"));
@@ -179,7 +186,8 @@ void save_checkpoint(const std::string& path, torch::nn::Module& model, const Op
                                                        {"seed", std::to_string(meta.seed)},
                                                        {"classes", st::encode_string_list(meta.classes)},
                                                        {"batch_size", std::to_string(meta.batch_size)},
-                                                       {"steps_per_epoch", std::to_string(meta.steps_per_epoch)}};
+                                                       {"steps_per_epoch", std::to_string(meta.steps_per_epoch)},
+                                                       {"epoch_step", std::to_string(meta.epoch_step)}};
   files::write_atomically(path, st::serialize(views, metadata));
 }
 

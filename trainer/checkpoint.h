@@ -25,6 +25,9 @@ struct CheckpointMeta {
   int64_t batch_size = 0;  // per process; a resumed run must match it to continue the schedule
   int64_t steps_per_epoch = 0;
   std::string optimizer = "sgd";  // whose state the checkpoint holds (Optimizer::name)
+  // Steps done of epoch `epoch` (0-based) when the run stopped mid-epoch (a stop signal); 0 at an epoch's end. Always
+  // step == epoch * steps_per_epoch + epoch_step.
+  int64_t epoch_step = 0;
 };
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;

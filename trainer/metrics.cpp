@@ -20,13 +20,15 @@ namespace {
 
 nlohmann::json optional_number(const std::optional<double>& x) { return x ? nlohmann::json(*x) : nlohmann::json(); }
 
-// Whether a record of an interrupted run is still the resumed run's: step records up to its step, epoch records up
-// to its epoch. A line that is not a record is dropped.
+// Whether a record of an interrupted run is still the resumed run's: step and stop records up to its step, epoch
+// records up to its epoch. A line that is not a record is dropped.
 bool kept_on_resume(const std::string& line, const ResumePoint& resume) {
   const nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (!r.is_object() || !r.contains("type")) return false;
   if (r["type"] == "step") return r.value("step", int64_t{-1}) >= 0 && r.value("step", int64_t{0}) <= resume.step;
   if (r["type"] == "epoch") return r.value("epoch", int64_t{-1}) >= 0 && r.value("epoch", int64_t{0}) <= resume.epoch;
+  // Where earlier stops came: kept, as the run's history, up to the step resumed from.
+  if (r["type"] == "stop") return r.value("step", int64_t{-1}) >= 0 && r.value("step", int64_t{0}) <= resume.step;
   return false;
 }
 
@@ -111,6 +113,17 @@ void MetricsLog::write(const EpochRecord& r) {
                    {"bad_samples", r.bad_samples}};
   for (const auto& [name, value] : r.extra) j[name] = optional_number(value);
   write_line(j.dump());
+}
+
+void MetricsLog::write(const StopRecord& r) {
+  write_line(nlohmann::json{{"type", "stop"},
+                            {"epoch", r.epoch},
+                            {"step", r.step},
+                            {"epoch_step", r.epoch_step},
+                            {"signal", r.signal},
+                            {"wall_s", r.wall_s},
+                            {"train_loss", r.train_loss}}
+                 .dump());
 }
 
 }  // namespace rn50::trainer

@@ -1,4 +1,5 @@
-// trainer/metrics.h: the JSON-lines metrics file: one record per epoch and one every log_every steps.
+// trainer/metrics.h: the JSON-lines metrics file: one record per epoch, one every log_every steps, and one where a
+// signal stopped the run.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,16 @@ struct EpochRecord {
   std::vector<std::pair<std::string, std::optional<double>>> extra;
 };
 
+// A run stopped by a signal mid-epoch (or during validation): where, and how far the epoch had come.
+struct StopRecord {
+  int64_t epoch = 0;       // 1-based, as the epoch records
+  int64_t step = 0;        // global optimizer steps done
+  int64_t epoch_step = 0;  // steps done of this epoch (its steps_per_epoch when it stopped during validation)
+  std::string signal;
+  double wall_s = 0;      // of the epoch so far
+  double train_loss = 0;  // mean over the epoch's steps so far (0 when none ran)
+};
+
 // Where a resumed run continues: records after it in the file belong to the interrupted run's lost work.
 struct ResumePoint {
   int64_t epoch = 0;  // epochs completed
@@ -54,6 +65,7 @@ class MetricsLog {
   MetricsLog& operator=(const MetricsLog&) = delete;
   void write(const StepRecord& record);
   void write(const EpochRecord& record);
+  void write(const StopRecord& record);
   // What opening the file repaired ("" when nothing), for the log.
   const std::string& repaired() const { return repaired_; }
 

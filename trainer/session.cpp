@@ -183,9 +183,17 @@ void Session::resume() {
                   config.batch_size, static_cast<long long>(info.steps_per_epoch)));
   }
   start_epoch = meta.epoch;
+  start_epoch_step = meta.epoch_step;
   global_step = meta.step;
-  log_info(strprintf("resumed from %s after epoch %lld (step %lld)", config.resume.c_str(),
-                     static_cast<long long>(meta.epoch), static_cast<long long>(meta.step)));
+  if (meta.epoch_step > 0) {
+    log_info(strprintf("resumed from %s in epoch %lld at its step %lld of %lld (global step %lld)",
+                       config.resume.c_str(), static_cast<long long>(meta.epoch + 1),
+                       static_cast<long long>(meta.epoch_step), static_cast<long long>(meta.steps_per_epoch),
+                       static_cast<long long>(meta.step)));
+  } else {
+    log_info(strprintf("resumed from %s after epoch %lld (step %lld)", config.resume.c_str(),
+                       static_cast<long long>(meta.epoch), static_cast<long long>(meta.step)));
+  }
 }
 
 // Every rank runs the same configuration and model, starts from rank 0's weights, and averages its gradients over

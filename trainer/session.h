@@ -94,6 +94,7 @@ struct Session {
   std::string allocator_status;  // what expandable_segments gave, for the start-up table
   LrSchedule schedule;
   int64_t start_epoch = 0;
+  int64_t start_epoch_step = 0;  // a checkpoint written mid-epoch: the steps of start_epoch already done
   int64_t global_step = 0;
 
  private:

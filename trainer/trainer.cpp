@@ -18,6 +18,7 @@
 #include "core/errors.h"
 #include "core/launch_env.h"
 #include "core/log.h"
+#include "core/stop.h"
 #include "data/random_draws.h"
 #include "cuda/cuda_support.h"
 #include "trainer/checkpoint.h"
@@ -63,16 +64,21 @@ class EpochLoop {
  public:
   explicit EpochLoop(Session& session) : s_(session), loop_(session.loop) {}
 
-  void run() {
-    for (int64_t epoch = s_.start_epoch; epoch < loop_.epochs; ++epoch) {
+  // Trains the epochs left; returns where a stop signal ended the run (signal 0: it ran to its end).
+  StopPoint run() {
+    for (int64_t epoch = s_.start_epoch; epoch < loop_.epochs && !stop_.signal; ++epoch) {
       const auto t0 = Clock::now();
-      EpochRecord record = train_epoch(epoch);
+      const int64_t first_step = epoch == s_.start_epoch ? s_.start_epoch_step : 0;
+      EpochRecord record = train_epoch(epoch, first_step);
       if (s_.distributed) s_.average_buffers();
+      if (stop_.signal) {  // mid-epoch: a checkpoint that resumes at the next step, and the stop's record
+        stopped_mid_epoch(epoch, record);
+        break;
+      }
       if (loop_.validate && s_.source->info().val_images > 0) validate(record);
       s_.beat();
       if (s_.primary()) {
-        if (loop_.checkpoint) save(epoch + 1);
-        // What the instance is paid for: the whole epoch, validation and checkpoint included.
+        // What the instance is paid for: the whole epoch with its validation.
         std::optional<RunCost> cost;
         epoch_seconds_.push_back(seconds_since(t0));
         if (loop_.price_per_hour > 0) {
@@ -80,24 +86,68 @@ class EpochLoop {
           record.extra.emplace_back("cost_per_epoch", cost->per_epoch);
           record.extra.emplace_back("projected_run_cost", cost->projected_run);
         }
+        // The record before the checkpoint: a run killed between the two resumes from the previous checkpoint and
+        // drops the record past it, so neither is ever lost alone.
         s_.metrics->write(record);
         log_epoch(record, cost);
+        if (loop_.checkpoint) save(epoch + 1, 0);
+      }
+      // A stop during validation (or since the last step): the epoch is whole, its checkpoint written.
+      if (stop_.signal || should_stop(/*every_step=*/true)) {
+        stop_.epoch = epoch + 1;
+        stop_.epoch_step = 0;
+        stop_.global_step = s_.global_step;
+        write_stop(record.epoch, s_.source->info().steps_per_epoch, record.wall_s, record.train_loss);
       }
     }
     if (s_.distributed) s_.close_data_parallel();
+    return stop_;
   }
 
  private:
-  EpochRecord train_epoch(int64_t epoch) {
+  // Steps between the ranks' agreement on a stop under data parallel (through the store, no device work): every rank
+  // stops after the same step, and a signal waits at most this many steps.
+  static constexpr int64_t kStopAgreementSteps = 20;
+
+  // Whether the run stops now. One process: a stop signal came. Data parallel: every kStopAgreementSteps global
+  // steps (or at once with `every_step`, where every rank calls it at the same point) the ranks share their requests.
+  bool should_stop(bool every_step = false) {
+    if (!s_.distributed) return stop::requested() != 0;
+    if (!every_step && s_.global_step % kStopAgreementSteps != 0) return false;
+    int signal = 0;
+    for (const double r : s_.distributed->all_values("stop", static_cast<double>(stop::requested())))
+      signal = std::max(signal, static_cast<int>(r));
+    if (signal) stop::request(signal);
+    return signal != 0;
+  }
+
+  // The epoch's training stopped after `stop_.epoch_step` of its steps: the checkpoint resumes at the next.
+  void stopped_mid_epoch(int64_t epoch, const EpochRecord& record) {
+    stop_.epoch = epoch;
+    stop_.global_step = s_.global_step;
+    if (!s_.primary()) return;
+    if (loop_.checkpoint) save(epoch, stop_.epoch_step);
+    write_stop(record.epoch, stop_.epoch_step, record.wall_s, record.train_loss);
+  }
+
+  void write_stop(int64_t epoch, int64_t epoch_step, double wall_s, double train_loss) {
+    if (!s_.primary()) return;
+    StopRecord r;
+    r.epoch = epoch;
+    r.step = s_.global_step;
+    r.epoch_step = epoch_step;
+    r.signal = stop::signal_name(stop_.signal);
+    r.wall_s = wall_s;
+    r.train_loss = train_loss;
+    s_.metrics->write(r);
+  }
+
+  EpochRecord train_epoch(int64_t epoch, int64_t first_step) {
     if (s_.device.is_cuda()) cuda::reset_peak_memory(s_.device.index());
     input::InputSource& source = *s_.source;
     const int64_t steps = source.info().steps_per_epoch;
-    source.begin_epoch(epoch);
+    source.begin_epoch(epoch, first_step);
     const AbandonOnError abandon_on_error(source);
-    // The step's own random draws (mixup and cutmix, stochastic depth, dropout) follow (seed, epoch) alone, as the
-    // data's do: a run resumed at an epoch boundary draws what the uninterrupted run drew. Graph replays take the new
-    // seed too.
-    at::manual_seed(data::detail::mix_seed({static_cast<uint64_t>(loop_.seed), static_cast<uint64_t>(epoch), 0x5eedULL}));
     EpochRecord record;
     record.epoch = epoch + 1;
     at::Tensor loss_sum = at::zeros({}, at::TensorOptions(s_.device).dtype(at::kFloat));
@@ -114,7 +164,13 @@ class EpochLoop {
                        mean_epoch_seconds(), t0,
                        stdout_is_terminal() ? std::function<void(const std::string&)>(set_status_line) : nullptr);
     }
-    for (int64_t s = 0; s < steps; ++s) {
+    int64_t done = 0;  // steps of this epoch run by this process
+    for (int64_t s = first_step; s < steps; ++s) {
+      // The step's own random draws (mixup and cutmix, stochastic depth, dropout) follow (seed, step) alone, as the
+      // data's follow (seed, epoch, index): a resumed run draws what the uninterrupted one drew, and a captured step
+      // replays with the new seed.
+      at::manual_seed(data::detail::mix_seed({static_cast<uint64_t>(loop_.seed),
+                                              static_cast<uint64_t>(s_.global_step), 0x5eedULL}));
       s_.timer->begin_step();
       source.fill(s_.step->images(), s_.step->labels());
       s_.timer->mark(Phase::kInput);
@@ -126,6 +182,7 @@ class EpochLoop {
       interval_loss.add_(loss);
       ++interval_steps;
       ++s_.global_step;
+      ++done;
       record.lr = lr;
       if (progress) progress->step_done(s + 1, Clock::now());
       if (s_.primary() && s_.global_step % loop_.log_every == 0) {
@@ -147,16 +204,21 @@ class EpochLoop {
         interval_steps = 0;
         interval_start = Clock::now();
       }
+      if (s + 1 < steps && should_stop()) {
+        stop_.signal = stop::requested();
+        stop_.epoch_step = s + 1;
+        break;
+      }
     }
     const input::InputCounts input = source.end_epoch();
     if (s_.distributed) {
       s_.distributed->comm().sum(loss_sum);
       loss_sum.div_(s_.world());
     }
-    record.train_loss = loss_sum.item<double>() / static_cast<double>(steps);
+    record.train_loss = done > 0 ? loss_sum.item<double>() / static_cast<double>(done) : 0.0;
     record.wall_s = seconds_since(t0);
-    record.steps = steps;
-    record.images = steps * s_.global_batch();  // all ranks together
+    record.steps = done;
+    record.images = done * s_.global_batch();  // all ranks together
     record.images_per_s = static_cast<double>(record.images) / record.wall_s;
     add_input_counts(record, input);
     add_device_counts(record);
@@ -203,18 +265,29 @@ class EpochLoop {
   }
 
   // Each rank evaluates its share of the validation split; the sums over all ranks make the figures.
+  // Thrown out of a validation batch when a stop signal comes (one process: the ranks of a data-parallel run would
+  // need a collective to agree, so they validate to the end).
+  struct ValidationStopped {};
+
   void validate(EpochRecord& record) {
     at::Tensor loss = at::zeros({}, at::TensorOptions(s_.device).dtype(at::kFloat));
     at::Tensor top1 = at::zeros_like(loss), top5 = at::zeros_like(loss);
     int64_t images = 0;
-    const input::InputCounts input = s_.source->validate([&](const at::Tensor& x, const at::Tensor& y) {
-      const EvalSums sums = s_.step->executor().evaluate(x, y);
-      s_.beat();
-      loss.add_(sums.loss);
-      top1.add_(sums.top1);
-      top5.add_(sums.top5);
-      images += x.size(0);
-    });
+    input::InputCounts input;
+    try {
+      input = s_.source->validate([&](const at::Tensor& x, const at::Tensor& y) {
+        if (!s_.distributed && stop::requested()) throw ValidationStopped{};
+        const EvalSums sums = s_.step->executor().evaluate(x, y);
+        s_.beat();
+        loss.add_(sums.loss);
+        top1.add_(sums.top1);
+        top5.add_(sums.top5);
+        images += x.size(0);
+      });
+    } catch (const ValidationStopped&) {
+      stop_.signal = stop::requested();  // the epoch's record goes without validation figures
+      return;
+    }
     int64_t bad = input.bad_samples;
     if (s_.distributed) {
       at::Tensor sums = at::stack({loss, top1, top5, at::full({}, static_cast<double>(images), loss.options()),
@@ -231,7 +304,7 @@ class EpochLoop {
     record.bad_samples += bad;
   }
 
-  void save(int64_t epochs_done) {
+  void save(int64_t epochs_done, int64_t epoch_step) {
     const input::DatasetInfo& info = s_.source->info();
     CheckpointMeta meta;
     meta.model = loop_.model;
@@ -242,6 +315,7 @@ class EpochLoop {
     meta.classes = info.classes;
     meta.batch_size = loop_.batch_size;
     meta.steps_per_epoch = info.steps_per_epoch;
+    meta.epoch_step = epoch_step;
     save_checkpoint(loop_.out_dir + "/" + kCheckpointFile, *s_.model, *s_.optimizer, meta, s_.step->state());
   }
 
@@ -266,21 +340,19 @@ class EpochLoop {
 
   Session& s_;
   const LoopOptions& loop_;
+  StopPoint stop_;
   std::vector<double> epoch_seconds_;  // whole epochs of this process, for the cost projection and the time left
 };
 
 }  // namespace
 
-void train(const Config& config, const LaunchEnv& launch, std::unique_ptr<input::InputSource> source) {
+StopPoint train(const Config& config, const LaunchEnv& launch, std::unique_ptr<input::InputSource> source) {
   Session session(config, launch, std::move(source));
   session.log_start();
   EpochLoop loop(session);
-  if (launch.world_size <= 1) {
-    loop.run();
-    return;
-  }
+  if (launch.world_size <= 1) return loop.run();
   try {
-    loop.run();
+    return loop.run();
   } catch (const ConfigError&) {
     throw;
   } catch (const DataError&) {
@@ -294,6 +366,6 @@ void train(const Config& config, const LaunchEnv& launch, std::unique_ptr<input:
   }
 }
 
-void train(const Config& config, const LaunchEnv& launch) { train(config, launch, nullptr); }
+StopPoint train(const Config& config, const LaunchEnv& launch) { return train(config, launch, nullptr); }
 
 }  // namespace rn50::trainer

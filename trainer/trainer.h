@@ -1,6 +1,7 @@
 // trainer/trainer.h: `rn50 train`: the whole run, from a validated configuration to the last checkpoint.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 namespace rn50 {
@@ -13,10 +14,20 @@ class InputSource;
 
 namespace rn50::trainer {
 
+// Where a stop signal (core/stop.h) ended a run: its checkpoint resumes at global step `global_step`, `epoch_step`
+// steps into epoch `epoch` (0-based; epoch_step 0: at its start). signal 0: the run trained every epoch.
+struct StopPoint {
+  int signal = 0;
+  int64_t epoch = 0;
+  int64_t epoch_step = 0;
+  int64_t global_step = 0;
+};
+
 // Trains as configured, as one process or as one rank of a data-parallel run (`launch`); throws ConfigError /
-// DataError before training starts when inputs are wrong.
-void train(const Config& config, const LaunchEnv& launch);
+// DataError before training starts when inputs are wrong. A stop signal ends it after the step under way, with a
+// checkpoint at that step, the stop's record and the start of a report left to the caller.
+StopPoint train(const Config& config, const LaunchEnv& launch);
 // The same on the batches of `source` (tests pass a fake one) instead of the data the configuration names.
-void train(const Config& config, const LaunchEnv& launch, std::unique_ptr<input::InputSource> source);
+StopPoint train(const Config& config, const LaunchEnv& launch, std::unique_ptr<input::InputSource> source);
 
 }  // namespace rn50::trainer

@@ -74,6 +74,31 @@ inline std::vector<double> numbers_after(const std::string& output, const std::s
   return numbers;
 }
 
+// Starts `sh -c "exec COMMAND"` in a child process; returns its pid.
+inline pid_t start_shell(const std::string& command) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+inline std::string read_text(const std::string& file) {
+  std::ifstream in(file);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Waits up to `seconds` for `file` to contain `text`.
+inline bool wait_for_text(const std::string& file, const std::string& text, int seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (read_text(file).find(text) == std::string::npos) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {

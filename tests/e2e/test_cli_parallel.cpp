@@ -37,16 +37,6 @@ TEST_F(Cli, LaunchTwoRanksConvergesLikeOneProcess) {
   EXPECT_TRUE(fs::exists(path("two") + "/checkpoint.safetensors"));
 }
 
-// Starts `sh -c "exec COMMAND"` in a child process; returns its pid.
-pid_t start_shell(const std::string& command) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return pid;
-}
-
 // Whether some process listens on TCP `port` (IPv4 or IPv6), read from /proc without connecting to it.
 bool listening_on(int port) {
   char hex_port[8];

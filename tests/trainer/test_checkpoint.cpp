@@ -50,7 +50,7 @@ TEST_F(Checkpoint, RoundTripRestoresWeightsBuffersMomentumAndMeta) {
   Sgd sgd(*model, 0.9, 1e-4, false);
   train_a_step(*model, sgd);
   const std::string path = dir_.file("checkpoint.safetensors");
-  save_checkpoint(path, *model, sgd, {"resnet18", 4, 123, 9, {"a", "b", "c"}, 8, 31});
+  save_checkpoint(path, *model, sgd, {"resnet18", 4, 127, 9, {"a", "b", "c"}, 8, 31, "sgd", 3});
   EXPECT_FALSE(file_exists(path + ".tmp"));
 
   torch::manual_seed(99);
@@ -59,7 +59,8 @@ TEST_F(Checkpoint, RoundTripRestoresWeightsBuffersMomentumAndMeta) {
   const CheckpointMeta meta = load_checkpoint(path, *other, other_sgd);
   EXPECT_EQ(meta.model, "resnet18");
   EXPECT_EQ(meta.epoch, 4);
-  EXPECT_EQ(meta.step, 123);
+  EXPECT_EQ(meta.step, 127);
+  EXPECT_EQ(meta.epoch_step, 3);
   EXPECT_EQ(meta.seed, 9);
   EXPECT_EQ(meta.classes, (std::vector<std::string>{"a", "b", "c"}));
   const auto a = model->named_parameters();
@@ -71,7 +72,7 @@ TEST_F(Checkpoint, RoundTripRestoresWeightsBuffersMomentumAndMeta) {
   for (size_t i = 0; i < sgd.state().size(); ++i) {
     EXPECT_TRUE(torch::equal(sgd.state()[i].second, other_sgd.state()[i].second));
   }
-  EXPECT_EQ(read_checkpoint_meta(path).step, 123);
+  EXPECT_EQ(read_checkpoint_meta(path).step, 127);
 }
 
 TEST_F(Checkpoint, SavingReplacesThePreviousFileWhole) {
@@ -133,6 +134,9 @@ TEST_F(Checkpoint, OutOfRangeMetadataIsAClearError) {
   };
   EXPECT_NE(with("step", "-1000").find("metadata 'step' is '-1000', not an integer in [0,"), std::string::npos);
   EXPECT_NE(with("step", "21").find("past its 2 epochs of 10 steps"), std::string::npos);
+  // An epoch the steps do not reach (resumed, it would train nothing), and a mid-epoch stop's count beyond its epoch.
+  EXPECT_NE(with("step", "15").find("step 15 is short of its 2 epochs of 10 steps"), std::string::npos);
+  EXPECT_NE(with("epoch_step", "10").find("metadata 'epoch_step' is '10', not an integer in [0, 9]"), std::string::npos);
   EXPECT_NE(with("epoch", "3x").find("metadata 'epoch' is '3x'"), std::string::npos);
   EXPECT_NE(with("batch_size", "0").find("'batch_size'"), std::string::npos);
   EXPECT_NE(with("steps_per_epoch", "99999999999999999999").find("'steps_per_epoch'"), std::string::npos);

@@ -29,7 +29,7 @@ class FakeSource final : public input::InputSource {
     info_.steps_per_epoch = 3;
   }
   std::vector<std::pair<std::string, std::string>> describe() const override { return {{"(fake)", "fake"}}; }
-  void begin_epoch(int64_t epoch) override { events_.push_back("begin " + std::to_string(epoch)); }
+  void begin_epoch(int64_t epoch, int64_t) override { events_.push_back("begin " + std::to_string(epoch)); }
   void fill(at::Tensor& images, at::Tensor& labels) override {
     events_.push_back("fill");
     fill_addresses_.push_back(images.data_ptr());

@@ -1,0 +1,27 @@
+// core/stop.h: stopping a run as users and schedulers ask: the first SIGINT or SIGTERM only asks (the epoch loop ends
+// the step, checkpoints and reports); a second one stops the process at once, removing the temporary of a write
+// that was under way. Works as PID 1 in a container, where SIGTERM has no default action.
+#pragma once
+
+#include <string>
+
+namespace rn50::stop {
+
+// Installs the handlers (idempotent). Before any thread is started, so that every thread inherits the mask.
+void install_handlers();
+
+// The signal that asked the run to stop (SIGINT or SIGTERM), or 0. A relaxed atomic load: cheap on the hot path.
+int requested();
+
+// Asks as the first signal would (tests, and a rank told by another that the run stops).
+void request(int signal_number);
+
+// "SIGINT", "SIGTERM", or "signal N".
+std::string signal_name(int signal_number);
+
+// The file a write is staging now (files::write_atomically's temporary), removed by the second signal's handler
+// before it exits: a run stopped at once leaves no half-written temporary. Empty: none. Not thread-safe across
+// concurrent writers: the last one set is the one removed.
+void set_pending_temporary(const std::string& path);
+
+}  // namespace rn50::stop
