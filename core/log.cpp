@@ -22,11 +22,20 @@ class ConsoleWithStatusLine final : public spdlog::sinks::base_sink<std::mutex> 
  public:
   ConsoleWithStatusLine() : inner_(std::make_shared<spdlog::sinks::stderr_color_sink_st>()) {}
 
-  void set_status(const std::string& text) {
+  void set_status(const std::vector<std::string>& forms) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!stdout_is_terminal()) return;
-    status_ = fit_to_terminal(text);
-    std::fputs(("\r\033[K" + status_).c_str(), stdout);
+    const int width = terminal_width();
+    // A line drawn on a wider terminal wraps when it narrows: clear every row it takes now, not only the last.
+    std::string clear = "\r\033[K";
+    if (width > 0) {
+      for (size_t rows = (status_.size() + static_cast<size_t>(width) - 1) / static_cast<size_t>(width); rows > 1;
+           --rows) {
+        clear += "\033[A\r\033[K";
+      }
+    }
+    status_ = fit(forms, width);
+    std::fputs((clear + status_).c_str(), stdout);
     std::fflush(stdout);
   }
 
@@ -49,11 +58,23 @@ class ConsoleWithStatusLine final : public spdlog::sinks::base_sink<std::mutex> 
   }
 
  private:
-  // A line wider than the terminal wraps, and "\r" would then clear only its last row.
-  static std::string fit_to_terminal(const std::string& text) {
+  static int terminal_width() {
     winsize size{};
-    if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) != 0 || size.ws_col < 2) return text;
-    return text.size() < size.ws_col ? text : text.substr(0, size.ws_col - 1);
+    if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) != 0 || size.ws_col < 2) return 0;
+    return size.ws_col;
+  }
+
+  // A line wider than the terminal wraps, and "\r" would then clear only its last row: the longest form that fits,
+  // else the shortest cut at its last space that fits.
+  static std::string fit(const std::vector<std::string>& forms, int width) {
+    if (forms.empty()) return "";
+    if (width <= 0) return forms.front();
+    for (const auto& f : forms) {
+      if (f.size() < static_cast<size_t>(width)) return f;
+    }
+    const std::string& shortest = forms.back();
+    const size_t cut = shortest.rfind(' ', static_cast<size_t>(width) - 1);
+    return shortest.substr(0, cut == std::string::npos || cut == 0 ? static_cast<size_t>(width) - 1 : cut);
   }
 
   std::shared_ptr<spdlog::sinks::stderr_color_sink_st> inner_;
@@ -64,11 +85,17 @@ class ConsoleWithStatusLine final : public spdlog::sinks::base_sink<std::mutex> 
 
 bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }
 
-void set_status_line(const std::string& text) {
+void set_status_line(const std::vector<std::string>& forms) {
   for (const auto& sink : spdlog::default_logger()->sinks()) {
-    if (auto* console = dynamic_cast<ConsoleWithStatusLine*>(sink.get())) console->set_status(text);
+    if (auto* console = dynamic_cast<ConsoleWithStatusLine*>(sink.get())) console->set_status(forms);
   }
 }
+
+void set_status_line(const std::string& text) {
+  set_status_line(text.empty() ? std::vector<std::string>{} : std::vector<std::string>{text});
+}
+
+std::string format_rate(double images_per_s) { return strprintf(images_per_s < 9.95 ? "%.2g" : "%.0f", images_per_s); }
 
 void init_logging(const std::string& file, int rank) {
   std::vector<spdlog::sink_ptr> sinks;

@@ -25,10 +25,17 @@ void log_error(const std::string& message);
 // printf-style formatting into a std::string (the compiler checks the arguments).
 std::string strprintf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
+// An images/s rate without a decimal, but two figures below 10 (a CPU trains ResNet-50 at a few images a second):
+// "7915", "4.3", "0.73".
+std::string format_rate(double images_per_s);
+
 // The live status line at the foot of the terminal (the epoch's progress): drawn on standard output only where it is
 // a terminal, cleared before each console log line and drawn again after it; "" removes it. Elsewhere (a file, a
 // pipe, CI) nothing is written, and the log lines stay as they are.
 void set_status_line(const std::string& text);
+// The same from forms of the line, longest first: the first that fits the terminal's width is drawn (a narrow terminal
+// gets a short form whole rather than a long one cut), the last cut at a word where none fits.
+void set_status_line(const std::vector<std::string>& forms);
 // Whether standard output is a terminal, i.e. whether set_status_line shows anything.
 bool stdout_is_terminal();
 

@@ -33,6 +33,4 @@ std::string format_report(const std::vector<ReportRow>& rows, bool json) {
   return out;
 }
 
-std::string format_rate(double images_per_s) { return strprintf(images_per_s < 9.95 ? "%.2g" : "%.0f", images_per_s); }
-
 }  // namespace rn50::doctor

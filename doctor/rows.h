@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "core/log.h"
+
 namespace rn50::doctor {
 
 struct ReportRow {
@@ -12,7 +14,6 @@ struct ReportRow {
 
 std::string format_report(const std::vector<ReportRow>& rows, bool json);
 
-// An images/s rate without a decimal, but two figures below 10 (a CPU trains ResNet-50 at a few images a second).
-std::string format_rate(double images_per_s);
+using rn50::format_rate;  // core/log.h
 
 }  // namespace rn50::doctor

@@ -25,7 +25,7 @@ std::string format_duration(double seconds) {
 }
 
 EpochProgress::EpochProgress(int64_t epoch, int64_t epochs, int64_t steps, int64_t images_per_step, double mean_epoch_s,
-                             Clock::time_point start, std::function<void(const std::string&)> show)
+                             Clock::time_point start, std::function<void(const std::vector<std::string>&)> show)
     : epoch_(epoch),
       epochs_(epochs),
       steps_(steps),
@@ -35,32 +35,47 @@ EpochProgress::EpochProgress(int64_t epoch, int64_t epochs, int64_t steps, int64
       show_(std::move(show)) {}
 
 EpochProgress::~EpochProgress() {
-  if (show_) show_("");
+  if (show_) show_({});
 }
 
 void EpochProgress::step_done(int64_t done, Clock::time_point now) {
   if (!show_ || (done < steps_ && now - last_drawn_ < kRedrawEvery)) return;
   last_drawn_ = now;
-  show_(line(done, now));
+  show_(forms(done, now));
+}
+
+bool EpochProgress::estimate(int64_t done, Clock::time_point now, double* epoch_left, double* run_left) const {
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  if (done <= 0 || elapsed <= 0) return false;
+  const double per_step = elapsed / static_cast<double>(done);
+  *epoch_left = per_step * static_cast<double>(steps_ - done);
+  const double epoch_length = mean_epoch_s_ > 0 ? mean_epoch_s_ : per_step * static_cast<double>(steps_);
+  *run_left = *epoch_left + epoch_length * static_cast<double>(std::max<int64_t>(0, epochs_ - epoch_));
+  return true;
 }
 
 std::string EpochProgress::time_left(int64_t done, Clock::time_point now) const {
-  const double elapsed = std::chrono::duration<double>(now - start_).count();
-  if (done <= 0 || elapsed <= 0) return "time left unknown yet";
-  const double per_step = elapsed / static_cast<double>(done);
-  const double epoch_left = per_step * static_cast<double>(steps_ - done);
-  const double epoch_length = mean_epoch_s_ > 0 ? mean_epoch_s_ : per_step * static_cast<double>(steps_);
-  const double run_left = epoch_left + epoch_length * static_cast<double>(std::max<int64_t>(0, epochs_ - epoch_));
+  double epoch_left = 0, run_left = 0;
+  if (!estimate(done, now, &epoch_left, &run_left)) return "time left unknown yet";
   return format_duration(epoch_left) + " left in the epoch, " + format_duration(run_left) + " in the run";
 }
 
-std::string EpochProgress::line(int64_t done, Clock::time_point now) const {
+std::string EpochProgress::line(int64_t done, Clock::time_point now) const { return forms(done, now).front(); }
+
+std::vector<std::string> EpochProgress::forms(int64_t done, Clock::time_point now) const {
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double rate = elapsed > 0 ? static_cast<double>(done * images_per_step_) / elapsed : 0;
-  return strprintf("epoch %lld/%lld: %lld/%lld steps (%.1f%%), %.0f img/s, ", static_cast<long long>(epoch_),
-                   static_cast<long long>(epochs_), static_cast<long long>(done), static_cast<long long>(steps_),
-                   100.0 * static_cast<double>(done) / static_cast<double>(std::max<int64_t>(1, steps_)), rate) +
-         time_left(done, now);
+  const double percent = 100.0 * static_cast<double>(done) / static_cast<double>(std::max<int64_t>(1, steps_));
+  const auto e = static_cast<long long>(epoch_), n = static_cast<long long>(epochs_);
+  double epoch_s = 0, run_s = 0;
+  const bool known = estimate(done, now, &epoch_s, &run_s);
+  const std::string epoch_left = known ? format_duration(epoch_s) : "?", run_left = known ? format_duration(run_s) : "?";
+  return {strprintf("epoch %lld/%lld: %lld/%lld steps (%.1f%%), %s img/s, ", e, n, static_cast<long long>(done),
+                    static_cast<long long>(steps_), percent, format_rate(rate).c_str()) +
+              time_left(done, now),
+          strprintf("epoch %lld/%lld %.1f%%, %s img/s, %s left, run %s", e, n, percent, format_rate(rate).c_str(),
+                    epoch_left.c_str(), run_left.c_str()),
+          strprintf("%lld/%lld %.1f%% %s left", e, n, percent, epoch_left.c_str())};
 }
 
 }  // namespace rn50::trainer

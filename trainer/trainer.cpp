@@ -162,7 +162,9 @@ class EpochLoop {
     if (s_.primary()) {
       progress.emplace(epoch + 1, loop_.epochs, steps, s_.global_batch(),
                        mean_epoch_seconds(), t0,
-                       stdout_is_terminal() ? std::function<void(const std::string&)>(set_status_line) : nullptr);
+                       stdout_is_terminal() ? std::function<void(const std::vector<std::string>&)>(
+                                                  [](const std::vector<std::string>& forms) { set_status_line(forms); })
+                                            : nullptr);
     }
     int64_t done = 0;  // steps of this epoch run by this process
     for (int64_t s = first_step; s < steps; ++s) {
@@ -196,9 +198,10 @@ class EpochLoop {
         step_record.extra =
             s_.sampler ? s_.sampler->take_interval_means() : monitor::UtilisationSampler::unavailable_interval_means();
         s_.metrics->write(step_record);
-        log_info(strprintf("epoch %lld step %lld (%lld/%lld) loss %.4f lr %.5f %.0f img/s, %s",
+        log_info(strprintf("epoch %lld step %lld (%lld/%lld) loss %.4f lr %.5f %s img/s, %s",
                            static_cast<long long>(epoch + 1), static_cast<long long>(s_.global_step),
-                           static_cast<long long>(s + 1), static_cast<long long>(steps), mean_loss, lr, rate,
+                           static_cast<long long>(s + 1), static_cast<long long>(steps), mean_loss, lr,
+                           format_rate(rate).c_str(),
                            progress->time_left(s + 1, Clock::now()).c_str()));
         interval_loss.zero_();
         interval_steps = 0;
@@ -322,9 +325,10 @@ class EpochLoop {
   void log_epoch(const EpochRecord& r, const std::optional<RunCost>& cost) const {
     auto pct = [](const std::optional<double>& x) { return x ? strprintf("%.2f%%", 100.0 * *x) : std::string("-"); };
     log_info(strprintf(
-        "epoch %lld/%d: %.1f s, %.0f img/s (data wait %.1f s), train loss %.4f, val loss %s, top-1 %s, top-5 %s, "
+        "epoch %lld/%d: %.1f s, %s img/s (data wait %.1f s), train loss %.4f, val loss %s, top-1 %s, top-5 %s, "
         "bad samples %lld%s",
-        static_cast<long long>(r.epoch), loop_.epochs, r.wall_s, r.images_per_s, r.data_wait_s, r.train_loss,
+        static_cast<long long>(r.epoch), loop_.epochs, r.wall_s, format_rate(r.images_per_s).c_str(), r.data_wait_s,
+        r.train_loss,
         r.val_loss ? strprintf("%.4f", *r.val_loss).c_str() : "-", pct(r.top1).c_str(), pct(r.top5).c_str(),
         static_cast<long long>(r.bad_samples),
         cost

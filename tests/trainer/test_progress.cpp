@@ -37,7 +37,8 @@ TEST(Progress, RedrawsAtMostTwiceASecondAndAlwaysAtTheLastStep) {
   std::vector<std::string> shown;
   const Clock::time_point t0 = Clock::now();
   {
-    EpochProgress p(1, 2, 100, 8, 0, t0, [&](const std::string& s) { shown.push_back(s); });
+    EpochProgress p(1, 2, 100, 8, 0, t0,
+                    [&](const std::vector<std::string>& forms) { shown.push_back(forms.empty() ? "" : forms[0]); });
     p.step_done(1, t0 + milliseconds(10));
     p.step_done(2, t0 + milliseconds(200));  // too soon after the last drawing
     p.step_done(3, t0 + milliseconds(600));
@@ -48,6 +49,21 @@ TEST(Progress, RedrawsAtMostTwiceASecondAndAlwaysAtTheLastStep) {
   EXPECT_NE(shown[1].find(" 3/100 steps"), std::string::npos) << shown[1];
   EXPECT_NE(shown[2].find(" 100/100 steps (100.0%)"), std::string::npos) << shown[2];
   EXPECT_EQ(shown[3], "");
+}
+
+// A narrow terminal gets a short form whole, with the time left, rather than the long line cut; a slow run's rate
+// keeps two figures instead of reading "0 img/s".
+TEST(Progress, ShortFormsKeepTheTimeLeftAndSlowRatesKeepTwoFigures) {
+  const Clock::time_point t0{};
+  const EpochProgress p(3, 90, 1000, 256, 0, t0, nullptr);
+  const auto forms = p.forms(250, t0 + milliseconds(10000));
+  ASSERT_EQ(forms.size(), 3u);
+  EXPECT_EQ(forms[1], "epoch 3/90 25.0%, 6400 img/s, 30s left, run 58m30s");
+  EXPECT_EQ(forms[2], "3/90 25.0% 30s left");
+  EXPECT_LT(forms[1].size(), 60u);
+  const EpochProgress slow(1, 2, 10, 2, 0, t0, nullptr);
+  EXPECT_NE(slow.line(1, t0 + milliseconds(5000)).find(", 0.4 img/s,"), std::string::npos)
+      << slow.line(1, t0 + milliseconds(5000));
 }
 
 }  // namespace
