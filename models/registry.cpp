@@ -18,6 +18,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"resnet50", [](const ModelOptions& o) { return make_resnet(50, o); }},
       {"resnet101", [](const ModelOptions& o) { return make_resnet(101, o); }},
       {"resnet152", [](const ModelOptions& o) { return make_resnet(152, o); }},
+      {"resnext50_32x4d", [](const ModelOptions& o) { return make_resnet(50, o, 32, 4); }},
   };
   return table;
 }
