@@ -80,13 +80,13 @@ INSTANTIATE_TEST_SUITE_P(EveryModel, TorchvisionLayout, ::testing::ValuesIn(name
 
 TEST(Registry, KnowsEveryPortAndNamesUnknownModels) {
   EXPECT_EQ(names(), (std::vector<std::string>{"resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
-                                               "resnext50_32x4d"}));
+                                               "resnext50_32x4d", "convnext_tiny", "vit_b_16", "efficientnet_b0"}));
   try {
     create("resnet51", ModelOptions{});
     FAIL() << "no error";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("resnet51"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("resnext50_32x4d"), std::string::npos);  // the known ones are listed
+    EXPECT_NE(std::string(e.what()).find("vit_b_16"), std::string::npos);  // the known ones are listed
   }
 }
 

@@ -13,7 +13,8 @@ import sys
 import torchvision
 
 # rn50's registry (models/registry.cpp), in its order.
-ARCHS = ["resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d"]
+ARCHS = ["resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d", "convnext_tiny",
+         "vit_b_16", "efficientnet_b0"]
 
 
 def main():
