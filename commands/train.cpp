@@ -89,7 +89,8 @@ bool metrics_written_since(const Config& config, std::filesystem::file_time_type
 }  // namespace
 
 int train_command(int argc, char** argv) {
-  cxxopts::Options options("rn50 train", "Train a ResNet on an ImageNet-format folder (or synthetic data).");
+  cxxopts::Options options(
+      "rn50 train", "Train a registered model (the key model) on an ImageNet-format folder (or synthetic data).");
   options.add_options()("config", "YAML file of config keys, applied before the options below",
                         cxxopts::value<std::string>())("h,help", "print this help");
   const Config defaults;
