@@ -1,12 +1,15 @@
 // tests/models/test_registry.cpp: every registered model against torchvision's state dict (names, dtypes, shapes in
-// order, parameter count), the registry's names and its error for an unknown one.
+// order, parameter count), the registry's names and its error for an unknown one, the configs/ that name them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/config.h"
 #include "core/errors.h"
 #include "models/model.h"
 #include "tests/support/model_checks.h"
@@ -88,6 +91,24 @@ TEST(Registry, KnowsEveryPortAndNamesUnknownModels) {
     EXPECT_NE(std::string(e.what()).find("resnet51"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("vit_b_16"), std::string::npos);  // the known ones are listed
   }
+}
+
+// Every file in configs/ is a valid configuration of a registered model, at an image size the model takes.
+TEST(Registry, EveryShippedConfigNamesARegisteredModel) {
+  const std::filesystem::path configs = std::filesystem::path(RN50_FIXTURES) / ".." / ".." / "configs";
+  const auto known = names();
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(configs)) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++files;
+    Config c;
+    apply_yaml_file(c, entry.path().string());
+    validate(c);
+    ASSERT_NE(std::find(known.begin(), known.end(), c.model), known.end()) << entry.path();
+    const int64_t fixed = create(c.model, ModelOptions{})->fixed_image_size();
+    EXPECT_TRUE(fixed == 0 || fixed == c.image_size) << entry.path();
+  }
+  EXPECT_GE(files, 8);  // smoke, imagenet, baseline, optimized and one per port
 }
 
 }  // namespace
