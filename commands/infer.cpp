@@ -110,9 +110,12 @@ void infer(const InferOptions& options) {
 int infer_command(int argc, char** argv) {
   cxxopts::Options options("rn50 infer", "Logits of a stored batch from a weights file (evaluation mode, true FP32).");
   InferOptions request;
+  std::string models;
+  for (const auto& name : models::names()) models += (models.empty() ? "" : ", ") + name;
   options.add_options()("weights", "safetensors weights in torchvision's layout", cxxopts::value<std::string>())(
-      "model", "model name (default: the weights' metadata, else resnet50)", cxxopts::value<std::string>())(
-      "images", "safetensors file with an F32 tensor 'images' [N,3,H,W]", cxxopts::value<std::string>())(
+      "model", "model name, one of " + models + " (default: the weights' metadata, else resnet50)",
+      cxxopts::value<std::string>())("images", "safetensors file with an F32 tensor 'images' [N,3,H,W]",
+                                     cxxopts::value<std::string>())(
       "out", "safetensors file for the F32 tensor 'logits'", cxxopts::value<std::string>())(
       "device", "cpu or cuda:N", cxxopts::value<std::string>()->default_value("cpu"))("h,help", "print this help");
   const auto parsed = options.parse(argc, argv);
