@@ -354,8 +354,11 @@ if has ptx; then  # RN50_CUDA_ARCHS=ptx: rn50's own kernels as PTX only, compile
   printf "%-34s %s\n" ptx_fp16_cl_bench_graph "$(summary /tmp/runs/ptx/metrics.jsonl)" | tee -a "$OUT/table.txt"
   pack
 fi
-if has roundtrip; then  # weights against torchvision, both directions (the GPU machine has torchvision)
-  python3 tests/tools/check_torchvision_roundtrip.py "$build/rn50" /tmp/roundtrip --device cuda:0 2>&1 | tee "$OUT/roundtrip.md"
+if has roundtrip; then  # weights against torchvision, both directions: ResNet-50 and the ports (the GPU machine has torchvision)
+  for arch in resnet50 resnext50_32x4d convnext_tiny vit_b_16 efficientnet_b0; do
+    python3 tests/tools/check_torchvision_roundtrip.py "$build/rn50" "/tmp/roundtrip-$arch" --arch "$arch" --device cuda:0 2>&1 |
+      tee -a "$OUT/roundtrip.md"
+  done
   pack
 fi
 if has ablation; then

@@ -1,5 +1,6 @@
 // commands/doctor.cpp: `rn50 doctor`: measures this instance (CPU decode, storage, copies, memory, matrix units,
-// ResNet-50 steps) and says why training here would be slow, before a long run.
+// training steps of a registered model, ResNet-50 by default) and says why training here would be slow, before a long
+// run.
 #include <cxxopts.hpp>
 
 #include <ATen/ATen.h>
@@ -53,6 +54,7 @@ namespace {
 struct DoctorOptions {
   std::string data_root;  // optional: measure reading this dataset (first read and cached)
   std::string device = "auto";
+  std::string model = "resnet50";  // the model of the training-rate row
   bool json = false;
   bool quick = false;         // shorter measurements (tests, CPU machines)
   bool limits_only = false;   // the cores and limits rows alone, no measurements
@@ -67,6 +69,13 @@ using doctor::limit_rows;
 using doctor::PipelineRates;
 using doctor::ProcessLimits;
 using doctor::usable_cores_row;
+
+// The registered models, for the help and the error of --model.
+std::string model_list() {
+  std::string out;
+  for (const auto& name : models::names()) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
 
 void sync(const c10::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize(device.index());
@@ -103,25 +112,34 @@ Row as_row(const char* section, const monitor::HealthRow& health) {
   return {section, health.check, health.value, health.verdict, health.note};
 }
 
-// Images/s of ResNet-50 training steps on synthetic data: on a GPU with configs/optimized.yaml's compute switches
+// The training rate's measurement: the model and the image size it ran at.
+struct StepRate {
+  double images_per_s = 0;
+  int64_t image_size = 0;
+};
+
+// Images/s of the model's training steps on synthetic data: on a GPU with configs/optimized.yaml's compute switches
 // (fp16, channels-last, cuDNN autotuning, CUDA graph, fusion: conv), so that the data-pipeline verdict compares the
-// decode rate with what the fastest run consumes; fp32 on the CPU. `while_busy` runs once while the timed steps are
-// queued.
-double resnet50_rate(const c10::Device& device, bool quick, const std::function<void()>& while_busy = {}) {
+// decode rate with what the fastest run consumes; fp32 on the CPU (64 px with --quick, where the model takes any
+// size). `while_busy` runs once while the timed steps are queued.
+StepRate training_rate(const std::string& name, const c10::Device& device, bool quick,
+                       const std::function<void()>& while_busy = {}) {
   const bool gpu = device.is_cuda();
   at::globalContext().setBenchmarkCuDNN(gpu);
+  models::ModelOptions model_options;
+  // fusion: conv falls back to bn, then off, as in training.
+  model_options.fusion = gpu ? models::Fusion::kConv : models::Fusion::kOff;
+  auto model = models::create(name, model_options);
   trainer::StepOptions options;
   options.batch_size = gpu ? 256 : 8;
-  options.image_size = gpu ? 224 : (quick ? 64 : 224);
+  const int64_t fixed = model->fixed_image_size();
+  options.image_size = fixed > 0 ? fixed : (gpu ? 224 : (quick ? 64 : 224));
   options.input_dtype = gpu ? at::kHalf : at::kFloat;
   options.channels_last = gpu;
   options.loss_scaling = gpu;
   options.cuda_graph = gpu;
   if (gpu) options.executor.autocast = at::kHalf;
   options.executor.label_smoothing = 0.1;
-  models::ModelOptions model_options;
-  model_options.fusion = gpu ? models::Fusion::kConv : models::Fusion::kOff;  // falls back to bn, then off, as in training
-  auto model = models::create("resnet50", model_options);
   model->to(device);
   if (gpu) models::to_channels_last(*model);
   trainer::Sgd sgd(*model, 0.9, 1e-4, false);
@@ -140,7 +158,7 @@ double resnet50_rate(const c10::Device& device, bool quick, const std::function<
   if (while_busy) while_busy();
   step.run(0.01).item<double>();  // waits for the device
   timer->take_totals();
-  return (steps + 1) * batch / seconds_since(t);
+  return {(steps + 1) * batch / seconds_since(t), options.image_size};
 }
 
 // Reads every file once with the page cache dropped for it first (posix_fadvise), then again cached.
@@ -336,7 +354,7 @@ class Doctor {
         {"gpu", "device memory bandwidth (copy)", strprintf("%.2f TB/s", d2d), "info", "bytes read + written"});
   }
 
-  // Matrix units, and ResNet-50 training steps with NVML's under-load reading taken while they run.
+  // Matrix units, and the model's training steps with NVML's under-load reading taken while they run.
   void compute_rows() {
     const int n = cuda_ ? (quick_ ? 4096 : 8192) : (quick_ ? 256 : 1024);
     const double fp32 = matmul_tflops(device_, at::kFloat, false, n);
@@ -351,7 +369,7 @@ class Doctor {
                            : ""});
     }
     std::optional<monitor::HealthRow> under_load;
-    step_rate_ = resnet50_rate(device_, quick_, [&] {
+    const StepRate rate = training_rate(options_.model, device_, quick_, [&] {
       if (!nvml_device_) return;
       try {
         under_load = monitor::under_load_row(*nvml_, *nvml_device_);
@@ -359,9 +377,11 @@ class Doctor {
         under_load = monitor::HealthRow{"under training load", "NVML failed", "warn", e.what()};
       }
     });
+    step_rate_ = rate.images_per_s;
     rows_.push_back({"compute",
-                     cuda_ ? "ResNet-50 training (fp16, channels-last, autotune, graph, fusion: conv, b256)"
-                           : strprintf("ResNet-50 training (fp32, CPU, %d px)", quick_ ? 64 : 224),
+                     cuda_ ? options_.model + " training (fp16, channels-last, autotune, graph, fusion: conv, b256)"
+                           : strprintf("%s training (fp32, CPU, %lld px)", options_.model.c_str(),
+                                       static_cast<long long>(rate.image_size)),
                      fmt_rate(step_rate_), "info", "synthetic data: compute alone"});
     if (under_load) rows_.push_back(as_row("compute", *under_load));
   }
@@ -401,6 +421,8 @@ int doctor_command(int argc, char** argv) {
   DoctorOptions doctor;
   options.add_options()("data-root", "also measure reading this dataset folder", cxxopts::value<std::string>())(
       "device", "auto, cpu or cuda:N", cxxopts::value<std::string>()->default_value("auto"))(
+      "model", "the model of the training-rate row: " + model_list(),
+      cxxopts::value<std::string>()->default_value("resnet50"))(
       "json", "print JSON instead of a table")("quick", "shorter measurements")(
       "limits",
       "only the usable cores and the limits a container sets (quota, memory, memlock, /dev/shm): no "
@@ -425,6 +447,11 @@ int doctor_command(int argc, char** argv) {
   }
   if (parsed.count("data-root")) doctor.data_root = parsed["data-root"].as<std::string>();
   doctor.device = parsed["device"].as<std::string>();
+  doctor.model = parsed["model"].as<std::string>();
+  const auto known = models::names();
+  if (std::find(known.begin(), known.end(), doctor.model) == known.end()) {
+    throw ConfigError("--model: unknown model '" + doctor.model + "' (known: " + model_list() + ")");
+  }
   doctor.json = parsed.count("json") > 0;
   doctor.quick = parsed.count("quick") > 0;
   doctor.limits_only = parsed.count("limits") > 0;

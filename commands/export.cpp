@@ -18,15 +18,19 @@ int export_command(int argc, char** argv) {
   const auto parsed = parse_options(options, argc, argv);
   if (parsed.count("help")) {
     std::printf(
-        "%s\nIn Python: model = torchvision.models.resnet50(num_classes=N);\n"
-        "model.load_state_dict(safetensors.torch.load_file(OUT))\n",
+        "%s\nIn Python: model = torchvision.models.MODEL(num_classes=N);\n"
+        "model.load_state_dict(safetensors.torch.load_file(OUT))\n"
+        "MODEL is the checkpoint's model (rn50's names are torchvision's), N its class count; both are in OUT's "
+        "metadata and in the line rn50 export logs.\n",
         options.help().c_str());
     return 0;
   }
   if (!parsed.count("checkpoint") || !parsed.count("out")) throw ConfigError("export needs --checkpoint and --out");
   init_logging("", 0);
-  trainer::export_weights(parsed["checkpoint"].as<std::string>(), parsed["out"].as<std::string>());
-  log_info("wrote " + parsed["out"].as<std::string>());
+  const std::string checkpoint = parsed["checkpoint"].as<std::string>(), out = parsed["out"].as<std::string>();
+  const trainer::CheckpointMeta meta = trainer::export_weights(checkpoint, out);
+  log_info("wrote " + out + ": torchvision.models." + meta.model +
+           "(num_classes=" + std::to_string(meta.classes.size()) + ") loads it");
   return 0;
 }
 

@@ -29,7 +29,8 @@ struct InferOptions {
 };
 
 // Class counts beyond this are no classifier rn50 trains (ImageNet-21k has 21,841): a larger one is a bad file, and
-// building it first would take its memory before any check could refuse it.
+// building it first would take its memory before any check could refuse it (the one-class probe that names the
+// classifier is small).
 constexpr int64_t kMaxClasses = 100000;
 constexpr int64_t kMaxImages = 65536, kMaxSide = 4096;
 
@@ -50,17 +51,6 @@ void infer(const InferOptions& options) {
   } catch (const st::FormatError& e) {
     throw ConfigError(e.what());
   }
-  const st::TensorView* fc = weights.find("fc.weight");
-  if (!fc || fc->shape.size() != 2)
-    throw ConfigError(options.weights + " has no 2-D 'fc.weight' to size the classifier");
-  if (fc->dtype != st::DType::F32) {
-    throw ConfigError(options.weights + ": 'fc.weight' is " + st::dtype_name(fc->dtype) +
-                      "; rn50 infer takes F32 weights, as rn50 export writes them");
-  }
-  if (fc->shape[0] < 1 || fc->shape[0] > kMaxClasses || fc->shape[1] < 1) {
-    throw ConfigError(options.weights + ": 'fc.weight' is " + shape_of(*fc) + ", not a classifier of 1 to " +
-                      std::to_string(kMaxClasses) + " classes");
-  }
   const st::TensorView* x = images.find("images");
   if (!x || x->dtype != st::DType::F32 || x->shape.size() != 4 || x->shape[1] != 3) {
     throw ConfigError(options.images + " needs an F32 tensor 'images' of shape [N, 3, H, W]");
@@ -75,10 +65,31 @@ void infer(const InferOptions& options) {
     const auto it = weights.metadata.find("model");
     model_name = it != weights.metadata.end() ? it->second : "resnet50";
   }
+  // The model names its classifier (fc, classifier.2, heads.head, ...): a one-class build of it says which tensor
+  // sizes the real one, and which image size it takes.
+  const auto probe = models::create(model_name, {1, false});
+  const std::string classifier = probe->classifier_name() + ".weight";
+  const int64_t fixed_size = probe->fixed_image_size();
+  const st::TensorView* fc = weights.find(classifier);
+  if (!fc || fc->shape.size() != 2) {
+    throw ConfigError(options.weights + " has no 2-D '" + classifier + "' to size " + model_name + "'s classifier");
+  }
+  if (fc->dtype != st::DType::F32) {
+    throw ConfigError(options.weights + ": '" + classifier + "' is " + st::dtype_name(fc->dtype) +
+                      "; rn50 infer takes F32 weights, as rn50 export writes them");
+  }
+  if (fc->shape[0] < 1 || fc->shape[0] > kMaxClasses || fc->shape[1] < 1) {
+    throw ConfigError(options.weights + ": '" + classifier + "' is " + shape_of(*fc) + ", not a classifier of 1 to " +
+                      std::to_string(kMaxClasses) + " classes");
+  }
+  if (fixed_size > 0 && (x->shape[2] != fixed_size || x->shape[3] != fixed_size)) {
+    throw ConfigError(options.images + ": 'images' is " + shape_of(*x) + "; " + model_name + " takes " +
+                      std::to_string(fixed_size) + "x" + std::to_string(fixed_size) + " images only");
+  }
   at::globalContext().setAllowTF32CuBLAS(false);
   at::globalContext().setAllowTF32CuDNN(false);
   const c10::Device device(options.device);
-  auto model = models::create(model_name, {fc->shape[0], false});
+  const auto model = fc->shape[0] == 1 ? probe : models::create(model_name, {fc->shape[0], false});
   model->to(device);
   log_info(trainer::load_weights(options.weights, *model, model->classifier_name(), /*new_classifier=*/false));
   model->eval();
@@ -99,9 +110,12 @@ void infer(const InferOptions& options) {
 int infer_command(int argc, char** argv) {
   cxxopts::Options options("rn50 infer", "Logits of a stored batch from a weights file (evaluation mode, true FP32).");
   InferOptions request;
+  std::string models;
+  for (const auto& name : models::names()) models += (models.empty() ? "" : ", ") + name;
   options.add_options()("weights", "safetensors weights in torchvision's layout", cxxopts::value<std::string>())(
-      "model", "model name (default: the weights' metadata, else resnet50)", cxxopts::value<std::string>())(
-      "images", "safetensors file with an F32 tensor 'images' [N,3,H,W]", cxxopts::value<std::string>())(
+      "model", "model name, one of " + models + " (default: the weights' metadata, else resnet50)",
+      cxxopts::value<std::string>())("images", "safetensors file with an F32 tensor 'images' [N,3,H,W]",
+                                     cxxopts::value<std::string>())(
       "out", "safetensors file for the F32 tensor 'logits'", cxxopts::value<std::string>())(
       "device", "cpu or cuda:N", cxxopts::value<std::string>()->default_value("cpu"))("h,help", "print this help");
   const auto parsed = parse_options(options, argc, argv);

@@ -40,7 +40,8 @@ const std::vector<Command>& command_table() {
 
 void usage() {
   std::printf(
-      "rn50: ResNet training on ImageNet-format data, with each GPU speed-up as a switch.\n\nusage: rn50 COMMAND "
+      "rn50: training ResNet-50 and the other registered models on ImageNet-format data, with each GPU speed-up as a "
+      "switch.\n\nusage: rn50 COMMAND "
       "[options]\n\n");
   for (const auto& c : command_table()) std::printf("  %-12s %s\n", c.name, c.summary);
 }

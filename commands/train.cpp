@@ -175,7 +175,8 @@ std::string stop_line(const trainer::StopPoint& stop, const Config& config) {
 }  // namespace
 
 int train_command(int argc, char** argv) {
-  cxxopts::Options options("rn50 train", "Train a ResNet on an ImageNet-format folder (or synthetic data).");
+  cxxopts::Options options(
+      "rn50 train", "Train a registered model (the key model) on an ImageNet-format folder (or synthetic data).");
   options.add_options()("config", "YAML file of config keys, applied before the options below",
                         cxxopts::value<std::string>())(
       "resume-override",

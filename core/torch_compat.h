@@ -1,6 +1,7 @@
 // core/torch_compat.h: the few calls that differ between LibTorch 1.13 (Debian) and 2.x (pip); include from .cpp only.
 #pragma once
 
+#include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
 #include <torch/version.h>
 
@@ -20,5 +21,15 @@ inline void set_cuda_autocast(bool enabled, at::ScalarType dtype) {
 // C++ never clears autocast's cache of low-precision weight copies by itself (Python does when the
 // context exits); stale copies would survive the optimizer update.
 inline void clear_autocast_cache() { at::autocast::clear_cache(); }
+
+// softmax(q k^T / sqrt(head_dim)) v over [batch, heads, tokens, head_dim], no mask, no dropout: 2.x's public op,
+// 1.13's private one (the same math on the CPU; its second output, the weights, is not asked for).
+inline at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+#if TORCH_VERSION_MAJOR >= 2
+  return at::scaled_dot_product_attention(q, k, v);
+#else
+  return std::get<0>(at::_scaled_dot_product_attention(q, k, v, c10::nullopt, 0.0, /*need_attn_weights=*/false));
+#endif
+}
 
 }  // namespace rn50::compat

@@ -13,7 +13,7 @@ struct PipelineRates {                 // images/s, as the doctor measured them
   double cpu_all_cores = 0;            // JPEG decode + augmentation on every usable core
   double cpu_per_core = 0;             // ... on one
   int cores = 1;                       // the cores this process may use
-  double model = 0;                    // ResNet-50 training on synthetic data: what the model consumes
+  double model = 0;                    // the model's training on synthetic data (rn50 doctor --model): what it consumes
   std::optional<double> gpu_decode;    // decode: gpu's stage alone, where this build and device could measure it
   std::string gpu_decode_unavailable;  // why decode: gpu cannot run here, when it cannot (empty: it can, or unknown)
 };

@@ -31,6 +31,9 @@ class Classifier : public torch::nn::Module {
   // Parameters (by name) that get no weight decay besides every 1-D one (norms' weights and biases): a vision
   // transformer's position embedding and class token, as timm and torchvision's recipes exclude them.
   virtual std::vector<std::string> no_weight_decay() const { return {}; }
+  // The one square image size the model takes (vit_b_16: 224, its position embedding's), 0 for any size: a training
+  // run refuses another image_size before it starts.
+  virtual int64_t fixed_image_size() const { return 0; }
 };
 
 struct ModelOptions {
@@ -38,9 +41,10 @@ struct ModelOptions {
   bool zero_init_residual = true;  // last BatchNorm of each residual block starts at zero
   Fusion fusion = Fusion::kOff;
   ops::BnKernels bn_kernels = ops::BnKernels::kAuto;  // the fused BatchNorm's kernels, when fusion is on
-  // Regularisation in training, where the model has it (< 0: torchvision's default for the model): the probability
-  // that the deepest residual branch is dropped (stochastic depth, rising linearly with depth), and dropout before the
-  // classifier.
+  // Regularisation in training, where the model has it (< 0: torchvision's default for the model): stochastic depth
+  // as torchvision's stochastic_depth_prob (the residual branches' drop probability rises linearly with depth to about
+  // it: ConvNeXt's deepest block gets it, EfficientNet's block k of n gets it * k / n), and torchvision's dropout
+  // (EfficientNet: before the classifier; ViT: everywhere torchvision applies it).
   double stochastic_depth = -1;
   double dropout = -1;
 };

@@ -3,8 +3,11 @@
 #include <utility>
 
 #include "core/errors.h"
+#include "models/convnext.h"
+#include "models/efficientnet.h"
 #include "models/model.h"
 #include "models/resnet.h"
+#include "models/vit.h"
 
 namespace rn50::models {
 namespace {
@@ -18,6 +21,10 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"resnet50", [](const ModelOptions& o) { return make_resnet(50, o); }},
       {"resnet101", [](const ModelOptions& o) { return make_resnet(101, o); }},
       {"resnet152", [](const ModelOptions& o) { return make_resnet(152, o); }},
+      {"resnext50_32x4d", [](const ModelOptions& o) { return make_resnet(50, o, 32, 4); }},
+      {"convnext_tiny", make_convnext_tiny},
+      {"vit_b_16", make_vit_b_16},
+      {"efficientnet_b0", make_efficientnet_b0},
   };
   return table;
 }

@@ -1,4 +1,4 @@
-// models/resnet.cpp: ResNet v1.5 with torchvision's module names, so that state dicts map one to one.
+// models/resnet.cpp: ResNet v1.5 and ResNeXt with torchvision's module names, so that state dicts map one to one.
 #include "models/resnet.h"
 
 #include <torch/nn/functional/pooling.h>
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "models/blocks.h"
 #include "ops/fused_batch_norm.h"
 #include "ops/fused_bottleneck.h"
 
@@ -28,22 +29,8 @@ namespace {
 
 namespace nn = torch::nn;
 
-nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
-  return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).bias(false));
-}
-
-ops::BatchNormState state_of(const nn::BatchNorm2d& bn) {
-  ops::BatchNormState state;
-  if (bn.is_empty()) return state;
-  state.weight = bn->weight;
-  state.bias = bn->bias;
-  state.running_mean = bn->running_mean;
-  state.running_var = bn->running_var;
-  state.num_batches_tracked = bn->num_batches_tracked;
-  state.momentum = bn->options.momentum().value_or(0.1);
-  state.eps = bn->options.eps();
-  state.training = bn->is_training();
-  return state;
+nn::Conv2d conv(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t groups = 1) {
+  return nn::Conv2d(nn::Conv2dOptions(in, out, kernel).stride(stride).padding(kernel / 2).groups(groups).bias(false));
 }
 
 // Logs each distinct reason a bottleneck runs without the fused convolutions once, naming the first block it hit.
@@ -54,36 +41,29 @@ void log_fallback_once(const std::string& where, const std::string& why) {
   if (seen.insert(why).second) log_warn("fusion: conv: " + where + " runs fusion: bn's kernels: " + why);
 }
 
-// relu?(bn(x) + residual?): ATen's separate ops, as torchvision runs them (fusion off), or one fused op.
-at::Tensor bn_act(nn::BatchNorm2d bn, const at::Tensor& x, const at::Tensor& residual, bool relu,
-                  const ModelOptions& mode) {
-  if (mode.fusion == Fusion::kOff) {
-    at::Tensor y = bn->forward(x);
-    if (residual.defined()) y.add_(residual);
-    return relu ? y.relu_() : y;
-  }
-  return ops::batch_norm_act(x, state_of(bn), residual, relu, mode.bn_kernels);
-}
-
-// A residual block: torchvision's BasicBlock (two 3x3) or Bottleneck (1x1, 3x3 with the stride, 1x1).
+// A residual block: torchvision's BasicBlock (two 3x3) or Bottleneck (1x1, 3x3 with the stride and `groups`, 1x1).
+// `planes` is torchvision's: a bottleneck puts out planes * 4 channels, a basic block planes; a bottleneck's inner
+// width is int(planes * width_per_group / 64) * groups (planes itself for a ResNet).
 class Block : public nn::Module {
  public:
-  Block(bool bottleneck, int64_t in, int64_t width, int64_t stride, const ModelOptions& mode, std::string where)
-      : bottleneck_(bottleneck), stride_(stride), mode_(mode), where_(std::move(where)) {
+  Block(bool bottleneck, int64_t in, int64_t planes, int64_t stride, int64_t groups, int64_t width_per_group,
+        const ModelOptions& mode, std::string where)
+      : bottleneck_(bottleneck), stride_(stride), groups_(groups), mode_(mode), where_(std::move(where)) {
     const int64_t expansion = bottleneck ? 4 : 1;
-    const int64_t out = width * expansion;
+    const int64_t out = planes * expansion;
     if (bottleneck) {
+      const int64_t width = planes * width_per_group / 64 * groups;
       conv1_ = register_module("conv1", conv(in, width, 1, 1));
       bn1_ = register_module("bn1", nn::BatchNorm2d(width));
-      conv2_ = register_module("conv2", conv(width, width, 3, stride));
+      conv2_ = register_module("conv2", conv(width, width, 3, stride, groups));
       bn2_ = register_module("bn2", nn::BatchNorm2d(width));
       conv3_ = register_module("conv3", conv(width, out, 1, 1));
       bn3_ = register_module("bn3", nn::BatchNorm2d(out));
     } else {
-      conv1_ = register_module("conv1", conv(in, width, 3, stride));
-      bn1_ = register_module("bn1", nn::BatchNorm2d(width));
-      conv2_ = register_module("conv2", conv(width, width, 3, 1));
-      bn2_ = register_module("bn2", nn::BatchNorm2d(width));
+      conv1_ = register_module("conv1", conv(in, planes, 3, stride));
+      bn1_ = register_module("bn1", nn::BatchNorm2d(planes));
+      conv2_ = register_module("conv2", conv(planes, planes, 3, 1));
+      bn2_ = register_module("bn2", nn::BatchNorm2d(planes));
     }
     if (stride != 1 || in != out) {
       downsample_conv_ = conv(in, out, 1, stride);
@@ -95,9 +75,12 @@ class Block : public nn::Module {
   at::Tensor forward(const at::Tensor& x) {
     if (mode_.fusion == Fusion::kConv && bottleneck_ && is_training()) {
       const ops::BottleneckParams p = params();
-      // The static reasons (layout, dtype, device, a BatchNorm in evaluation) are checked on every call: they are
-      // cheap and can change between calls; the start-up table names the one that holds for the whole run.
-      if (ops::bottleneck_unsupported_reason(x, p).empty() && fused_conv_ready(x, p)) {
+      // A grouped block (ResNeXt) never runs fused: said once, as cuDNN's refusals are. The other static reasons
+      // (layout, dtype, device, a BatchNorm in evaluation) are checked on every call: they are cheap and can change
+      // between calls; the start-up table names the one that holds for the whole run.
+      if (const std::string why = ops::bottleneck_geometry_unsupported_reason(p); !why.empty()) {
+        log_fallback_once(where_, why);
+      } else if (ops::bottleneck_unsupported_reason(x, p).empty() && fused_conv_ready(x, p)) {
         return ops::bottleneck_forward(x, p);
       }
     }
@@ -126,6 +109,7 @@ class Block : public nn::Module {
       p.bnd = state_of(downsample_bn_);
     }
     p.stride = stride_;
+    p.groups = groups_;
     return p;
   }
 
@@ -142,6 +126,7 @@ class Block : public nn::Module {
 
   bool bottleneck_;
   int64_t stride_;
+  int64_t groups_;
   ModelOptions mode_;
   std::string where_;  // e.g. "layer2.0", for logs
   std::map<std::pair<std::vector<int64_t>, int>, bool> ready_;
@@ -154,7 +139,9 @@ class Block : public nn::Module {
 
 class ResNet final : public Classifier {
  public:
-  ResNet(bool bottleneck, const std::array<int, 4>& blocks, const ModelOptions& options) : mode_(options) {
+  ResNet(bool bottleneck, const std::array<int, 4>& blocks, int64_t groups, int64_t width_per_group,
+         const ModelOptions& options)
+      : mode_(options), groups_(groups) {
     conv1_ = register_module("conv1", nn::Conv2d(nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)));
     bn1_ = register_module("bn1", nn::BatchNorm2d(64));
     int64_t in = 64;
@@ -163,7 +150,7 @@ class ResNet final : public Classifier {
       nn::ModuleList layer;
       for (int b = 0; b < blocks[stage]; ++b) {
         const int64_t stride = (stage > 0 && b == 0) ? 2 : 1;
-        auto block = std::make_shared<Block>(bottleneck, in, widths[stage], stride, mode_,
+        auto block = std::make_shared<Block>(bottleneck, in, widths[stage], stride, groups, width_per_group, mode_,
                                              "layer" + std::to_string(stage + 1) + "." + std::to_string(b));
         layer->push_back(block);
         blocks_.push_back(block);
@@ -196,7 +183,11 @@ class ResNet final : public Classifier {
                                              : at::MemoryFormat::Contiguous);
     const char* name = mode_.fusion == Fusion::kConv ? "conv" : "bn";
     std::string conv;
-    if (mode_.fusion == Fusion::kConv) {
+    if (mode_.fusion == Fusion::kConv && groups_ != 1) {
+      ops::BottleneckParams grouped;
+      grouped.groups = groups_;
+      conv = "conv: bottlenecks as bn (" + ops::bottleneck_geometry_unsupported_reason(grouped) + "); ";
+    } else if (mode_.fusion == Fusion::kConv) {
       const std::string why_conv = ops::bottleneck_input_unsupported_reason(x);
       if (!why_conv.empty()) log_warn("fusion: conv runs the bottlenecks with fusion: bn's kernels: " + why_conv);
       conv = why_conv.empty() ? "conv: bottlenecks on cuDNN's graph API (plans built on the first step); other "
@@ -234,6 +225,7 @@ class ResNet final : public Classifier {
   }
 
   ModelOptions mode_;
+  int64_t groups_;  // the bottlenecks' cardinality: 1 for a ResNet, 32 for resnext50_32x4d
   nn::Conv2d conv1_{nullptr};
   nn::BatchNorm2d bn1_{nullptr};
   std::vector<std::shared_ptr<Block>> blocks_;
@@ -242,18 +234,23 @@ class ResNet final : public Classifier {
 
 }  // namespace
 
-std::shared_ptr<Classifier> make_resnet(int depth, const ModelOptions& options) {
+std::shared_ptr<Classifier> make_resnet(int depth, const ModelOptions& options, int64_t groups,
+                                        int64_t width_per_group) {
+  const bool bottleneck = depth >= 50;
+  if (!bottleneck && (groups != 1 || width_per_group != 64)) {
+    throw std::invalid_argument("a ResNet of depth " + std::to_string(depth) + " has basic blocks: no groups");
+  }
   switch (depth) {
     case 18:
-      return std::make_shared<ResNet>(false, std::array<int, 4>{2, 2, 2, 2}, options);
+      return std::make_shared<ResNet>(false, std::array<int, 4>{2, 2, 2, 2}, groups, width_per_group, options);
     case 34:
-      return std::make_shared<ResNet>(false, std::array<int, 4>{3, 4, 6, 3}, options);
+      return std::make_shared<ResNet>(false, std::array<int, 4>{3, 4, 6, 3}, groups, width_per_group, options);
     case 50:
-      return std::make_shared<ResNet>(true, std::array<int, 4>{3, 4, 6, 3}, options);
+      return std::make_shared<ResNet>(true, std::array<int, 4>{3, 4, 6, 3}, groups, width_per_group, options);
     case 101:
-      return std::make_shared<ResNet>(true, std::array<int, 4>{3, 4, 23, 3}, options);
+      return std::make_shared<ResNet>(true, std::array<int, 4>{3, 4, 23, 3}, groups, width_per_group, options);
     case 152:
-      return std::make_shared<ResNet>(true, std::array<int, 4>{3, 8, 36, 3}, options);
+      return std::make_shared<ResNet>(true, std::array<int, 4>{3, 8, 36, 3}, groups, width_per_group, options);
     default:
       throw std::invalid_argument("no ResNet of depth " + std::to_string(depth));
   }

@@ -153,8 +153,22 @@ std::string bottleneck_input_unsupported_reason(const at::Tensor& x) {
   return "";
 }
 
+// The fused convolutions (ops/fused_conv.h) build dense, undilated cuDNN graphs only.
+std::string bottleneck_geometry_unsupported_reason(const BottleneckParams& p) {
+  if (p.groups != 1) {
+    return "grouped 3x3 convolution (groups " + std::to_string(p.groups) + "): the fused convolutions are dense only";
+  }
+  if (p.dilation != 1) {
+    return "dilated 3x3 convolution (dilation " + std::to_string(p.dilation) +
+           "): the fused convolutions are undilated only";
+  }
+  return "";
+}
+
 std::string bottleneck_unsupported_reason(const at::Tensor& x, const BottleneckParams& p) {
-  const std::string why = bottleneck_input_unsupported_reason(x);
+  std::string why = bottleneck_geometry_unsupported_reason(p);
+  if (!why.empty()) return why;
+  why = bottleneck_input_unsupported_reason(x);
   if (!why.empty()) return why;
   const bool down = p.wd.defined();
   for (const BatchNormState* bn : {&p.bn1, &p.bn2, &p.bn3, down ? &p.bnd : &p.bn3}) {
@@ -195,8 +209,8 @@ std::string prepare_bottleneck(const at::Tensor& x, const BottleneckParams& p) {
   };
   try {
     const c10::AutoGradMode grad_mode(true);  // the probe's backward builds the backward plans
-    BottleneckParams q{copy_w(p.w1),   copy_w(p.w2),   copy_w(p.w3),   copy_w(p.wd), copy_bn(p.bn1),
-                       copy_bn(p.bn2), copy_bn(p.bn3), copy_bn(p.bnd), p.stride};
+    BottleneckParams q{copy_w(p.w1),   copy_w(p.w2),   copy_w(p.w3), copy_w(p.wd), copy_bn(p.bn1), copy_bn(p.bn2),
+                       copy_bn(p.bn3), copy_bn(p.bnd), p.stride,     p.groups,     p.dilation};
     const at::Tensor input = x.detach().clone(kChannelsLast).requires_grad_(true);
     const at::Tensor y = bottleneck_forward(input, q);
     std::vector<at::Tensor> wrt{input, q.w1, q.w2, q.w3};

@@ -14,11 +14,14 @@
 namespace rn50::ops {
 
 // One block's parameters as torchvision holds them: float32 convolution weights [K, C, R, S] (wd undefined without a
-// downsample) and the BatchNorms after conv1, conv2, conv3 and the downsample's convolution.
+// downsample) and the BatchNorms after conv1, conv2, conv3 and the downsample's convolution; the 3x3 convolution's
+// stride, groups (ResNeXt's cardinality) and dilation.
 struct BottleneckParams {
   at::Tensor w1, w2, w3, wd;
   BatchNormState bn1, bn2, bn3, bnd;
   int64_t stride = 1;
+  int64_t groups = 1;
+  int64_t dilation = 1;
 };
 
 // relu(bn3(conv3(relu(bn2(conv2(relu(bn1(conv1(x)))))))) + identity), identity = bnd(convd(x)) or x, with batch
@@ -28,10 +31,14 @@ struct BottleneckParams {
 // std::runtime_error where cuDNN offers no plan for a shape.
 at::Tensor bottleneck_forward(const at::Tensor& x, const BottleneckParams& p);
 
-// Why bottleneck_forward would not run for such an input (empty: it would try): the CPU, a dtype other than float16
-// (cuDNN 9's fused data- and weight-gradient patterns have no bfloat16 engines; measured on an H200), NCHW, any of
-// the block's BatchNorms in evaluation or without running statistics.
+// Why bottleneck_forward would not run for such an input (empty: it would try): a grouped or dilated 3x3
+// convolution, the CPU, a dtype other than float16 (cuDNN 9's fused data- and weight-gradient patterns have no
+// bfloat16 engines; measured on an H200), NCHW, any of the block's BatchNorms in evaluation or without running
+// statistics.
 std::string bottleneck_unsupported_reason(const at::Tensor& x, const BottleneckParams& p);
+
+// The part of it that the block's geometry alone decides (groups, dilation): what holds for every input.
+std::string bottleneck_geometry_unsupported_reason(const BottleneckParams& p);
 
 // The part of it that the input alone decides (device, dtype, layout, the build): what holds for a whole run.
 std::string bottleneck_input_unsupported_reason(const at::Tensor& x);

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Installs what rn50 needs on Debian bookworm (or Ubuntu): compilers, CMake, LibTorch (CPU), OpenCV,
-# libjpeg-turbo, cxxopts, spdlog, yaml-cpp, nlohmann-json, GoogleTest, Gloo headers, clang (fuzzing). Skips packages already present.
+# libjpeg-turbo, cxxopts, spdlog, yaml-cpp, nlohmann-json, GoogleTest, Gloo headers, clang (fuzzing), torchvision
+# (the round trips against it). Skips packages already present.
 set -euo pipefail
 packages=(build-essential cmake ninja-build ccache pkg-config libtorch-dev libopencv-dev libjpeg-dev
-          libcxxopts-dev libspdlog-dev libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgloo-dev clang)
+          libcxxopts-dev libspdlog-dev libyaml-cpp-dev nlohmann-json3-dev libgtest-dev libgloo-dev clang
+          python3-torchvision)
 # clang: libFuzzer and the sanitizers of scripts/fuzz.sh (the test command runs the fuzz targets).
 # libgloo-dev: headers for Debian LibTorch's Gloo backend (data parallel on CPUs); a pip LibTorch uses NCCL.
-if [[ "${RN50_SKIP_TORCH:-0}" == 1 ]]; then packages=("${packages[@]/libtorch-dev}"); packages=("${packages[@]/libgloo-dev}"); fi
+# python3-torchvision: torchvision 0.14 for /usr/bin/python3, the ctest tests torchvision.RoundTrip.* (skipped without).
+if [[ "${RN50_SKIP_TORCH:-0}" == 1 ]]; then
+  packages=("${packages[@]/libtorch-dev}"); packages=("${packages[@]/libgloo-dev}"); packages=("${packages[@]/python3-torchvision}")
+fi
 missing=()
 for p in "${packages[@]}"; do
   [[ -z "$p" ]] && continue

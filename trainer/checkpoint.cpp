@@ -271,7 +271,7 @@ std::string load_weights(const std::string& path, torch::nn::Module& model, cons
                             : "loaded all " + std::to_string(targets.size()) + " tensors";
 }
 
-void export_weights(const std::string& checkpoint_path, const std::string& out_path) {
+CheckpointMeta export_weights(const std::string& checkpoint_path, const std::string& out_path) {
   const st::File file = read(checkpoint_path);
   const CheckpointMeta meta = meta_of(file, checkpoint_path);
   std::vector<st::TensorView> views;
@@ -284,6 +284,7 @@ void export_weights(const std::string& checkpoint_path, const std::string& out_p
                                                        {"epochs", std::to_string(meta.epoch)},
                                                        {"producer", "rn50 export"}};
   files::write_atomically(out_path, st::serialize(views, metadata));
+  return meta;
 }
 
 }  // namespace rn50::trainer

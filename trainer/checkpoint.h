@@ -62,7 +62,7 @@ std::string load_weights(const std::string& path, torch::nn::Module& model, cons
                          bool new_classifier = true);
 
 // Writes the model tensors of a checkpoint (no optimizer state) with the class list and model name in
-// the metadata: what `rn50 export` produces, loadable by torchvision in one line.
-void export_weights(const std::string& checkpoint_path, const std::string& out_path);
+// the metadata: what `rn50 export` produces, loadable by torchvision in one line. Returns the checkpoint's metadata.
+CheckpointMeta export_weights(const std::string& checkpoint_path, const std::string& out_path);
 
 }  // namespace rn50::trainer

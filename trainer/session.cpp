@@ -153,6 +153,10 @@ void Session::build_model() {
   const input::DatasetInfo& info = source->info();
   torch::manual_seed(static_cast<uint64_t>(config.seed));
   model = models::create(config.model, model_options(config, static_cast<int64_t>(info.classes.size())));
+  if (const int64_t fixed = model->fixed_image_size(); fixed > 0 && config.image_size != fixed) {
+    throw ConfigError(strprintf("config key 'image_size': %s takes %lld px images only, not %d", config.model.c_str(),
+                                static_cast<long long>(fixed), config.image_size));
+  }
   model->to(device);
   if (config.channels_last) models::to_channels_last(*model);
   optimizer = make_optimizer(*model, optimizer_options(config, *model));

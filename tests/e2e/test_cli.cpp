@@ -219,6 +219,11 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   expect_exit_2_naming("make-sample --out " + path("noisy") + " --noise -1",
                        "noise must be in 0..100 grey levels (got -1)");
   expect_exit_2_naming("train --data-root /x --decode-ahead-batches 5", "decode_ahead_batches");
+  // A model that takes one image size only refuses another before the first step.
+  const std::string vit = "train --data synthetic --device cpu --model vit_b_16 --image-size 64 --val-resize 64";
+  expect_exit_2_naming(vit + " --out-dir " + path("vit"),
+                       "config key 'image_size': vit_b_16 takes 224 px images only, not 64");
+  expect_exit_2_naming("doctor --quick --model resnet51", "--model: unknown model 'resnet51'");
   // What once exited 1: a folder as --config, a key that is not a plain name, an out_dir that cannot be made.
   expect_exit_2_naming("train --data synthetic --config " + dir_.string(), "not a regular file");
   std::ofstream(path("keys.yaml")) << "[a, b]: 1\n";
@@ -407,6 +412,38 @@ TEST_F(Cli, InferRefusesClassifiersItCannotUse) {
   EXPECT_FALSE(fs::exists(path("y.safetensors")));
 }
 
+// rn50 infer sizes the model by its own classifier's name (classifier.2 for ConvNeXt, heads.head for ViT), and
+// refuses a batch of an image size the model does not take.
+TEST_F(Cli, InferFindsEachModelsClassifierAndImageSize) {
+  namespace st = rn50::safetensors;
+  const std::vector<float> pixels(3 * 8 * 8, 0.5f);
+  files::write_atomically(path("x.safetensors"), st::serialize({{"images",
+                                                                 st::DType::F32,
+                                                                 {1, 3, 8, 8},
+                                                                 reinterpret_cast<const uint8_t*>(pixels.data()),
+                                                                 pixels.size() * 4}},
+                                                               {}));
+  const std::vector<uint8_t> bytes(10 * 768 * 4, 0);
+  auto infer_with = [&](const std::string& classifier, const std::string& model) {
+    files::write_atomically(path("w.safetensors"),
+                            st::serialize({{classifier, st::DType::F32, {10, 768}, bytes.data(), bytes.size()}}, {}));
+    return rn50("infer --weights " + path("w.safetensors") + " --model " + model + " --images " +
+                path("x.safetensors") + " --out " + path("y.safetensors"));
+  };
+  Result r = infer_with("fc.weight", "convnext_tiny");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("has no 2-D 'classifier.2.weight' to size convnext_tiny's classifier"), std::string::npos)
+      << r.output;
+  r = infer_with("classifier.2.weight", "convnext_tiny");  // found: the rest of the model is missing
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("lacks"), std::string::npos) << r.output;
+  r = infer_with("heads.head.weight", "vit_b_16");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("'images' is [1, 3, 8, 8]; vit_b_16 takes 224x224 images only"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(path("y.safetensors")));
+}
+
 TEST_F(Cli, ExportInferAndInitFromWorkTogether) {
   make_sample("--classes 3 --per-class 4 --val-per-class 1 --size 32");
   const std::string train = "train --data-root " + path("data") +
@@ -415,6 +452,7 @@ TEST_F(Cli, ExportInferAndInitFromWorkTogether) {
   ASSERT_EQ(r.code, 0) << r.output;
   r = rn50("export --checkpoint " + path("run") + "/checkpoint.safetensors --out " + path("w.safetensors"));
   ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("torchvision.models.resnet50(num_classes=3) loads it"), std::string::npos) << r.output;
   const auto weights = rn50::safetensors::read_file(path("w.safetensors"));
   EXPECT_EQ(weights.metadata.at("classes").find("n0000"), 2u);
   EXPECT_NE(weights.find("fc.weight"), nullptr);

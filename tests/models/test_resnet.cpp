@@ -1,79 +1,17 @@
-// tests/models/test_resnet.cpp: ResNet layouts against torchvision's state dicts, shapes, initialisation, registry.
+// tests/models/test_resnet.cpp: ResNet and ResNeXt: parameter counts, strides, groups, output shapes, layouts,
+// initialisation, training steps, ResNeXt under fusion: conv.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <fstream>
-#include <sstream>
+#include <stdexcept>
 
 #include "core/errors.h"
 #include "models/model.h"
+#include "models/resnet.h"
+#include "tests/support/model_checks.h"
 
 namespace rn50::models {
 namespace {
-
-struct Entry {
-  std::string name, dtype, shape;
-};
-
-// tests/fixtures/torchvision_<arch>.txt was written by tests/tools/dump_torchvision_resnet.py from torchvision.
-std::vector<Entry> torchvision_layout(const std::string& arch, int64_t* params) {
-  std::ifstream in(std::string(RN50_FIXTURES) + "/torchvision_" + arch + ".txt");
-  EXPECT_TRUE(in.good()) << arch;
-  std::string line;
-  std::getline(in, line);
-  *params = std::stoll(line.substr(line.find(": ") + 2));
-  std::vector<Entry> out;
-  while (std::getline(in, line)) {
-    std::istringstream is(line);
-    Entry e;
-    is >> e.name >> e.dtype >> e.shape;
-    out.push_back(e);
-  }
-  return out;
-}
-
-std::string shape_of(const at::Tensor& t) {
-  if (t.dim() == 0) return "scalar";
-  std::string s;
-  for (int64_t d : t.sizes()) s += (s.empty() ? "" : "x") + std::to_string(d);
-  return s;
-}
-
-std::string dtype_of(const at::Tensor& t) { return t.scalar_type() == at::kLong ? "int64" : "float32"; }
-
-// torchvision's state_dict order: per module, its parameters, then its buffers.
-std::vector<Entry> rn50_layout(Classifier& model) {
-  std::vector<Entry> out;
-  for (const auto& item : model.named_modules("", /*include_self=*/true)) {
-    const std::string prefix = item.key().empty() ? "" : item.key() + ".";
-    for (const auto& p : item.value()->named_parameters(false))
-      out.push_back({prefix + p.key(), dtype_of(p.value()), shape_of(p.value())});
-    for (const auto& b : item.value()->named_buffers(false))
-      out.push_back({prefix + b.key(), dtype_of(b.value()), shape_of(b.value())});
-  }
-  return out;
-}
-
-class TorchvisionLayout : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(TorchvisionLayout, NamesShapesAndCountMatch) {
-  int64_t expected_params = 0;
-  const auto expected = torchvision_layout(GetParam(), &expected_params);
-  auto model = create(GetParam(), ModelOptions{});
-  const auto actual = rn50_layout(*model);
-  ASSERT_EQ(actual.size(), expected.size());
-  for (size_t i = 0; i < expected.size(); ++i) {
-    EXPECT_EQ(actual[i].name, expected[i].name) << i;
-    EXPECT_EQ(actual[i].shape, expected[i].shape) << expected[i].name;
-    EXPECT_EQ(actual[i].dtype, expected[i].dtype) << expected[i].name;
-  }
-  int64_t params = 0;
-  for (const auto& p : model->parameters()) params += p.numel();
-  EXPECT_EQ(params, expected_params);
-}
-
-INSTANTIATE_TEST_SUITE_P(AllDepths, TorchvisionLayout,
-                         ::testing::Values("resnet18", "resnet34", "resnet50", "resnet101", "resnet152"));
 
 TEST(ResNet50, HasTorchvisionParameterCount) {
   auto model = create("resnet50", ModelOptions{});
@@ -144,14 +82,72 @@ TEST(ResNet50, InitialisationFollowsTorchvision) {
   }
 }
 
-TEST(Registry, KnowsTheResNetsAndNamesUnknownModels) {
-  EXPECT_EQ(names(), (std::vector<std::string>{"resnet18", "resnet34", "resnet50", "resnet101", "resnet152"}));
-  try {
-    create("resnet51", ModelOptions{});
-    FAIL() << "no error";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("resnet51"), std::string::npos);
+TEST(ResNeXt50, GroupsSitInThe3x3ConvolutionAtTorchvisionsWidths) {
+  auto model = create("resnext50_32x4d", ModelOptions{});
+  EXPECT_EQ(testing::parameter_count(*model), 25028904);
+  for (const auto& item : model->named_modules()) {
+    const auto* c = item.value()->as<torch::nn::Conv2d>();
+    if (item.key() == "layer1.0.conv2") {
+      EXPECT_EQ(c->options.groups(), 32);
+      EXPECT_EQ(c->weight.sizes(), (std::vector<int64_t>{128, 4, 3, 3}));  // width int(64 * 4 / 64) * 32
+    }
+    if (item.key() == "layer4.2.conv2") {
+      EXPECT_EQ(c->options.groups(), 32);
+      EXPECT_EQ(c->weight.sizes(), (std::vector<int64_t>{1024, 32, 3, 3}));
+    }
+    if (item.key() == "layer4.2.conv3") {
+      EXPECT_EQ(c->weight.sizes(), (std::vector<int64_t>{2048, 1024, 1, 1}));
+    }
+    if (item.key() == "layer1.0.conv1") {
+      EXPECT_EQ(c->options.groups(), 1);
+    }
   }
+}
+
+TEST(ResNeXt50, BasicBlocksTakeNoGroups) {
+  EXPECT_THROW(make_resnet(18, ModelOptions{}, 32, 4), std::invalid_argument);
+}
+
+TEST(ResNeXt50, ForwardAndATrainingStep) {
+  torch::manual_seed(4);
+  auto model = create("resnext50_32x4d", ModelOptions{6, false});  // zero-initialised branches would get no gradient
+  model->eval();
+  {
+    torch::NoGradGuard no_grad;
+    EXPECT_EQ(model->forward(torch::randn({3, 3, 64, 64})).sizes(), (std::vector<int64_t>{3, 6}));
+  }
+  const auto step = testing::train_one_step(*model, 2, 64, 6);
+  EXPECT_TRUE(step.without_gradient.empty()) << step.without_gradient.front();
+  EXPECT_EQ(step.changed.size(), model->parameters().size());
+}
+
+TEST(ResNeXt50, KaimingInitialisationCountsTheGroupsFanOut) {
+  torch::manual_seed(5);
+  auto model = create("resnext50_32x4d", ModelOptions{1000, true});
+  const at::Tensor w = testing::parameter(*model, "layer3.1.conv2.weight");  // [512, 16, 3, 3]
+  const double expected = std::sqrt(2.0 / (512 * 9));  // fan_out = out_channels * k * k, as PyTorch computes it
+  EXPECT_NEAR(w.std().item<double>(), expected, 0.02 * expected);
+  EXPECT_EQ(testing::parameter(*model, "layer2.3.bn3.weight").abs().sum().item<double>(), 0);
+}
+
+// fusion: conv has dense convolutions only: the start-up line says the grouped bottlenecks run as bn, and a training
+// step runs them so (on the CPU, ATen's ops) with the same result as fusion off.
+TEST(ResNeXt50, FusionConvSaysTheGroupedBottlenecksRunAsBn) {
+  ModelOptions options{5, false};
+  options.fusion = Fusion::kConv;
+  torch::manual_seed(6);
+  auto fused = create("resnext50_32x4d", options);
+  const std::string line = fused->describe_fusion(torch::zeros({2, 3, 64, 64}));
+  EXPECT_NE(line.find("bottlenecks as bn (grouped 3x3 convolution (groups 32)"), std::string::npos) << line;
+  options.fusion = Fusion::kOff;
+  torch::manual_seed(6);
+  auto plain = create("resnext50_32x4d", options);
+  fused->train();
+  plain->train();
+  const auto x = torch::randn({2, 3, 64, 64});
+  EXPECT_TRUE(torch::allclose(fused->forward(x), plain->forward(x), 1e-5, 1e-5));
+  const auto resnet = create("resnet50", ModelOptions{5, false, Fusion::kConv});
+  EXPECT_EQ(resnet->describe_fusion(torch::zeros({2, 3, 64, 64})).find("grouped"), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,92 @@
+// tests/models/test_convnext.cpp: ConvNeXt-Tiny: logits' shape, a training step, stochastic depth only in training,
+// torchvision's parameter count and initialisation, the fusion line.
+#include <gtest/gtest.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/utils.h>
+
+#include <string>
+
+#include "models/model.h"
+#include "tests/support/model_checks.h"
+
+namespace rn50::models {
+namespace {
+
+ModelOptions with_classes(int64_t classes) {
+  ModelOptions o;
+  o.num_classes = classes;
+  return o;
+}
+
+TEST(ConvNeXtTiny, GivesOneRowOfLogitsPerImage) {
+  torch::manual_seed(1);
+  auto model = create("convnext_tiny", with_classes(10));
+  model->eval();
+  torch::NoGradGuard no_grad;
+  EXPECT_EQ(model->forward(at::randn({3, 3, 64, 64})).sizes(), (std::vector<int64_t>{3, 10}));
+  EXPECT_EQ(model->forward(at::randn({1, 3, 96, 128})).sizes(), (std::vector<int64_t>{1, 10}));
+  EXPECT_EQ(model->classifier_name(), "classifier.2");
+  EXPECT_EQ(testing::parameter_count(*create("convnext_tiny", ModelOptions{})), 28589128);
+}
+
+// layer_scale starts at 1e-6: the branches' changes would round away in float32 at first, so it is set to 0.5.
+TEST(ConvNeXtTiny, ATrainingStepReachesAndChangesEveryParameter) {
+  torch::manual_seed(2);
+  auto model = create("convnext_tiny", with_classes(4));
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->named_parameters()) {
+      if (p.key().find("layer_scale") != std::string::npos) p.value().fill_(0.5);
+    }
+  }
+  const auto step = testing::train_one_step(*model, 2, 64, 4);
+  EXPECT_TRUE(step.without_gradient.empty()) << step.without_gradient.front();
+  EXPECT_EQ(step.changed.size(), model->parameters().size());
+}
+
+// Stochastic depth 0.9 at the deepest block drops most branches in training; in evaluation the model is the same
+// function as one without stochastic depth.
+TEST(ConvNeXtTiny, StochasticDepthIsOffInEvaluation) {
+  ModelOptions dropping = with_classes(5), none = with_classes(5);
+  dropping.stochastic_depth = 0.9;
+  none.stochastic_depth = 0;
+  torch::manual_seed(3);
+  auto a = create("convnext_tiny", dropping);
+  torch::manual_seed(3);
+  auto b = create("convnext_tiny", none);
+  const auto x = at::randn({4, 3, 64, 64});
+  torch::NoGradGuard no_grad;
+  a->eval();
+  b->eval();
+  EXPECT_TRUE(at::equal(a->forward(x), b->forward(x)));
+  a->train();
+  EXPECT_FALSE(at::equal(a->forward(x), a->forward(x)));  // the drops are drawn anew each time
+}
+
+TEST(ConvNeXtTiny, InitialisationFollowsTorchvision) {
+  torch::manual_seed(4);
+  auto model = create("convnext_tiny", ModelOptions{});
+  EXPECT_TRUE(at::equal(testing::parameter(*model, "features.5.8.layer_scale"), at::full({384, 1, 1}, 1e-6)));
+  const at::Tensor fc1 = testing::parameter(*model, "features.5.0.block.3.weight");  // [1536, 384]
+  EXPECT_NEAR(fc1.std().item<double>(), 0.02, 0.0005);
+  EXPECT_LT(fc1.abs().max().item<double>(), 2.0);  // truncated at +-2
+  EXPECT_EQ(testing::parameter(*model, "features.2.1.bias").abs().sum().item<double>(), 0);
+  EXPECT_EQ(testing::parameter(*model, "classifier.2.bias").abs().sum().item<double>(), 0);
+  EXPECT_EQ(testing::parameter(*model, "classifier.0.weight").min().item<double>(), 1.0);
+  EXPECT_NEAR(testing::parameter(*model, "features.0.0.weight").std().item<double>(), 0.02, 0.002);
+  for (const auto& item : model->named_modules()) {
+    if (item.key() == "features.1.0.block.0") {  // depthwise 7x7
+      EXPECT_EQ(item.value()->as<torch::nn::Conv2d>()->options.groups(), 96);
+    }
+  }
+}
+
+TEST(ConvNeXtTiny, FusionLineSaysNothingIsFusedYet) {
+  ModelOptions options;
+  options.fusion = Fusion::kBatchNorm;
+  EXPECT_NE(create("convnext_tiny", options)->describe_fusion(at::zeros({2, 3, 64, 64})).find("LayerNorm and GELU"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace rn50::models

@@ -1,0 +1,115 @@
+// tests/models/test_registry.cpp: every registered model against torchvision's state dict (names, dtypes, shapes in
+// order, parameter count), the registry's names and its error for an unknown one, the configs/ that name them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/errors.h"
+#include "models/model.h"
+#include "tests/support/model_checks.h"
+
+namespace rn50::models {
+namespace {
+
+struct Entry {
+  std::string name, dtype, shape;
+};
+
+// tests/fixtures/torchvision_<arch>.txt was written by tests/tools/dump_torchvision_names.py from torchvision 0.14.
+std::vector<Entry> torchvision_layout(const std::string& arch, int64_t* params) {
+  std::ifstream in(std::string(RN50_FIXTURES) + "/torchvision_" + arch + ".txt");
+  EXPECT_TRUE(in.good()) << "no fixture for " << arch << ": run tests/tools/dump_torchvision_names.py";
+  std::string line;
+  std::getline(in, line);
+  *params = std::stoll(line.substr(line.find(": ") + 2));
+  std::vector<Entry> out;
+  while (std::getline(in, line)) {
+    std::istringstream is(line);
+    Entry e;
+    is >> e.name >> e.dtype >> e.shape;
+    out.push_back(e);
+  }
+  return out;
+}
+
+std::string shape_of(const at::Tensor& t) {
+  if (t.dim() == 0) return "scalar";
+  std::string s;
+  for (int64_t d : t.sizes()) s += (s.empty() ? "" : "x") + std::to_string(d);
+  return s;
+}
+
+std::string dtype_of(const at::Tensor& t) { return t.scalar_type() == at::kLong ? "int64" : "float32"; }
+
+// torchvision's state_dict order: per module, its parameters, then its buffers.
+std::vector<Entry> rn50_layout(Classifier& model) {
+  std::vector<Entry> out;
+  for (const auto& item : model.named_modules("", /*include_self=*/true)) {
+    const std::string prefix = item.key().empty() ? "" : item.key() + ".";
+    for (const auto& p : item.value()->named_parameters(false))
+      out.push_back({prefix + p.key(), dtype_of(p.value()), shape_of(p.value())});
+    for (const auto& b : item.value()->named_buffers(false))
+      out.push_back({prefix + b.key(), dtype_of(b.value()), shape_of(b.value())});
+  }
+  return out;
+}
+
+class TorchvisionLayout : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TorchvisionLayout, NamesShapesAndCountMatch) {
+  int64_t expected_params = 0;
+  const auto expected = torchvision_layout(GetParam(), &expected_params);
+  auto model = create(GetParam(), ModelOptions{});
+  const auto actual = rn50_layout(*model);
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(actual[i].name, expected[i].name) << i;
+    EXPECT_EQ(actual[i].shape, expected[i].shape) << expected[i].name;
+    EXPECT_EQ(actual[i].dtype, expected[i].dtype) << expected[i].name;
+  }
+  EXPECT_EQ(testing::parameter_count(*model), expected_params);
+  // The classifier the fine-tuning start and rn50 infer look for, and the names kept from weight decay, exist.
+  EXPECT_TRUE(testing::parameter(*model, model->classifier_name() + ".weight").defined()) << model->classifier_name();
+  for (const auto& name : model->no_weight_decay()) EXPECT_TRUE(testing::parameter(*model, name).defined()) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryModel, TorchvisionLayout, ::testing::ValuesIn(names()));
+
+TEST(Registry, KnowsEveryPortAndNamesUnknownModels) {
+  EXPECT_EQ(names(), (std::vector<std::string>{"resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
+                                               "resnext50_32x4d", "convnext_tiny", "vit_b_16", "efficientnet_b0"}));
+  try {
+    create("resnet51", ModelOptions{});
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("resnet51"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("vit_b_16"), std::string::npos);  // the known ones are listed
+  }
+}
+
+// Every file in configs/ is a valid configuration of a registered model, at an image size the model takes.
+TEST(Registry, EveryShippedConfigNamesARegisteredModel) {
+  const std::filesystem::path configs = std::filesystem::path(RN50_FIXTURES) / ".." / ".." / "configs";
+  const auto known = names();
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(configs)) {
+    if (entry.path().extension() != ".yaml") continue;
+    ++files;
+    Config c;
+    apply_yaml_file(c, entry.path().string());
+    validate(c);
+    ASSERT_NE(std::find(known.begin(), known.end(), c.model), known.end()) << entry.path();
+    const int64_t fixed = create(c.model, ModelOptions{})->fixed_image_size();
+    EXPECT_TRUE(fixed == 0 || fixed == c.image_size) << entry.path();
+  }
+  EXPECT_GE(files, 8);  // smoke, imagenet, baseline, optimized and one per port
+}
+
+}  // namespace
+}  // namespace rn50::models
