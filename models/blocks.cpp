@@ -36,9 +36,9 @@ at::Tensor bn_act(torch::nn::BatchNorm2d bn, const at::Tensor& x, const at::Tens
   return ops::batch_norm_act(x, state_of(bn), residual, relu, options.bn_kernels);
 }
 
-at::Tensor norm_act_silu(torch::nn::BatchNorm2d bn, const at::Tensor& x, const ModelOptions& /*options*/) {
-  // Out of place: SiLU's backward needs its input, the BatchNorm's output.
-  return at::silu(bn->forward(x));
+at::Tensor norm_act_silu(torch::nn::BatchNorm2d bn, const at::Tensor& x, const ModelOptions& options) {
+  if (options.fusion == Fusion::kOff) return at::silu(bn->forward(x));
+  return ops::batch_norm_act(x, state_of(bn), {}, ops::Activation::kSilu, options.bn_kernels);
 }
 
 at::Tensor layer_norm_last(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,

@@ -18,7 +18,8 @@ ops::BatchNormState state_of(const torch::nn::BatchNorm2d& bn);
 at::Tensor bn_act(torch::nn::BatchNorm2d bn, const at::Tensor& x, const at::Tensor& residual, bool relu,
                   const ModelOptions& options);
 
-// silu(bn(x)), EfficientNet's Conv2dNormActivation: ATen's ops with fusion on or off (no fused kernel yet).
+// silu(bn(x)), EfficientNet's Conv2dNormActivation: ATen's separate ops (fusion off), or one fused op (rn50's
+// BatchNorm+SiLU kernels where the fused path runs, ATen's ops elsewhere).
 at::Tensor norm_act_silu(torch::nn::BatchNorm2d bn, const at::Tensor& x, const ModelOptions& options);
 
 // LayerNorm over the last dimension (torch.nn.LayerNorm on NHWC or [N, tokens, C] input): ATen's op either way.

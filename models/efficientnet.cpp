@@ -161,15 +161,15 @@ class EfficientNet final : public Classifier {
                                              ? at::MemoryFormat::ChannelsLast
                                              : at::MemoryFormat::Contiguous);
     const std::string conv = options_.fusion == Fusion::kConv ? "conv: no bottlenecks to fuse, as bn; " : "";
-    const std::string silu = "; BatchNorm+SiLU: ATen's ops (no fused kernel yet)";
     const std::string why_not = ops::fused_unsupported_reason(x);
     if (!why_not.empty()) {
       log_warn("fusion: " + std::string(options_.fusion == Fusion::kConv ? "conv" : "bn") +
-               " runs ATen's separate BatchNorm kernels: " + why_not);
-      return conv + "bn: ATen's separate ops (" + why_not + ")" + silu;
+               " runs ATen's separate BatchNorm and SiLU kernels: " + why_not);
+      return conv + "bn: ATen's separate ops (" + why_not + ")";
     }
-    return conv + "bn (" + ops::to_string(options_.bn_kernels) + "): the projections' BatchNorm " +
-           ops::describe_kernels(x, false, false, options_.bn_kernels) + silu;
+    return conv + "bn (" + ops::to_string(options_.bn_kernels) + "): BatchNorm+SiLU " +
+           ops::describe_kernels(x, false, ops::Activation::kSilu, options_.bn_kernels) + "; the projections' BatchNorm " +
+           ops::describe_kernels(x, false, false, options_.bn_kernels) + "; squeeze-excite and the residual add: ATen's ops";
   }
 
  private:
