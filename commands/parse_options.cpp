@@ -61,8 +61,8 @@ cxxopts::ParseResult parse_options(cxxopts::Options& options, int argc, char** a
       }
     }
     const bool close = !best.empty() && best_distance <= std::max<size_t>(2, name.size() / 3);
-    throw ConfigError("unknown option '--" + name + "'" + (close ? " (did you mean --" + best + "?)" : "") +
-                      "; " + options.program() + " --help lists them");
+    throw ConfigError("unknown option '--" + name + "'" + (close ? " (did you mean --" + best + "?)" : "") + "; " +
+                      options.program() + " --help lists them");
   }
 }
 

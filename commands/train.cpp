@@ -20,12 +20,12 @@
 #include "core/launch_env.h"
 #include "core/log.h"
 #include "core/stop.h"
-#include "trainer/session.h"
-#include "trainer/trainer.h"
 #include "models/model.h"
 #include "monitor/mig.h"
 #include "monitor/nvml.h"
 #include "report/run_report.h"
+#include "trainer/session.h"
+#include "trainer/trainer.h"
 
 namespace rn50::commands {
 namespace {
@@ -116,9 +116,9 @@ ResumedRun resumed_run(const std::string& resume) {
 }
 
 // The keys whose change would make a resumed run another run: its schedule, its optimizer, its data and model.
-const char* const kRunDefiningKeys[] = {"model",         "epochs",     "batch_size", "lr",       "lr_schedule",
-                                        "lr_milestones", "lr_gamma",   "warmup_epochs", "seed",  "optimizer",
-                                        "max_steps",     "image_size", "data",       "synthetic_images"};
+const char* const kRunDefiningKeys[] = {
+    "model",         "epochs", "batch_size", "lr",        "lr_schedule", "lr_milestones", "lr_gamma",
+    "warmup_epochs", "seed",   "optimizer",  "max_steps", "image_size",  "data",          "synthetic_images"};
 
 // Refuses, in one line naming each, the run-defining keys that differ from the resumed run's own configuration.
 void check_resume_keeps_the_run(const Config& config, const ResumedRun& run) {
@@ -129,7 +129,8 @@ void check_resume_keeps_the_run(const Config& config, const ResumedRun& run) {
     if (std::find(std::begin(kRunDefiningKeys), std::end(kRunDefiningKeys), key.name) == std::end(kRunDefiningKeys))
       continue;
     const std::string now = key.print(config), then = key.print(saved);
-    if (now != then) changed += (changed.empty() ? "" : ", ") + ("'" + key.name + "' " + now + " (the run's " + then + ")");
+    if (now != then)
+      changed += (changed.empty() ? "" : ", ") + ("'" + key.name + "' " + now + " (the run's " + then + ")");
   }
   if (!changed.empty()) {
     throw ConfigError("config key 'resume': " + changed + " would change the run resumed from " + run.config +

@@ -137,9 +137,9 @@ void FusedSgd::step(const at::Tensor& neg_lr, const at::Tensor* found_inf, const
 FusedAdamW::FusedAdamW(std::vector<at::Tensor> params, std::vector<at::Tensor> exp_avg,
                        std::vector<at::Tensor> exp_avg_sq, std::vector<double> weight_decay, double beta1, double beta2,
                        double eps)
-    : table_(std::make_unique<UpdateTable>(std::move(params),
-                                           std::vector<std::vector<at::Tensor>>{std::move(exp_avg), std::move(exp_avg_sq)},
-                                           std::move(weight_decay))),
+    : table_(std::make_unique<UpdateTable>(
+          std::move(params), std::vector<std::vector<at::Tensor>>{std::move(exp_avg), std::move(exp_avg_sq)},
+          std::move(weight_decay))),
       beta1_(beta1),
       beta2_(beta2),
       eps_(eps) {}
@@ -148,9 +148,8 @@ FusedAdamW::~FusedAdamW() = default;
 
 void FusedAdamW::step(const at::Tensor& lr, const at::Tensor& steps, const at::Tensor* found_inf,
                       const at::Tensor* grad_scale) {
-  kernels::fused_adamw(table_->chunks(found_inf, grad_scale), static_cast<float>(beta1_), static_cast<float>(beta2_),
-                       static_cast<float>(eps_), lr.data_ptr<float>(), steps.data_ptr<float>(),
-                       at::cuda::getCurrentCUDAStream());
+  kernels::fused_adamw(table_->chunks(found_inf, grad_scale), beta1_, beta2_, static_cast<float>(eps_),
+                       lr.data_ptr<float>(), steps.data_ptr<float>(), at::cuda::getCurrentCUDAStream());
 }
 
 // ---- CUDA graphs -------------------------------------------------------------------------------------

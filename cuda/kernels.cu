@@ -44,8 +44,8 @@ __global__ void fused_sgd_kernel(UpdateChunks c, float momentum, const float* __
   }
 }
 
-__global__ void fused_adamw_kernel(UpdateChunks c, float beta1, float beta2, float eps, const float* __restrict__ lr_in,
-                                   const float* __restrict__ steps) {
+__global__ void fused_adamw_kernel(UpdateChunks c, float beta1, float beta2, float rest1, float rest2, float eps,
+                                   const float* __restrict__ lr_in, const float* __restrict__ steps) {
   if (c.found_inf != nullptr && *c.found_inf != 0.0f) return;
   const UpdateSlice s = c.slices[c.chunk_tensor[blockIdx.x]];
   const int64_t begin = c.chunk_begin[blockIdx.x];
@@ -57,8 +57,8 @@ __global__ void fused_adamw_kernel(UpdateChunks c, float beta1, float beta2, flo
   const float decay = 1.0f - lr * s.weight_decay;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     const float g = s.grad[i] * scale;
-    const float m = beta1 * s.state0[i] + (1.0f - beta1) * g;
-    const float v = beta2 * s.state1[i] + (1.0f - beta2) * g * g;
+    const float m = beta1 * s.state0[i] + rest1 * g;
+    const float v = beta2 * s.state1[i] + rest2 * g * g;
     s.state0[i] = m;
     s.state1[i] = v;
     s.param[i] = s.param[i] * decay - step_size * m / (sqrtf(v) / correction2_sqrt + eps);
@@ -100,11 +100,13 @@ void fused_sgd(const UpdateChunks& chunks, float momentum, const float* neg_lr, 
   RN50_CUDA_CHECK(cudaGetLastError());
 }
 
-void fused_adamw(const UpdateChunks& chunks, float beta1, float beta2, float eps, const float* lr, const float* steps,
+void fused_adamw(const UpdateChunks& chunks, double beta1, double beta2, float eps, const float* lr, const float* steps,
                  cudaStream_t stream) {
   if (chunks.num_chunks == 0) return;
-  fused_adamw_kernel<<<static_cast<unsigned>(chunks.num_chunks), launch::kThreads, 0, stream>>>(chunks, beta1, beta2,
-                                                                                               eps, lr, steps);
+  // As ATen's ops take them: the betas rounded to float, their complements rounded from double.
+  fused_adamw_kernel<<<static_cast<unsigned>(chunks.num_chunks), launch::kThreads, 0, stream>>>(
+      chunks, static_cast<float>(beta1), static_cast<float>(beta2), static_cast<float>(1.0 - beta1),
+      static_cast<float>(1.0 - beta2), eps, lr, steps);
   RN50_CUDA_CHECK(cudaGetLastError());
 }
 

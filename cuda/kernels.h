@@ -45,7 +45,8 @@ void fused_sgd(const UpdateChunks& chunks, float momentum, const float* neg_lr, 
 // AdamW with the step count t (already counting this update) and the rate on the device:
 // p *= 1 - lr * wd; m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr / (1 - b1^t) * m / (sqrt(v / (1 - b2^t)) +
 // eps), over every tensor in one launch.
-void fused_adamw(const UpdateChunks& chunks, float beta1, float beta2, float eps, const float* lr, const float* steps,
+// The betas come as given (float) and their complements computed in double first (1 - 0.999f is not 0.001f).
+void fused_adamw(const UpdateChunks& chunks, double beta1, double beta2, float eps, const float* lr, const float* steps,
                  cudaStream_t stream);
 
 // How the kernels were built and what the device runs: e.g. "sm_90 native code (built: sm_90), PTX 9.0".

@@ -1,6 +1,6 @@
 // models/convnext.cpp: ConvNeXt-Tiny with torchvision's module names (features.N.M.block.K), so that state dicts map
 // one to one.
-#include "models/convnext.h"
+#include "models/model.h"
 
 #include <ATen/ATen.h>
 #include <torch/nn/modules/conv.h>

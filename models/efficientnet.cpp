@@ -1,6 +1,6 @@
 // models/efficientnet.cpp: EfficientNet-B0 with torchvision's module names (features.N.M.block.K), so that state
 // dicts map one to one.
-#include "models/efficientnet.h"
+#include "models/model.h"
 
 #include <ATen/ATen.h>
 #include <torch/nn/init.h>

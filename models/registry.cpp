@@ -3,13 +3,26 @@
 #include <utility>
 
 #include "core/errors.h"
-#include "models/convnext.h"
-#include "models/efficientnet.h"
 #include "models/model.h"
 #include "models/resnet.h"
-#include "models/vit.h"
 
 namespace rn50::models {
+
+// The factories of the models in a file of their own (models/<name>.cpp), declared here, where they are listed.
+// Stages of 3, 3, 9 and 3 blocks at 96, 192, 384 and 768 channels; stochastic depth 0.1 at the deepest block
+// (options.stochastic_depth, as torchvision's stochastic_depth_prob), rising linearly from 0 at the first.
+std::shared_ptr<Classifier> make_convnext_tiny(const ModelOptions& options);
+// 16x16 patches of 224x224 images (196 tokens and the class token), 12 encoder layers of width 768 with 12 heads
+// and an MLP of 3072; dropout 0 (options.dropout: torchvision's `dropout`, everywhere it applies it). Other image
+// sizes are refused: the position embedding holds 197 tokens.
+std::shared_ptr<Classifier> make_vit_b_16(const ModelOptions& options);
+// The stem, 16 MBConv blocks in 7 stages, the 1x1 convolution to 1280 channels and the classifier; stochastic depth
+// 0.2 (options.stochastic_depth, as torchvision's stochastic_depth_prob: block k of 16 drops its branch with
+// probability 0.2 * k / 16) and dropout 0.2 before the classifier (options.dropout).
+std::shared_ptr<Classifier> make_efficientnet_b0(const ModelOptions& options);
+// Five convolutions and three linears; dropout 0.5 (options.dropout) before the first two linears.
+std::shared_ptr<Classifier> make_alexnet(const ModelOptions& options);
+
 namespace {
 
 using Factory = std::function<std::shared_ptr<Classifier>(const ModelOptions&)>;
@@ -25,6 +38,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
       {"convnext_tiny", make_convnext_tiny},
       {"vit_b_16", make_vit_b_16},
       {"efficientnet_b0", make_efficientnet_b0},
+      {"alexnet", make_alexnet},
   };
   return table;
 }

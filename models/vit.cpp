@@ -1,6 +1,6 @@
 // models/vit.cpp: ViT-B/16 with torchvision's module names (encoder.layers.encoder_layer_K, self_attention's packed
 // in_proj), so that state dicts map one to one; attention on ATen's scaled_dot_product_attention.
-#include "models/vit.h"
+#include "models/model.h"
 
 #include <ATen/ATen.h>
 #include <torch/nn/init.h>

@@ -114,8 +114,7 @@ CheckpointMeta meta_of(const st::File& file, const std::string& path) {
   meta.step = integer("step", 0, kMany);
   meta.seed = integer("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
   // Written before stops mid-epoch existed, a checkpoint names no epoch_step: it was written at an epoch's end.
-  meta.epoch_step =
-      file.metadata.count("epoch_step") ? integer("epoch_step", 0, meta.steps_per_epoch - 1) : int64_t{0};
+  meta.epoch_step = file.metadata.count("epoch_step") ? integer("epoch_step", 0, meta.steps_per_epoch - 1) : int64_t{0};
   const int64_t expected = meta.epoch * meta.steps_per_epoch + meta.epoch_step;
   if (meta.step != expected) {
     // A step the epochs do not account for: resumed, such a run would train nothing or repeat steps.

@@ -5,9 +5,9 @@
 #include <torch/utils.h>
 
 #include "core/torch_compat.h"
+#include "models/model.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/mixup.h"
-#include "models/model.h"
 
 namespace rn50::trainer {
 

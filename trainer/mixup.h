@@ -8,9 +8,9 @@
 namespace rn50::trainer {
 
 struct MixupOptions {
-  double mixup_alpha = 0;   // Beta(alpha, alpha) for mixup's weight; 0: no mixup
-  double cutmix_alpha = 0;  // Beta(alpha, alpha) for cutmix's box area; 0: no cutmix
-  double prob = 1.0;        // the chance that a batch is mixed at all
+  double mixup_alpha = 0;    // Beta(alpha, alpha) for mixup's weight; 0: no mixup
+  double cutmix_alpha = 0;   // Beta(alpha, alpha) for cutmix's box area; 0: no cutmix
+  double prob = 1.0;         // the chance that a batch is mixed at all
   double switch_prob = 0.5;  // with both on, the chance that a mixed batch takes cutmix
   bool enabled() const { return mixup_alpha > 0 || cutmix_alpha > 0; }
 };

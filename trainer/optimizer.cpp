@@ -19,7 +19,8 @@ Optimizer::Optimizer(torch::nn::Module& model, const OptimizerOptions& options) 
   for (const auto& item : model.named_parameters(/*recurse=*/true)) {
     const at::Tensor& p = item.value();
     if (!p.requires_grad()) continue;
-    const bool named = std::find(options.no_decay.begin(), options.no_decay.end(), item.key()) != options.no_decay.end();
+    const bool named =
+        std::find(options.no_decay.begin(), options.no_decay.end(), item.key()) != options.no_decay.end();
     const bool decays = !named && (options.decay_norms_and_biases || p.dim() > 1);
     params_.push_back({item.key(), p, decays ? options.weight_decay : 0.0});
   }

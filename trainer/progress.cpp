@@ -69,7 +69,8 @@ std::vector<std::string> EpochProgress::forms(int64_t done, Clock::time_point no
   const auto e = static_cast<long long>(epoch_), n = static_cast<long long>(epochs_);
   double epoch_s = 0, run_s = 0;
   const bool known = estimate(done, now, &epoch_s, &run_s);
-  const std::string epoch_left = known ? format_duration(epoch_s) : "?", run_left = known ? format_duration(run_s) : "?";
+  const std::string epoch_left = known ? format_duration(epoch_s) : "?",
+                    run_left = known ? format_duration(run_s) : "?";
   return {strprintf("epoch %lld/%lld: %lld/%lld steps (%.1f%%), %s img/s, ", e, n, static_cast<long long>(done),
                     static_cast<long long>(steps_), percent, format_rate(rate).c_str()) +
               time_left(done, now),

@@ -34,7 +34,8 @@ class StepTimer;
 struct StepOptions {
   int batch_size = 256;  // per process
   int image_size = 224;
-  at::ScalarType input_dtype = at::kFloat;  // the step's input: the autocast dtype (the first convolution's), or float32
+  at::ScalarType input_dtype =
+      at::kFloat;  // the step's input: the autocast dtype (the first convolution's), or float32
   bool channels_last = false;
   bool loss_scaling = false;  // fp16: a dynamic loss scale, the update skipped on overflow
   bool cuda_graph = false;    // capture the whole step after warm-up and replay it

@@ -15,14 +15,19 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/cost.h"
 #include "core/errors.h"
 #include "core/launch_env.h"
 #include "core/log.h"
 #include "core/stop.h"
-#include "data/random_draws.h"
 #include "cuda/cuda_support.h"
+#include "data/random_draws.h"
+#include "input/source.h"
+#include "models/model.h"
+#include "monitor/utilisation.h"
+#include "parallel/communicator.h"
+#include "parallel/distributed.h"
 #include "trainer/checkpoint.h"
-#include "core/cost.h"
 #include "trainer/executor.h"
 #include "trainer/metrics.h"
 #include "trainer/optimizer.h"
@@ -30,11 +35,6 @@
 #include "trainer/session.h"
 #include "trainer/step_timer.h"
 #include "trainer/train_step.h"
-#include "input/source.h"
-#include "models/model.h"
-#include "monitor/utilisation.h"
-#include "parallel/communicator.h"
-#include "parallel/distributed.h"
 
 namespace rn50::trainer {
 namespace {
@@ -160,8 +160,7 @@ class EpochLoop {
     // Host time only: the device may be a few steps behind between the syncs below, never further than its queue.
     std::optional<EpochProgress> progress;
     if (s_.primary()) {
-      progress.emplace(epoch + 1, loop_.epochs, steps, s_.global_batch(),
-                       mean_epoch_seconds(), t0,
+      progress.emplace(epoch + 1, loop_.epochs, steps, s_.global_batch(), mean_epoch_seconds(), t0,
                        stdout_is_terminal() ? std::function<void(const std::vector<std::string>&)>(
                                                   [](const std::vector<std::string>& forms) { set_status_line(forms); })
                                             : nullptr);
@@ -171,8 +170,8 @@ class EpochLoop {
       // The step's own random draws (mixup and cutmix, stochastic depth, dropout) follow (seed, step) alone, as the
       // data's follow (seed, epoch, index): a resumed run draws what the uninterrupted one drew, and a captured step
       // replays with the new seed.
-      at::manual_seed(data::detail::mix_seed({static_cast<uint64_t>(loop_.seed),
-                                              static_cast<uint64_t>(s_.global_step), 0x5eedULL}));
+      at::manual_seed(data::detail::mix_seed(
+          {static_cast<uint64_t>(loop_.seed), static_cast<uint64_t>(s_.global_step), 0x5eedULL}));
       s_.timer->begin_step();
       source.fill(s_.step->images(), s_.step->labels());
       s_.timer->mark(Phase::kInput);
@@ -192,8 +191,7 @@ class EpochLoop {
         // counts as input time). An interval can be shorter than log_every at the start of an epoch, since records
         // follow the global step.
         const double mean_loss = interval_loss.item<double>() / static_cast<double>(interval_steps);
-        const double rate =
-            static_cast<double>(interval_steps * s_.global_batch()) / seconds_since(interval_start);
+        const double rate = static_cast<double>(interval_steps * s_.global_batch()) / seconds_since(interval_start);
         StepRecord step_record{epoch + 1, s_.global_step, mean_loss, lr, rate};
         step_record.extra =
             s_.sampler ? s_.sampler->take_interval_means() : monitor::UtilisationSampler::unavailable_interval_means();
@@ -201,8 +199,7 @@ class EpochLoop {
         log_info(strprintf("epoch %lld step %lld (%lld/%lld) loss %.4f lr %.5f %s img/s, %s",
                            static_cast<long long>(epoch + 1), static_cast<long long>(s_.global_step),
                            static_cast<long long>(s + 1), static_cast<long long>(steps), mean_loss, lr,
-                           format_rate(rate).c_str(),
-                           progress->time_left(s + 1, Clock::now()).c_str()));
+                           format_rate(rate).c_str(), progress->time_left(s + 1, Clock::now()).c_str()));
         interval_loss.zero_();
         interval_steps = 0;
         interval_start = Clock::now();
@@ -328,9 +325,8 @@ class EpochLoop {
         "epoch %lld/%d: %.1f s, %s img/s (data wait %.1f s), train loss %.4f, val loss %s, top-1 %s, top-5 %s, "
         "bad samples %lld%s",
         static_cast<long long>(r.epoch), loop_.epochs, r.wall_s, format_rate(r.images_per_s).c_str(), r.data_wait_s,
-        r.train_loss,
-        r.val_loss ? strprintf("%.4f", *r.val_loss).c_str() : "-", pct(r.top1).c_str(), pct(r.top5).c_str(),
-        static_cast<long long>(r.bad_samples),
+        r.train_loss, r.val_loss ? strprintf("%.4f", *r.val_loss).c_str() : "-", pct(r.top1).c_str(),
+        pct(r.top5).c_str(), static_cast<long long>(r.bad_samples),
         cost
             ? strprintf(", cost %.4g this epoch, projected run cost %.4g", cost->per_epoch, cost->projected_run).c_str()
             : ""));

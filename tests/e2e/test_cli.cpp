@@ -37,8 +37,9 @@ TEST_F(Cli, ResumedRunTakesTheSameNextStepAsAnUninterruptedOne) {
   ASSERT_EQ(whole.code, 0) << whole.output;
   const Result first = rn50(small_run(path("data"), path("split")) + options + " --epochs 1");
   ASSERT_EQ(first.code, 0) << first.output;
-  const Result second = rn50(small_run(path("data"), path("split")) + options + " --epochs 2 --resume " +
-                             path("split") + "/checkpoint.safetensors");
+  // Two epochs where the first run had one: a changed schedule, which a resume takes only when told.
+  const Result second = rn50(small_run(path("data"), path("split")) + options +
+                             " --epochs 2 --resume-override --resume " + path("split") + "/checkpoint.safetensors");
   ASSERT_EQ(second.code, 0) << second.output;
   const auto a = records(path("whole") + "/metrics.jsonl", "step");
   const auto b = records(path("split") + "/metrics.jsonl", "step");
@@ -55,8 +56,9 @@ TEST_F(Cli, ResumedRunTakesTheSameNextStepAsAnUninterruptedOne) {
 // stops with one line naming the key.
 TEST_F(Cli, AdamWWithClippingAndMixupTrainsAndResumesExactly) {
   make_sample("--classes 3 --per-class 11 --val-per-class 2 --size 32");
-  const std::string options = " --log-every 1 --validate=off --seed 7 --image-size 32 --optimizer adamw --lr 0.002"
-                              " --weight-decay 0.05 --clip-grad-norm 1 --mixup-alpha 0.8 --cutmix-alpha 1";
+  const std::string options =
+      " --log-every 1 --validate=off --seed 7 --image-size 32 --optimizer adamw --lr 0.002"
+      " --weight-decay 0.05 --clip-grad-norm 1 --mixup-alpha 0.8 --cutmix-alpha 1";
   const Result whole = rn50(small_run(path("data"), path("whole")) + options + " --epochs 2");
   ASSERT_EQ(whole.code, 0) << whole.output;
   // ResNet-50's 161 tensors: decay on its 53 convolutions and the classifier's weight, none on norms and biases.
@@ -64,8 +66,9 @@ TEST_F(Cli, AdamWWithClippingAndMixupTrainsAndResumesExactly) {
       << whole.output;
   const Result first = rn50(small_run(path("data"), path("split")) + options + " --epochs 1");
   ASSERT_EQ(first.code, 0) << first.output;
-  const Result second = rn50(small_run(path("data"), path("split")) + options + " --epochs 2 --resume " +
-                             path("split") + "/checkpoint.safetensors");
+  // Two epochs where the first run had one: a changed schedule, which a resume takes only when told.
+  const Result second = rn50(small_run(path("data"), path("split")) + options +
+                             " --epochs 2 --resume-override --resume " + path("split") + "/checkpoint.safetensors");
   ASSERT_EQ(second.code, 0) << second.output;
   const auto a = records(path("whole") + "/metrics.jsonl", "step");
   const auto b = records(path("split") + "/metrics.jsonl", "step");
@@ -75,8 +78,13 @@ TEST_F(Cli, AdamWWithClippingAndMixupTrainsAndResumesExactly) {
     EXPECT_TRUE(std::isfinite(a[i]["loss"].get<double>()));
     EXPECT_NEAR(a[i]["loss"].get<double>(), b[i]["loss"].get<double>(), 1e-5) << "step " << a[i]["step"];
   }
-  expect_exit_2_naming(small_run(path("data"), path("split")) + " --epochs 3 --seed 7 --image-size 32 --resume " +
-                           path("split") + "/checkpoint.safetensors",
+  // The run's own configuration names adamw: another optimizer is another run, refused unless overridden; then the
+  // checkpoint itself refuses, holding AdamW's state.
+  const std::string sgd_resume = small_run(path("data"), path("split")) +
+                                 " --optimizer sgd --seed 7 --image-size 32 --resume " + path("split") +
+                                 "/checkpoint.safetensors";
+  expect_exit_2_naming(sgd_resume, "'optimizer' sgd (the run's adamw)");
+  expect_exit_2_naming(sgd_resume + " --resume-override",
                        "config key 'optimizer': " + path("split") + "/checkpoint.safetensors holds adamw's state");
 }
 
@@ -229,7 +237,8 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   std::ofstream(path("keys.yaml")) << "[a, b]: 1\n";
   expect_exit_2_naming("train --data synthetic --config " + path("keys.yaml"), "not a plain name");
   std::ofstream(path("a_file")) << "x";
-  expect_exit_2_naming("train --data synthetic --out-dir " + path("a_file") + "/run", "config key 'out_dir': cannot create");
+  expect_exit_2_naming("train --data synthetic --out-dir " + path("a_file") + "/run",
+                       "config key 'out_dir': cannot create");
 }
 
 // The CPU figures, and with --pin the all-thread one again with pinned threads: both positive.

@@ -30,8 +30,9 @@ std::vector<std::string> temporaries(const std::string& dir) {
 
 // A run long enough to be stopped in: 30 steps an epoch of ResNet-18 at 32 px.
 std::string long_run(const std::string& data, const std::string& out) {
-  return small_run(data, out) + " --model resnet18 --image-size 32 --val-resize 32 --batch-size 4 --workers 1"
-                                " --epochs 2 --log-every 1 --seed 3 --validate=off";
+  return small_run(data, out) +
+         " --model resnet18 --image-size 32 --val-resize 32 --batch-size 4 --workers 1"
+         " --epochs 2 --log-every 1 --seed 3 --validate=off";
 }
 
 // SIGTERM mid-epoch: the step under way ends, a checkpoint at that step, the stop's record, the report and one line

@@ -83,7 +83,8 @@ INSTANTIATE_TEST_SUITE_P(EveryModel, TorchvisionLayout, ::testing::ValuesIn(name
 
 TEST(Registry, KnowsEveryPortAndNamesUnknownModels) {
   EXPECT_EQ(names(), (std::vector<std::string>{"resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
-                                               "resnext50_32x4d", "convnext_tiny", "vit_b_16", "efficientnet_b0"}));
+                                               "resnext50_32x4d", "convnext_tiny", "vit_b_16", "efficientnet_b0",
+                                               "alexnet"}));
   try {
     create("resnet51", ModelOptions{});
     FAIL() << "no error";

@@ -5,22 +5,27 @@ Run with a Python that has torchvision (Debian's: /usr/bin/python3, torchvision 
 tests/fixtures/torchvision_<arch>.txt, against which tests/models/test_registry.cpp checks rn50's names, dtypes,
 shapes and parameter count.
 
-usage: dump_torchvision_names.py [OUT_DIR]   (default: tests/fixtures beside this script)
+usage: dump_torchvision_names.py [--out DIR] [ARCH ...]
+  DIR: default tests/fixtures beside this script; ARCH: default every model that has a fixture there already (a new
+  port names itself: dump_torchvision_names.py alexnet).
 """
+import argparse
+import glob
 import os
 import sys
 
 import torchvision
 
-# rn50's registry (models/registry.cpp), in its order.
-ARCHS = ["resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d", "convnext_tiny",
-         "vit_b_16", "efficientnet_b0"]
-
-
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
-    out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "fixtures")
-    for arch in ARCHS:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=os.path.join(here, "..", "fixtures"))
+    parser.add_argument("archs", nargs="*")
+    args = parser.parse_args()
+    out_dir = args.out
+    archs = args.archs or sorted(os.path.basename(f)[len("torchvision_"):-len(".txt")]
+                                 for f in glob.glob(os.path.join(out_dir, "torchvision_*.txt")))
+    for arch in archs:
         model = getattr(torchvision.models, arch)(weights=None)
         n_params = sum(p.numel() for p in model.parameters())
         with open(os.path.join(out_dir, f"torchvision_{arch}.txt"), "w") as f:

@@ -259,7 +259,7 @@ TEST_F(Checkpoint, ExtraStateSuchAsTheLossScaleRoundTripsAndStaysOutOfExports) {
   Sgd sgd(*model, 0.9, 0, false);
   const ExtraState saved = {{"loss_scale", torch::full({}, 8192.0)},
                             {"loss_scale_growth_tracker", torch::full({}, 17, torch::kInt)}};
-  save_checkpoint(dir_.file("c.safetensors"), *model, sgd, {"resnet18", 1, 1, 0, {"a", "b", "c"}, 16, 4}, saved);
+  save_checkpoint(dir_.file("c.safetensors"), *model, sgd, {"resnet18", 1, 4, 0, {"a", "b", "c"}, 16, 4}, saved);
   const ExtraState loaded = {{"loss_scale", torch::zeros({})},
                              {"loss_scale_growth_tracker", torch::zeros({}, torch::kInt)}};
   const CheckpointMeta meta = load_checkpoint(dir_.file("c.safetensors"), *model, sgd, loaded);

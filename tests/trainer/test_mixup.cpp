@@ -38,8 +38,8 @@ TEST(Mixup, CutmixReplacesOneBoxAndWeighsByTheAreaKept) {
     torch::Tensor images = x.clone();
     const MixedLabels m = mix_batch(images, torch::arange(4), o);
     const torch::Tensor changed = (images != x).any(1).any(0);  // [H, W]
-    const torch::Tensor from_mirror = torch::where(changed.view({1, 1, 16, 12}), images == x.flip({0}),
-                                                   torch::ones_like(images, torch::kBool));
+    const torch::Tensor from_mirror =
+        torch::where(changed.view({1, 1, 16, 12}), images == x.flip({0}), torch::ones_like(images, torch::kBool));
     EXPECT_TRUE(from_mirror.all().item<bool>());
     const int64_t area = changed.sum().item<int64_t>();
     if (area > 0) {
@@ -77,8 +77,8 @@ TEST(Mixup, WeightedLossIsTheSoftLabelCrossEntropy) {
   const auto smoothed = F::CrossEntropyFuncOptions().label_smoothing(eps);
   const double weighted =
       (F::cross_entropy(logits, y, smoothed) * lam + F::cross_entropy(logits, y2, smoothed) * (1 - lam)).item<double>();
-  const torch::Tensor soft = (F::one_hot(y, 7) * lam + F::one_hot(y2, 7) * (1 - lam)).to(torch::kFloat) * (1 - eps) +
-                             eps / 7.0;
+  const torch::Tensor soft =
+      (F::one_hot(y, 7) * lam + F::one_hot(y2, 7) * (1 - lam)).to(torch::kFloat) * (1 - eps) + eps / 7.0;
   const double reference = -(soft * logits.log_softmax(1)).sum(1).mean().item<double>();
   EXPECT_NEAR(weighted, reference, 1e-5);
 }
