@@ -230,19 +230,27 @@ class Doctor {
 
   int run() {
     rows_.push_back(usable_cores_row(limits_));
-    if (!options_.limits_only) cpu_rows();
+    if (!options_.limits_only) {
+      progress("the CPU's JPEG decode rate");
+      cpu_rows();
+    }
     for (const auto& row : limit_rows(limits_)) rows_.push_back(row);
     if (options_.limits_only) {
       std::printf("%s", format_report(rows_, options_.json).c_str());
       return 0;
     }
-    if (!options_.data_root.empty()) storage_row();
+    if (!options_.data_root.empty()) {
+      progress("reading " + options_.data_root);
+      storage_row();
+    }
     if (cuda_) {
+      progress("the GPU: links, health, copies, matrix units, GPU decoding");
       gpu_rows();
     } else {
       rows_.push_back({"gpu", "CUDA device", cuda::built_with_cuda() ? "none visible" : "none (CPU-only build)", "info",
                        "measurements below are of the CPU"});
     }
+    progress("training steps of " + options_.model);
     compute_rows();
     verdict_rows();
     std::printf("%s", format_report(rows_, options_.json).c_str());
@@ -250,6 +258,11 @@ class Doctor {
   }
 
  private:
+  // What the doctor measures now, on standard error (the report goes to standard output): a run takes minutes.
+  static void progress(const std::string& what) {
+    std::fprintf(stderr, "rn50 doctor: measuring %s ...\n", what.c_str());
+  }
+
   // What a container or job scheduler allows this process; cores_ is the same count as usable_cores_row's.
   static ProcessLimits read_limits(bool cuda) {
     ProcessLimits limits;

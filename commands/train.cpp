@@ -201,7 +201,11 @@ int train_command(int argc, char** argv) {
     std::printf(
         "On/off keys: --key alone means on; write --key=off (with '=') to turn one off.\n"
         "tf32: LibTorch's default already runs cuDNN convolutions in TF32, so 'default' and 'off' are different\n"
-        "baselines; 'off' is true FP32.\n");
+        "baselines; 'off' is true FP32.\n"
+        "The log goes to standard error and to OUT_DIR/train.log (capture it with 2>&1 | tee); the live progress line\n"
+        "to standard output where it is a terminal.\n"
+        "Stopping: the first Ctrl-C or SIGTERM ends the step under way with a checkpoint at it (exit 130 or 143); a\n"
+        "second stops at once. Resume with --resume OUT_DIR: the run's own config.yaml, with options on top.\n");
     return 0;
   }
   if (!parsed.unmatched().empty()) {

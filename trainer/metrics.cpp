@@ -126,4 +126,17 @@ void MetricsLog::write(const StopRecord& r) {
                  .dump());
 }
 
+std::optional<BestEpoch> best_epoch_in(const std::string& path) {
+  std::ifstream in(path);
+  std::optional<BestEpoch> best;
+  std::string line;
+  while (std::getline(in, line)) {
+    const nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!r.is_object() || r.value("type", "") != "epoch" || !r.contains("top1") || !r["top1"].is_number()) continue;
+    const double top1 = r["top1"].get<double>();
+    if (!best || top1 > best->top1) best = BestEpoch{r.value("epoch", int64_t{0}), top1};
+  }
+  return best;
+}
+
 }  // namespace rn50::trainer

@@ -54,6 +54,14 @@ struct ResumePoint {
   int64_t step = 0;   // optimizer steps completed
 };
 
+// The best top-1 among the epoch records of a metrics file and its epoch (none without validation records): where a
+// resumed run's best checkpoint stands.
+struct BestEpoch {
+  int64_t epoch = 0;
+  double top1 = 0;
+};
+std::optional<BestEpoch> best_epoch_in(const std::string& path);
+
 class MetricsLog {
  public:
   // Appends to `path`, one write per record, so that a record is whole or, when the disk fills up mid-write, the

@@ -139,7 +139,7 @@ void Session::beat() {
 // A temporary left in out_dir by a run killed while it wrote a checkpoint or repaired the metrics: the file it was
 // to replace is intact (files::write_atomically renames the temporary over it only when complete), so it goes.
 void Session::remove_stale_temporaries() const {
-  for (const char* name : {kCheckpointFile, kMetricsFile}) {
+  for (const char* name : {kCheckpointFile, kBestCheckpointFile, kMetricsFile}) {
     const std::string path = files::temporary_path(loop.out_dir + "/" + name);
     std::error_code ec;
     if (std::filesystem::is_regular_file(path, ec) && std::filesystem::remove(path, ec)) {
@@ -275,6 +275,10 @@ void Session::start_sampler() {
 void Session::log_start() const {
   if (!primary()) return;  // other ranks log warnings only
   const Config& config = config_;
+  if (config.warmup_epochs >= config.epochs && config.warmup_epochs > 0) {
+    log_warn(strprintf("warmup_epochs %g is not shorter than the run's %d epochs: the rate never reaches lr's peak",
+                       config.warmup_epochs, config.epochs));
+  }
   std::vector<std::pair<std::string, std::string>> rows = to_rows(config);
   rows.emplace_back("(device)", device.is_cuda() ? monitor::describe_device(device.index()) : "cpu");
   if (device.is_cuda()) rows.emplace_back("(kernels)", cuda::describe_kernels(device.index()));

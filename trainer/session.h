@@ -35,6 +35,7 @@ namespace rn50::trainer {
 
 // The files a run keeps in out_dir.
 inline constexpr char kCheckpointFile[] = "checkpoint.safetensors";
+inline constexpr char kBestCheckpointFile[] = "checkpoint_best.safetensors";  // the epoch with the best top-1
 inline constexpr char kMetricsFile[] = "metrics.jsonl";
 
 class MetricsLog;

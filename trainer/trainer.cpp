@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <numeric>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "core/clock.h"
 #include "core/cost.h"
 #include "core/errors.h"
+#include "core/files.h"
 #include "core/launch_env.h"
 #include "core/log.h"
 #include "core/stop.h"
@@ -62,7 +64,15 @@ double peak_host_rss_gib() {
 
 class EpochLoop {
  public:
-  explicit EpochLoop(Session& session) : s_(session), loop_(session.loop) {}
+  explicit EpochLoop(Session& session) : s_(session), loop_(session.loop) {
+    // A resumed run's best so far is in the records it kept; its checkpoint_best stays unless an epoch beats it.
+    if (s_.primary() && (s_.start_epoch > 0 || s_.start_epoch_step > 0)) {
+      if (const auto best = best_epoch_in(loop_.out_dir + "/" + kMetricsFile)) {
+        best_top1_ = best->top1;
+        best_epoch_ = best->epoch;
+      }
+    }
+  }
 
   // Trains the epochs left; returns where a stop signal ended the run (signal 0: it ran to its end).
   StopPoint run() {
@@ -81,6 +91,7 @@ class EpochLoop {
         // What the instance is paid for: the whole epoch with its validation.
         std::optional<RunCost> cost;
         epoch_seconds_.push_back(seconds_since(t0));
+        epoch_rates_.push_back(record.images_per_s);
         if (loop_.price_per_hour > 0) {
           cost = run_cost(loop_.price_per_hour, epoch_seconds_, loop_.epochs);
           record.extra.emplace_back("cost_per_epoch", cost->per_epoch);
@@ -91,6 +102,7 @@ class EpochLoop {
         s_.metrics->write(record);
         log_epoch(record, cost);
         if (loop_.checkpoint) save(epoch + 1, 0);
+        keep_if_best(record);
       }
       // A stop during validation (or since the last step): the epoch is whole, its checkpoint written.
       if (stop_.signal || should_stop(/*every_step=*/true)) {
@@ -101,6 +113,7 @@ class EpochLoop {
       }
     }
     if (s_.distributed) s_.close_data_parallel();
+    if (!stop_.signal && s_.primary()) log_info(summary());
     return stop_;
   }
 
@@ -128,6 +141,43 @@ class EpochLoop {
     if (!s_.primary()) return;
     if (loop_.checkpoint) save(epoch, stop_.epoch_step);
     write_stop(record.epoch, stop_.epoch_step, record.wall_s, record.train_loss);
+  }
+
+  // The epoch with the best top-1 so far keeps its checkpoint as checkpoint_best.safetensors: a hard link to the
+  // checkpoint just written (free; the next epoch's checkpoint replaces the name, not the file), a copy where the file
+  // system has no links.
+  void keep_if_best(const EpochRecord& record) {
+    if (record.top1) last_top1_ = record.top1;
+    if (!record.top1 || (best_top1_ && *record.top1 <= *best_top1_)) return;
+    best_top1_ = record.top1;
+    best_epoch_ = record.epoch;
+    if (!loop_.checkpoint) return;
+    namespace fs = std::filesystem;
+    const fs::path checkpoint = fs::path(loop_.out_dir) / kCheckpointFile, best = fs::path(loop_.out_dir) / kBestCheckpointFile;
+    const fs::path staged = files::temporary_path(best.string());
+    std::error_code ec;
+    fs::remove(staged, ec);
+    fs::create_hard_link(checkpoint, staged, ec);
+    if (ec) fs::copy_file(checkpoint, staged, fs::copy_options::overwrite_existing, ec);
+    if (!ec) fs::rename(staged, best, ec);
+    if (ec) log_warn("checkpoint_best.safetensors not written: " + ec.message());
+  }
+
+  // The run's last line: epochs, time, the rate, and the best and last top-1.
+  std::string summary() const {
+    double wall = 0;
+    for (const double s : epoch_seconds_) wall += s;
+    std::vector<double> rates = epoch_rates_;
+    std::sort(rates.begin(), rates.end());
+    std::string line = strprintf("finished: %zu epoch%s in %s", epoch_seconds_.size(),
+                                 epoch_seconds_.size() == 1 ? "" : "s", format_duration(wall).c_str());
+    if (!rates.empty()) line += ", " + format_rate(rates[rates.size() / 2]) + " img/s (median epoch)";
+    if (best_top1_) {
+      line += strprintf("; best top-1 %.2f%% at epoch %lld", 100 * *best_top1_, static_cast<long long>(best_epoch_)) +
+              (loop_.checkpoint ? " (" + std::string(kBestCheckpointFile) + ")" : "") +
+              strprintf(", last %.2f%%", 100 * last_top1_.value_or(0));
+    }
+    return line + "; " + loop_.out_dir;
   }
 
   void write_stop(int64_t epoch, int64_t epoch_step, double wall_s, double train_loss) {
@@ -341,7 +391,10 @@ class EpochLoop {
   Session& s_;
   const LoopOptions& loop_;
   StopPoint stop_;
-  std::vector<double> epoch_seconds_;  // whole epochs of this process, for the cost projection and the time left
+  std::vector<double> epoch_seconds_;
+  std::vector<double> epoch_rates_;  // images/s of this process's whole epochs
+  std::optional<double> best_top1_, last_top1_;
+  int64_t best_epoch_ = 0;  // whole epochs of this process, for the cost projection and the time left
 };
 
 }  // namespace

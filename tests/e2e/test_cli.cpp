@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "core/files.h"
+#include "core/log.h"
 #include "core/safetensors.h"
 #include "tests/e2e/cli.h"
 
@@ -49,6 +50,29 @@ TEST_F(Cli, ResumedRunTakesTheSameNextStepAsAnUninterruptedOne) {
     EXPECT_EQ(a[i]["step"], b[i]["step"]);
     EXPECT_NEAR(a[i]["loss"].get<double>(), b[i]["loss"].get<double>(), 1e-5) << "step " << a[i]["step"];
   }
+}
+
+// A run ends with one line saying what it did and where its best epoch is; that epoch's checkpoint is kept as
+// checkpoint_best.safetensors; a warm-up longer than the run is a warning at the start.
+TEST_F(Cli, ARunEndsWithItsSummaryAndKeepsItsBestEpochsCheckpoint) {
+  make_sample("--classes 3 --per-class 16 --val-per-class 8 --size 32");
+  const Result r = rn50(small_run(path("data"), path("run")) +
+                        " --model resnet18 --image-size 32 --val-resize 32 --epochs 3 --warmup-epochs 4");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("warmup_epochs 4 is not shorter than the run's 3 epochs"), std::string::npos) << r.output;
+  const auto epochs = records(path("run") + "/metrics.jsonl", "epoch");
+  ASSERT_EQ(epochs.size(), 3u);
+  size_t best = 0;
+  for (size_t i = 1; i < epochs.size(); ++i) {
+    if (epochs[i]["top1"].get<double>() > epochs[best]["top1"].get<double>()) best = i;
+  }
+  EXPECT_NE(r.output.find(strprintf("finished: 3 epochs in ")), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(strprintf("best top-1 %.2f%% at epoch %d (checkpoint_best.safetensors)",
+                                    100 * epochs[best]["top1"].get<double>(), static_cast<int>(best) + 1)),
+            std::string::npos)
+      << r.output;
+  const auto meta = safetensors::read_file(path("run") + "/checkpoint_best.safetensors").metadata;
+  EXPECT_EQ(meta.at("epoch"), std::to_string(best + 1));
 }
 
 // AdamW with clipping, mixup and cutmix trains the sample and resumes where it stopped (the step's random draws follow
