@@ -133,6 +133,23 @@ print(f"train: {epochs} epochs, last: train_loss {last['train_loss']:.3f}, top1 
 EOF
 took train
 
+step "stop: docker stop ends a training run gracefully (rn50 as PID 1)"
+"$DOCKER" rm -f rn50-stop > /dev/null 2>&1
+"$DOCKER" run -d --name rn50-stop -v "$out/work:/work" "$image" train --config configs/smoke.yaml \
+  --data-root /work/sample --out-dir /work/runs/stop --epochs 100 --log-every 1 --device cpu > /dev/null ||
+  fail "starting the run to stop"
+for _ in $(seq 600); do grep -q '"type":"step"' "$out/work/runs/stop/metrics.jsonl" 2>/dev/null && break; sleep 0.5; done
+"$DOCKER" stop -t 30 rn50-stop > /dev/null
+code=$("$DOCKER" wait rn50-stop)
+"$DOCKER" logs rn50-stop > "$out/stop.log" 2>&1
+"$DOCKER" rm rn50-stop > /dev/null
+[[ "$code" == 143 ]] || fail "docker stop: exit $code, not 143 (log: $out/stop.log)"
+grep -q "stopped by SIGTERM" "$out/stop.log" || fail "no stop line (log: $out/stop.log)"
+grep -q '"type":"stop"' "$out/work/runs/stop/metrics.jsonl" || fail "no stop record"
+[[ -s "$out/work/runs/stop/checkpoint.safetensors" ]] || fail "no checkpoint after the stop"
+! ls "$out/work/runs/stop/"*.tmp > /dev/null 2>&1 || fail "a temporary left after the stop"
+took stop
+
 step "doctor: rn50 doctor --json"
 run "$image" doctor --json > "$out/doctor.json" 2> "$out/doctor.err" || fail "doctor (stderr: $out/doctor.err)"
 python3 - "$out/doctor.json" <<'EOF' || fail "the doctor's JSON"
