@@ -8,6 +8,9 @@
 # bench/ablation.py with python3. Build it with scripts/build-image.sh: BuildKit (Docker 23 and later; DOCKER_BUILDKIT=1
 # on 20.10) builds only the chosen base's stages, so the cpu image builds without NVIDIA's registry.
 ARG RN50_BASE=gpu
+# What the image records (OCI labels, rn50 --version, run.json): scripts/build-image.sh passes them from git.
+ARG RN50_REVISION=unknown
+ARG RN50_CREATED=unknown
 ARG GPU_IMAGE=nvcr.io/nvidia/pytorch:25.01-py3
 ARG GPU_RUNTIME_IMAGE=ubuntu:24.04
 ARG CPU_IMAGE=rn50-debian:bookworm
@@ -37,19 +40,32 @@ WORKDIR /src
 COPY scripts/install-deps.sh scripts/
 RUN scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
 COPY . .
-# A docker build sees no GPU, so rn50's kernels are built for named architectures (A100: 80, H100/H200: 90) rather
-# than "native"; the cpu base has no CUDA and ignores it. RN50_JOBS: parallel compile jobs (default: every core).
-ARG RN50_CUDA_ARCHS="80;90"
+# A docker build sees no GPU, so rn50's kernels are built for named architectures rather than "native": V100 (70),
+# T4 (75), A100 (80), A10/L4's siblings (86, 89), H100/H200 (90), and PTX of the last for newer GPUs, which the driver
+# compiles at the first start. The cpu base has no CUDA and ignores it. RN50_JOBS: parallel compile jobs.
+ARG RN50_CUDA_ARCHS="70;75;80;86;89;90"
 ARG RN50_JOBS=
+ARG RN50_REVISION
 ENV CCACHE_DIR=/ccache
 RUN --mount=type=cache,target=/ccache \
-    RN50_CMAKE_ARGS="-DRN50_CUDA_ARCHS=${RN50_CUDA_ARCHS}" RN50_BUILD_TARGETS=rn50 scripts/build.sh /src/build \
- && scripts/runtime-libs.sh collect /src/build/rn50 /opt/rn50 ${RN50_RUNTIME_EXTRA}
+    RN50_CMAKE_ARGS="-DRN50_CUDA_ARCHS=${RN50_CUDA_ARCHS} -DRN50_REVISION=${RN50_REVISION}" RN50_BUILD_TARGETS=rn50 \
+    scripts/build.sh /src/build \
+ && scripts/runtime-libs.sh collect /src/build/rn50 /opt/rn50 ${RN50_RUNTIME_EXTRA} \
+ && mkdir -p /opt/rn50/compat && { cp -a /usr/local/cuda/compat/lib*/libcuda.so* /usr/local/cuda/compat/lib*/libnvidia-ptxjitcompiler.so* \
+      /opt/rn50/compat/ 2>/dev/null || true; }
 
 # --- the runtime stage's base --------------------------------------------------------------------------------------
 FROM ${GPU_RUNTIME_IMAGE} AS runtime-gpu
-# What the NVIDIA container toolkit reads: CUDA and NVML from the host's driver, which must support CUDA 12.8.
-ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility NVIDIA_REQUIRE_CUDA="cuda>=12.8"
+# What the NVIDIA container toolkit reads: CUDA and NVML from the host's driver. The image's CUDA 12.8 needs driver
+# 570, or on a datacenter GPU (A100, H100, H200, L4, T4...) an R535 or R550 driver with CUDA's forward-compatibility
+# libraries, which the image carries (/opt/rn50/compat, the build image's cuda-compat): rn50-entry puts them first
+# where the host's driver is older than 570. No NVIDIA_REQUIRE_CUDA: the toolkit would refuse R535 before that.
+ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility
+# InfiniBand and RoCE for NCCL between nodes: the verbs library and its providers (mlx5 and the rest); an NCCL network
+# plugin (AWS EFA's aws-ofi-nccl) goes in /opt/rn50/nccl-plugin, on NCCL's search path (docs/container.md).
+RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      libibverbs1 ibverbs-providers librdmacm1 > /dev/null && rm -rf /var/lib/apt/lists/*
+ENV LD_LIBRARY_PATH=/opt/rn50/nccl-plugin
 
 FROM ${CPU_IMAGE} AS runtime-cpu
 
@@ -61,7 +77,30 @@ RUN --mount=type=bind,from=build,source=/opt/rn50,target=/mnt/rn50 \
     bash /mnt/runtime-libs.sh install /mnt/rn50 /opt/rn50 python3
 COPY configs /opt/rn50/configs
 COPY bench/ablation.py /opt/rn50/bench/ablation.py
+COPY scripts/rn50-entry /usr/local/bin/rn50-entry
+# Not root: a user of its own (uid 10001) owns /opt/rn50/runs; to write into a bind mount as yourself, run with
+# --user "$(id -u):$(id -g)" (docs/container.md).
+RUN useradd --uid 10001 --home-dir /opt/rn50 --no-create-home --shell /usr/sbin/nologin rn50 \
+ && mkdir -p /opt/rn50/runs && chown rn50 /opt/rn50/runs
+ARG RN50_REVISION
+ARG RN50_CREATED
+LABEL org.opencontainers.image.title="rn50" \
+      org.opencontainers.image.description="ResNet and other image-classifier training on LibTorch, each GPU speed-up a switch" \
+      org.opencontainers.image.version="0.9.0" \
+      org.opencontainers.image.revision="${RN50_REVISION}" \
+      org.opencontainers.image.created="${RN50_CREATED}" \
+      org.opencontainers.image.source="https://example.invalid/rn50"
+# The runtime stage loads once at build time: every library it needs resolves, and the binary starts. NVML comes with
+# the host's driver (the NVIDIA container toolkit mounts it): on the gpu base rn50 cannot start without it yet, so
+# there the check is that nothing else is missing.
+RUN missing=$(ldd "$(command -v rn50)" | grep 'not found' | grep -v 'libnvidia-ml.so') ; \
+    if [ -n "$missing" ]; then echo "rn50: libraries missing from the runtime stage: $missing" >&2; exit 1; fi ; \
+    if ldd "$(command -v rn50)" | grep -q 'libnvidia-ml.so.1 => not found'; then \
+      echo "rn50: no NVML without the host's driver: --version not run at build time"; \
+    else rn50 --version && rn50 doctor --limits > /dev/null; fi
+USER rn50
 # configs/ is relative to here; mount a folder on /opt/rn50/runs to keep what a run writes (out_dir runs/...).
 WORKDIR /opt/rn50
-ENTRYPOINT ["rn50"]
+# rn50-entry execs rn50 (so rn50 is PID 1 and receives docker stop's SIGTERM), after choosing the CUDA libraries.
+ENTRYPOINT ["rn50-entry"]
 CMD ["--help"]

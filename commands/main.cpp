@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "commands/command.h"
+#include "core/build_info.h"
 #include "core/errors.h"
 #include "core/log.h"
 
@@ -42,13 +43,17 @@ void usage() {
   std::printf(
       "rn50: training ResNet-50 and the other registered models on ImageNet-format data, with each GPU speed-up as a "
       "switch.\n\nusage: rn50 COMMAND "
-      "[options]\n\n");
+      "[options]\n       rn50 --version\n\n");
   for (const auto& c : command_table()) std::printf("  %-12s %s\n", c.name, c.summary);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && (std::string(argv[1]) == "--version" || std::string(argv[1]) == "version")) {
+    for (const auto& [name, value] : rn50::build_facts()) std::printf("%-10s %s\n", name.c_str(), value.c_str());
+    return 0;
+  }
   if (argc < 2 || std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help") {
     usage();
     return argc < 2 ? 2 : 0;

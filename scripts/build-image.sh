@@ -25,7 +25,9 @@ if [[ -z "${DOCKER:-}" ]]; then
   [[ -n "${DOCKER:-}" ]] || { echo "build-image.sh: no docker client that builds with BuildKit (install buildx)" >&2; exit 1; }
 fi
 
-args=(--build-arg "RN50_BASE=$flavour")
+args=(--build-arg "RN50_BASE=$flavour"
+      --build-arg "RN50_REVISION=$(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+      --build-arg "RN50_CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ)")
 [[ "$flavour" == cpu ]] && args+=(--build-arg "CPU_IMAGE=${CPU_IMAGE:-rn50-debian:bookworm}")
 echo "build-image.sh: $flavour image $tag ($DOCKER)"
 DOCKER_BUILDKIT=1 "$DOCKER" build "${args[@]}" -t "$tag" "$@" "$root"

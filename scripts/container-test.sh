@@ -106,7 +106,16 @@ step "runtime-libs: a library of no package, and a second name of it"
 ' > "$out/runtime-libs.log" 2>&1 || fail "runtime-libs.sh on a library of no package (log: $out/runtime-libs.log)"
 took runtime-libs
 
-run() { "$DOCKER" run --rm -v "$out/work:/work" "$@"; }
+# As the docs say to write into a bind mount: the image's own user is not root, so runs take the host user's ids.
+run() { "$DOCKER" run --rm --user "$(id -u):$(id -g)" -v "$out/work:/work" "$@"; }
+step "user: not root by default; rn50 --version inside"
+[[ "$("$DOCKER" run --rm --entrypoint id "$image" -u)" == 10001 ]] || fail "the image's default user is not uid 10001"
+"$DOCKER" run --rm "$image" --version > "$out/version.txt" 2>&1 || fail "rn50 --version (log: $out/version.txt)"
+grep -q '^version' "$out/version.txt" && ! grep -q 'revision *unknown' "$out/version.txt" ||
+  fail "rn50 --version names no version or revision (log: $out/version.txt)"
+"$DOCKER" inspect --format '{{index .Config.Labels "org.opencontainers.image.revision"}}' "$image" | grep -qv unknown ||
+  fail "no revision label"
+took user
 step "sample: rn50 make-sample"
 run "$image" make-sample --out /work/sample --classes 10 --per-class 64 --val-per-class 16 --size 72 \
   > "$out/make-sample.log" 2>&1 || fail "make-sample (log: $out/make-sample.log)"
@@ -135,7 +144,7 @@ took train
 
 step "stop: docker stop ends a training run gracefully (rn50 as PID 1)"
 "$DOCKER" rm -f rn50-stop > /dev/null 2>&1
-"$DOCKER" run -d --name rn50-stop -v "$out/work:/work" "$image" train --config configs/smoke.yaml \
+"$DOCKER" run -d --name rn50-stop --user "$(id -u):$(id -g)" -v "$out/work:/work" "$image" train --config configs/smoke.yaml \
   --data-root /work/sample --out-dir /work/runs/stop --epochs 100 --log-every 1 --device cpu > /dev/null ||
   fail "starting the run to stop"
 for _ in $(seq 600); do grep -q '"type":"step"' "$out/work/runs/stop/metrics.jsonl" 2>/dev/null && break; sleep 0.5; done

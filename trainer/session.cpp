@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/build_info.h"
 #include "core/config.h"
 #include "core/errors.h"
 #include "core/files.h"
@@ -280,6 +281,7 @@ void Session::log_start() const {
                        config.warmup_epochs, config.epochs));
   }
   std::vector<std::pair<std::string, std::string>> rows = to_rows(config);
+  rows.emplace_back("(rn50)", build_summary());
   rows.emplace_back("(device)", device.is_cuda() ? monitor::describe_device(device.index()) : "cpu");
   if (device.is_cuda()) rows.emplace_back("(kernels)", cuda::describe_kernels(device.index()));
   for (auto& row : source->describe()) rows.push_back(std::move(row));
