@@ -6,10 +6,10 @@
 #include <torch/nn/module.h>
 #include <torch/utils.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
+#include <unordered_set>
 
 #include "core/errors.h"
 #include "core/files.h"
@@ -239,9 +239,12 @@ std::string load_weights(const std::string& path, torch::nn::Module& model, cons
       }
     }
   }
+  // The model's names once, as a set: a file may hold a million tensors, each looked up here.
+  std::unordered_set<std::string> known;
+  for (const auto& item : targets) known.insert(item.first);
   for (const auto& t : file.tensors) {
-    const bool known = std::any_of(targets.begin(), targets.end(), [&](const auto& x) { return x.first == t.name; });
-    if (!known && !is_optimizer_state(t.name) && t.name.rfind(kExtraPrefix, 0) != 0) extra.push_back(t.name);
+    if (!known.count(t.name) && !is_optimizer_state(t.name) && t.name.rfind(kExtraPrefix, 0) != 0)
+      extra.push_back(t.name);
   }
   auto join = [](const std::vector<std::string>& names) {
     std::string out;
