@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/files.h"
+#include "core/utf8.h"
 
 namespace rn50::safetensors {
 namespace {
@@ -337,21 +338,187 @@ File read_file(const std::string& path) {
   }
 }
 
-std::string encode_string_list(const std::vector<std::string>& items) { return nlohmann::json(items).dump(); }
-
-std::vector<std::string> decode_string_list(const std::string& json) {
-  try {
-    // A list of strings is two levels deep; anything deeper is refused while it is parsed.
-    return nlohmann::json::parse(json,
-                                 [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-                                   if (depth > 2)
-                                     throw FormatError("not a JSON list of strings: nested deeper than a list");
-                                   return true;
-                                 })
-        .get<std::vector<std::string>>();
-  } catch (const nlohmann::json::exception& e) {
-    throw FormatError(std::string("not a JSON list of strings: ") + e.what());
+std::string encode_string_list(const std::vector<std::string>& items) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "[";
+  for (const std::string& item : items) {
+    if (out.size() > 1) out += ',';
+    out += '"';
+    for (size_t at = 0; at < item.size();) {
+      const auto c = static_cast<unsigned char>(item[at]);
+      const size_t n = utf8::sequence_length(item, at);
+      if (n == 0) {  // a byte that is not UTF-8: U+DC00 + its value, as Python's surrogateescape decodes it
+        out += "\\udc";
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+      } else if (c == '"' || c == '\\') {
+        out += '\\';
+        out += static_cast<char>(c);
+      } else if (c < 0x20) {
+        const char* named = c == '\b'   ? "\\b"
+                            : c == '\f' ? "\\f"
+                            : c == '\n' ? "\\n"
+                            : c == '\r' ? "\\r"
+                            : c == '\t' ? "\\t"
+                                        : nullptr;
+        if (named) {
+          out += named;
+        } else {
+          out += "\\u00";
+          out += kHex[c >> 4];
+          out += kHex[c & 15];
+        }
+      } else {
+        out.append(item, at, n);
+      }
+      at += n == 0 ? 1 : n;
+    }
+    out += '"';
   }
+  return out + "]";
 }
+
+namespace {
+
+// A strict reader of a JSON list of strings (what encode_string_list writes, and any JSON writer's list): nlohmann
+// refuses the escapes U+DC80..U+DCFF stand alone, which here are the bytes encode_string_list escaped.
+class StringListReader {
+ public:
+  explicit StringListReader(const std::string& json) : json_(json) {}
+
+  std::vector<std::string> read() {
+    std::vector<std::string> items;
+    skip_space();
+    expect('[');
+    skip_space();
+    if (peek() == ']') {
+      ++at_;
+    } else {
+      for (;;) {
+        items.push_back(string());
+        skip_space();
+        const char c = next();
+        if (c == ']') break;
+        if (c != ',') fail("',' or ']' expected");
+        skip_space();
+      }
+    }
+    skip_space();
+    if (at_ != json_.size()) fail("text after the list");
+    return items;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw FormatError("not a JSON list of strings: " + what + " at byte " + std::to_string(at_));
+  }
+  char peek() const { return at_ < json_.size() ? json_[at_] : '\0'; }
+  char next() {
+    if (at_ >= json_.size()) fail("the text ends");
+    return json_[at_++];
+  }
+  void expect(char c) {
+    if (next() != c) fail(std::string("'") + c + "' expected");
+  }
+  void skip_space() {
+    while (at_ < json_.size() && (json_[at_] == ' ' || json_[at_] == '\t' || json_[at_] == '\n' || json_[at_] == '\r'))
+      ++at_;
+  }
+
+  unsigned hex4() {
+    unsigned v = 0;
+    for (int i = 0; i < 4; ++i) {
+      const char c = next();
+      const int d = c >= '0' && c <= '9'   ? c - '0'
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                           : -1;
+      if (d < 0) fail("a bad \\u escape");
+      v = v * 16 + static_cast<unsigned>(d);
+    }
+    return v;
+  }
+
+  static void append_utf8(std::string& out, unsigned cp) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xC0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xE0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+
+  std::string string() {
+    expect('"');
+    std::string out;
+    for (;;) {
+      const char c = next();
+      if (c == '"') return out;
+      if (static_cast<unsigned char>(c) < 0x20) fail("a control character in a string");
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      const char e = next();
+      switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+          out += e;
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'u': {
+          unsigned cp = hex4();
+          if (cp >= 0xDC80 && cp <= 0xDCFF) {  // an escaped byte that is not UTF-8
+            out += static_cast<char>(cp - 0xDC00);
+            break;
+          }
+          if (cp >= 0xD800 && cp <= 0xDBFF) {
+            if (next() != '\\' || next() != 'u') fail("a lone surrogate");
+            const unsigned low = hex4();
+            if (low < 0xDC00 || low > 0xDFFF) fail("a lone surrogate");
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+            fail("a lone surrogate");
+          }
+          append_utf8(out, cp);
+          break;
+        }
+        default:
+          fail("a bad escape");
+      }
+    }
+  }
+
+  const std::string& json_;
+  size_t at_ = 0;
+};
+
+}  // namespace
+
+std::vector<std::string> decode_string_list(const std::string& json) { return StringListReader(json).read(); }
 
 }  // namespace rn50::safetensors

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/log.h"
+#include "core/utf8.h"
 
 namespace rn50::report {
 namespace {
@@ -32,7 +33,9 @@ std::string tick_label(double x) {
 
 }  // namespace
 
-std::string escape_xml(const std::string& text) {
+std::string escape_xml(const std::string& raw) {
+  // Names from the file system may be any bytes; the page is UTF-8, so what is not shows as U+FFFD.
+  const std::string text = utf8::replace_invalid(raw);
   std::string out;
   out.reserve(text.size());
   for (const char c : text) {

@@ -142,6 +142,31 @@ TEST(Safetensors, RejectsANameGivenTwice) {
                std::invalid_argument);
 }
 
+TEST(Safetensors, StringListsKeepAnyBytesAndEscapeWhatIsNotUtf8AsPythonDoes) {
+  const std::vector<std::string> names = {"n01440764", "caf\xc3\xa9",  "\xf0\x9f\x98\x80",
+                                          "\xff\xfe",  "ok\xe2\x82",   "q\"b\\s/\n\t\x01",
+                                          "",          "\xed\xa0\x80", "\xc0\xaf"};
+  const std::string json = encode_string_list(names);
+  // Python: json.dumps([os.fsdecode(b) for b in names], ensure_ascii=False) with the surrogates escaped.
+  EXPECT_EQ(json,
+            "[\"n01440764\",\"caf\xc3\xa9\",\"\xf0\x9f\x98\x80\",\"\\udcff\\udcfe\",\"ok\\udce2\\udc82\","
+            "\"q\\\"b\\\\s/\\n\\t\\u0001\",\"\",\"\\udced\\udca0\\udc80\",\"\\udcc0\\udcaf\"]");
+  EXPECT_EQ(decode_string_list(json), names);
+  // UTF-8 names come out as nlohmann writes them (checkpoints from before read the same).
+  const std::vector<std::string> utf8 = {"a", "caf\xc3\xa9", "q\"\\\x1f"};
+  EXPECT_EQ(encode_string_list(utf8), "[\"a\",\"caf\xc3\xa9\",\"q\\\"\\\\\\u001f\"]");  // nlohmann::json(utf8).dump()
+  // What other JSON writers write: spaces, \u escapes, surrogate pairs, an escaped slash.
+  EXPECT_EQ(decode_string_list(" [ \"caf\\u00e9\" , \"\\ud83d\\ude00\", \"a\\/b\" ] "),
+            (std::vector<std::string>{"caf\xc3\xa9", "\xf0\x9f\x98\x80", "a/b"}));
+  EXPECT_EQ(decode_string_list("[]"), std::vector<std::string>{});
+  for (const std::string bad : {"", "[", "[\"a\"", "[\"a\",]", "[1]", "[\"a\"] x", "[\"\\ud83d\"]", "[\"\\udc00\"]",
+                                "[\"\\x\"]", "[\"\\u12g4\"]", "[\"a\nb\"]", "{\"a\": 1}", "[[\"a\"]]"}) {
+    EXPECT_THROW(decode_string_list(bad), FormatError) << bad;
+  }
+  // Deep nesting is refused at its first byte, without recursion.
+  EXPECT_THROW(decode_string_list(std::string(100000, '[') + std::string(100000, ']')), FormatError);
+}
+
 // Hostile files: each gives a short FormatError, in bounded time and memory.
 
 std::string read_error(const std::string& path) {

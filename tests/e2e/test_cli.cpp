@@ -1,8 +1,10 @@
 // tests/e2e/test_cli.cpp: the rn50 binary as a user runs it: make-sample, train, resume, and bad input.
+#include <algorithm>
 #include <cmath>
 
 #include "core/files.h"
 #include "core/safetensors.h"
+#include "core/utf8.h"
 #include "tests/e2e/cli.h"
 
 namespace rn50::e2e {
@@ -55,8 +57,9 @@ TEST_F(Cli, ResumedRunTakesTheSameNextStepAsAnUninterruptedOne) {
 // stops with one line naming the key.
 TEST_F(Cli, AdamWWithClippingAndMixupTrainsAndResumesExactly) {
   make_sample("--classes 3 --per-class 11 --val-per-class 2 --size 32");
-  const std::string options = " --log-every 1 --validate=off --seed 7 --image-size 32 --optimizer adamw --lr 0.002"
-                              " --weight-decay 0.05 --clip-grad-norm 1 --mixup-alpha 0.8 --cutmix-alpha 1";
+  const std::string options =
+      " --log-every 1 --validate=off --seed 7 --image-size 32 --optimizer adamw --lr 0.002"
+      " --weight-decay 0.05 --clip-grad-norm 1 --mixup-alpha 0.8 --cutmix-alpha 1";
   const Result whole = rn50(small_run(path("data"), path("whole")) + options + " --epochs 2");
   ASSERT_EQ(whole.code, 0) << whole.output;
   // ResNet-50's 161 tensors: decay on its 53 convolutions and the classifier's weight, none on norms and biases.
@@ -224,7 +227,8 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   std::ofstream(path("keys.yaml")) << "[a, b]: 1\n";
   expect_exit_2_naming("train --data synthetic --config " + path("keys.yaml"), "not a plain name");
   std::ofstream(path("a_file")) << "x";
-  expect_exit_2_naming("train --data synthetic --out-dir " + path("a_file") + "/run", "config key 'out_dir': cannot create");
+  expect_exit_2_naming("train --data synthetic --out-dir " + path("a_file") + "/run",
+                       "config key 'out_dir': cannot create");
 }
 
 // The CPU figures, and with --pin the all-thread one again with pinned threads: both positive.
@@ -405,6 +409,42 @@ TEST_F(Cli, InferRefusesClassifiersItCannotUse) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("lacks"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(path("y.safetensors")));
+}
+
+// Class folder names are bytes: one whose name is not UTF-8 (ff fe) trains, checkpoints (its bytes escaped in the
+// class list as Python's surrogateescape reads them, \udcff\udcfe), resumes (the checkpoint's list matches the scan),
+// exports and gets its report. It once trained an epoch and died at the checkpoint (nlohmann type_error 316).
+TEST_F(Cli, ClassFoldersNamedInAnyBytesTrainResumeExportAndReport) {
+  make_sample("--classes 2 --per-class 8 --val-per-class 2 --size 32");
+  const std::string odd = "\xff\xfe", accented = "caf\xc3\xa9";
+  for (const char* split : {"train", "val"}) {
+    std::vector<fs::path> classes;
+    for (const auto& entry : fs::directory_iterator(path("data") + "/" + split)) classes.push_back(entry.path());
+    std::sort(classes.begin(), classes.end());
+    fs::rename(classes[0], classes[0].parent_path() / odd);
+    fs::rename(classes[1], classes[1].parent_path() / accented);
+  }
+  const std::string run = small_run(path("data"), path("run")) + " --log-every 1";
+  Result r = rn50(run + " --epochs 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string checkpoint = path("run") + "/checkpoint.safetensors";
+  const auto stored = rn50::safetensors::read_file(checkpoint);
+  EXPECT_EQ(stored.metadata.at("classes"), "[\"caf\xc3\xa9\",\"\\udcff\\udcfe\"]");  // sorted by bytes
+  EXPECT_EQ(rn50::safetensors::decode_string_list(stored.metadata.at("classes")),
+            (std::vector<std::string>{accented, odd}));
+  r = rn50(run + " --epochs 2 --resume " + checkpoint);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_EQ(records(path("run") + "/metrics.jsonl", "epoch").size(), 2u);
+  r = rn50("export --checkpoint " + checkpoint + " --out " + path("w.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(rn50::safetensors::read_file(path("w.safetensors")).metadata.at("classes"), stored.metadata.at("classes"));
+  r = rn50("report " + path("run"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream page(path("run") + "/report.html", std::ios::binary);
+  const std::string html((std::istreambuf_iterator<char>(page)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(utf8::is_valid(html));
+  EXPECT_NE(html.find("2 epoch"), std::string::npos);
 }
 
 TEST_F(Cli, ExportInferAndInitFromWorkTogether) {
