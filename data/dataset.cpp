@@ -74,6 +74,8 @@ void JpegFolderDataset::load(size_t index, uint64_t epoch, uint8_t* out, WorkerS
     const codecs::JpegInfo info = codecs::parse_jpeg_frame_header(scratch.file.data(), scratch.file.size());
     check_pixels(info, limits_.max_pixels);
     codecs::check_first_scan_length(info);  // as the GPU path checks it: both count such a file
+    // The whole scan, not only the crop's rows: both paths count the same files, whatever the crop.
+    if (info.arithmetic) codecs::check_arithmetic_scans(scratch.file.data(), scratch.file.size());
     const SampleGeometry geometry = sample_geometry(transform_, info.width, info.height, epoch, index);
     codecs::decode_crop_resize(scratch.file.data(), scratch.file.size(), geometry.rect, transform_.image_size,
                                transform_.image_size, geometry.flip, out, scratch.decode);
@@ -89,6 +91,9 @@ void JpegFolderDataset::load_encoded(size_t index, uint64_t epoch, EncodedSample
     out.info = codecs::parse_jpeg_frame_header(out.bytes.data(), out.bytes.size());
     check_pixels(out.info, limits_.max_pixels);
     codecs::check_first_scan_length(out.info);  // nvJPEG decodes scan data cut short without an error
+    // nvJPEG decodes no arithmetic coding (the GPU path hands it to libjpeg), and libjpeg's arithmetic decoder says
+    // nothing of data that ends early: checked here, on the loader's thread, as the CPU path checks it.
+    if (out.info.arithmetic) codecs::check_arithmetic_scans(out.bytes.data(), out.bytes.size());
     out.geometry = sample_geometry(transform_, out.info.width, out.info.height, epoch, index);
     out.index = index;
   } catch (const DecodeError& e) {
