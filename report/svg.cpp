@@ -82,9 +82,13 @@ std::vector<double> axis_ticks(double low, double high, int at_most) {
     step = m * magnitude;
     if (step >= raw) break;
   }
+  // Ticks are k * step for whole k: far from zero for their range (or past a double's range) k would not be exact,
+  // or not a long long at all, so such values (a file's, not a run's) get their two ends.
+  const double first = std::ceil(low / step - 1e-9);
+  if (!std::isfinite(step) || !(std::fabs(first) < 1e15) || !(std::fabs(high / step) < 1e15)) return {low, high};
   std::vector<double> ticks;
   // k * step rather than a running sum, which drifts (0.2 + 0.2 + ... is not 1.2).
-  for (auto k = static_cast<long long>(std::ceil(low / step - 1e-9)); k * step <= high + step * 1e-9; ++k) {
+  for (auto k = static_cast<long long>(first); k * step <= high + step * 1e-9; ++k) {
     ticks.push_back(static_cast<double>(k) * step);
   }
   return ticks;
