@@ -7,6 +7,7 @@
 #include <torch/utils.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "commands/command.h"
@@ -14,8 +15,8 @@
 #include "core/files.h"
 #include "core/log.h"
 #include "core/safetensors.h"
-#include "trainer/checkpoint.h"
 #include "models/model.h"
+#include "trainer/checkpoint.h"
 
 namespace rn50::commands {
 namespace {
@@ -78,7 +79,15 @@ void infer(const InferOptions& options) {
   at::globalContext().setAllowTF32CuBLAS(false);
   at::globalContext().setAllowTF32CuDNN(false);
   const c10::Device device(options.device);
-  auto model = models::create(model_name, {fc->shape[0], false});
+  std::shared_ptr<models::Classifier> model;
+  try {
+    model = models::create(model_name, {fc->shape[0], false});
+  } catch (const ConfigError&) {  // its message names the configuration key, which rn50 infer has not
+    std::string known;
+    for (const auto& n : models::names()) known += (known.empty() ? "" : ", ") + n;
+    throw ConfigError((options.model.empty() ? options.weights + "'s metadata" : std::string("--model")) +
+                      " names the model '" + model_name.substr(0, 64) + "', which rn50 has not (" + known + ")");
+  }
   model->to(device);
   log_info(trainer::load_weights(options.weights, *model, model->classifier_name(), /*new_classifier=*/false));
   model->eval();

@@ -184,9 +184,10 @@ struct BatchLoader::State {
         } catch (const DecodeError& e) {
           reason = e.what();
         }
+        // Strict mode skips nothing: the error names the file, and no "skipped" report comes before it.
+        if (options.strict) throw DecodeError("bad sample (strict mode): " + name_sample(index, reason));
         report_bad(index, reason);
       }
-      if (options.strict) throw DecodeError("bad sample (strict mode): " + name_sample(index, reason));
       ++failures;
       if (failures > options.max_replacements || static_cast<size_t>(failures) >= n)
         throw DecodeError("too many consecutive bad samples (" + std::to_string(failures) + ") from order position " +

@@ -75,7 +75,8 @@ struct LoaderOptions {
   int pin_first_cpu = -1;
 };
 
-// Called once for every bad sample (its description and the reason), from whichever thread met it.
+// Called once for every bad sample that is skipped (its description and the reason), from whichever thread met it;
+// never in strict mode, where the first bad sample is the loader's error.
 using BadSampleHandler = std::function<void(const std::string& what, const std::string& reason)>;
 
 // Loads one epoch. Batch b goes to pool slot b % slots; workers fill at most `slots` batches ahead of

@@ -1,6 +1,7 @@
 // tests/e2e/test_cli.cpp: the rn50 binary as a user runs it: make-sample, train, resume, and bad input.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "core/files.h"
 #include "core/safetensors.h"
@@ -146,7 +147,8 @@ TEST_F(Cli, BadImagesAreCountedAndSkipped) {
   EXPECT_NE(r.output.find("truncated.JPEG"), std::string::npos) << r.output;
 
   const Result strict = rn50(args + " --strict-data");
-  EXPECT_NE(strict.code, 0);
+  EXPECT_EQ(strict.code, 2);
+  EXPECT_EQ(strict.output.find("bad sample skipped"), std::string::npos) << strict.output;  // it stops, skips nothing
   EXPECT_TRUE(strict.output.find("empty.JPEG") != std::string::npos ||
               strict.output.find("text.JPEG") != std::string::npos ||
               strict.output.find("truncated.JPEG") != std::string::npos)
@@ -408,7 +410,38 @@ TEST_F(Cli, InferRefusesClassifiersItCannotUse) {
   r = infer_with(st::DType::F32, {10, 7});  // a classifier, but the rest of the model is missing
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("lacks"), std::string::npos) << r.output;
+  r = rn50("infer --weights " + path("w.safetensors") + " --images " + path("x.safetensors") + " --out " +
+           path("y.safetensors") + " --model resnet9");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.output.find("--model names the model 'resnet9', which rn50 has not (resnet18, "), std::string::npos)
+      << r.output;
   EXPECT_FALSE(fs::exists(path("y.safetensors")));
+}
+
+// What rn50 export writes must load: a checkpoint whose tensors are not its model's is refused, naming them, and one
+// whose step is not its epochs' steps does not resume (it once resumed past the last epoch, trained nothing, exit 0).
+TEST_F(Cli, ExportAndResumeRefuseCheckpointsThatDisagreeWithThemselves) {
+  namespace st = rn50::safetensors;
+  make_sample("--classes 2 --per-class 8 --val-per-class 1 --size 32");
+  const std::string run = small_run(path("data"), path("run")) + " --validate=off";
+  ASSERT_EQ(rn50(run + " --epochs 1").code, 0);
+  const st::File good = st::read_file(path("run") + "/checkpoint.safetensors");
+  auto written = [&](const std::string& name, const std::function<void(st::File&)>& change) {
+    st::File file = st::read_file(path("run") + "/checkpoint.safetensors");
+    change(file);
+    files::write_atomically(path(name), st::serialize(file.tensors, file.metadata));
+    return path(name);
+  };
+  const std::string extra = written("extra.safetensors", [](st::File& f) {
+    for (auto& t : f.tensors)
+      if (t.name == "layer2.0.conv1.weight") t.name = "layer2.0.conv1.weight_";
+  });
+  expect_exit_2_naming("export --checkpoint " + extra + " --out " + path("w.safetensors"),
+                       " lacks layer2.0.conv1.weight");
+  EXPECT_FALSE(fs::exists(path("w.safetensors")));
+  const std::string ahead = written("ahead.safetensors", [](st::File& f) { f.metadata["epoch"] = "5"; });
+  expect_exit_2_naming(run + " --epochs 3 --resume " + ahead, "metadata step 1 is not its 5 epochs of 1 steps (5)");
+  EXPECT_EQ(good.metadata.at("step"), "1");
 }
 
 // Class folder names are bytes: one whose name is not UTF-8 (ff fe) trains, checkpoints (its bytes escaped in the

@@ -11,12 +11,12 @@
 #include "core/errors.h"
 #include "core/files.h"
 #include "core/safetensors.h"
-#include "trainer/checkpoint.h"
-#include "trainer/adamw.h"
-#include "trainer/sgd.h"
 #include "models/model.h"
 #include "tests/support/error_of.h"
 #include "tests/support/temp_dir.h"
+#include "trainer/adamw.h"
+#include "trainer/checkpoint.h"
+#include "trainer/sgd.h"
 
 namespace rn50::trainer {
 namespace {
@@ -50,7 +50,7 @@ TEST_F(Checkpoint, RoundTripRestoresWeightsBuffersMomentumAndMeta) {
   Sgd sgd(*model, 0.9, 1e-4, false);
   train_a_step(*model, sgd);
   const std::string path = dir_.file("checkpoint.safetensors");
-  save_checkpoint(path, *model, sgd, {"resnet18", 4, 123, 9, {"a", "b", "c"}, 8, 31});
+  save_checkpoint(path, *model, sgd, {"resnet18", 4, 124, 9, {"a", "b", "c"}, 8, 31});
   EXPECT_FALSE(file_exists(path + ".tmp"));
 
   torch::manual_seed(99);
@@ -59,7 +59,7 @@ TEST_F(Checkpoint, RoundTripRestoresWeightsBuffersMomentumAndMeta) {
   const CheckpointMeta meta = load_checkpoint(path, *other, other_sgd);
   EXPECT_EQ(meta.model, "resnet18");
   EXPECT_EQ(meta.epoch, 4);
-  EXPECT_EQ(meta.step, 123);
+  EXPECT_EQ(meta.step, 124);
   EXPECT_EQ(meta.seed, 9);
   EXPECT_EQ(meta.classes, (std::vector<std::string>{"a", "b", "c"}));
   const auto a = model->named_parameters();
@@ -71,7 +71,7 @@ TEST_F(Checkpoint, RoundTripRestoresWeightsBuffersMomentumAndMeta) {
   for (size_t i = 0; i < sgd.state().size(); ++i) {
     EXPECT_TRUE(torch::equal(sgd.state()[i].second, other_sgd.state()[i].second));
   }
-  EXPECT_EQ(read_checkpoint_meta(path).step, 123);
+  EXPECT_EQ(read_checkpoint_meta(path).step, 124);
 }
 
 TEST_F(Checkpoint, SavingReplacesThePreviousFileWhole) {
@@ -132,7 +132,11 @@ TEST_F(Checkpoint, OutOfRangeMetadataIsAClearError) {
     return config_error([&] { load_checkpoint(path, *model, sgd); });
   };
   EXPECT_NE(with("step", "-1000").find("metadata 'step' is '-1000', not an integer in [0,"), std::string::npos);
-  EXPECT_NE(with("step", "21").find("past its 2 epochs of 10 steps"), std::string::npos);
+  // A checkpoint is written at an epoch's end: its step is its epochs times the steps per epoch. One that disagreed
+  // resumed past the last epoch, trained nothing and exited 0, or followed the schedule from the wrong step.
+  EXPECT_NE(with("step", "21").find("metadata step 21 is not its 2 epochs of 10 steps (20)"), std::string::npos);
+  EXPECT_NE(with("step", "19").find("metadata step 19 is not its 2 epochs of 10 steps (20)"), std::string::npos);
+  EXPECT_NE(with("epoch", "1000000").find("is not its 1000000 epochs of 10 steps"), std::string::npos);
   EXPECT_NE(with("epoch", "3x").find("metadata 'epoch' is '3x'"), std::string::npos);
   EXPECT_NE(with("batch_size", "0").find("'batch_size'"), std::string::npos);
   EXPECT_NE(with("steps_per_epoch", "99999999999999999999").find("'steps_per_epoch'"), std::string::npos);
@@ -178,7 +182,8 @@ TEST_F(Checkpoint, TheOptimizersStateRoundTripsUnderItsNameAndAMismatchIsRefused
   // Exports leave the moments out.
   const std::string exported = dir_.file("adamw-export.safetensors");
   export_weights(path, exported);
-  for (const auto& t : safetensors::read_file(exported).tensors) EXPECT_EQ(t.name.rfind("adamw.", 0), std::string::npos);
+  for (const auto& t : safetensors::read_file(exported).tensors)
+    EXPECT_EQ(t.name.rfind("adamw.", 0), std::string::npos);
 
   const std::string old = dir_.file("old.safetensors");
   save_checkpoint(old, *model, sgd, {"resnet18", 1, 1, 0, {"a", "b", "c"}, 4, 1});
@@ -210,6 +215,66 @@ TEST_F(Checkpoint, ExportedWeightsLoadBackIdenticallyWithoutOptimizerState) {
   }
   for (size_t i = 0; i < model->buffers().size(); ++i)
     EXPECT_TRUE(torch::equal(model->buffers()[i], other->buffers()[i]));
+}
+
+// rn50 export checks the tensors against the model the checkpoint names (from the registry, with its class count):
+// a misnamed or extra tensor was exported with exit 0, and rn50 infer then refused the file.
+TEST_F(Checkpoint, ExportRefusesTensorsThatAreNotTheNamedModels) {
+  auto model = models::create("resnet18", {3, true});
+  Sgd sgd(*model, 0.9, 0, false);
+  const std::string good = dir_.file("good.safetensors");
+  save_checkpoint(good, *model, sgd, {"resnet18", 1, 1, 0, {"a", "b", "c"}, 8, 1});
+  auto exported_with = [&](const std::function<void(safetensors::File&)>& change) {
+    safetensors::File file = safetensors::read_file(good);
+    change(file);
+    const std::string path = dir_.file("bad.safetensors");
+    files::write_atomically(path, safetensors::serialize(file.tensors, file.metadata));
+    return config_error([&] { export_weights(path, dir_.file("out.safetensors")); });
+  };
+  const std::string prefix = "checkpoint " + dir_.file("bad.safetensors");
+  auto renamed = [](const std::string& from, const std::string& to) {
+    return [=](safetensors::File& f) {
+      for (auto& t : f.tensors)
+        if (t.name == from) t.name = to;
+    };
+  };
+  EXPECT_EQ(exported_with(renamed("layer1.0.bn1.weight", "layer1.0.bn1.weigxt")),
+            prefix + " lacks layer1.0.bn1.weight");
+  const uint8_t byte = 0;
+  EXPECT_EQ(exported_with([&](safetensors::File& f) {
+              f.tensors.push_back({"extra", safetensors::DType::U8, {1}, &byte, 1});
+            }),
+            prefix + " has tensors the model lacks: extra");
+  EXPECT_EQ(exported_with([](safetensors::File& f) { f.metadata["classes"] = "[\"a\",\"b\"]"; }),
+            prefix + " has mis-shaped fc.weight, fc.bias");  // 3 classes stored, 2 named
+  EXPECT_EQ(
+      exported_with([](safetensors::File& f) { f.metadata["model"] = "resnet9"; }),
+      prefix + " holds a 'resnet9', which is no model rn50 has (resnet18, resnet34, resnet50, resnet101, resnet152)");
+  EXPECT_FALSE(file_exists(dir_.file("out.safetensors")));
+  EXPECT_EQ(exported_with([](safetensors::File&) {}), "");  // the file as saved exports
+}
+
+// A classifier of the right shape in another dtype is no other class count: an error naming the dtypes, not a
+// fresh classifier "(its shape differs: fine-tuning)".
+TEST_F(Checkpoint, InitFromAClassifierInAnotherDtypeIsAnError) {
+  auto model = models::create("resnet18", {3, true});
+  const NamedTensors state = named_state(*model);
+  std::vector<at::Tensor> host;
+  std::vector<safetensors::TensorView> views;
+  for (const auto& [name, t] : state) {
+    host.push_back(name.rfind("fc.", 0) == 0 ? t.detach().to(at::kDouble).contiguous() : t.detach().contiguous());
+    const at::Tensor& h = host.back();
+    views.push_back({name,
+                     h.scalar_type() == at::kDouble ? safetensors::DType::F64
+                     : h.scalar_type() == at::kLong ? safetensors::DType::I64
+                                                    : safetensors::DType::F32,
+                     h.sizes().vec(), static_cast<const uint8_t*>(h.data_ptr()), static_cast<size_t>(h.nbytes())});
+  }
+  files::write_atomically(dir_.file("f64.safetensors"), safetensors::serialize(views, {}));
+  auto target = models::create("resnet18", {3, true});
+  EXPECT_EQ(config_error([&] { load_weights(dir_.file("f64.safetensors"), *target, "fc"); }),
+            "config key 'init_from': " + dir_.file("f64.safetensors") +
+                " has tensors of another dtype: fc.weight (F64, the model's F32), fc.bias (F64, the model's F32)");
 }
 
 TEST_F(Checkpoint, InitFromAnotherClassCountKeepsTheFreshClassifier) {
@@ -255,7 +320,7 @@ TEST_F(Checkpoint, ExtraStateSuchAsTheLossScaleRoundTripsAndStaysOutOfExports) {
   Sgd sgd(*model, 0.9, 0, false);
   const ExtraState saved = {{"loss_scale", torch::full({}, 8192.0)},
                             {"loss_scale_growth_tracker", torch::full({}, 17, torch::kInt)}};
-  save_checkpoint(dir_.file("c.safetensors"), *model, sgd, {"resnet18", 1, 1, 0, {"a", "b", "c"}, 16, 4}, saved);
+  save_checkpoint(dir_.file("c.safetensors"), *model, sgd, {"resnet18", 1, 4, 0, {"a", "b", "c"}, 16, 4}, saved);
   const ExtraState loaded = {{"loss_scale", torch::zeros({})},
                              {"loss_scale_growth_tracker", torch::zeros({}, torch::kInt)}};
   const CheckpointMeta meta = load_checkpoint(dir_.file("c.safetensors"), *model, sgd, loaded);
