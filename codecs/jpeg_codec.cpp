@@ -308,6 +308,21 @@ JpegInfo read_jpeg_header(const uint8_t* bytes, size_t size) {
   return info;
 }
 
+uint64_t decode_memory_bytes(const JpegInfo& info, const CropRect& rect, int out_width, int out_height) {
+  const int num = detail::choose_scale_num(rect.width, rect.height, out_width, out_height);
+  const auto width = static_cast<uint64_t>(detail::scaled_size(info.width, num));
+  // jpeg_crop_scanline widens the columns to whole iMCUs: up to 32 scaled pixels more (4:2:0 at full scale).
+  const uint64_t region =
+      (std::min<uint64_t>(width, static_cast<uint64_t>(detail::scaled_size(rect.width, num)) + 32)) *
+      static_cast<uint64_t>(detail::scaled_size(rect.height, num));
+  const uint64_t channels = info.components == 4 ? 4 + 3 : 3;
+  const uint64_t components = static_cast<uint64_t>(std::max(1, info.components));
+  const uint64_t rows = width * 32 * components;  // a row group of each component, with its context rows
+  const uint64_t coefficients =
+      info.progressive ? static_cast<uint64_t>(info.width) * static_cast<uint64_t>(info.height) * components * 2 : 0;
+  return region * channels + rows + coefficients;
+}
+
 void check_arithmetic_scans(const uint8_t* bytes, size_t size) {
   check_jpeg_container(bytes, size);
   Decompressor decompressor;

@@ -68,6 +68,13 @@ void decode_crop_resize(const uint8_t* bytes, size_t size, const CropRect& rect,
 // bytes at all (it drops trailing zero bytes: a band of flat rows at the bottom), which is refused too.
 void check_arithmetic_scans(const uint8_t* bytes, size_t size);
 
+// The bytes decode_crop_resize holds for `rect` of an image with header `info` decoded to out_width x out_height,
+// known before decoding: the region at its DCT scale (RGB, or CMYK and its RGB copy), libjpeg's rows of the whole
+// width at that scale, and for a progressive file libjpeg's coefficients of the whole image (2 bytes a sample, each
+// component counted at full resolution: 1 GB for a 13000x13000 colour image, whatever the scale). An upper bound,
+// for the decode budget (data/decode_budget.h); check_arithmetic_scans holds no more.
+uint64_t decode_memory_bytes(const JpegInfo& info, const CropRect& rect, int out_width, int out_height);
+
 // Encodes an RGB (HWC) or, when `channels` is 1, grayscale image; `arithmetic`: arithmetic coding instead of Huffman.
 std::vector<uint8_t> encode_jpeg(const uint8_t* pixels, int width, int height, int channels, int quality,
                                  bool progressive = false, bool arithmetic = false);

@@ -36,6 +36,19 @@ void check_pixels(const codecs::JpegInfo& info, int64_t max_pixels) {
   }
 }
 
+// Buffers above this go back after their image, while the budget still counts them: a thread keeps what ordinary
+// images need (a 2000x1500 region and more), not the largest region it ever decoded.
+constexpr size_t kKeptScratchBytes = size_t{16} << 20;
+
+// Gives the decode buffers above kKeptScratchBytes back when it goes out of scope, the image decoded or refused.
+struct TrimOnExit {
+  codecs::DecodeScratch& scratch;
+  ~TrimOnExit() {
+    if (scratch.rows.capacity() > kKeptScratchBytes) std::vector<uint8_t>().swap(scratch.rows);
+    if (scratch.region.capacity() > kKeptScratchBytes) std::vector<uint8_t>().swap(scratch.region);
+  }
+};
+
 }  // namespace
 
 SampleGeometry sample_geometry(const SampleTransform& transform, int width, int height, uint64_t epoch, size_t index) {
@@ -74,9 +87,14 @@ void JpegFolderDataset::load(size_t index, uint64_t epoch, uint8_t* out, WorkerS
     const codecs::JpegInfo info = codecs::parse_jpeg_frame_header(scratch.file.data(), scratch.file.size());
     check_pixels(info, limits_.max_pixels);
     codecs::check_first_scan_length(info);  // as the GPU path checks it: both count such a file
+    const SampleGeometry geometry = sample_geometry(transform_, info.width, info.height, epoch, index);
+    const DecodeBudget::Hold hold = scratch.budget
+                                        ? scratch.budget->acquire(codecs::decode_memory_bytes(
+                                              info, geometry.rect, transform_.image_size, transform_.image_size))
+                                        : DecodeBudget::Hold();
+    const TrimOnExit trim{scratch.decode};  // before the hold ends
     // The whole scan, not only the crop's rows: both paths count the same files, whatever the crop.
     if (info.arithmetic) codecs::check_arithmetic_scans(scratch.file.data(), scratch.file.size());
-    const SampleGeometry geometry = sample_geometry(transform_, info.width, info.height, epoch, index);
     codecs::decode_crop_resize(scratch.file.data(), scratch.file.size(), geometry.rect, transform_.image_size,
                                transform_.image_size, geometry.flip, out, scratch.decode);
   } catch (const DecodeError& e) {

@@ -223,6 +223,7 @@ struct BatchLoader::State {
 
   void worker_loop() {
     WorkerScratch scratch;
+    scratch.budget = options.decode_budget.get();
     for (;;) {
       const int64_t unit = next_unit.fetch_add(1);
       if (unit >= total_units) return;
@@ -316,6 +317,7 @@ BatchLoader::BatchLoader(const ImageDataset& dataset, std::vector<size_t> order,
   s.slot_batch.resize(static_cast<size_t>(s.slots));
   for (int slot = 0; slot < s.slots; ++slot) s.slot_batch[static_cast<size_t>(slot)] = slot;
   s.slot_units_done.assign(static_cast<size_t>(s.slots), 0);
+  s.consumer_scratch.budget = options.decode_budget.get();
   num_batches_ = s.num_batches;
 
   const int64_t thread_count = std::min<int64_t>(options.workers, s.total_units);
