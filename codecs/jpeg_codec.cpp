@@ -25,7 +25,7 @@ namespace {
 struct JpegErrorManager {
   jpeg_error_mgr pub;
   std::jmp_buf jump;
-  bool premature_end;
+  bool premature_end;  // also an arithmetic-coded scan whose data ends too early (check_arithmetic_scans)
   bool corrupt;
   bool in_data;  // past the header: stray bytes there are damage, not the header padding libjpeg skips
   char message[JMSG_LENGTH_MAX];
@@ -125,6 +125,32 @@ class Decompressor {
   JpegErrorManager err_{};
   bool created_ = false;
 };
+
+// check_arithmetic_scans' progress monitor, which libjpeg calls before each row of blocks it reads into a multi-scan
+// image and before each output row of a single-scan one (without fancy upsampling, which would decode a row ahead).
+// The arithmetic decoder keeps the marker it ran into in unread_marker (a restart marker comes inside a scan and is
+// read at its next restart interval). Only scans that code the DC coefficients afresh are checked (every
+// sequential scan; a progressive file's first DC scans): those code every block, while a progressive AC or refinement
+// scan of a smooth picture can be a few bytes for the whole image. A whole scan runs into its marker near its end,
+// where the decoder reads a few bytes past the data: in its last row of blocks, or its last 8 blocks when rows are
+// narrower than that (a row of one block can code in less than those bytes). 2,500 random valid files (1 to 400
+// pixels a side, grey and colour, sequential and progressive) all pass; every sequential one cut in half is refused.
+void check_arithmetic_progress(j_common_ptr common) {
+  const auto cinfo = reinterpret_cast<j_decompress_ptr>(common);
+  const int marker = cinfo->unread_marker;
+  if (marker == 0 || (marker >= 0xD0 && marker <= 0xD7) || !cinfo->arith_code || cinfo->Ss != 0 || cinfo->Ah != 0)
+    return;
+  const JDIMENSION per_row = std::max<JDIMENSION>(1, cinfo->MCUs_per_row);
+  const JDIMENSION slack = std::max<JDIMENSION>(1, (8 + per_row - 1) / per_row);
+  if (cinfo->input_iMCU_row + slack > cinfo->total_iMCU_rows) return;
+  auto* err = reinterpret_cast<JpegErrorManager*>(cinfo->err);
+  std::snprintf(err->message, sizeof err->message,
+                "the arithmetic-coded data ends %u of %u rows of blocks before its scan does",
+                static_cast<unsigned>(cinfo->total_iMCU_rows - cinfo->input_iMCU_row),
+                static_cast<unsigned>(cinfo->total_iMCU_rows));
+  err->premature_end = true;
+  std::longjmp(err->jump, 1);
+}
 
 std::string hex_byte(uint8_t value) {
   char text[8];
@@ -282,6 +308,47 @@ JpegInfo read_jpeg_header(const uint8_t* bytes, size_t size) {
   return info;
 }
 
+uint64_t decode_memory_bytes(const JpegInfo& info, const CropRect& rect, int out_width, int out_height) {
+  const int num = detail::choose_scale_num(rect.width, rect.height, out_width, out_height);
+  const auto width = static_cast<uint64_t>(detail::scaled_size(info.width, num));
+  // jpeg_crop_scanline widens the columns to whole iMCUs: up to 32 scaled pixels more (4:2:0 at full scale).
+  const uint64_t region =
+      (std::min<uint64_t>(width, static_cast<uint64_t>(detail::scaled_size(rect.width, num)) + 32)) *
+      static_cast<uint64_t>(detail::scaled_size(rect.height, num));
+  const uint64_t channels = info.components == 4 ? 4 + 3 : 3;
+  const uint64_t components = static_cast<uint64_t>(std::max(1, info.components));
+  const uint64_t rows = width * 32 * components;  // a row group of each component, with its context rows
+  const uint64_t coefficients =
+      info.progressive ? static_cast<uint64_t>(info.width) * static_cast<uint64_t>(info.height) * components * 2 : 0;
+  return region * channels + rows + coefficients;
+}
+
+void check_arithmetic_scans(const uint8_t* bytes, size_t size) {
+  check_jpeg_container(bytes, size);
+  Decompressor decompressor;
+  read_header(decompressor, bytes, size);
+  const j_decompress_ptr cinfo = decompressor.get();
+  if (!cinfo->arith_code) return;
+  jpeg_progress_mgr progress{};
+  progress.progress_monitor = &check_arithmetic_progress;
+  cinfo->progress = &progress;
+  cinfo->scale_num = 1;  // the fewest pixels: the work is the entropy decoding
+  cinfo->scale_denom = 8;
+  cinfo->do_fancy_upsampling = FALSE;
+  cinfo->dct_method = JDCT_IFAST;
+  // A multi-scan file is read whole, row by row of blocks, inside jpeg_start_decompress; a single scan as its rows
+  // are read. One row at a time (the monitor runs before each call).
+  decompressor.run([&] { jpeg_start_decompress(cinfo); });
+  std::vector<uint8_t> row(static_cast<size_t>(cinfo->output_width) * cinfo->output_components);
+  decompressor.run([&] {
+    JSAMPROW rows[1] = {row.data()};
+    while (cinfo->output_scanline < cinfo->output_height) {
+      if (jpeg_read_scanlines(cinfo, rows, 1) != 1) break;
+    }
+    jpeg_abort_decompress(cinfo);
+  });
+}
+
 void decode_crop_resize(const uint8_t* bytes, size_t size, const CropRect& rect, int out_width, int out_height,
                         bool flip, uint8_t* out, DecodeScratch& scratch) {
   if (out_width <= 0 || out_height <= 0 || out == nullptr)
@@ -361,7 +428,7 @@ void decode_crop_resize(const uint8_t* bytes, size_t size, const CropRect& rect,
 }
 
 std::vector<uint8_t> encode_jpeg(const uint8_t* pixels, int width, int height, int channels, int quality,
-                                 bool progressive) {
+                                 bool progressive, bool arithmetic) {
   if (pixels == nullptr || width <= 0 || height <= 0)
     throw std::invalid_argument("encode_jpeg: the image must not be empty");
   if (channels != 1 && channels != 3) throw std::invalid_argument("encode_jpeg: channels must be 1 or 3");
@@ -389,6 +456,7 @@ std::vector<uint8_t> encode_jpeg(const uint8_t* pixels, int width, int height, i
     jpeg_set_defaults(&cinfo);
     jpeg_set_quality(&cinfo, quality, TRUE);
     if (progressive) jpeg_simple_progression(&cinfo);
+    cinfo.arith_code = arithmetic ? TRUE : FALSE;
     jpeg_start_compress(&cinfo, TRUE);
     const size_t stride = static_cast<size_t>(width) * channels;
     while (cinfo.next_scanline < cinfo.image_height) {

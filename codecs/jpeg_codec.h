@@ -12,6 +12,7 @@ struct JpegInfo {
   int height = 0;
   int components = 0;  // 1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK
   bool progressive = false;
+  bool arithmetic = false;  // arithmetic-coded (SOF9..SOF15) rather than Huffman-coded (set by the frame-header walk)
   // 3 components stored as R, G, B rather than YCbCr, as libjpeg decides it: no JFIF marker, and an Adobe marker
   // with transform 0 or, without one, component ids 'R', 'G', 'B'. (Set by the frame-header walk only.)
   bool rgb_coded = false;
@@ -57,9 +58,26 @@ size_t last_end_of_image(const uint8_t* bytes, size_t size);
 void decode_crop_resize(const uint8_t* bytes, size_t size, const CropRect& rect, int out_width, int out_height,
                         bool flip, uint8_t* out, DecodeScratch& scratch);
 
-// Encodes an RGB (HWC) or, when `channels` is 1, grayscale image.
+// Throws rn50::DecodeError when the data of an arithmetic-coded JPEG ends (reaches a marker) a whole row of blocks
+// (an iMCU row, at least 8 blocks) or more before a scan that codes every block's DC coefficient is complete: every
+// scan of a sequential file, the first DC scans of a progressive one (whose later scans may be nearly empty, so a cut
+// there goes unseen, the picture complete at a lower quality). The arithmetic decoder goes on after a marker as if
+// zero bytes followed, as the standard lets it and without a warning, so a file cut short and closed with an
+// end-of-image marker decodes without an error (its lower part flat). Entropy-decodes the whole file at 1/8 scale; a
+// Huffman-coded file passes unread. Bytes cannot tell such a file from one whose last rows the encoder coded in no
+// bytes at all (it drops trailing zero bytes: a band of flat rows at the bottom), which is refused too.
+void check_arithmetic_scans(const uint8_t* bytes, size_t size);
+
+// The bytes decode_crop_resize holds for `rect` of an image with header `info` decoded to out_width x out_height,
+// known before decoding: the region at its DCT scale (RGB, or CMYK and its RGB copy), libjpeg's rows of the whole
+// width at that scale, and for a progressive file libjpeg's coefficients of the whole image (2 bytes a sample, each
+// component counted at full resolution: 1 GB for a 13000x13000 colour image, whatever the scale). An upper bound,
+// for the decode budget (data/decode_budget.h); check_arithmetic_scans holds no more.
+uint64_t decode_memory_bytes(const JpegInfo& info, const CropRect& rect, int out_width, int out_height);
+
+// Encodes an RGB (HWC) or, when `channels` is 1, grayscale image; `arithmetic`: arithmetic coding instead of Huffman.
 std::vector<uint8_t> encode_jpeg(const uint8_t* pixels, int width, int height, int channels, int quality,
-                                 bool progressive = false);
+                                 bool progressive = false, bool arithmetic = false);
 
 namespace detail {
 // The DCT scale numerator M (scale M/8, M in 1, 2, 4, 8) that decode_crop_resize uses: the smallest M at which

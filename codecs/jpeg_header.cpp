@@ -150,6 +150,7 @@ JpegInfo parse_jpeg_frame_header(const uint8_t* bytes, size_t size) {
     info.width = read_u16(frame + 5);
     info.components = frame[7];
     info.progressive = is_progressive(marker);
+    info.arithmetic = marker > 0xC8;  // SOF9..SOF15 (DAC, 0xCC, is no frame header)
     if (info.width == 0) throw DecodeError("corrupt JPEG (frame header gives width 0)");
     if (info.height == 0) throw DecodeError("unsupported JPEG (height defined by a DNL marker)");
     if (info.components != 1 && info.components != 3 && info.components != 4)

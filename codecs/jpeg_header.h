@@ -19,7 +19,8 @@ JpegInfo parse_jpeg_frame_header(const uint8_t* bytes, size_t size);
 
 // Throws rn50::DecodeError when a Huffman-coded sequential first scan has fewer bits than two per block: data cut
 // short, which nvJPEG would decode without an error. Callers check the pixel limit first (a frame header claiming
-// billions of pixels is a decompression bomb before it is a short scan).
+// billions of pixels is a decompression bomb before it is a short scan). Arithmetic-coded files have no such bound
+// (a flat 13000x13000 image codes in a few hundred bytes): codecs::check_arithmetic_scans decodes them instead.
 void check_first_scan_length(const JpegInfo& info);
 
 }  // namespace rn50::codecs

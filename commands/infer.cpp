@@ -7,6 +7,7 @@
 #include <torch/utils.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "commands/command.h"
@@ -14,8 +15,8 @@
 #include "core/files.h"
 #include "core/log.h"
 #include "core/safetensors.h"
-#include "trainer/checkpoint.h"
 #include "models/model.h"
+#include "trainer/checkpoint.h"
 
 namespace rn50::commands {
 namespace {
@@ -67,7 +68,15 @@ void infer(const InferOptions& options) {
   }
   // The model names its classifier (fc, classifier.2, heads.head, ...): a one-class build of it says which tensor
   // sizes the real one, and which image size it takes.
-  const auto probe = models::create(model_name, {1, false});
+  std::shared_ptr<models::Classifier> probe;
+  try {
+    probe = models::create(model_name, {1, false});
+  } catch (const ConfigError&) {  // its message names the configuration key, which rn50 infer has not
+    std::string known;
+    for (const auto& n : models::names()) known += (known.empty() ? "" : ", ") + n;
+    throw ConfigError((options.model.empty() ? options.weights + "'s metadata" : std::string("--model")) +
+                      " names the model '" + model_name.substr(0, 64) + "', which rn50 has not (" + known + ")");
+  }
   const std::string classifier = probe->classifier_name() + ".weight";
   const int64_t fixed_size = probe->fixed_image_size();
   const st::TensorView* fc = weights.find(classifier);

@@ -34,7 +34,7 @@ int make_sample_command(int argc, char** argv) {
       "threads", "threads that render and encode (default: the cores this process may use)",
       cxxopts::value<int>()->default_value("0"))(
       "damaged",
-      "also write damaged and hostile files into every training class folder (samples/damaged_images.h: 9 bad, 2 "
+      "also write damaged and hostile files into every training class folder (samples/damaged_images.h: 11 bad, 3 "
       "odd but good, and a FIFO, two broken links and a sparse 2 GiB file), to see a run count and skip them")(
       "h,help", "print this help");
   const auto parsed = parse_options(options, argc, argv);

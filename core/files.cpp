@@ -1,12 +1,14 @@
-// core/files.cpp: RegularFile, read_whole and write_atomically over POSIX calls.
+// core/files.cpp: RegularFile, read_whole, LineReader and write_atomically over POSIX calls.
 #include "core/files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <system_error>
 
 #include "core/stop.h"
@@ -66,6 +68,48 @@ void read_whole(const std::string& path, uint64_t max_bytes, std::vector<uint8_t
   const RegularFile file(path, max_bytes);
   bytes.resize(static_cast<size_t>(file.size()));
   file.read_at(bytes.data(), bytes.size(), 0);
+}
+
+LineReader::LineReader(const std::string& path, uint64_t max_bytes, size_t max_line)
+    : file_(path, max_bytes), max_line_(max_line), buffer_(64 << 10) {}
+
+bool LineReader::fill() {
+  if (offset_ >= file_.size()) return false;
+  const size_t count = static_cast<size_t>(std::min<uint64_t>(buffer_.size(), file_.size() - offset_));
+  file_.read_at(buffer_.data(), count, offset_);
+  offset_ += count;
+  begin_ = 0;
+  end_ = count;
+  return true;
+}
+
+bool LineReader::next(std::string& line) {
+  line.clear();
+  bool started = false, too_long = false;
+  for (;;) {
+    if (begin_ == end_ && !fill()) break;
+    started = true;
+    const char* from = buffer_.data() + begin_;
+    const auto* newline = static_cast<const char*>(std::memchr(from, '\n', end_ - begin_));
+    const size_t take = newline ? static_cast<size_t>(newline - from) : end_ - begin_;
+    if (!too_long && line.size() + take > max_line_) {
+      too_long = true;
+      line.clear();
+      line.shrink_to_fit();  // what was held of it goes too
+    }
+    if (!too_long) line.append(from, take);
+    begin_ += take;
+    if (newline) {
+      ++begin_;
+      if (!too_long) return true;
+      ++long_lines_;
+      too_long = false;
+      started = false;
+      continue;
+    }
+  }
+  if (too_long) ++long_lines_;
+  return started && !too_long;
 }
 
 std::string temporary_path(const std::string& path) { return path + ".tmp"; }

@@ -42,6 +42,31 @@ class RegularFile {
 // The whole of a regular file of at most max_bytes into `bytes`, reusing its capacity.
 void read_whole(const std::string& path, uint64_t max_bytes, std::vector<uint8_t>& bytes);
 
+// A regular file of at most max_bytes read line by line in bounded memory: a line of at most max_line bytes comes out
+// whole, without its '\n'; a longer one is skipped as it is read, never held, and counted. A last line without a '\n'
+// is a line; an empty file has none. The file is read up to the size it had when it was opened (a log being appended
+// to ends where it was).
+class LineReader {
+ public:
+  LineReader(const std::string& path, uint64_t max_bytes, size_t max_line);
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+
+  // The next line that fits into `line`; false at the end. Throws ReadError.
+  bool next(std::string& line);
+  int64_t long_lines() const { return long_lines_; }  // lines over max_line, skipped
+
+ private:
+  bool fill();  // more of the file into the buffer; false at its end
+
+  RegularFile file_;
+  size_t max_line_;
+  uint64_t offset_ = 0;  // of the file, read so far
+  std::vector<char> buffer_;
+  size_t begin_ = 0, end_ = 0;  // the buffer's unread bytes
+  int64_t long_lines_ = 0;
+};
+
 // Where write_atomically stages `path`: a leftover there is a write that never finished.
 std::string temporary_path(const std::string& path);
 

@@ -46,8 +46,12 @@ std::vector<uint8_t> serialize(const std::vector<TensorView>& tensors,
 File parse(std::vector<uint8_t> bytes, const std::string& origin);
 File read_file(const std::string& path);  // a regular file only (core/files.h); throws FormatError
 
-// Metadata values are strings; a list of strings is stored as a JSON array.
+// Metadata values are strings; a list of strings is stored as a JSON array. The items are bytes (class folder names
+// are whatever the file system allows): each byte that is not part of well-formed UTF-8 is written as the escape
+// \udcXX, U+DC00 plus its value, as Python's "surrogateescape" (PEP 383) reads such a byte: json.loads gives the
+// str that os.listdir, and torchvision's ImageFolder, give for the same folder, and decode_string_list gives the
+// bytes back. A list of UTF-8 names is written as nlohmann writes it.
 std::string encode_string_list(const std::vector<std::string>& items);
-std::vector<std::string> decode_string_list(const std::string& json);  // throws FormatError
+std::vector<std::string> decode_string_list(const std::string& json);  // any JSON list of strings; throws FormatError
 
 }  // namespace rn50::safetensors

@@ -36,6 +36,19 @@ void check_pixels(const codecs::JpegInfo& info, int64_t max_pixels) {
   }
 }
 
+// Buffers above this go back after their image, while the budget still counts them: a thread keeps what ordinary
+// images need (a 2000x1500 region and more), not the largest region it ever decoded.
+constexpr size_t kKeptScratchBytes = size_t{16} << 20;
+
+// Gives the decode buffers above kKeptScratchBytes back when it goes out of scope, the image decoded or refused.
+struct TrimOnExit {
+  codecs::DecodeScratch& scratch;
+  ~TrimOnExit() {
+    if (scratch.rows.capacity() > kKeptScratchBytes) std::vector<uint8_t>().swap(scratch.rows);
+    if (scratch.region.capacity() > kKeptScratchBytes) std::vector<uint8_t>().swap(scratch.region);
+  }
+};
+
 }  // namespace
 
 SampleGeometry sample_geometry(const SampleTransform& transform, int width, int height, uint64_t epoch, size_t index) {
@@ -75,6 +88,13 @@ void JpegFolderDataset::load(size_t index, uint64_t epoch, uint8_t* out, WorkerS
     check_pixels(info, limits_.max_pixels);
     codecs::check_first_scan_length(info);  // as the GPU path checks it: both count such a file
     const SampleGeometry geometry = sample_geometry(transform_, info.width, info.height, epoch, index);
+    const DecodeBudget::Hold hold = scratch.budget
+                                        ? scratch.budget->acquire(codecs::decode_memory_bytes(
+                                              info, geometry.rect, transform_.image_size, transform_.image_size))
+                                        : DecodeBudget::Hold();
+    const TrimOnExit trim{scratch.decode};  // before the hold ends
+    // The whole scan, not only the crop's rows: both paths count the same files, whatever the crop.
+    if (info.arithmetic) codecs::check_arithmetic_scans(scratch.file.data(), scratch.file.size());
     codecs::decode_crop_resize(scratch.file.data(), scratch.file.size(), geometry.rect, transform_.image_size,
                                transform_.image_size, geometry.flip, out, scratch.decode);
   } catch (const DecodeError& e) {
@@ -89,6 +109,9 @@ void JpegFolderDataset::load_encoded(size_t index, uint64_t epoch, EncodedSample
     out.info = codecs::parse_jpeg_frame_header(out.bytes.data(), out.bytes.size());
     check_pixels(out.info, limits_.max_pixels);
     codecs::check_first_scan_length(out.info);  // nvJPEG decodes scan data cut short without an error
+    // nvJPEG decodes no arithmetic coding (the GPU path hands it to libjpeg), and libjpeg's arithmetic decoder says
+    // nothing of data that ends early: checked here, on the loader's thread, as the CPU path checks it.
+    if (out.info.arithmetic) codecs::check_arithmetic_scans(out.bytes.data(), out.bytes.size());
     out.geometry = sample_geometry(transform_, out.info.width, out.info.height, epoch, index);
     out.index = index;
   } catch (const DecodeError& e) {

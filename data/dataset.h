@@ -8,6 +8,7 @@
 
 #include "codecs/jpeg_codec.h"
 #include "core/image_limits.h"
+#include "data/decode_budget.h"
 #include "data/image_folder.h"
 #include "data/transforms.h"
 
@@ -51,6 +52,7 @@ struct EncodedSample {
 struct WorkerScratch {
   std::vector<uint8_t> file;  // compressed bytes of the current file
   codecs::DecodeScratch decode;
+  DecodeBudget* budget = nullptr;  // decoded bytes in flight, shared by the threads (null: unbounded)
 };
 
 class ImageDataset {
@@ -59,8 +61,9 @@ class ImageDataset {
   virtual size_t size() const = 0;
   virtual int64_t label(size_t index) const = 0;
   virtual std::string describe(size_t index) const = 0;  // what to print when the sample is bad (its path)
-  // Writes sample `index`, transformed for `epoch`, as image_size x image_size x 3 RGB bytes (HWC) at `out`.
-  // Throws rn50::DecodeError when the sample cannot be used.
+  // Writes sample `index`, transformed for `epoch`, as image_size x image_size x 3 RGB bytes (HWC) at `out`,
+  // holding its decoded bytes of scratch.budget while it decodes. Throws rn50::DecodeError when the sample cannot be
+  // used.
   virtual void load(size_t index, uint64_t epoch, uint8_t* out, WorkerScratch& scratch) const = 0;
   // Reads sample `index` without decoding it, with the crop and flip of `epoch` (GPU decoding). Throws
   // rn50::DecodeError when the file cannot be read or its header is not a usable JPEG's. Sources that only

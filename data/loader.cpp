@@ -184,9 +184,10 @@ struct BatchLoader::State {
         } catch (const DecodeError& e) {
           reason = e.what();
         }
+        // Strict mode skips nothing: the error names the file, and no "skipped" report comes before it.
+        if (options.strict) throw DecodeError("bad sample (strict mode): " + name_sample(index, reason));
         report_bad(index, reason);
       }
-      if (options.strict) throw DecodeError("bad sample (strict mode): " + name_sample(index, reason));
       ++failures;
       if (failures > options.max_replacements || static_cast<size_t>(failures) >= n)
         throw DecodeError("too many consecutive bad samples (" + std::to_string(failures) + ") from order position " +
@@ -222,6 +223,7 @@ struct BatchLoader::State {
 
   void worker_loop() {
     WorkerScratch scratch;
+    scratch.budget = options.decode_budget.get();
     for (;;) {
       const int64_t unit = next_unit.fetch_add(1);
       if (unit >= total_units) return;
@@ -315,6 +317,7 @@ BatchLoader::BatchLoader(const ImageDataset& dataset, std::vector<size_t> order,
   s.slot_batch.resize(static_cast<size_t>(s.slots));
   for (int slot = 0; slot < s.slots; ++slot) s.slot_batch[static_cast<size_t>(slot)] = slot;
   s.slot_units_done.assign(static_cast<size_t>(s.slots), 0);
+  s.consumer_scratch.budget = options.decode_budget.get();
   num_batches_ = s.num_batches;
 
   const int64_t thread_count = std::min<int64_t>(options.workers, s.total_units);

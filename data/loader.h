@@ -16,6 +16,7 @@
 
 #include "core/host_memory.h"
 #include "data/dataset.h"
+#include "data/decode_budget.h"
 
 namespace rn50::data {
 
@@ -73,9 +74,14 @@ struct LoaderOptions {
   // >= 0: worker k runs only on the usable CPU (core/affinity.h) at index (pin_first_cpu + k) mod their count;
   // -1: the workers are not pinned.
   int pin_first_cpu = -1;
+  // The decoded bytes the decode threads may hold at once (data/decode_budget.h), shared with every loader given the
+  // same budget: by default the process's, a quarter of its cgroup memory limit or of the machine's memory. Null: no
+  // bound.
+  std::shared_ptr<DecodeBudget> decode_budget = process_decode_budget();
 };
 
-// Called once for every bad sample (its description and the reason), from whichever thread met it.
+// Called once for every bad sample that is skipped (its description and the reason), from whichever thread met it;
+// never in strict mode, where the first bad sample is the loader's error.
 using BadSampleHandler = std::function<void(const std::string& what, const std::string& reason)>;
 
 // Loads one epoch. Batch b goes to pool slot b % slots; workers fill at most `slots` batches ahead of

@@ -7,20 +7,23 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 
+#include "core/cost.h"
 #include "core/errors.h"
 #include "core/files.h"
 #include "core/log.h"
-#include "core/cost.h"
 #include "report/svg.h"
 
 namespace rn50::report {
 namespace {
 
 namespace fs = std::filesystem;
+
+// An ablation.json is one JSON document, read whole and parsed into memory several times its size: bench/ablation.py
+// writes a few hundred KB (the largest recorded is 0.5 MB).
+constexpr uint64_t kMaxAblationBytes = 16 << 20;
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -90,9 +93,13 @@ CompareRow row_of_run(const std::string& input, const CompareOptions& o) {
   }
   row.machine = machine;
   if (row.device.empty()) row.device = "device not recorded in the run folder; named '" + machine + "' by --name";
-  row.source = input + " (" + std::to_string(row.figures.epochs) + " epoch" + (row.figures.epochs == 1 ? "" : "s") +
-               (dropped ? " after the first" : "") + "; configuration from " + run.config_from +
-               (run.machine_from.empty() ? "" : ", machine from " + run.machine_from) + ")";
+  row.source =
+      input + " (" + std::to_string(row.figures.epochs) + " epoch" + (row.figures.epochs == 1 ? "" : "s") +
+      (dropped ? " after the first" : "") + "; configuration from " + run.config_from +
+      (run.machine_from.empty() ? "" : ", machine from " + run.machine_from) +
+      (run.metrics.long_lines ? "; " + std::to_string(run.metrics.long_lines) + " metrics lines over 1 MiB skipped"
+                              : "") +
+      ")";
   return row;
 }
 
@@ -108,9 +115,13 @@ std::string ablation_device(const nlohmann::json& saved, const std::string& inpu
   for (const auto& entry : fs::directory_iterator(logs, ec)) files.push_back(entry.path());
   std::sort(files.begin(), files.end());
   for (const auto& f : files) {
-    std::ifstream in(f);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    for (const auto& [key, value] : parse_start_table(text)) {
+    Rows table;
+    try {
+      table = read_start_table(f.string());
+    } catch (const files::ReadError&) {
+      continue;  // not a log (a folder, a FIFO) or unreadable: the other logs may say
+    }
+    for (const auto& [key, value] : table) {
       if (key == "(device)" && value != "cpu") return value;
     }
   }
@@ -130,7 +141,7 @@ Record record_of(const nlohmann::json& j) {
 std::vector<CompareRow> rows_of_ablation(const std::string& input, const CompareOptions& o) {
   std::vector<uint8_t> bytes;
   try {
-    files::read_whole(input, kMaxMetricsBytes, bytes);
+    files::read_whole(input, kMaxAblationBytes, bytes);
   } catch (const files::ReadError& e) {
     throw DataError(e.what());
   }
@@ -340,10 +351,12 @@ Comparison compare(const CompareOptions& o) {
     std::error_code ec;
     const std::string canonical = fs::canonical(input, ec).string();
     if (!seen.insert(ec ? input : canonical).second) throw DataError(input + ": given twice");
-    if (fs::is_directory(input, ec)) {
+    const fs::file_status status = fs::status(input, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory) throw DataError("cannot read " + input + ": " + ec.message());
+    if (fs::is_directory(status)) {
       c.rows.push_back(row_of_run(input, o));
-    } else if (fs::is_regular_file(input, ec)) {
-      for (auto& row : rows_of_ablation(input, o)) c.rows.push_back(std::move(row));
+    } else if (fs::exists(status)) {
+      for (auto& row : rows_of_ablation(input, o)) c.rows.push_back(std::move(row));  // names a FIFO or a device
     } else {
       throw DataError(input + ": no such file or folder");
     }
@@ -358,10 +371,10 @@ Comparison compare(const CompareOptions& o) {
   if (!o.prices_file.empty()) {
     for (auto& p : read_prices_file(o.prices_file)) prices.push_back(std::move(p));
   }
-  for (const auto& [name, price] : prices) {
-    const bool used = std::any_of(c.rows.begin(), c.rows.end(), [&](const CompareRow& r) {
-      return price_for({{name, price}}, r.machine).has_value();
-    });
+  for (const auto& entry : prices) {  // not a structured binding: clang's C++17 does not capture those
+    const std::string& name = entry.first;
+    const bool used = std::any_of(c.rows.begin(), c.rows.end(),
+                                  [&](const CompareRow& r) { return price_for({entry}, r.machine).has_value(); });
     if (!used) {
       std::string machines;
       for (const auto& r : c.rows) {
@@ -527,7 +540,8 @@ std::string comparison_json(const Comparison& c) {
                          {"imagenet_train_images", kImageNetTrainImages},
                          {"reading_across", c.across},
                          {"rows", rows}};
-  return j.dump(1) + "\n";
+  // Paths and names come from the files and the file system, in any bytes: what is not UTF-8 shows as U+FFFD.
+  return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::vector<std::string> write_comparison(const Comparison& c, const std::string& dir) {

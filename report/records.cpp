@@ -13,17 +13,15 @@
 namespace rn50::report {
 namespace {
 
-constexpr uint64_t kMaxSmallFileBytes = 16 << 20;  // config.yaml, run.json, train.log: far below this
+namespace fs = std::filesystem;
 
-std::string read_text(const std::string& path, uint64_t max_bytes) {
-  std::vector<uint8_t> bytes;
-  files::read_whole(path, max_bytes, bytes);
-  return std::string(bytes.begin(), bytes.end());
-}
+constexpr uint64_t kMaxSmallFileBytes = 16 << 20;  // config.yaml: far below this
 
-bool exists(const std::string& path) {
+// Whether anything stands at `path`: a file its reader opens, or something it names the reason it cannot (a FIFO, a
+// folder, a link that loops or leads nowhere). A file that is not there is not an error for the optional files.
+bool present(const std::string& path) {
   std::error_code ec;
-  return std::filesystem::is_regular_file(path, ec);
+  return fs::symlink_status(path, ec).type() != fs::file_type::not_found && !ec;
 }
 
 std::string trim(const std::string& s) {
@@ -32,21 +30,18 @@ std::string trim(const std::string& s) {
   return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
 }
 
-// config.yaml as rn50 writes it (core/config.cpp's to_yaml): "key: value" a line, "" for empty, [a,b] for lists.
-Rows parse_config_yaml(const std::string& text) {
-  Rows rows;
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) {
-    const size_t colon = line.find(':');
-    if (line.empty() || line[0] == '#' || colon == std::string::npos) continue;
-    std::string value = trim(line.substr(colon + 1));
-    if (value == "\"\"") value.clear();
-    if (value.size() >= 2 && value.front() == '[' && value.back() == ']') value = value.substr(1, value.size() - 2);
-    rows.emplace_back(trim(line.substr(0, colon)), value);
-  }
-  return rows;
+// A line of config.yaml as rn50 writes it (core/config.cpp's to_yaml): "key: value", "" for empty, [a,b] for lists.
+void add_config_line(const std::string& line, Rows& rows) {
+  const size_t colon = line.find(':');
+  if (line.empty() || line[0] == '#' || colon == std::string::npos) return;
+  std::string value = trim(line.substr(colon + 1));
+  if (value == "\"\"") value.clear();
+  if (value.size() >= 2 && value.front() == '[' && value.back() == ']') value = value.substr(1, value.size() - 2);
+  rows.emplace_back(trim(line.substr(0, colon)), value);
 }
 
+// A value of run.json as text. A list or an object is no value rn50 writes there, and is not printed: printing
+// recurses through it, and a file of nested lists would exhaust the stack.
 std::string json_text(const nlohmann::json& v) {
   if (v.is_string()) return v.get<std::string>();
   if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
@@ -56,12 +51,16 @@ std::string json_text(const nlohmann::json& v) {
     os << v.get<double>();
     return os.str();
   }
+  if (v.is_structured()) return v.is_array() ? "(a list)" : "(an object)";
   return v.dump();
 }
 
-// run.json (trainer/run_info.h): the host's facts, then the start table's findings without their parentheses.
+// run.json (trainer/run_info.h): the host's facts, then the start table's findings without their parentheses. Throws
+// files::ReadError.
 void read_run_json(const std::string& path, RunFolder& run) {
-  const nlohmann::json info = nlohmann::json::parse(read_text(path, kMaxSmallFileBytes), nullptr, false);
+  std::vector<uint8_t> bytes;
+  files::read_whole(path, kMaxLineBytes, bytes);  // a few KB as rn50 writes it
+  const nlohmann::json info = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
   if (!info.is_object()) return;
   for (const char* key : {"started", "host", "cpu", "usable_cores", "host_memory_gib", "world_size"}) {
     if (info.contains(key)) run.machine.emplace_back(key, json_text(info[key]));
@@ -102,74 +101,83 @@ std::optional<double> median(std::vector<double> values) {
 MetricsFile read_metrics(const std::string& path) {
   MetricsFile file;
   file.path = path;
-  std::string text;
+  double last_epoch = -1, last_step = -1;
   try {
-    text = read_text(path, kMaxMetricsBytes);
+    files::LineReader reader(path, kMaxMetricsBytes, kMaxLineBytes);
+    for (std::string line; reader.next(line);) {
+      ++file.lines;
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      const bool typed = j.is_object() && j.contains("type") && j["type"].is_string();
+      const std::string type = typed ? j["type"].get<std::string>() : "";
+      if ((type != "epoch" && type != "step") || !j.contains("epoch") || !j["epoch"].is_number()) {
+        ++file.skipped;
+        continue;
+      }
+      Record record;
+      for (const auto& [key, value] : j.items()) {
+        if (value.is_number()) record.fields[key] = value.get<double>();
+        if (value.is_null()) record.fields[key] = std::nullopt;
+      }
+      // Numbering that goes back starts another run: a resumed run continues it (its file is cut at the checkpoint).
+      const double epoch = *record.get("epoch");
+      const std::optional<double> step = record.get("step");
+      const bool restarts = type == "epoch" ? epoch <= last_epoch : (step && *step <= last_step) || epoch <= last_epoch;
+      if (file.runs == 0 || restarts) {
+        ++file.runs;
+        file.epochs.clear();
+        file.steps.clear();
+        last_epoch = last_step = -1;
+      }
+      if (type == "epoch") {
+        last_epoch = epoch;
+        file.epochs.push_back(std::move(record));
+      } else {
+        if (step) last_step = *step;
+        file.steps.push_back(std::move(record));
+      }
+    }
+    file.long_lines = reader.long_lines();
+    file.lines += file.long_lines;
   } catch (const files::ReadError& e) {
     throw DataError(e.what());
-  }
-  double last_epoch = -1, last_step = -1;
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) {
-    ++file.lines;
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    const bool typed = j.is_object() && j.contains("type") && j["type"].is_string();
-    const std::string type = typed ? j["type"].get<std::string>() : "";
-    if ((type != "epoch" && type != "step") || !j.contains("epoch") || !j["epoch"].is_number()) {
-      ++file.skipped;
-      continue;
-    }
-    Record record;
-    for (const auto& [key, value] : j.items()) {
-      if (value.is_number()) record.fields[key] = value.get<double>();
-      if (value.is_null()) record.fields[key] = std::nullopt;
-    }
-    // Numbering that goes back starts another run: a resumed run continues it (its file is cut at the checkpoint).
-    const double epoch = *record.get("epoch");
-    const std::optional<double> step = record.get("step");
-    const bool restarts = type == "epoch" ? epoch <= last_epoch : (step && *step <= last_step) || epoch <= last_epoch;
-    if (file.runs == 0 || restarts) {
-      ++file.runs;
-      file.epochs.clear();
-      file.steps.clear();
-      last_epoch = last_step = -1;
-    }
-    if (type == "epoch") {
-      last_epoch = epoch;
-      file.epochs.push_back(std::move(record));
-    } else {
-      if (step) last_step = *step;
-      file.steps.push_back(std::move(record));
-    }
   }
   return file;
 }
 
-Rows parse_start_table(const std::string& log_text) {
-  Rows table;
-  bool inside = false;
-  std::istringstream lines(log_text);
-  for (std::string line; std::getline(lines, line);) {
-    // spdlog's "[time] [info] message"; rank-prefixed lines are other processes' warnings.
-    const size_t at = line.find("] [info] ");
-    if (at == std::string::npos) continue;  // another rank's warning, the launcher's line: not the table's
-    const std::string message = line.substr(at + 9);
-    if (message == "rn50 train") {
-      table.clear();
-      inside = true;
-      continue;
-    }
-    if (!inside) continue;
-    if (message.size() < 3 || message.compare(0, 2, "  ") != 0 || message[2] == ' ') {
-      inside = false;
-      continue;
-    }
-    const size_t gap = message.find("  ", 2);  // keys have no double space; the padding after them does
-    const std::string key = message.substr(2, gap == std::string::npos ? std::string::npos : gap - 2);
-    const std::string value = gap == std::string::npos ? "" : trim(message.substr(gap));
-    table.emplace_back(key, value);
+void StartTableParser::add(const std::string& line) {
+  // spdlog's "[time] [info] message"; rank-prefixed lines are other processes' warnings.
+  const size_t at = line.find("] [info] ");
+  if (at == std::string::npos) return;  // another rank's warning, the launcher's line: not the table's
+  const std::string message = line.substr(at + 9);
+  if (message == "rn50 train") {
+    table_.clear();
+    inside_ = true;
+    return;
   }
-  return table;
+  if (!inside_) return;
+  if (message.size() < 3 || message.compare(0, 2, "  ") != 0 || message[2] == ' ') {
+    inside_ = false;
+    return;
+  }
+  const size_t gap = message.find("  ", 2);  // keys have no double space; the padding after them does
+  const std::string key = message.substr(2, gap == std::string::npos ? std::string::npos : gap - 2);
+  const std::string value = gap == std::string::npos ? "" : trim(message.substr(gap));
+  table_.emplace_back(key, value);
+}
+
+Rows parse_start_table(const std::string& log_text) {
+  StartTableParser parser;
+  std::istringstream lines(log_text);
+  for (std::string line; std::getline(lines, line);) parser.add(line);
+  return parser.rows();
+}
+
+Rows read_start_table(const std::string& path, int64_t* long_lines) {
+  StartTableParser parser;
+  files::LineReader reader(path, kMaxMetricsBytes, kMaxLineBytes);
+  for (std::string line; reader.next(line);) parser.add(line);
+  if (long_lines) *long_lines = reader.long_lines();
+  return parser.rows();
 }
 
 std::string RunFolder::value(const std::string& config_key) const {
@@ -190,23 +198,32 @@ RunFolder read_run_folder(const std::string& dir) {
   RunFolder run;
   run.dir = dir;
   std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) throw DataError(dir + ": not a folder");
+  const fs::file_status status = fs::status(dir, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory) throw DataError("cannot read " + dir + ": " + ec.message());
+  if (!fs::is_directory(status)) throw DataError(dir + (fs::exists(status) ? ": not a folder" : ": no such folder"));
   const std::string metrics = dir + "/metrics.jsonl";
-  if (!exists(metrics)) throw DataError(dir + ": no metrics.jsonl (not the out_dir of an rn50 train run)");
+  if (!present(metrics)) throw DataError(dir + ": no metrics.jsonl (not the out_dir of an rn50 train run)");
   run.metrics = read_metrics(metrics);
-  Rows log_table;
-  if (exists(dir + "/train.log")) {
+  // The other files are optional: one that is there but cannot be read is noted on the page, and the rest is read.
+  auto optional = [&](const char* name, const auto& read) {
+    const std::string path = dir + "/" + name;
+    if (!present(path)) return;
     try {
-      log_table = parse_start_table(read_text(dir + "/train.log", kMaxMetricsBytes));
-    } catch (const files::ReadError&) {
-      // A log that cannot be read leaves the configuration and machine to the other files, or unrecorded.
+      read(path);
+    } catch (const files::ReadError& e) {
+      run.unread.push_back(e.what());
     }
-  }
-  if (exists(dir + "/config.yaml")) {
-    run.config = parse_config_yaml(read_text(dir + "/config.yaml", kMaxSmallFileBytes));
+  };
+  Rows log_table;
+  optional("train.log", [&](const std::string& path) { log_table = read_start_table(path, &run.log_long_lines); });
+  optional("config.yaml", [&](const std::string& path) {
+    files::LineReader reader(path, kMaxSmallFileBytes, kMaxLineBytes);
+    Rows rows;
+    for (std::string line; reader.next(line);) add_config_line(line, rows);
+    run.config = std::move(rows);
     run.config_from = "config.yaml";
-  }
-  if (exists(dir + "/run.json")) read_run_json(dir + "/run.json", run);
+  });
+  optional("run.json", [&](const std::string& path) { read_run_json(path, run); });
   const bool config_in_log = run.config.empty();
   const bool machine_in_log = run.machine.empty();
   for (const auto& [key, value] : log_table) {

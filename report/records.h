@@ -25,33 +25,54 @@ struct MetricsFile {
   std::vector<Record> epochs, steps;  // of the last run in the file, in file order
   int64_t lines = 0;                  // lines in the file
   int64_t skipped = 0;                // lines that are no record: torn, not JSON, no known type
+  int64_t long_lines = 0;             // lines over kMaxLineBytes: skipped unread (also in `lines`)
   int runs = 0;  // runs appended one after another (a fresh run in the same out_dir starts again at epoch 1)
 };
 
-// Every line of `path` (at most kMaxMetricsBytes); throws DataError naming the file when it cannot be read.
-MetricsFile read_metrics(const std::string& path);
+// The files the reports read are read line by line (files::LineReader): at most kMaxMetricsBytes a file (metrics.jsonl,
+// train.log), and a line over kMaxLineBytes is skipped and counted, never held (a record is a few KB).
 inline constexpr uint64_t kMaxMetricsBytes = uint64_t{1} << 30;
+inline constexpr size_t kMaxLineBytes = size_t{1} << 20;
+
+// Every line of `path`; throws DataError naming the file when it cannot be read.
+MetricsFile read_metrics(const std::string& path);
 
 struct RunFolder {
   std::string dir;
   MetricsFile metrics;
-  Rows config;               // the resolved configuration, key by key
-  std::string config_from;   // "config.yaml", "train.log", or "" when neither was found
-  Rows machine;              // what the run ran on: host, CPU, memory, processes, device, kernels, input ...
-  std::string machine_from;  // "run.json", "train.log" or ""
-  int world_size = 1;        // processes (GPUs on a GPU run)
-  bool cuda = false;         // trained on a GPU
+  Rows config;                      // the resolved configuration, key by key
+  std::string config_from;          // "config.yaml", "train.log", or "" when neither was found
+  Rows machine;                     // what the run ran on: host, CPU, memory, processes, device, kernels, input ...
+  std::string machine_from;         // "run.json", "train.log" or ""
+  int world_size = 1;               // processes (GPUs on a GPU run)
+  bool cuda = false;                // trained on a GPU
+  int64_t log_long_lines = 0;       // train.log's lines over kMaxLineBytes, skipped
+  std::vector<std::string> unread;  // the folder's other files that are there but could not be read, and why
   std::string value(const std::string& config_key) const;  // "" when absent
   std::string found(const std::string& row) const;         // a machine row ("device", "data parallel"), or ""
 };
 
 // dir/metrics.jsonl with dir/config.yaml and dir/run.json, or, for runs before run.json, the start table in
 // dir/train.log (the last one: the run the metrics file's last run belongs to). Throws DataError with one line when
-// dir has no metrics.jsonl.
+// dir is not a readable folder or its metrics.jsonl is missing or cannot be read.
 RunFolder read_run_folder(const std::string& dir);
 
-// The start table of the last run in a train.log text: its rows in order ("" keys never).
+// The start table of the last run in a train.log, fed one line at a time: its rows in order ("" keys never).
+class StartTableParser {
+ public:
+  void add(const std::string& line);
+  const Rows& rows() const { return table_; }
+
+ private:
+  Rows table_;
+  bool inside_ = false;
+};
+
+// The start table of the last run in a train.log text.
 Rows parse_start_table(const std::string& log_text);
+// The same, from the file at `path` read line by line; `long_lines` (if given) counts the lines skipped as too long.
+// Throws files::ReadError.
+Rows read_start_table(const std::string& path, int64_t* long_lines = nullptr);
 
 // The median of the values present (nullopt when none).
 std::optional<double> median(std::vector<double> values);

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <filesystem>
 
+#include "core/cost.h"
 #include "core/files.h"
 #include "core/log.h"
-#include "core/cost.h"
 #include "report/reading.h"
 #include "report/records.h"
 #include "report/summary.h"
@@ -150,15 +150,23 @@ Overview overview(const RunFolder& run) {
   return {summary, reading, measured_note};
 }
 
+// "3 lines over 1 MiB skipped": lines the reader skipped unread (kMaxLineBytes).
+std::string long_lines(int64_t n) {
+  return strprintf("%lld line%s over 1 MiB skipped", static_cast<long long>(n), n == 1 ? "" : "s");
+}
+
 // Where the page's inputs came from and what was skipped.
 std::vector<std::string> notes_of(const RunFolder& run, const std::string& measured_note) {
   const MetricsFile& m = run.metrics;
   std::vector<std::string> notes;
-  notes.push_back(strprintf("metrics.jsonl: %lld lines read", static_cast<long long>(m.lines)) +
-                  (m.skipped ? strprintf(", %lld skipped (torn, not JSON, or not a record of rn50 train)",
-                                         static_cast<long long>(m.skipped))
-                             : std::string(", none skipped")) +
-                  ".");
+  notes.push_back(
+      strprintf("metrics.jsonl: %lld line%s read", static_cast<long long>(m.lines), m.lines == 1 ? "" : "s") +
+      (m.skipped ? strprintf(", %lld skipped (torn, not JSON, or not a record of rn50 train)",
+                             static_cast<long long>(m.skipped))
+                 : std::string(m.long_lines ? "" : ", none skipped")) +
+      (m.long_lines ? ", " + long_lines(m.long_lines) : std::string()) + ".");
+  if (run.log_long_lines) notes.push_back("train.log: " + long_lines(run.log_long_lines) + ".");
+  for (const std::string& why : run.unread) notes.push_back(why + " (left out).");
   if (m.runs > 1) {
     notes.push_back(
         strprintf("The file holds %d runs appended one after another (a fresh run in the same out_dir "
@@ -296,8 +304,7 @@ std::string epochs_html(const std::vector<Record>& epochs) {
 
   return "<h2>Epochs</h2>\n" + table({"epoch", "wall s", "images/s", "train loss", "val loss", "top-1", "top-5", "lr",
                                       "data wait s", "data wait", "bad samples", "GPU util %", "SM active %",
-                                      "tensor %", "DRAM bw %", "power W", "SM MHz", "GPU reserved GiB",
-                                      "host RSS GiB"},
+                                      "tensor %", "DRAM bw %", "power W", "SM MHz", "GPU reserved GiB", "host RSS GiB"},
                                      epoch_rows, "epochs");
 }
 

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/log.h"
+#include "core/utf8.h"
 
 namespace rn50::report {
 namespace {
@@ -32,7 +33,9 @@ std::string tick_label(double x) {
 
 }  // namespace
 
-std::string escape_xml(const std::string& text) {
+std::string escape_xml(const std::string& raw) {
+  // Names from the file system may be any bytes; the page is UTF-8, so what is not shows as U+FFFD.
+  const std::string text = utf8::replace_invalid(raw);
   std::string out;
   out.reserve(text.size());
   for (const char c : text) {
@@ -79,9 +82,13 @@ std::vector<double> axis_ticks(double low, double high, int at_most) {
     step = m * magnitude;
     if (step >= raw) break;
   }
+  // Ticks are k * step for whole k: far from zero for their range (or past a double's range) k would not be exact,
+  // or not a long long at all, so such values (a file's, not a run's) get their two ends.
+  const double first = std::ceil(low / step - 1e-9);
+  if (!std::isfinite(step) || !(std::fabs(first) < 1e15) || !(std::fabs(high / step) < 1e15)) return {low, high};
   std::vector<double> ticks;
   // k * step rather than a running sum, which drifts (0.2 + 0.2 + ... is not 1.2).
-  for (auto k = static_cast<long long>(std::ceil(low / step - 1e-9)); k * step <= high + step * 1e-9; ++k) {
+  for (auto k = static_cast<long long>(first); k * step <= high + step * 1e-9; ++k) {
     ticks.push_back(static_cast<double>(k) * step);
   }
   return ticks;

@@ -9,7 +9,7 @@
 
 namespace rn50::report {
 
-// Text safe inside XML and HTML elements and attributes.
+// Text safe inside XML and HTML elements and attributes, and UTF-8 (a byte that is not shows as U+FFFD).
 std::string escape_xml(const std::string& text);
 
 // Colours of the series, in order (colour-blind safe: ColorBrewer's Dark2).

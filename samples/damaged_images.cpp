@@ -11,6 +11,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "codecs/jpeg_codec.h"
+
 namespace rn50::samples {
 
 namespace {
@@ -24,14 +26,28 @@ size_t segment_offset(const std::vector<uint8_t>& jpeg, uint8_t marker) {
   return pos + 4 <= jpeg.size() && jpeg[pos + 1] == marker ? pos : jpeg.size();
 }
 
-std::vector<uint8_t> with_frame_size(std::vector<uint8_t> jpeg, int width, int height) {
-  const size_t sof = segment_offset(jpeg, 0xC0);
-  if (sof + 9 > jpeg.size()) throw std::invalid_argument("damaged_images: the good file has no baseline frame header");
+// `jpeg` with the frame header (SOF0, or `frame_marker`) claiming width x height.
+std::vector<uint8_t> with_frame_size(std::vector<uint8_t> jpeg, int width, int height, uint8_t frame_marker = 0xC0) {
+  const size_t sof = segment_offset(jpeg, frame_marker);
+  if (sof + 9 > jpeg.size()) throw std::invalid_argument("damaged_images: the good file has no such frame header");
   jpeg[sof + 5] = static_cast<uint8_t>(height >> 8);
   jpeg[sof + 6] = static_cast<uint8_t>(height & 0xFF);
   jpeg[sof + 7] = static_cast<uint8_t>(width >> 8);
   jpeg[sof + 8] = static_cast<uint8_t>(width & 0xFF);
   return jpeg;
+}
+
+// `good`'s picture arithmetic-coded (SOF9), scaled up to at least 128 rows so that half of the file is several rows
+// of blocks.
+std::vector<uint8_t> arithmetic_coded(const std::vector<uint8_t>& good) {
+  const codecs::JpegInfo info = codecs::read_jpeg_header(good.data(), good.size());
+  const int scale = std::max(1, (128 + info.height - 1) / info.height);
+  const int width = info.width * scale, height = info.height * scale;
+  std::vector<uint8_t> pixels(static_cast<size_t>(width) * height * 3);
+  codecs::DecodeScratch scratch;
+  codecs::decode_crop_resize(good.data(), good.size(), {0, 0, info.width, info.height}, width, height, false,
+                             pixels.data(), scratch);
+  return codecs::encode_jpeg(pixels.data(), width, height, 3, 90, /*progressive=*/false, /*arithmetic=*/true);
 }
 
 void write_file(const std::string& path, const std::vector<uint8_t>& bytes) {
@@ -72,6 +88,17 @@ std::vector<DamagedImage> damaged_images(const std::vector<uint8_t>& good) {
   std::vector<uint8_t> stray = good;  // fill bytes before the scan's marker, which libjpeg skips
   stray.insert(stray.begin() + static_cast<std::ptrdiff_t>(sos), {0xFF, 0xFF, 0xFF});
   out.push_back({"fill_bytes_before_scan", stray, false});
+  // Arithmetic coding: libjpeg's decoder reads on from zeros after a marker without a warning (a file cut short and
+  // closed again decodes), and a few bytes can hold any number of blocks (no bound like Huffman's two bits a block).
+  const std::vector<uint8_t> arithmetic = arithmetic_coded(good);
+  out.push_back({"arithmetic_coded", arithmetic, false});
+  std::vector<uint8_t> half(arithmetic.begin(),
+                            arithmetic.begin() + static_cast<std::ptrdiff_t>(arithmetic.size() / 2));
+  half.push_back(0xFF);
+  half.push_back(0xD9);
+  out.push_back({"arithmetic_cut_in_half", half, true});
+  // Below max_image_pixels, and the data of a small picture: it ends in the first row of blocks.
+  out.push_back({"arithmetic_claims_13000x13000", with_frame_size(arithmetic, 13000, 13000, 0xC9), true});
   return out;
 }
 

@@ -16,8 +16,9 @@ struct DamagedImage {
 
 // From `good`, a baseline JPEG (as encode_jpeg writes it): empty, text, a PNG signature, cut in half, scan data cut
 // short before an end-of-image marker, frame headers claiming 60000x60000, 65535x65535, 20000x9000 (just above the
-// default max_image_pixels) and a zero width; and two that must decode: bytes after the end-of-image marker, and
-// stray bytes between header segments.
+// default max_image_pixels) and a zero width; its picture arithmetic-coded, then cut in half and closed with an
+// end-of-image marker, and with a frame header claiming 13000x13000 (below the limit); and three that must decode:
+// bytes after the end-of-image marker, stray bytes between header segments, and the arithmetic-coded picture whole.
 // (The trailer is 4 KiB, as some cameras append.)
 std::vector<DamagedImage> damaged_images(const std::vector<uint8_t>& good);
 

@@ -10,10 +10,13 @@
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
+#include <memory>
+#include <unordered_set>
 
 #include "core/errors.h"
 #include "core/files.h"
 #include "core/safetensors.h"
+#include "models/model.h"
 #include "trainer/optimizer.h"
 
 namespace rn50::trainer {
@@ -155,6 +158,50 @@ void copy_checked(at::Tensor target, const st::File& file, const std::string& ke
   target.copy_(stored);
 }
 
+// How a file's model tensors (optimizer and extra state aside) differ from the model's, by name: each list in the
+// model's order (extra: the file's), at most one lookup a name.
+struct Differences {
+  std::vector<std::string> missing, misshaped, mistyped, extra;
+};
+
+Differences differences(const st::File& file, const NamedTensors& targets) {
+  Differences d;
+  for (const auto& [name, target] : targets) {
+    const st::TensorView* view = file.find(name);
+    if (!view) {
+      d.missing.push_back(name);
+    } else if (c10::IntArrayRef(view->shape) != target.sizes()) {
+      d.misshaped.push_back(name);
+    } else if (to_scalar_type(view->dtype) != target.scalar_type()) {
+      d.mistyped.push_back(name + " (" + st::dtype_name(view->dtype) + ", the model's " +
+                           st::dtype_name(to_dtype(target.scalar_type())) + ")");
+    }
+  }
+  // The model's names once, as a set: a file may hold a million tensors, each looked up here.
+  std::unordered_set<std::string> known;
+  for (const auto& item : targets) known.insert(item.first);
+  for (const auto& t : file.tensors) {
+    if (!known.count(t.name) && !is_optimizer_state(t.name) && t.name.rfind(kExtraPrefix, 0) != 0)
+      d.extra.push_back(t.name);
+  }
+  return d;
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 8; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > 8) out += ", ... (" + std::to_string(names.size()) + " in all)";
+  return out;
+}
+
+// One line for the first kind of difference, after `who` ("config key 'init_from': PATH", ...).
+void refuse(const Differences& d, const std::string& who) {
+  if (!d.missing.empty()) throw ConfigError(who + " lacks " + join(d.missing));
+  if (!d.misshaped.empty()) throw ConfigError(who + " has mis-shaped " + join(d.misshaped));
+  if (!d.mistyped.empty()) throw ConfigError(who + " has tensors of another dtype: " + join(d.mistyped));
+  if (!d.extra.empty()) throw ConfigError(who + " has tensors the model lacks: " + join(d.extra));
+}
+
 }  // namespace
 
 NamedTensors named_state(const torch::nn::Module& model) {
@@ -230,36 +277,15 @@ std::string load_weights(const std::string& path, torch::nn::Module& model, cons
                          bool new_classifier) {
   const st::File file = read(path);
   const NamedTensors targets = named_state(model);
-
   auto in_classifier = [&](const std::string& name) { return name.rfind(classifier_name + ".", 0) == 0; };
-  std::vector<std::string> missing, misshaped, extra;
-  bool classifier_differs = false;
-  for (const auto& [name, target] : targets) {
-    const st::TensorView* view = file.find(name);
-    if (!view) {
-      missing.push_back(name);
-    } else if (c10::IntArrayRef(view->shape) != target.sizes() || to_scalar_type(view->dtype) != target.scalar_type()) {
-      if (in_classifier(name) && new_classifier) {
-        classifier_differs = true;  // another class count: the classifier keeps its initialisation
-      } else {
-        misshaped.push_back(name);
-      }
-    }
-  }
-  for (const auto& t : file.tensors) {
-    const bool known = std::any_of(targets.begin(), targets.end(), [&](const auto& x) { return x.first == t.name; });
-    if (!known && !is_optimizer_state(t.name) && t.name.rfind(kExtraPrefix, 0) != 0) extra.push_back(t.name);
-  }
-  auto join = [](const std::vector<std::string>& names) {
-    std::string out;
-    for (size_t i = 0; i < names.size() && i < 8; ++i) out += (i ? ", " : "") + names[i];
-    if (names.size() > 8) out += ", ... (" + std::to_string(names.size()) + " in all)";
-    return out;
-  };
-  const std::string who = new_classifier ? "config key 'init_from': " : "";  // rn50 infer's errors name no key
-  if (!missing.empty()) throw ConfigError(who + path + " lacks " + join(missing));
-  if (!misshaped.empty()) throw ConfigError(who + path + " has mis-shaped " + join(misshaped));
-  if (!extra.empty()) throw ConfigError(who + path + " has tensors the model lacks: " + join(extra));
+  Differences d = differences(file, targets);
+  // Another class count (the classifier's shapes differ): it keeps its initialisation, the start of fine-tuning. Its
+  // dtype differing is no class count, and an error like any other tensor's.
+  const bool classifier_differs =
+      new_classifier && !d.misshaped.empty() &&
+      std::all_of(d.misshaped.begin(), d.misshaped.end(), [&](const std::string& name) { return in_classifier(name); });
+  if (classifier_differs) d.misshaped.clear();
+  refuse(d, (new_classifier ? "config key 'init_from': " : "") + path);  // rn50 infer's errors name no key
 
   torch::NoGradGuard no_grad;
   for (const auto& [name, target] : targets) {
@@ -273,6 +299,18 @@ std::string load_weights(const std::string& path, torch::nn::Module& model, cons
 CheckpointMeta export_weights(const std::string& checkpoint_path, const std::string& out_path) {
   const st::File file = read(checkpoint_path);
   const CheckpointMeta meta = meta_of(file, checkpoint_path);
+  // What is written must load into the model the checkpoint names: its tensors against that model's, built from the
+  // registry (a misnamed or extra tensor was exported, and rn50 infer refused the file).
+  std::shared_ptr<models::Classifier> model;
+  try {
+    model = models::create(meta.model, {static_cast<int64_t>(meta.classes.size()), false});
+  } catch (const ConfigError&) {
+    std::string known;
+    for (const auto& n : models::names()) known += (known.empty() ? "" : ", ") + n;
+    throw ConfigError("checkpoint " + checkpoint_path + " holds a '" + shown(meta.model) +
+                      "', which is no model rn50 has (" + known + ")");
+  }
+  refuse(differences(file, named_state(*model)), "checkpoint " + checkpoint_path);
   std::vector<st::TensorView> views;
   for (const auto& t : file.tensors) {
     if (!is_optimizer_state(t.name) && t.name.rfind(kExtraPrefix, 0) != 0) views.push_back(t);

@@ -42,7 +42,8 @@ NamedTensors named_state(const torch::nn::Module& model);
 void save_checkpoint(const std::string& path, torch::nn::Module& model, const Optimizer& optimizer,
                      const CheckpointMeta& meta, const ExtraState& extra = {});
 
-// Reads only the metadata.
+// Reads only the metadata; throws rn50::ConfigError when a value is out of range, or when the step is not the epochs
+// done times the steps per epoch (checkpoints are written at an epoch's end).
 CheckpointMeta read_checkpoint_meta(const std::string& path);
 
 // Loads weights, buffers and the optimizer's state into the existing model and optimizer (on their device).
@@ -55,14 +56,17 @@ CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model
 // Starts `model` from a weights file in torchvision's layout (an `rn50 export` file, a converted torchvision
 // state dict, or an rn50 checkpoint). Every parameter and buffer must be there with its shape, except
 // that when the classifier's shapes differ (another class count) the classifier keeps its fresh
-// initialisation: the start of fine-tuning. Extra tensors other than an rn50 checkpoint's optimizer state are
-// an error. Errors name the tensors. Returns what was done, for the log. With new_classifier false a classifier that
-// differs is an error too (evaluating a fresh classifier would print meaningless logits).
+// initialisation: the start of fine-tuning (a classifier of the right shape in another dtype is an error, no class
+// count). Extra tensors other than an rn50 checkpoint's optimizer state are an error. Errors name the tensors. Returns
+// what was done, for the log. With new_classifier false a classifier that differs is an error too (evaluating a fresh
+// classifier would print meaningless logits).
 std::string load_weights(const std::string& path, torch::nn::Module& model, const std::string& classifier_name,
                          bool new_classifier = true);
 
 // Writes the model tensors of a checkpoint (no optimizer state) with the class list and model name in
-// the metadata: what `rn50 export` produces, loadable by torchvision in one line. Returns the checkpoint's metadata.
+// the metadata: what `rn50 export` produces, loadable by torchvision in one line. Throws rn50::ConfigError, naming
+// them, when the tensors are not those of the model the checkpoint names (built from the registry with its class
+// count): missing, mis-shaped, of another dtype, or extra. Returns the checkpoint's metadata.
 CheckpointMeta export_weights(const std::string& checkpoint_path, const std::string& out_path);
 
 }  // namespace rn50::trainer

@@ -50,7 +50,8 @@ void write_run_info(const std::string& path, int world_size,
                             {"host_memory_gib", facts.memory_gib},
                             {"world_size", world_size},
                             {"found", found}};
-  const std::string text = info.dump(1) + "\n";
+  // The start table's rows hold paths, which may be any bytes: what is not UTF-8 shows as U+FFFD (dump would throw).
+  const std::string text = info.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   files::write_atomically(path, text.data(), text.size());
 }
 

@@ -31,6 +31,8 @@ bool GpuJpegDecoder::Impl::parse_header(nvjpegHandle_t handle, const data::Encod
 // sample for the hardware decoder.
 Route GpuJpegDecoder::Impl::route_of(const data::EncodedSample& s, ChromaLayout& layout) {
   if (s.info.components == 4) return Route::kCpu;  // CMYK/YCCK: libjpeg applies the Adobe inversion the CPU path does
+  // nvJPEG has no arithmetic decoding: libjpeg, on a file whose scans the loader checked (check_arithmetic_scans).
+  if (s.info.arithmetic) return Route::kCpu;
   nvjpegHandle_t handle = hardware ? hardware.get() : hybrid.get();
   nvjpegJpegStream_t parse = hardware ? hardware_parse.get() : hybrid_parse.get();
   if (!parse_header(handle, s, parse)) return Route::kCpu;

@@ -1,14 +1,17 @@
 // tests/codecs/test_jpeg_codec.cpp: tests of region decoding (scale, crop, flip, colour spaces, errors) and encoding.
 #include "codecs/jpeg_codec.h"
 
+#include <algorithm>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "codecs/jpeg_header.h"
 #include "core/errors.h"
 #include "tests/support/error_of.h"
 #include "tests/support/special_jpegs.h"
@@ -275,6 +278,76 @@ TEST(JpegCodec, CorruptScanDataNeverCrashes) {
       // a clean error is fine; anything else fails the test
     }
   }
+}
+
+// `jpeg` cut to its first `keep` bytes and closed with an end-of-image marker.
+std::vector<uint8_t> cut_and_closed(const std::vector<uint8_t>& jpeg, size_t keep) {
+  std::vector<uint8_t> out(jpeg.begin(), jpeg.begin() + static_cast<std::ptrdiff_t>(keep));
+  out.push_back(0xFF);
+  out.push_back(0xD9);
+  return out;
+}
+
+// Where the first scan's entropy-coded data ends: the first marker after its header that is not a restart marker.
+size_t first_scan_end(const std::vector<uint8_t>& jpeg) {
+  size_t at = parse_jpeg_frame_header(jpeg.data(), jpeg.size()).header_bytes;
+  while (at + 1 < jpeg.size() && !(jpeg[at] == 0xFF && jpeg[at + 1] != 0 && (jpeg[at + 1] & 0xF8) != 0xD0)) ++at;
+  return at;
+}
+
+// libjpeg decodes an arithmetic-coded file cut short and closed again without a word (its decoder reads on from
+// zeros after a marker); check_arithmetic_scans refuses one cut in a scan that codes every block (a sequential
+// file's, a progressive file's first), and takes whole files.
+TEST(JpegCodec, ArithmeticCodedDataThatEndsBeforeItsScanIsRefused) {
+  std::mt19937 rng(4);
+  for (const auto& [width, height] :
+       std::vector<std::pair<int, int>>{{256, 192}, {17, 9}, {8, 8}, {640, 40}, {40, 640}}) {
+    std::vector<uint8_t> pixels = smooth_image(width, height, 0.7);
+    for (auto& p : pixels)
+      p = static_cast<uint8_t>(std::clamp(static_cast<int>(p) + static_cast<int>(rng() % 31) - 15, 0, 255));
+    for (const bool progressive : {false, true}) {
+      const std::string what =
+          std::to_string(width) + "x" + std::to_string(height) + (progressive ? " progressive" : "");
+      const std::vector<uint8_t> whole = encode_jpeg(pixels.data(), width, height, 3, 90, progressive, true);
+      EXPECT_NO_THROW(check_arithmetic_scans(whole.data(), whole.size())) << what;
+      EXPECT_NO_THROW(decode(whole, full(width, height), width, height)) << what;
+      if (height < 64) continue;  // two rows of blocks or fewer: nothing to tell
+      const size_t header = parse_jpeg_frame_header(whole.data(), whole.size()).header_bytes;
+      const size_t keep = progressive ? (header + first_scan_end(whole)) / 2 : whole.size() / 2;
+      const std::vector<uint8_t> cut = cut_and_closed(whole, keep);
+      EXPECT_NO_THROW(decode(cut, full(width, height), width, height)) << what << ": libjpeg took it";
+      const std::string refused = decode_error_of([&] { check_arithmetic_scans(cut.data(), cut.size()); });
+      EXPECT_NE(refused.find("truncated JPEG (the arithmetic-coded data ends "), std::string::npos) << what << refused;
+      if (!progressive) continue;
+      // Cut in its later scans (most of its bytes), a progressive file is a whole picture at a lower quality.
+      const std::vector<uint8_t> half = cut_and_closed(whole, whole.size() / 2);
+      EXPECT_GT(whole.size() / 2, first_scan_end(whole)) << what;
+      EXPECT_NO_THROW(check_arithmetic_scans(half.data(), half.size())) << what;
+    }
+  }
+  // A Huffman-coded file passes unread (its scans have their own checks).
+  const std::vector<uint8_t> pixels = smooth_image(64, 64);
+  const std::vector<uint8_t> huffman = encode_jpeg(pixels.data(), 64, 64, 3, 90);
+  const std::vector<uint8_t> cut = cut_and_closed(huffman, huffman.size() / 2);
+  EXPECT_NO_THROW(check_arithmetic_scans(cut.data(), cut.size()));
+  // Restart markers inside the data are no end of it.
+  const std::vector<uint8_t> restarts =
+      test::libjpeg_encode(pixels.data(), 64, 64, 3, JCS_RGB, [](jpeg_compress_struct& c) {
+        c.arith_code = TRUE;
+        c.restart_in_rows = 1;
+      });
+  EXPECT_NO_THROW(check_arithmetic_scans(restarts.data(), restarts.size()));
+  EXPECT_THROW(check_arithmetic_scans(nullptr, 0), DecodeError);
+}
+
+// What the bytes cannot tell apart: an image whose rows below some point the encoder coded in no bytes at all (it
+// drops trailing zero bytes, the decoder reads zeros after the marker) looks like a file cut there. Refused too.
+TEST(JpegCodec, AnArithmeticCodedImageWhoseLastRowsCodeInNoBytesIsRefusedToo) {
+  std::vector<uint8_t> pixels(static_cast<size_t>(512) * 512 * 3, 128);
+  const std::vector<uint8_t> flat = encode_jpeg(pixels.data(), 512, 512, 3, 90, false, true);
+  EXPECT_LT(flat.size(), 1000u);  // 512x512 pixels in a few hundred bytes
+  EXPECT_NE(decode_error_of([&] { check_arithmetic_scans(flat.data(), flat.size()); }).find("truncated JPEG"),
+            std::string::npos);
 }
 
 TEST(JpegCodec, RejectsBadArguments) {

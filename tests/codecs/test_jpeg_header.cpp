@@ -106,6 +106,15 @@ TEST(JpegHeader, TellsProgressiveFramesByTheirMarker) {
     EXPECT_EQ(info.width, 32) << std::hex << int(marker);
     EXPECT_EQ(info.progressive, marker == 0xC2 || marker == 0xC6 || marker == 0xCA || marker == 0xCE)
         << std::hex << int(marker);
+    EXPECT_EQ(info.arithmetic, marker >= 0xC9) << std::hex << int(marker);  // SOF9..SOF15
+  }
+  const std::vector<uint8_t> pixels = test::smooth_image(32, 24);
+  for (const bool progressive : {false, true}) {
+    const std::vector<uint8_t> arithmetic = encode_jpeg(pixels.data(), 32, 24, 3, 90, progressive, true);
+    const JpegInfo info = parse_jpeg_frame_header(arithmetic.data(), arithmetic.size());
+    EXPECT_TRUE(info.arithmetic);
+    EXPECT_EQ(info.progressive, progressive);
+    EXPECT_EQ(info.first_scan_blocks, 0);  // no bits-per-block bound for arithmetic coding
   }
 }
 

@@ -1,8 +1,11 @@
-// tests/core/test_files.cpp: RegularFile's refusals and reads, and write_atomically's all-or-nothing replacement.
+// tests/core/test_files.cpp: RegularFile's refusals and reads, LineReader's lines and long-line skips, and
+// write_atomically's all-or-nothing replacement.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -14,6 +17,12 @@ namespace rn50::files {
 namespace {
 
 using rn50::testing::TempDir;
+
+long peak_rss_kib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
 
 // The kind of ReadError that opening `path` with `max_bytes` throws, and its message in `message`.
 ReadError::Kind refusal(const std::string& path, uint64_t max_bytes, std::string* message) {
@@ -73,6 +82,50 @@ TEST(Files, ReadsAtOffsetsAndNoticesAFileThatShrank) {
   } catch (const ReadError& e) {
     EXPECT_EQ(e.kind, ReadError::Kind::kShrank);
   }
+}
+
+// Every line LineReader gives for `text` with lines of at most `max_line` bytes, and the long ones it skipped.
+std::vector<std::string> lines_of(const std::string& text, size_t max_line, int64_t* long_lines) {
+  TempDir dir;
+  rn50::testing::write_file(dir.file("t"), std::vector<uint8_t>(text.begin(), text.end()));
+  LineReader reader(dir.file("t"), 1 << 30, max_line);
+  std::vector<std::string> out;
+  for (std::string line; reader.next(line);) out.push_back(line);
+  *long_lines = reader.long_lines();
+  return out;
+}
+
+TEST(Files, LineReaderGivesTheLinesGetlineGives) {
+  int64_t skipped = -1;
+  for (const std::string text : {"", "a", "a\n", "a\n\nb", "\n\n", "x\r\ny\n", "one\ntwo\nthree"}) {
+    std::istringstream in(text);
+    std::vector<std::string> expected;
+    for (std::string line; std::getline(in, line);) expected.push_back(line);
+    EXPECT_EQ(lines_of(text, 100, &skipped), expected) << "'" << text << "'";
+    EXPECT_EQ(skipped, 0);
+  }
+  // Lines across the 64 KiB reads.
+  const std::string a(100000, 'a'), b(70000, 'b');
+  EXPECT_EQ(lines_of(a + "\n" + b + "\nc", 1 << 20, &skipped), (std::vector<std::string>{a, b, "c"}));
+}
+
+TEST(Files, LineReaderSkipsAndCountsLinesOverItsLimitWithoutHoldingThem) {
+  int64_t skipped = 0;
+  EXPECT_EQ(lines_of("12345\n123456\nok\n" + std::string(200000, 'x') + "\nend", 5, &skipped),
+            (std::vector<std::string>{"12345", "ok", "end"}));
+  EXPECT_EQ(skipped, 2);
+  EXPECT_EQ(lines_of("first\n" + std::string(200000, 'x'), 5, &skipped), (std::vector<std::string>{"first"}));
+  EXPECT_EQ(skipped, 1);  // a long last line without its newline counts too
+  // A 64 MiB line read with a 1 MiB limit: the process grows by its buffers, not by the line.
+  TempDir dir;
+  rn50::testing::write_file(dir.file("big"), {'z'});
+  ASSERT_EQ(::truncate(dir.file("big").c_str(), off_t{64} << 20), 0);  // sparse: zeros, and no newline
+  const long before = peak_rss_kib();
+  LineReader reader(dir.file("big"), 1 << 30, 1 << 20);
+  std::string line;
+  EXPECT_FALSE(reader.next(line));
+  EXPECT_EQ(reader.long_lines(), 1);
+  EXPECT_LT(peak_rss_kib() - before, 16 << 10) << "KiB of peak memory for a 64 MiB line";
 }
 
 TEST(Files, WriteAtomicallyReplacesTheFileAndLeavesNoTemporary) {

@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <random>
 #include <string>
@@ -129,6 +131,42 @@ TEST(Safetensors, RejectsMalformedEntries) {
   EXPECT_NE(error_of(with_header(R"({"__metadata__": {"k": 1}})", 0)).find("not a string"), std::string::npos);
 }
 
+TEST(Safetensors, RejectsANameGivenTwice) {
+  const std::string json = R"({"a": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]},
+                               "a": {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}})";
+  EXPECT_NE(error_of(with_header(json, 0)).find("'a' appears twice"), std::string::npos);
+  const std::string metadata = R"({"__metadata__": {"k": "1"}, "__metadata__": {"k": "2"}})";
+  EXPECT_NE(error_of(with_header(metadata, 0)).find("__metadata__ appears twice"), std::string::npos);
+  const uint8_t byte = 0;
+  EXPECT_THROW(serialize({{"x", DType::U8, {1}, &byte, 1}, {"x", DType::U8, {1}, &byte, 1}}, {}),
+               std::invalid_argument);
+}
+
+TEST(Safetensors, StringListsKeepAnyBytesAndEscapeWhatIsNotUtf8AsPythonDoes) {
+  const std::vector<std::string> names = {"n01440764", "caf\xc3\xa9",  "\xf0\x9f\x98\x80",
+                                          "\xff\xfe",  "ok\xe2\x82",   "q\"b\\s/\n\t\x01",
+                                          "",          "\xed\xa0\x80", "\xc0\xaf"};
+  const std::string json = encode_string_list(names);
+  // Python: json.dumps([os.fsdecode(b) for b in names], ensure_ascii=False) with the surrogates escaped.
+  EXPECT_EQ(json,
+            "[\"n01440764\",\"caf\xc3\xa9\",\"\xf0\x9f\x98\x80\",\"\\udcff\\udcfe\",\"ok\\udce2\\udc82\","
+            "\"q\\\"b\\\\s/\\n\\t\\u0001\",\"\",\"\\udced\\udca0\\udc80\",\"\\udcc0\\udcaf\"]");
+  EXPECT_EQ(decode_string_list(json), names);
+  // UTF-8 names come out as nlohmann writes them (checkpoints from before read the same).
+  const std::vector<std::string> utf8 = {"a", "caf\xc3\xa9", "q\"\\\x1f"};
+  EXPECT_EQ(encode_string_list(utf8), "[\"a\",\"caf\xc3\xa9\",\"q\\\"\\\\\\u001f\"]");  // nlohmann::json(utf8).dump()
+  // What other JSON writers write: spaces, \u escapes, surrogate pairs, an escaped slash.
+  EXPECT_EQ(decode_string_list(" [ \"caf\\u00e9\" , \"\\ud83d\\ude00\", \"a\\/b\" ] "),
+            (std::vector<std::string>{"caf\xc3\xa9", "\xf0\x9f\x98\x80", "a/b"}));
+  EXPECT_EQ(decode_string_list("[]"), std::vector<std::string>{});
+  for (const std::string bad : {"", "[", "[\"a\"", "[\"a\",]", "[1]", "[\"a\"] x", "[\"\\ud83d\"]", "[\"\\udc00\"]",
+                                "[\"\\x\"]", "[\"\\u12g4\"]", "[\"a\nb\"]", "{\"a\": 1}", "[[\"a\"]]"}) {
+    EXPECT_THROW(decode_string_list(bad), FormatError) << bad;
+  }
+  // Deep nesting is refused at its first byte, without recursion.
+  EXPECT_THROW(decode_string_list(std::string(100000, '[') + std::string(100000, ']')), FormatError);
+}
+
 // Hostile files: each gives a short FormatError, in bounded time and memory.
 
 std::string read_error(const std::string& path) {
@@ -161,6 +199,48 @@ TEST(Safetensors, QuotesBadValuesBoundedly) {
   EXPECT_LT(e.size(), 250u);
   e = error_of(with_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4));
   EXPECT_NE(e.find("9 dimensions"), std::string::npos) << e;
+}
+
+// `count` empty U8 tensors whose names are `name_length` characters long, named in reverse order of their index.
+std::vector<uint8_t> many_tensors(size_t count, size_t name_length) {
+  std::vector<TensorView> views(count);
+  for (size_t i = 0; i < count; ++i) {
+    std::string index = std::to_string(count - i);
+    views[i].name = "t" + std::string(name_length - 1 - index.size(), '0') + index;
+    views[i].dtype = DType::U8;
+    views[i].shape = {0};
+  }
+  return serialize(views, {{"classes", "[\"a\"]"}});
+}
+
+double cpu_seconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
+
+TEST(Safetensors, ParsesTheMostTensorsAllowedInLinearTime) {
+  // 2^20 tensors with 48-character names: the tensor-count limit and a header just under its 100 MiB. The parse
+  // was quadratic (25,000 tensors took 23 s of CPU, a million never finished); this takes about 2 s of CPU on a
+  // loaded 2-core machine. CPU time, so that other processes on the machine do not count.
+  const size_t limit = size_t{1} << 20;
+  rn50::testing::TempDir dir;
+  const std::string path = dir.file("many.safetensors");
+  {
+    const std::vector<uint8_t> bytes = many_tensors(limit, 48);
+    ASSERT_GT(bytes.size(), size_t{99} << 20);
+    ASSERT_LT(bytes.size(), size_t{100} << 20);
+    files::write_atomically(path, bytes);
+  }
+  const double start = cpu_seconds();
+  const File file = read_file(path);
+  const double seconds = cpu_seconds() - start;
+  std::printf("read_file of %zu tensors: %.2f s of CPU\n", file.tensors.size(), seconds);
+  EXPECT_LT(seconds, 5.0);
+  ASSERT_EQ(file.tensors.size(), limit);
+  EXPECT_EQ(file.metadata.at("classes"), "[\"a\"]");
+  EXPECT_NE(file.find("t" + std::string(40, '0') + "1048576"), nullptr);  // lookups stay a binary search
+  EXPECT_EQ(file.find("t" + std::string(47, '0')), nullptr);              // index 0: none
+  // One more is refused while parsing, before it is kept.
+  const double again = cpu_seconds();
+  EXPECT_NE(error_of(many_tensors(limit + 1, 8)).find("more than 1048576 tensors"), std::string::npos);
+  EXPECT_LT(cpu_seconds() - again, 10.0);  // the serialisation too: its header is written in one pass
 }
 
 TEST(Safetensors, ReadsTheHeaderBeforeTheData) {

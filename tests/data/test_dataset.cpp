@@ -223,6 +223,29 @@ TEST_F(DatasetTest, HostileFilesAreBadSamplesBeforeTheyCostTimeOrMemory) {
   EXPECT_EQ(decode_error_of(dataset, 4), "");
 }
 
+// Arithmetic-coded files are checked whole before either path decodes them, whatever the crop: both count the same.
+TEST_F(DatasetTest, ArithmeticCodedDataCutShortIsABadSampleOnBothPaths) {
+  const ImageFolder folder = scan_image_folder(root_.string());
+  const JpegFolderDataset dataset(folder, train_transform());
+  const std::vector<uint8_t> pixels = test::smooth_image(120, 160, 0.3);
+  const std::vector<uint8_t> whole = codecs::encode_jpeg(pixels.data(), 120, 160, 3, 90, false, /*arithmetic=*/true);
+  test::write_bytes(folder.files[0], whole);
+  std::vector<uint8_t> half(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(whole.size() / 2));
+  half.push_back(0xFF);
+  half.push_back(0xD9);
+  test::write_bytes(folder.files[1], half);
+  EncodedSample encoded;
+  EXPECT_EQ(decode_error_of(dataset, 0), "");
+  EXPECT_EQ(encoded_error_of(dataset, 0, encoded), "");
+  EXPECT_TRUE(encoded.info.arithmetic);           // the GPU path routes it to libjpeg
+  for (uint64_t epoch = 0; epoch < 3; ++epoch) {  // every crop
+    const std::string message = rn50::testing::error_of<DecodeError>([&] { load(dataset, 1, epoch); });
+    EXPECT_NE(message.find(folder.files[1] + ": truncated JPEG (the arithmetic-coded data ends"), std::string::npos)
+        << message;
+    EXPECT_EQ(rn50::testing::error_of<DecodeError>([&] { dataset.load_encoded(1, epoch, encoded); }), message);
+  }
+}
+
 TEST_F(DatasetTest, EncodedSamplesCarryTheFileAndTheCpuPathsCropAndFlip) {
   const SampleTransform transform = train_transform();
   const JpegFolderDataset dataset(scan_image_folder(root_.string()), transform);

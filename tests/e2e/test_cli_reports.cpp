@@ -3,6 +3,8 @@
 // compare refusing what they cannot read with one line.
 #include <pty.h>
 
+#include <sys/stat.h>
+
 #include "tests/e2e/cli.h"
 
 namespace rn50::e2e {
@@ -73,6 +75,14 @@ TEST_F(Cli, ReportAndCompareRefuseWhatTheyCannotReadWithOneLine) {
                                                       ": no metrics.jsonl (not the out_dir of an rn50 "
                                                       "train run)");
   expect_exit_2_naming("report", "rn50 report needs one RUN_DIR");
+  // What is there but cannot be read is named as such, not taken for missing.
+  ASSERT_EQ(::mkfifo((path("empty") + "/metrics.jsonl").c_str(), 0600), 0);
+  expect_exit_2_naming("report " + path("empty"),
+                       "cannot read " + path("empty") + "/metrics.jsonl: not a regular file");
+  fs::create_symlink("loop", path("loop"));
+  expect_exit_2_naming("report " + path("loop"), "cannot read " + path("loop") + ": Too many levels of symbolic links");
+  expect_exit_2_naming("compare " + path("loop"),
+                       "cannot read " + path("loop") + ": Too many levels of symbolic links");
   ASSERT_EQ(rn50(tiny_run(path("a"))).code, 0);
   ASSERT_EQ(rn50(tiny_run(path("b")) + " --model resnet34").code, 0);
   expect_exit_2_naming("compare " + path("a") + " " + path("b"), "rows differ in model: resnet18 (");

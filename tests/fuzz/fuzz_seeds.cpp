@@ -1,6 +1,7 @@
 // tests/fuzz/fuzz_seeds.cpp: writes the fuzz targets' seed corpora: small JPEGs of each kind the decoder routes
-// (grey, colour, progressive, odd sizes), safetensors files with metadata and a class list, and the configurations.
-//   fuzz_seeds CORPUS_DIR [CONFIGS_DIR]: CORPUS_DIR/{jpeg,safetensors,config}/...
+// (grey, colour, progressive, odd sizes), safetensors files with metadata and a class list, the configurations, and
+// recorded run folders as fuzz_report takes them (metrics.jsonl, train.log, config.yaml, run.json, "\x1e" between).
+//   fuzz_seeds CORPUS_DIR [CONFIGS_DIR [RUN_FOLDER...]]: CORPUS_DIR/{jpeg,safetensors,config,report}/...
 #include <sys/stat.h>
 
 #include <cstdint>
@@ -14,6 +15,11 @@
 #include "core/safetensors.h"
 
 namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
 
 void write(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream(path, std::ios::binary)
@@ -34,7 +40,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string root = argv[1];
-  for (const char* sub : {"", "/jpeg", "/safetensors", "/config"}) mkdir((root + sub).c_str(), 0755);
+  for (const char* sub : {"", "/jpeg", "/safetensors", "/config", "/report"}) mkdir((root + sub).c_str(), 0755);
   struct Kind {
     int width, height, channels;
     bool progressive;
@@ -57,10 +63,19 @@ int main(int argc, char** argv) {
   write(root + "/safetensors/empty.safetensors", st::serialize({}, {{"epoch", "3"}}));
   if (argc > 2) {
     for (const char* name : {"baseline", "optimized", "smoke"}) {
-      std::ifstream in(std::string(argv[2]) + "/" + name + ".yaml", std::ios::binary);
-      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const std::string text = read_text(std::string(argv[2]) + "/" + name + ".yaml");
       write(root + "/config/" + name + ".yaml", std::vector<uint8_t>(text.begin(), text.end()));
     }
+  }
+  for (int i = 3; i < argc; ++i) {
+    const std::string folder = argv[i];
+    std::string joined;
+    for (const char* name : {"metrics.jsonl", "train.log", "config.yaml", "run.json"}) {
+      if (name[0] != 'm') joined += "\n\x1e\n";
+      joined += read_text(folder + "/" + name);  // "" for a file the folder lacks
+    }
+    const std::string base = folder.substr(folder.find_last_of('/') + 1);
+    write(root + "/report/" + base, std::vector<uint8_t>(joined.begin(), joined.end()));
   }
   return 0;
 }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -216,6 +217,12 @@ TEST(Compare, FilesThatAreIncompleteOrDoNotCompareAreRefusedWithOneLine) {
   EXPECT_EQ(refusal(o), dir.file("cpu/") + ": given twice");
   o.inputs = {dir.file("cpu"), dir.file("missing")};
   EXPECT_EQ(refusal(o), dir.file("missing") + ": no such file or folder");
+  ASSERT_EQ(::symlink("loop", dir.file("loop").c_str()), 0);  // a link to itself: there, but never a folder
+  o.inputs = {dir.file("cpu"), dir.file("loop")};
+  EXPECT_EQ(refusal(o), "cannot read " + dir.file("loop") + ": Too many levels of symbolic links");
+  ASSERT_EQ(::mkfifo(dir.file("fifo.json").c_str(), 0600), 0);  // refused unopened (opening it would block)
+  o.inputs = {dir.file("cpu"), dir.file("fifo.json")};
+  EXPECT_EQ(refusal(o), "cannot read " + dir.file("fifo.json") + ": not a regular file");
   o.inputs = {dir.file("cpu")};
   o.prices = {{"A100", 3.2}};
   EXPECT_EQ(refusal(o), "price for 'A100': no machine of that name (the machines: 'CPU (2 cores)')");

@@ -3,6 +3,8 @@
 #include "report/records.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <string>
@@ -132,6 +134,58 @@ TEST(Records, AFolderWithoutAMetricsFileIsRefusedWithOneLine) {
   } catch (const DataError& e) {
     EXPECT_EQ(std::string(e.what()), dir.path() + ": no metrics.jsonl (not the out_dir of an rn50 train run)");
   }
+}
+
+TEST(Records, LinesOverOneMebibyteAreSkippedAndCountedNeverHeld) {
+  rn50::testing::TempDir dir;
+  const std::string huge = "{\"type\":\"step\",\"epoch\":1,\"note\":\"" + std::string(kMaxLineBytes, 'a') + "\"}\n";
+  write(dir.file("metrics.jsonl"), step(1, 2, 2.0) + huge + epoch(1, 500) + huge);
+  write(dir.file("train.log"), std::string(kMaxLineBytes + 1, 'x') + "\n" + kLog);
+  const RunFolder run = read_run_folder(dir.path());
+  EXPECT_EQ(run.metrics.lines, 4);
+  EXPECT_EQ(run.metrics.long_lines, 2);
+  EXPECT_EQ(run.metrics.skipped, 0);  // counted apart from the lines that were read and were no record
+  EXPECT_EQ(run.metrics.epochs.size(), 1u);
+  EXPECT_EQ(run.metrics.steps.size(), 1u);
+  EXPECT_EQ(run.log_long_lines, 1);
+  EXPECT_EQ(run.value("model"), "resnet50");  // the start table after the long line is read
+}
+
+TEST(Records, WhatIsThereButCannotBeReadIsNamedNotTakenForMissing) {
+  rn50::testing::TempDir dir;
+  ASSERT_EQ(::mkfifo(dir.file("metrics.jsonl").c_str(), 0600), 0);
+  try {
+    read_run_folder(dir.path());
+    FAIL() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot read " + dir.file("metrics.jsonl") + ": not a regular file");
+  }
+  ASSERT_EQ(::unlink(dir.file("metrics.jsonl").c_str()), 0);
+  write(dir.file("metrics.jsonl"), epoch(1, 90));
+  ASSERT_EQ(::mkfifo(dir.file("train.log").c_str(), 0600), 0);  // optional files: noted, and the rest read
+  ASSERT_EQ(::mkdir(dir.file("run.json").c_str(), 0755), 0);
+  const RunFolder run = read_run_folder(dir.path());
+  EXPECT_EQ(run.unread, (std::vector<std::string>{"cannot read " + dir.file("train.log") + ": not a regular file",
+                                                  "cannot read " + dir.file("run.json") + ": not a regular file"}));
+  EXPECT_EQ(run.metrics.epochs.size(), 1u);
+  ASSERT_EQ(::symlink("loop", dir.file("loop").c_str()), 0);
+  try {
+    read_run_folder(dir.file("loop"));
+    FAIL() << "no error";
+  } catch (const DataError& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot read " + dir.file("loop") + ": Too many levels of symbolic links");
+  }
+  EXPECT_THROW(read_run_folder(dir.file("none")), DataError);
+}
+
+TEST(Records, ListsAndObjectsInRunJsonAreNotPrinted) {
+  rn50::testing::TempDir dir;
+  write(dir.file("metrics.jsonl"), epoch(1, 90));
+  // Printing nested lists recurses once a level: 100,000 of them overflowed the stack.
+  write(dir.file("run.json"), "{\"host\":" + std::string(100000, '[') + std::string(100000, ']') + ",\"cpu\":{}}");
+  const RunFolder run = read_run_folder(dir.path());
+  EXPECT_EQ(run.found("host"), "(a list)");
+  EXPECT_EQ(run.found("cpu"), "(an object)");
 }
 
 TEST(Records, MedianOfEvenAndOddCounts) {

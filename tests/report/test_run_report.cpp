@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "core/errors.h"
+#include "report/records.h"
 #include "tests/support/temp_dir.h"
 
 namespace rn50::report {
@@ -109,6 +111,19 @@ TEST(RunReport, ThePageIsWholeAndItsFiguresAreTheMetricsFiles) {
   size_t svgs = 0;
   for (size_t at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) ++svgs;
   EXPECT_EQ(svgs, 13u);
+}
+
+TEST(RunReport, TheNotesCountTheLinesOverOneMebibyteAndTheFilesLeftOut) {
+  rn50::testing::TempDir dir;
+  const std::string run = cpu_run(dir);
+  std::ofstream(run + "/metrics.jsonl", std::ios::app) << "\n" << std::string(kMaxLineBytes + 1, '{') << "\n";
+  write(run + "/train.log", std::string(kMaxLineBytes + 1, 'x') + "\n" + std::string(kMaxLineBytes + 1, 'y'));
+  std::remove((run + "/run.json").c_str());
+  ASSERT_EQ(::mkdir((run + "/run.json").c_str(), 0755), 0);
+  const std::string html = render_run_report(run);
+  EXPECT_NE(html.find(", 1 line over 1 MiB skipped."), std::string::npos);
+  EXPECT_NE(html.find("train.log: 2 lines over 1 MiB skipped."), std::string::npos);
+  EXPECT_NE(html.find("cannot read " + run + "/run.json: not a regular file (left out)."), std::string::npos);
 }
 
 TEST(RunReport, TextFromTheFilesIsEscaped) {

@@ -23,7 +23,20 @@ TEST(Svg, TicksAreRoundNumbersCoveringTheRange) {
   EXPECT_NEAR(narrow.back(), 1.8, 1e-12);
 }
 
-TEST(Svg, TextIsEscaped) { EXPECT_EQ(escape_xml("a<b & \"c\"\x01"), "a&lt;b &amp; &quot;c&quot;?"); }
+// Values a metrics file may hold but no run writes: the ends of the range, not a tick count past a long long
+// (fuzz_report found the cast of inf, undefined behaviour).
+TEST(Svg, TicksOfValuesFarFromTheirRangeAreItsEnds) {
+  EXPECT_EQ(axis_ticks(-1e308, 1e308), (std::vector<double>{-1e308, 1e308}));
+  EXPECT_EQ(axis_ticks(1e20, 1e20 + 1e5), (std::vector<double>{1e20, 1e20 + 1e5}));
+  EXPECT_EQ(axis_ticks(1e17, 1e17 + 64), (std::vector<double>{1e17, 1e17 + 64}));
+  EXPECT_EQ(axis_ticks(1e6, 1e6 + 4, 3).size(), 3u);  // still k * step where k is exact
+}
+
+TEST(Svg, TextIsEscaped) {
+  EXPECT_EQ(escape_xml("a<b & \"c\"\x01"), "a&lt;b &amp; &quot;c&quot;?");
+  EXPECT_EQ(escape_xml("\xff\xfe caf\xc3\xa9"),
+            "\xef\xbf\xbd\xef\xbf\xbd caf\xc3\xa9");  // U+FFFD for what is not UTF-8
+}
 
 TEST(Svg, AnUnavailableValueBreaksTheLineInsteadOfDrawingZero) {
   LineChart chart{"t", "step", "%", {{"s", {{1, 10.0}, {2, std::nullopt}, {3, 30.0}, {4, 40.0}}}}};

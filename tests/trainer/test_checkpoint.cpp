@@ -11,12 +11,12 @@
 #include "core/errors.h"
 #include "core/files.h"
 #include "core/safetensors.h"
-#include "trainer/checkpoint.h"
-#include "trainer/adamw.h"
-#include "trainer/sgd.h"
 #include "models/model.h"
 #include "tests/support/error_of.h"
 #include "tests/support/temp_dir.h"
+#include "trainer/adamw.h"
+#include "trainer/checkpoint.h"
+#include "trainer/sgd.h"
 
 namespace rn50::trainer {
 namespace {
@@ -137,6 +137,8 @@ TEST_F(Checkpoint, OutOfRangeMetadataIsAClearError) {
   // An epoch the steps do not reach (resumed, it would train nothing), and a mid-epoch stop's count beyond its epoch.
   EXPECT_NE(with("step", "15").find("step 15 is short of its 2 epochs of 10 steps"), std::string::npos);
   EXPECT_NE(with("epoch_step", "10").find("metadata 'epoch_step' is '10', not an integer in [0, 9]"), std::string::npos);
+  EXPECT_NE(with("step", "19").find("step 19 is short of its 2 epochs of 10 steps"), std::string::npos);
+  EXPECT_NE(with("epoch", "1000000").find("short of its 1000000 epochs of 10 steps"), std::string::npos);
   EXPECT_NE(with("epoch", "3x").find("metadata 'epoch' is '3x'"), std::string::npos);
   EXPECT_NE(with("batch_size", "0").find("'batch_size'"), std::string::npos);
   EXPECT_NE(with("steps_per_epoch", "99999999999999999999").find("'steps_per_epoch'"), std::string::npos);
@@ -182,7 +184,8 @@ TEST_F(Checkpoint, TheOptimizersStateRoundTripsUnderItsNameAndAMismatchIsRefused
   // Exports leave the moments out.
   const std::string exported = dir_.file("adamw-export.safetensors");
   export_weights(path, exported);
-  for (const auto& t : safetensors::read_file(exported).tensors) EXPECT_EQ(t.name.rfind("adamw.", 0), std::string::npos);
+  for (const auto& t : safetensors::read_file(exported).tensors)
+    EXPECT_EQ(t.name.rfind("adamw.", 0), std::string::npos);
 
   const std::string old = dir_.file("old.safetensors");
   save_checkpoint(old, *model, sgd, {"resnet18", 1, 1, 0, {"a", "b", "c"}, 4, 1});
@@ -214,6 +217,66 @@ TEST_F(Checkpoint, ExportedWeightsLoadBackIdenticallyWithoutOptimizerState) {
   }
   for (size_t i = 0; i < model->buffers().size(); ++i)
     EXPECT_TRUE(torch::equal(model->buffers()[i], other->buffers()[i]));
+}
+
+// rn50 export checks the tensors against the model the checkpoint names (from the registry, with its class count):
+// a misnamed or extra tensor was exported with exit 0, and rn50 infer then refused the file.
+TEST_F(Checkpoint, ExportRefusesTensorsThatAreNotTheNamedModels) {
+  auto model = models::create("resnet18", {3, true});
+  Sgd sgd(*model, 0.9, 0, false);
+  const std::string good = dir_.file("good.safetensors");
+  save_checkpoint(good, *model, sgd, {"resnet18", 1, 1, 0, {"a", "b", "c"}, 8, 1});
+  auto exported_with = [&](const std::function<void(safetensors::File&)>& change) {
+    safetensors::File file = safetensors::read_file(good);
+    change(file);
+    const std::string path = dir_.file("bad.safetensors");
+    files::write_atomically(path, safetensors::serialize(file.tensors, file.metadata));
+    return config_error([&] { export_weights(path, dir_.file("out.safetensors")); });
+  };
+  const std::string prefix = "checkpoint " + dir_.file("bad.safetensors");
+  auto renamed = [](const std::string& from, const std::string& to) {
+    return [=](safetensors::File& f) {
+      for (auto& t : f.tensors)
+        if (t.name == from) t.name = to;
+    };
+  };
+  EXPECT_EQ(exported_with(renamed("layer1.0.bn1.weight", "layer1.0.bn1.weigxt")),
+            prefix + " lacks layer1.0.bn1.weight");
+  const uint8_t byte = 0;
+  EXPECT_EQ(exported_with([&](safetensors::File& f) {
+              f.tensors.push_back({"extra", safetensors::DType::U8, {1}, &byte, 1});
+            }),
+            prefix + " has tensors the model lacks: extra");
+  EXPECT_EQ(exported_with([](safetensors::File& f) { f.metadata["classes"] = "[\"a\",\"b\"]"; }),
+            prefix + " has mis-shaped fc.weight, fc.bias");  // 3 classes stored, 2 named
+  EXPECT_EQ(
+      exported_with([](safetensors::File& f) { f.metadata["model"] = "resnet9"; }),
+      prefix + " holds a 'resnet9', which is no model rn50 has (resnet18, resnet34, resnet50, resnet101, resnet152)");
+  EXPECT_FALSE(file_exists(dir_.file("out.safetensors")));
+  EXPECT_EQ(exported_with([](safetensors::File&) {}), "");  // the file as saved exports
+}
+
+// A classifier of the right shape in another dtype is no other class count: an error naming the dtypes, not a
+// fresh classifier "(its shape differs: fine-tuning)".
+TEST_F(Checkpoint, InitFromAClassifierInAnotherDtypeIsAnError) {
+  auto model = models::create("resnet18", {3, true});
+  const NamedTensors state = named_state(*model);
+  std::vector<at::Tensor> host;
+  std::vector<safetensors::TensorView> views;
+  for (const auto& [name, t] : state) {
+    host.push_back(name.rfind("fc.", 0) == 0 ? t.detach().to(at::kDouble).contiguous() : t.detach().contiguous());
+    const at::Tensor& h = host.back();
+    views.push_back({name,
+                     h.scalar_type() == at::kDouble ? safetensors::DType::F64
+                     : h.scalar_type() == at::kLong ? safetensors::DType::I64
+                                                    : safetensors::DType::F32,
+                     h.sizes().vec(), static_cast<const uint8_t*>(h.data_ptr()), static_cast<size_t>(h.nbytes())});
+  }
+  files::write_atomically(dir_.file("f64.safetensors"), safetensors::serialize(views, {}));
+  auto target = models::create("resnet18", {3, true});
+  EXPECT_EQ(config_error([&] { load_weights(dir_.file("f64.safetensors"), *target, "fc"); }),
+            "config key 'init_from': " + dir_.file("f64.safetensors") +
+                " has tensors of another dtype: fc.weight (F64, the model's F32), fc.bias (F64, the model's F32)");
 }
 
 TEST_F(Checkpoint, InitFromAnotherClassCountKeepsTheFreshClassifier) {

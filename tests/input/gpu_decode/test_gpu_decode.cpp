@@ -74,6 +74,44 @@ TEST_F(GpuDecode, KernelMatchesItsCpuReferenceInEveryDtypeAndLayout) {
   }
 }
 
+// nvJPEG decodes no arithmetic coding: such a file goes to libjpeg, the CPU path's own decode, after the loader's
+// thread checked its scans (load_encoded refuses one cut short, as load does).
+TEST_F(GpuDecode, ArithmeticCodedFilesGoToLibjpegAfterTheirScansAreChecked) {
+  TempDir tmp;
+  const std::vector<uint8_t> pixels = test::smooth_image(320, 240, 0.4);
+  const std::vector<uint8_t> whole = codecs::encode_jpeg(pixels.data(), 320, 240, 3, 90, false, /*arithmetic=*/true);
+  std::vector<uint8_t> cut(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(whole.size() / 2));
+  cut.push_back(0xFF);
+  cut.push_back(0xD9);
+  write_file(tmp.path() + "/train/c0/a_whole.JPEG", whole);
+  write_file(tmp.path() + "/train/c0/b_cut.JPEG", cut);
+  data::SampleTransform t;
+  t.image_size = 64;
+  const data::JpegFolderDataset set(data::scan_image_folder(tmp.path() + "/train"), t);
+  std::vector<data::EncodedSample> samples(1);
+  EXPECT_THROW(set.load_encoded(1, 0, samples[0]), DecodeError);
+  set.load_encoded(0, 0, samples[0]);
+  ASSERT_TRUE(samples[0].info.arithmetic);
+  std::vector<int64_t> labels = {7};
+  data::HostBatch batch;
+  batch.labels = labels.data();
+  batch.size = 1;
+  batch.encoded = samples.data();
+  input::GpuJpegDecoder decoder(0, 1, 64);
+  at::Tensor x = at::empty({1, 3, 64, 64}, at::TensorOptions(at::kCUDA).dtype(at::kFloat));
+  at::Tensor y = at::empty({1}, at::TensorOptions(at::kCUDA).dtype(at::kLong));
+  decoder.decode_into(
+      batch, x, y, [](size_t, const std::string& reason) { ADD_FAILURE() << reason; }, [](const data::HostBatch&) {});
+  decoder.drain();
+  const input::GpuDecodeCounts counts = decoder.take_counts();
+  EXPECT_EQ(counts.cpu_fallback, 1);
+  EXPECT_EQ(counts.bad, 0);
+  std::vector<uint8_t> cpu(64 * 64 * 3);
+  data::WorkerScratch scratch;
+  set.load(0, 0, cpu.data(), scratch);
+  EXPECT_LE(difference(levels_of(x[0]), cpu).max, 0.01);  // libjpeg's own pixels, normalised on the device
+}
+
 // GPU path against CPU path, image by image, for the same crops and flips. What differs: nvJPEG's IDCT and
 // colour conversion against libjpeg's (integer, "islow"), chroma upsampling, and at reduced DCT scale the box
 // mean against libjpeg's scaled IDCT (tests/input/gpu_decode/test_crop_resample.cpp: up to 2.2 levels mean on noisy

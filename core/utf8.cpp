@@ -1,0 +1,60 @@
+// core/utf8.cpp: UTF-8 well-formedness by the Unicode standard's table of byte sequences (its Table 3-7).
+#include "core/utf8.h"
+
+namespace rn50::utf8 {
+
+size_t sequence_length(std::string_view text, size_t at) {
+  if (at >= text.size()) return 0;
+  auto byte = [&](size_t i) { return at + i < text.size() ? static_cast<unsigned char>(text[at + i]) : 0u; };
+  auto in = [](unsigned v, unsigned low, unsigned high) { return v >= low && v <= high; };
+  const unsigned b0 = byte(0);
+  if (b0 < 0x80) return 1;
+  // The second byte's range depends on the first (this excludes overlong forms, surrogates and > U+10FFFF).
+  unsigned low = 0x80, high = 0xBF;
+  size_t length = 0;
+  if (in(b0, 0xC2, 0xDF)) {
+    length = 2;
+  } else if (in(b0, 0xE0, 0xEF)) {
+    length = 3;
+    if (b0 == 0xE0) low = 0xA0;
+    if (b0 == 0xED) high = 0x9F;
+  } else if (in(b0, 0xF0, 0xF4)) {
+    length = 4;
+    if (b0 == 0xF0) low = 0x90;
+    if (b0 == 0xF4) high = 0x8F;
+  } else {
+    return 0;
+  }
+  if (!in(byte(1), low, high)) return 0;
+  for (size_t i = 2; i < length; ++i) {
+    if (!in(byte(i), 0x80, 0xBF)) return 0;
+  }
+  return length;
+}
+
+bool is_valid(std::string_view text) {
+  for (size_t at = 0; at < text.size();) {
+    const size_t n = sequence_length(text, at);
+    if (n == 0) return false;
+    at += n;
+  }
+  return true;
+}
+
+std::string replace_invalid(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t at = 0; at < text.size();) {
+    const size_t n = sequence_length(text, at);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+      ++at;
+    } else {
+      out.append(text, at, n);
+      at += n;
+    }
+  }
+  return out;
+}
+
+}  // namespace rn50::utf8
