@@ -533,7 +533,7 @@ TEST_F(Cli, ClassFoldersNamedInAnyBytesTrainResumeExportAndReport) {
   EXPECT_EQ(stored.metadata.at("classes"), "[\"caf\xc3\xa9\",\"\\udcff\\udcfe\"]");  // sorted by bytes
   EXPECT_EQ(rn50::safetensors::decode_string_list(stored.metadata.at("classes")),
             (std::vector<std::string>{accented, odd}));
-  r = rn50(run + " --epochs 2 --resume " + checkpoint);
+  r = rn50(run + " --epochs 2 --resume-override --resume " + checkpoint);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
   EXPECT_EQ(records(path("run") + "/metrics.jsonl", "epoch").size(), 2u);

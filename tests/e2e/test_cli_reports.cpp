@@ -1,7 +1,10 @@
 // tests/e2e/test_cli_reports.cpp: the reports as a user meets them: report.html and run.json at the end of rn50 train
-// (report: off leaves them out), the live progress line on a terminal and never in a pipe, and rn50 report and rn50
-// compare refusing what they cannot read with one line.
+// (report: off leaves them out), the rn50 version run.json names as --version does, the live progress line on a
+// terminal and never in a pipe, and rn50 report and rn50 compare refusing what they cannot read with one line.
 #include <pty.h>
+
+#include <map>
+#include <regex>
 
 #include <sys/stat.h>
 
@@ -45,8 +48,21 @@ TEST_F(Cli, TrainingWritesItsReportAndMachineUnlessReportIsOff) {
   const nlohmann::json machine = nlohmann::json::parse(run_json);
   EXPECT_EQ(machine["world_size"], 1);
   EXPECT_GE(machine["usable_cores"].get<int>(), 1);
-  EXPECT_EQ(machine["found"][0][0], "(device)");
-  EXPECT_EQ(machine["found"][0][1], "cpu");
+  std::map<std::string, std::string> found;
+  for (const auto& row : machine["found"]) found[row[0].get<std::string>()] = row[1].get<std::string>();
+  EXPECT_EQ(found["(device)"], "cpu");
+  // The run names the rn50 that made it, as `rn50 --version` does: its version and source revision.
+  const Result version = rn50("--version");
+  ASSERT_EQ(version.code, 0) << version.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(version.output, m, std::regex("version +([0-9]+\\.[0-9]+\\.[0-9]+)\n")))
+      << version.output;
+  const std::string number = m[1];
+  ASSERT_TRUE(std::regex_search(version.output, m, std::regex("revision +([0-9a-f]{12}(\\+changes)?|unknown)\n")))
+      << version.output;
+  const std::string revision = m[1];
+  EXPECT_NE(version.output.find("LibTorch "), std::string::npos) << version.output;
+  EXPECT_EQ(found["(rn50)"].rfind("rn50 " + number + " (" + revision + ")", 0), 0u) << found["(rn50)"];
   // In a pipe (as here) the progress is the step log lines only, never a line drawn over itself.
   EXPECT_EQ(r.output.find('\r'), std::string::npos);
   EXPECT_NE(r.output.find("epoch 2 step 4 (1/3) loss "), std::string::npos) << r.output;
