@@ -43,6 +43,11 @@ TEST_F(Cli, TrainingWritesItsReportAndMachineUnlessReportIsOff) {
   const nlohmann::json machine = nlohmann::json::parse(run_json);
   EXPECT_EQ(machine["world_size"], 1);
   EXPECT_GE(machine["usable_cores"].get<int>(), 1);
+  EXPECT_GE(machine["host_cores"].get<int>(), machine["usable_cores"].get<int>());
+  // The host's 1-, 5- and 15-minute load averages before the run trained, for rn50 compare's warning.
+  ASSERT_TRUE(machine["load_average"].is_array()) << machine;
+  ASSERT_EQ(machine["load_average"].size(), 3u);
+  for (const auto& load : machine["load_average"]) EXPECT_GE(load.get<double>(), 0.0);
   EXPECT_EQ(machine["found"][0][0], "(device)");
   EXPECT_EQ(machine["found"][0][1], "cpu");
   // In a pipe (as here) the progress is the step log lines only, never a line drawn over itself.
