@@ -1,6 +1,6 @@
 // commands/train.cpp: `rn50 train`: every config key as an option, the YAML file under them (or a resumed run's own),
-// the launcher's rank and MIG pinning applied before CUDA starts, then the training run (trainer/trainer.h), and the
-// line a stop signal ends it with.
+// the launcher's rank and MIG pinning applied before CUDA starts, then the training run (trainer/trainer.h) with its
+// report after every epoch and at the end, and the line a stop signal ends it with.
 #include <unistd.h>
 #include <cxxopts.hpp>
 
@@ -79,6 +79,23 @@ void write_report(const Config& config) {
   } catch (const std::exception& e) {
     log_warn(std::string("report.html not written: ") + e.what());
   }
+}
+
+// The page after each epoch, so that a long run has its curves while it runs: quiet, and one warning at most (the
+// page at the end says where it is, or why not).
+trainer::TrainHooks report_hooks(const Config& config) {
+  trainer::TrainHooks hooks;
+  hooks.epoch_end = [out_dir = config.out_dir, warned = false](int64_t epoch) mutable {
+    try {
+      report::write_run_report(out_dir);
+    } catch (const std::exception& e) {
+      if (!warned) {
+        log_warn(strprintf("report.html not updated after epoch %lld: %s", static_cast<long long>(epoch), e.what()));
+      }
+      warned = true;
+    }
+  };
+  return hooks;
 }
 
 // Whether this run wrote to the metrics file (since `started`): an old run's file is not this run's to report.
@@ -249,7 +266,7 @@ int train_command(int argc, char** argv) {
   const auto started = std::filesystem::file_time_type::clock::now();
   trainer::StopPoint stopped;
   try {
-    stopped = trainer::train(config, launch);
+    stopped = trainer::train(config, launch, reports ? report_hooks(config) : trainer::TrainHooks{});
   } catch (...) {
     if (reports && metrics_written_since(config, started)) write_report(config);
     throw;

@@ -54,6 +54,47 @@ std::string cpu_machine(const std::string& cores) {
   return cores.empty() ? std::string("CPU") : "CPU (" + cores + " cores)";
 }
 
+std::vector<double> rates_of(const std::vector<Record>& records) {
+  std::vector<double> rates;
+  for (const auto& r : records) {
+    if (const auto rate = r.get("images_per_s"); rate && *rate > 0) rates.push_back(*rate);
+  }
+  return rates;
+}
+
+// The step records of the measured epochs, each epoch's first left out: its interval holds the epoch's start (the
+// loader filling up, a graph's capture).
+std::vector<Record> steady_steps(const std::vector<Record>& steps, const std::vector<Record>& epochs) {
+  std::set<double> measured, seen;
+  for (const auto& e : epochs) measured.insert(e.get("epoch").value_or(-1));
+  std::vector<Record> out;
+  for (const auto& s : steps) {
+    const auto epoch = s.get("epoch");
+    if (!epoch || !measured.count(*epoch) || seen.insert(*epoch).second) continue;
+    out.push_back(s);
+  }
+  return out;
+}
+
+// The row's spread: of its measured epochs' rates where there are two or more, else of its step records'.
+void set_spread(CompareRow& row, const std::vector<Record>& epochs, const std::vector<Record>& steps) {
+  std::vector<double> rates = rates_of(epochs);
+  row.spread_of = "epochs";
+  if (rates.size() < 2) {
+    rates = rates_of(steady_steps(steps, epochs));
+    row.spread_of = "step records";
+  }
+  const std::optional<double> middle = median(rates);
+  if (rates.size() < 2 || !middle || *middle <= 0) {
+    row.spread_of.clear();
+    return;
+  }
+  const auto [slowest, fastest] = std::minmax_element(rates.begin(), rates.end());
+  row.slowest = *slowest;
+  row.fastest = *fastest;
+  row.spread = (*fastest - *slowest) / *middle;
+}
+
 // The rows of one run folder (one configuration).
 CompareRow row_of_run(const std::string& input, const CompareOptions& o) {
   const RunFolder run = read_run_folder(input);
@@ -74,6 +115,9 @@ CompareRow row_of_run(const std::string& input, const CompareOptions& o) {
   const std::vector<Record> epochs = measured_epochs(run.metrics.epochs, &dropped);
   row.figures = summarise(epochs, input);
   row.figures.first_dropped = dropped;
+  set_spread(row, epochs, run.metrics.steps);
+  row.load_average = run.load_average;
+  row.load_cores = run.load_cores;
   if (run.machine_from.empty() && !epochs.empty()) {
     int ranks = 0;  // runs without run.json or a start table: the per-rank input waits tell the processes
     while (epochs.front().has("data_wait_s_rank" + std::to_string(ranks))) ++ranks;
@@ -186,6 +230,7 @@ std::vector<CompareRow> rows_of_ablation(const std::string& input, const Compare
       for (const auto& e : (*run)["epochs"]) epochs.push_back(record_of(e));
       row.figures = summarise(epochs, input + ": " + which);
       row.figures.first_dropped = true;  // ablation.py keeps the warm-up epoch apart ("warmup_epoch")
+      set_spread(row, epochs, {});
       row.switches = describe_switches(settings);
       row.facts = switch_facts(settings);
       row.device = device;
@@ -314,7 +359,60 @@ bool any_price(const Comparison& c) {
   return std::any_of(c.rows.begin(), c.rows.end(), [](const CompareRow& r) { return r.price_per_hour.has_value(); });
 }
 
+std::string pct(double share) { return strprintf("%.0f%%", 100 * share); }
+
+// "host was loaded when it started (load average 3.9 on 2 cores)".
+std::string load_text(const CompareRow& r) {
+  return strprintf("host was loaded when it started (load average %.1f on %d cores)", *r.load_average, r.load_cores);
+}
+
 }  // namespace
+
+std::vector<std::string> noise_warnings(const std::vector<CompareRow>& rows, size_t reference) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const CompareRow& r = rows[i];
+    if (r.spread && *r.spread > kWideSpread) {
+      out.push_back(
+          strprintf("the %s of row %s spread by %s (%s to %s img/s): its images/s are uncertain by about as "
+                    "much",
+                    r.spread_of.c_str(), row_name(r, i).c_str(), pct(*r.spread).c_str(), rate_text(r.slowest).c_str(),
+                    rate_text(r.fastest).c_str()));
+    }
+  }
+  const CompareRow& ref = rows[reference];
+  if (rows.size() == 1 && ref.loaded()) {
+    out.push_back("row " + row_name(ref, reference) + ": its " + load_text(ref) +
+                  ": its images/s are a loaded machine's");
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i == reference) continue;
+    const CompareRow& r = rows[i];
+    const double ratio = r.figures.images_per_s / ref.figures.images_per_s;
+    const std::string differ = strprintf("images/s of row %s and row %s differ by %.2fx", row_name(r, i).c_str(),
+                                         row_name(ref, reference).c_str(), std::max(ratio, 1 / ratio));
+    std::vector<std::string> loaded;
+    if (r.loaded()) loaded.push_back(strprintf("row %zu's ", i + 1) + load_text(r));
+    if (ref.loaded()) loaded.push_back(strprintf("row %zu's ", reference + 1) + load_text(ref));
+    if (!loaded.empty()) {
+      out.push_back(differ + ", but " + loaded.front() + (loaded.size() > 1 ? " and " + loaded.back() : "") +
+                    ": the ratio measures the load as much as the machines");
+      continue;
+    }
+    // Within the rows' own noise: each row's rate could lie anywhere in its spread.
+    const double noise = r.spread.value_or(0) + ref.spread.value_or(0);
+    if (noise > 0 && std::max(ratio, 1 / ratio) - 1 <= noise) {
+      std::string spreads;
+      for (const size_t k : {i, reference}) {
+        if (!rows[k].spread) continue;
+        spreads += (spreads.empty() ? "" : ", ") +
+                   strprintf("row %zu's %s %s", k + 1, rows[k].spread_of.c_str(), pct(*rows[k].spread).c_str());
+      }
+      out.push_back(differ + ", within the spread of the rows' own rates (" + spreads + "): not a measured difference");
+    }
+  }
+  return out;
+}
 
 Projection project(double images_per_s, int epochs, int gpus, std::optional<double> price_per_gpu_hour) {
   Projection p;
@@ -407,6 +505,7 @@ Comparison compare(const CompareOptions& o) {
   // NVML's figures are each one GPU's (rank 0's): several GPUs' rows are read by their rate per GPU.
   const bool several = std::any_of(c.rows.begin(), c.rows.end(), [](const CompareRow& r) { return gpus_of(r) > 1; });
   c.across = read_across(named, several);
+  c.warnings = noise_warnings(c.rows, c.reference);
   return c;
 }
 
@@ -419,6 +518,10 @@ std::string comparison_markdown(const Comparison& c) {
       strprintf("%zu rows. Reference: row %s. An ImageNet epoch is %s training images (validation not "
                 "included), at each row's measured images/s; the run is %d epochs.",
                 c.rows.size(), row_name(ref, c.reference).c_str(), "1,281,167", c.epochs));
+  if (!c.warnings.empty()) {
+    l.insert(l.end(), {"", "## Warnings", ""});
+    for (const auto& w : c.warnings) l.push_back("- **" + w + "**");
+  }
   if (!c.across.empty()) l.insert(l.end(), {"", "**" + c.across + "**"});
   l.insert(
       l.end(),
@@ -529,17 +632,22 @@ std::string comparison_json(const Comparison& c) {
                     {"cuda_graph", r.figures.cuda_graph},
                     {"utilisation", util},
                     {"reading", r.reading},
+                    {"rate_spread", opt(r.spread)},
+                    {"rate_spread_of", r.spread_of},
+                    {"load_average", opt(r.load_average)},
+                    {"load_cores", r.load_cores},
                     {"price_per_gpu_hour", opt(r.price_per_gpu_hour)},
                     {"price_per_hour", opt(r.price_per_hour)},
                     {"cost_per_epoch", opt(r.cost_per_epoch)},
                     {"cost_per_run", opt(r.cost_per_run)},
                     {"break_even_speedup", opt(r.break_even)}});
   }
-  const nlohmann::json j{{"reference_row", c.reference + 1},
-                         {"epochs", c.epochs},
-                         {"imagenet_train_images", kImageNetTrainImages},
-                         {"reading_across", c.across},
-                         {"rows", rows}};
+  nlohmann::json j{{"reference_row", c.reference + 1},
+                   {"epochs", c.epochs},
+                   {"imagenet_train_images", kImageNetTrainImages},
+                   {"reading_across", c.across},
+                   {"rows", rows}};
+  j["warnings"] = c.warnings;
   // Paths and names come from the files and the file system, in any bytes: what is not UTF-8 shows as U+FFFD.
   return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }

@@ -38,6 +38,15 @@ struct CompareRow {
   EpochsSummary figures;
   SwitchFacts facts;
   std::string reading;  // read_utilisation
+  // The noise of the row's own rates: (max - min) / median of its measured epochs' images/s, or where it measured
+  // one epoch of its step records' (each epoch's first left out: it holds the epoch's start); none from fewer than 2.
+  std::optional<double> spread;
+  std::string spread_of;            // "epochs" or "step records"
+  double slowest = 0, fastest = 0;  // the rates the spread is of
+  // The host's 1-minute load average before the run trained and the CPUs it counts against (run.json; run folders).
+  std::optional<double> load_average;
+  int load_cores = 0;
+  bool loaded() const { return load_average && load_cores > 0 && *load_average > load_cores; }
   // Projections: an ImageNet epoch and `epochs` of them at the measured rate.
   double epoch_s = 0, run_s = 0;
   double speedup = 0;  // images/s over the reference row's
@@ -49,7 +58,16 @@ struct Comparison {
   size_t reference = 0;
   int epochs = 90;
   std::string across;  // read_across; "" when NVML's figure does not mislead here
+  // Where a ratio between rows is not what the machines measure: a loaded host, a difference within the rows' own
+  // spread, a row whose rates spread widely. Each names its rows and the figures behind it.
+  std::vector<std::string> warnings;
 };
+
+// A row whose rates spread by more than this is worth a warning of its own.
+inline constexpr double kWideSpread = 0.10;
+
+// The warnings of rows whose speed-ups and spreads are set (compare() calls it; public for the tests).
+std::vector<std::string> noise_warnings(const std::vector<CompareRow>& rows, size_t reference);
 
 // Reads and checks every input; throws DataError (a result file that is incomplete or does not compare) or
 // ConfigError (an option that names nothing) with one line.

@@ -9,6 +9,7 @@
 
 #include "core/errors.h"
 #include "core/files.h"
+#include "core/log.h"
 
 namespace rn50::report {
 namespace {
@@ -62,8 +63,20 @@ void read_run_json(const std::string& path, RunFolder& run) {
   files::read_whole(path, kMaxLineBytes, bytes);  // a few KB as rn50 writes it
   const nlohmann::json info = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
   if (!info.is_object()) return;
-  for (const char* key : {"started", "host", "cpu", "usable_cores", "host_memory_gib", "world_size"}) {
+  for (const char* key : {"started", "host", "cpu", "usable_cores", "host_cores", "host_memory_gib", "world_size"}) {
     if (info.contains(key)) run.machine.emplace_back(key, json_text(info[key]));
+  }
+  const nlohmann::json& load = info.contains("load_average") ? info["load_average"] : nlohmann::json();
+  if (load.is_array() && load.size() == 3 && load[0].is_number() && load[1].is_number() && load[2].is_number()) {
+    run.load_average = load[0].get<double>();
+    auto count = [&](const char* key) {
+      return info.contains(key) && info[key].is_number_integer() ? std::max(0, info[key].get<int>()) : 0;
+    };
+    const int cores = count("host_cores") > 0 ? count("host_cores") : count("usable_cores");
+    run.load_cores = cores;
+    run.machine.emplace_back("load_average",
+                             strprintf("%.2f %.2f %.2f (1, 5, 15 min) on %d cores, before the run trained",
+                                       load[0].get<double>(), load[1].get<double>(), load[2].get<double>(), cores));
   }
   if (info.contains("world_size") && info["world_size"].is_number_integer()) {
     run.world_size = std::max(1, info["world_size"].get<int>());

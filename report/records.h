@@ -45,6 +45,10 @@ struct RunFolder {
   Rows machine;                     // what the run ran on: host, CPU, memory, processes, device, kernels, input ...
   std::string machine_from;         // "run.json", "train.log" or ""
   int world_size = 1;               // processes (GPUs on a GPU run)
+  // run.json's host load before the run trained: the 1-minute load average and the CPUs it counts against (the
+  // host's online CPUs; the usable cores in a run.json from before they were recorded). None before run.json had it.
+  std::optional<double> load_average;
+  int load_cores = 0;
   bool cuda = false;                // trained on a GPU
   int64_t log_long_lines = 0;       // train.log's lines over kMaxLineBytes, skipped
   std::vector<std::string> unread;  // the folder's other files that are there but could not be read, and why

@@ -1,4 +1,4 @@
-// trainer/metrics.cpp: JSON serialisation of step and epoch records.
+// trainer/metrics.cpp: JSON serialisation of step and epoch records, the resume repair, and the records' sinks.
 #include "trainer/metrics.h"
 
 #include <fcntl.h>
@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "core/files.h"
+#include "core/log.h"
 
 namespace rn50::trainer {
 namespace {
@@ -87,11 +88,27 @@ void MetricsLog::write_line(const std::string& line) {
   }
 }
 
+void MetricsLog::add_sink(std::unique_ptr<RecordSink> sink) { sinks_.push_back(std::move(sink)); }
+
+template <typename Record>
+void MetricsLog::to_sinks(const Record& record) {
+  for (auto it = sinks_.begin(); it != sinks_.end();) {
+    try {
+      (*it)->write(record);
+      ++it;
+    } catch (const std::exception& e) {
+      log_warn((*it)->name() + " not written from here on: " + e.what());
+      it = sinks_.erase(it);
+    }
+  }
+}
+
 void MetricsLog::write(const StepRecord& r) {
   nlohmann::json j{{"type", "step"}, {"epoch", r.epoch}, {"step", r.step},
                    {"loss", r.loss}, {"lr", r.lr},       {"images_per_s", r.images_per_s}};
   for (const auto& [name, value] : r.extra) j[name] = optional_number(value);
   write_line(j.dump());
+  to_sinks(r);
 }
 
 void MetricsLog::write(const EpochRecord& r) {
@@ -113,6 +130,7 @@ void MetricsLog::write(const EpochRecord& r) {
                    {"bad_samples", r.bad_samples}};
   for (const auto& [name, value] : r.extra) j[name] = optional_number(value);
   write_line(j.dump());
+  to_sinks(r);
 }
 
 void MetricsLog::write(const StopRecord& r) {

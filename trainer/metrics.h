@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -62,6 +63,16 @@ struct BestEpoch {
 };
 std::optional<BestEpoch> best_epoch_in(const std::string& path);
 
+// Where a record goes besides the metrics file (TensorBoard's event file, summary.csv): each is given the record
+// after its line is in the metrics file, which stays the run's record of truth.
+class RecordSink {
+ public:
+  virtual ~RecordSink() = default;
+  virtual std::string name() const = 0;  // for the warning when it fails
+  virtual void write(const StepRecord&) {}
+  virtual void write(const EpochRecord&) {}
+};
+
 class MetricsLog {
  public:
   // Appends to `path`, one write per record, so that a record is whole or, when the disk fills up mid-write, the
@@ -74,14 +85,20 @@ class MetricsLog {
   void write(const StepRecord& record);
   void write(const EpochRecord& record);
   void write(const StopRecord& record);
+  // Each record written from now on goes to `sink` too. A sink that throws is dropped with a warning: the curves are
+  // a view of the metrics, and a run is not stopped for them.
+  void add_sink(std::unique_ptr<RecordSink> sink);
   // What opening the file repaired ("" when nothing), for the log.
   const std::string& repaired() const { return repaired_; }
 
  private:
   void write_line(const std::string& line);
+  template <typename Record>
+  void to_sinks(const Record& record);
   int fd_ = -1;
   std::string path_;
   std::string repaired_;
+  std::vector<std::unique_ptr<RecordSink>> sinks_;
 };
 
 }  // namespace rn50::trainer

@@ -40,6 +40,8 @@
 #include "trainer/options.h"
 #include "trainer/run_info.h"
 #include "trainer/step_timer.h"
+#include "trainer/summary_csv.h"
+#include "trainer/tensorboard.h"
 #include "trainer/train_step.h"
 
 namespace rn50::trainer {
@@ -120,6 +122,7 @@ Session::Session(const Config& config, const LaunchEnv& launch, std::unique_ptr<
     if (!config.resume.empty()) resumed = ResumePoint{start_epoch, global_step};
     metrics = std::make_unique<MetricsLog>(config.out_dir + "/" + kMetricsFile, resumed);
     if (!metrics->repaired().empty()) log_warn(metrics->repaired());
+    add_curves(resumed);
   }
   if (!config.init_from.empty()) {
     log_info("init_from " + config.init_from + ": " + load_weights(config.init_from, *model, model->classifier_name()));
@@ -140,12 +143,30 @@ void Session::beat() {
 // A temporary left in out_dir by a run killed while it wrote a checkpoint or repaired the metrics: the file it was
 // to replace is intact (files::write_atomically renames the temporary over it only when complete), so it goes.
 void Session::remove_stale_temporaries() const {
-  for (const char* name : {kCheckpointFile, kBestCheckpointFile, kMetricsFile}) {
+  for (const char* name : {kCheckpointFile, kBestCheckpointFile, kMetricsFile, kSummaryCsvFile}) {
     const std::string path = files::temporary_path(loop.out_dir + "/" + name);
     std::error_code ec;
     if (std::filesystem::is_regular_file(path, ec) && std::filesystem::remove(path, ec)) {
       log_warn("removed " + path + ", left by an earlier run that stopped while writing it");
     }
+  }
+}
+
+// The curves beside the metrics file, from the same records: TensorBoard's event file and summary.csv. A run is not
+// stopped for them: one that cannot be written is a warning.
+void Session::add_curves(const std::optional<ResumePoint>& resumed) {
+  try {
+    auto events = std::make_unique<tensorboard::EventLog>(loop.out_dir, resumed);
+    if (!events->repaired().empty()) log_warn(events->repaired());
+    metrics->add_sink(std::move(events));
+  } catch (const std::exception& e) {
+    log_warn(std::string("TensorBoard event file not written: ") + e.what());
+  }
+  try {
+    metrics->add_sink(std::make_unique<SummaryCsv>(loop.out_dir + "/" + kSummaryCsvFile,
+                                                   loop.out_dir + "/" + kMetricsFile, resumed.has_value()));
+  } catch (const std::exception& e) {
+    log_warn(std::string(kSummaryCsvFile) + " not written: " + e.what());
   }
 }
 

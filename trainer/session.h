@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "trainer/lr_schedule.h"
@@ -39,6 +40,7 @@ inline constexpr char kBestCheckpointFile[] = "checkpoint_best.safetensors";  //
 inline constexpr char kMetricsFile[] = "metrics.jsonl";
 
 class MetricsLog;
+struct ResumePoint;
 class Optimizer;
 class StepTimer;
 class TrainStep;
@@ -101,6 +103,7 @@ struct Session {
  private:
   const Config& config_;  // for the start-up table, config.yaml and the ranks' consistency check
   void remove_stale_temporaries() const;
+  void add_curves(const std::optional<ResumePoint>& resumed);
   void build_model();
   void resume();
   void join_data_parallel();

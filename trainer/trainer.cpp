@@ -64,7 +64,7 @@ double peak_host_rss_gib() {
 
 class EpochLoop {
  public:
-  explicit EpochLoop(Session& session) : s_(session), loop_(session.loop) {
+  EpochLoop(Session& session, const TrainHooks& hooks) : s_(session), loop_(session.loop), hooks_(hooks) {
     // A resumed run's best so far is in the records it kept; its checkpoint_best stays unless an epoch beats it.
     if (s_.primary() && (s_.start_epoch > 0 || s_.start_epoch_step > 0)) {
       if (const auto best = best_epoch_in(loop_.out_dir + "/" + kMetricsFile)) {
@@ -103,6 +103,7 @@ class EpochLoop {
         log_epoch(record, cost);
         if (loop_.checkpoint) save(epoch + 1, 0);
         keep_if_best(record);
+        if (hooks_.epoch_end) hooks_.epoch_end(record.epoch);
       }
       // A stop during validation (or since the last step): the epoch is whole, its checkpoint written.
       if (stop_.signal || should_stop(/*every_step=*/true)) {
@@ -390,6 +391,7 @@ class EpochLoop {
 
   Session& s_;
   const LoopOptions& loop_;
+  const TrainHooks& hooks_;
   StopPoint stop_;
   std::vector<double> epoch_seconds_;
   std::vector<double> epoch_rates_;  // images/s of this process's whole epochs
@@ -399,10 +401,11 @@ class EpochLoop {
 
 }  // namespace
 
-StopPoint train(const Config& config, const LaunchEnv& launch, std::unique_ptr<input::InputSource> source) {
+StopPoint train(const Config& config, const LaunchEnv& launch, std::unique_ptr<input::InputSource> source,
+                const TrainHooks& hooks) {
   Session session(config, launch, std::move(source));
   session.log_start();
-  EpochLoop loop(session);
+  EpochLoop loop(session, hooks);
   if (launch.world_size <= 1) return loop.run();
   try {
     return loop.run();
@@ -419,6 +422,8 @@ StopPoint train(const Config& config, const LaunchEnv& launch, std::unique_ptr<i
   }
 }
 
-StopPoint train(const Config& config, const LaunchEnv& launch) { return train(config, launch, nullptr); }
+StopPoint train(const Config& config, const LaunchEnv& launch, const TrainHooks& hooks) {
+  return train(config, launch, nullptr, hooks);
+}
 
 }  // namespace rn50::trainer

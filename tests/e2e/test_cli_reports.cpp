@@ -48,6 +48,11 @@ TEST_F(Cli, TrainingWritesItsReportAndMachineUnlessReportIsOff) {
   const nlohmann::json machine = nlohmann::json::parse(run_json);
   EXPECT_EQ(machine["world_size"], 1);
   EXPECT_GE(machine["usable_cores"].get<int>(), 1);
+  EXPECT_GE(machine["host_cores"].get<int>(), machine["usable_cores"].get<int>());
+  // The host's 1-, 5- and 15-minute load averages before the run trained, for rn50 compare's warning.
+  ASSERT_TRUE(machine["load_average"].is_array()) << machine;
+  ASSERT_EQ(machine["load_average"].size(), 3u);
+  for (const auto& load : machine["load_average"]) EXPECT_GE(load.get<double>(), 0.0);
   std::map<std::string, std::string> found;
   for (const auto& row : machine["found"]) found[row[0].get<std::string>()] = row[1].get<std::string>();
   EXPECT_EQ(found["(device)"], "cpu");

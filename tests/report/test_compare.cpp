@@ -1,5 +1,6 @@
 // tests/report/test_compare.cpp: machines side by side: the projection, cost and break-even arithmetic, price names,
-// rows from ablation files and run folders, and the one-line refusals of files that are incomplete or do not compare.
+// rows from ablation files and run folders, the warnings where a ratio is a loaded host's or within the rows' own
+// noise, and the one-line refusals of files that are incomplete or do not compare.
 #include "report/compare.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "core/errors.h"
 #include "tests/support/temp_dir.h"
@@ -76,6 +78,37 @@ void cpu_run(const std::string& dir, const std::string& model = "resnet50", doub
   write(dir + "/metrics.jsonl", e1.dump() + "\n" + e2.dump() + "\n");
 }
 
+// A CPU run folder of ResNet-50 with an epoch record per rate (the first is the warm-up epoch compare leaves out),
+// `run_json` as its run.json and step records at the rates of `step_rates` in its last epoch.
+void run_with(const std::string& dir, const std::vector<double>& rates, const std::string& run_json,
+              const std::vector<double>& step_rates = {}) {
+  ::mkdir(dir.c_str(), 0755);
+  write(dir + "/config.yaml", "model: resnet50\ndata: synthetic\nimage_size: 224\nbatch_size: 64\ndevice: cpu\n");
+  write(dir + "/run.json", run_json);
+  std::string lines;
+  const int last = static_cast<int>(rates.size());
+  for (size_t i = 0; i < step_rates.size(); ++i) {
+    lines += nlohmann::json{{"type", "step"},
+                            {"epoch", last},
+                            {"step", 10 * last + static_cast<int>(i)},
+                            {"images_per_s", step_rates[i]}}
+                 .dump() +
+             "\n";
+  }
+  for (int e = 1; e <= last; ++e) {
+    lines += nlohmann::json{{"type", "epoch"}, {"epoch", e}, {"images_per_s", rates[e - 1]},
+                            {"wall_s", 20.0},  {"steps", 3}, {"data_wait_s", 0.1}}
+                 .dump() +
+             "\n";
+  }
+  write(dir + "/metrics.jsonl", lines);
+}
+
+std::string run_json(const std::string& load_average, int host_cores = 2) {
+  return R"j({"cpu":"AMD EPYC","usable_cores":2,"host_cores":)j" + std::to_string(host_cores) +
+         R"j(,"load_average":)j" + load_average + R"j(,"world_size":1,"found":[["(device)","cpu"]]})j";
+}
+
 std::string refusal(const CompareOptions& o) {
   try {
     compare(o);
@@ -138,6 +171,7 @@ TEST(Compare, AnAblationAndARunFolderSideBySideWithCostAndBreakEven) {
   EXPECT_EQ(c.rows[0].reading, "A CPU run: GPU utilisation does not apply.");
   EXPECT_NE(c.rows[1].reading.find("tensor cores only 0.4%"), std::string::npos) << c.rows[1].reading;
   EXPECT_NE(c.across.find("reads 99.0% for row 2"), std::string::npos) << c.across;
+  EXPECT_EQ(c.warnings, std::vector<std::string>{});  // steady rows, no load recorded: nothing to warn of
 
   const std::string md = comparison_markdown(c);
   EXPECT_NE(md.find("| 3 | H200 x1 | all | synthetic | 256 x 1 | 6003 | 6003 | 750.38x | 3.6 min | 5.3 h | 5.0% |"),
@@ -156,6 +190,76 @@ TEST(Compare, AnAblationAndARunFolderSideBySideWithCostAndBreakEven) {
   for (const char* name : {"compare.md", "compare.json", "throughput.svg", "utilisation.svg", "cost.svg"}) {
     EXPECT_TRUE(rn50::testing::file_exists(dir.file("out/") + name)) << name;
   }
+}
+
+// The case of the issue: two identical configurations, one on a host loaded by other work: 1.79x, with a warning
+// that names the row and its load. A load within the host's cores is no warning.
+TEST(Compare, ARowWhoseHostWasLoadedIsNamedWithTheRatioItMakes) {
+  rn50::testing::TempDir dir;
+  run_with(dir.file("quiet"), {4, 8}, run_json("[0.4, 0.5, 0.6]"));
+  run_with(dir.file("busy"), {3, 8 / 1.79}, run_json("[3.9, 3.5, 3.2]"));
+  CompareOptions o;
+  o.inputs = {dir.file("quiet"), dir.file("busy")};
+  Comparison c = compare(o);
+  EXPECT_FALSE(c.rows[0].loaded());
+  EXPECT_TRUE(c.rows[1].loaded());
+  EXPECT_EQ(c.warnings, std::vector<std::string>{
+                            "images/s of row 2 (CPU (2 cores), busy, batch 64) and row 1 (CPU (2 cores), quiet, batch "
+                            "64) differ by 1.79x, but row 2's host was loaded when it started (load average 3.9 on 2 "
+                            "cores): the ratio measures the load as much as the machines"});
+  EXPECT_NE(comparison_markdown(c).find("## Warnings\n\n- **images/s of row 2"), std::string::npos);
+  const nlohmann::json j = nlohmann::json::parse(comparison_json(c));
+  EXPECT_EQ(j["warnings"][0], c.warnings[0]);
+  EXPECT_EQ(j["rows"][1]["load_average"], 3.9);
+  // The reference loaded instead: the same warning from its side.
+  o.reference = "2";
+  EXPECT_NE(compare(o).warnings.at(0).find("but row 2's host was loaded"), std::string::npos);
+  // 1.5 on 2 cores, or 3.9 on a 16-core host: not loaded.
+  run_with(dir.file("half"), {3, 4.47}, run_json("[1.5, 1.5, 1.5]"));
+  run_with(dir.file("wide"), {3, 4.47}, run_json("[3.9, 3.5, 3.2]", 16));
+  o.inputs = {dir.file("quiet"), dir.file("half"), dir.file("wide")};
+  o.reference.clear();
+  c = compare(o);
+  EXPECT_EQ(c.warnings, std::vector<std::string>{});
+  EXPECT_EQ(c.rows[2].load_cores, 16);
+  // A lone row on a loaded host says so too.
+  o.inputs = {dir.file("busy")};
+  EXPECT_EQ(compare(o).warnings, std::vector<std::string>{"row 1 (CPU (2 cores), busy, batch 64): its host was loaded "
+                                                          "when it started (load average 3.9 on 2 cores): its "
+                                                          "images/s are a loaded machine's"});
+}
+
+// A row whose epochs spread widely is uncertain by that much, and a ratio within the rows' own spread is no
+// measured difference; a row of one measured epoch has its spread from its step records (each epoch's first left
+// out).
+TEST(Compare, RowsWhoseOwnRatesSpreadAreWarnedOfAndRatiosWithinTheSpread) {
+  rn50::testing::TempDir dir;
+  const std::string quiet = run_json("[0.1, 0.1, 0.1]");
+  run_with(dir.file("wobbly"), {5, 10, 13.5, 10}, quiet);
+  run_with(dir.file("steady"), {5, 10.5, 10.5, 10.5}, quiet);
+  CompareOptions o;
+  o.inputs = {dir.file("wobbly"), dir.file("steady")};
+  const Comparison c = compare(o);
+  EXPECT_NEAR(*c.rows[0].spread, 0.35, 1e-12);
+  EXPECT_EQ(c.rows[0].spread_of, "epochs");
+  EXPECT_EQ(*c.rows[1].spread, 0.0);
+  EXPECT_EQ(c.warnings, (std::vector<std::string>{
+                            "the epochs of row 1 (CPU (2 cores), wobbly, batch 64) spread by 35% (10.0 to 13.5 img/s): "
+                            "its images/s are uncertain by about as much",
+                            "images/s of row 2 (CPU (2 cores), steady, batch 64) and row 1 (CPU (2 cores), wobbly, "
+                            "batch 64) differ by 1.05x, within the spread of the rows' own rates (row 2's epochs 0%, "
+                            "row 1's epochs 35%): not a measured difference"}));
+  // One measured epoch: its step records but the epoch's first (which holds the epoch's start).
+  run_with(dir.file("steps"), {5, 10}, quiet, {2.0, 10.0, 10.4, 9.6});
+  o.inputs = {dir.file("steps")};
+  const Comparison one = compare(o);
+  EXPECT_EQ(one.rows[0].spread_of, "step records");
+  EXPECT_NEAR(*one.rows[0].spread, 0.08, 1e-12);
+  EXPECT_EQ(one.warnings, std::vector<std::string>{});
+  // Steady rows far apart: no warning.
+  run_with(dir.file("fast"), {5, 21, 21, 21.5}, quiet);
+  o.inputs = {dir.file("steady"), dir.file("fast")};
+  EXPECT_EQ(compare(o).warnings, std::vector<std::string>{});
 }
 
 TEST(Compare, TheReferenceIsARowNumberOrWordsThatMatchOneRow) {

@@ -124,6 +124,18 @@ TEST(Records, ARunFolderReadsConfigYamlAndRunJsonFirst) {
   EXPECT_EQ(run.found("classes"), "4");
   EXPECT_EQ(run.world_size, 1);
   EXPECT_FALSE(run.cuda);
+  EXPECT_FALSE(run.load_average.has_value());  // a run.json from before the load was recorded
+
+  // The host's load before the run trained, against the host's CPUs (the usable cores where those are not recorded).
+  write(dir.file("run.json"), R"j({"usable_cores":2,"host_cores":4,"load_average":[3.9,2.5,1.25],"found":[]})j");
+  const RunFolder loaded = read_run_folder(dir.path());
+  EXPECT_EQ(loaded.load_average, 3.9);
+  EXPECT_EQ(loaded.load_cores, 4);
+  EXPECT_EQ(loaded.found("load_average"), "3.90 2.50 1.25 (1, 5, 15 min) on 4 cores, before the run trained");
+  write(dir.file("run.json"), R"j({"usable_cores":2,"load_average":[3.9,2.5,1.25],"found":[]})j");
+  EXPECT_EQ(read_run_folder(dir.path()).load_cores, 2);
+  write(dir.file("run.json"), R"j({"usable_cores":2,"load_average":null,"found":[]})j");
+  EXPECT_FALSE(read_run_folder(dir.path()).load_average.has_value());
 }
 
 TEST(Records, AFolderWithoutAMetricsFileIsRefusedWithOneLine) {

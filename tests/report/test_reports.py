@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """tests/report/test_reports.py: rn50 report and rn50 compare as a user runs them: the page of a fresh CPU run (made
-by rn50 train itself) parses as HTML, its pictures as SVG, and its figures are the metrics file's; and the samples
-that bench/results/rebuild.sh writes from the recorded runs in bench/results/2026-12-01-reports/inputs agree with
-each other (a page is its row of compare.json, compare.md is compare.json).
+by rn50 train itself) parses as HTML, its pictures as SVG, and its figures are the metrics file's, as are its
+TensorBoard event file's (read by a reader of this file's own: framing, masked CRC-32C, Event's fields) and its
+summary.csv's; and the samples that bench/results/rebuild.sh writes from the recorded runs in
+bench/results/2026-12-01-reports/inputs agree with each other (a page is its row of compare.json, compare.md is
+compare.json).
 
   python3 tests/report/test_reports.py --rn50 build/rn50 --work DIR
 """
 import argparse
+import csv
 import html
 import html.parser
 import json
@@ -14,6 +17,7 @@ import os
 import re
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import unittest
@@ -59,6 +63,92 @@ def metrics_records(path):
         if isinstance(r, dict) and r.get("type") in out:
             out[r["type"]].append({k: v for k, v in r.items() if k != "type"})
     return out
+
+
+def crc32c(data):
+    """CRC-32C bit by bit, from the Castagnoli polynomial (reflected 0x82f63b78)."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def masked_crc32c(data):
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def protobuf_fields(data):
+    """A protobuf message's fields as (number, wire type, value): varints and fixed widths as ints, others bytes."""
+    fields, at = [], 0
+
+    def varint():
+        nonlocal at
+        value = shift = 0
+        while True:
+            byte = data[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value
+
+    while at < len(data):
+        key = varint()
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            fields.append((number, wire, varint()))
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            fields.append((number, wire, int.from_bytes(data[at:at + size], "little")))
+            at += size
+        elif wire == 2:
+            size = varint()
+            fields.append((number, wire, data[at:at + size]))
+            at += size
+        else:
+            raise ValueError(f"wire type {wire}")
+    assert at == len(data), "a field runs past its message"
+    return fields
+
+
+def read_event_file(path):
+    """TFRecord records with their masked CRC-32Cs checked, each decoded as event.proto's Event: a list of dicts with
+    wall_time, step and file_version or the Summary's (tag, simple_value) pairs."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    events, at = [], 0
+    while at < len(raw):
+        header = raw[at:at + 8]
+        assert int.from_bytes(raw[at + 8:at + 12], "little") == masked_crc32c(header), f"length CRC at {at}"
+        length = int.from_bytes(header, "little")
+        data = raw[at + 12:at + 12 + length]
+        assert int.from_bytes(raw[at + 12 + length:at + 16 + length], "little") == masked_crc32c(data), f"CRC at {at}"
+        at += 16 + length
+        event = {"step": 0, "values": []}
+        for number, wire, value in protobuf_fields(data):
+            if number == 1:
+                assert wire == 1
+                event["wall_time"] = struct.unpack("<d", value.to_bytes(8, "little"))[0]
+            elif number == 2:
+                event["step"] = value
+            elif number == 3:
+                event["file_version"] = value.decode()
+            elif number == 5:
+                for vnumber, _, v in protobuf_fields(value):
+                    assert vnumber == 1
+                    parts = {n: (w, x) for n, w, x in protobuf_fields(v)}
+                    assert parts[2][0] == 5, "simple_value is a float"
+                    simple_value = struct.unpack("<f", parts[2][1].to_bytes(4, "little"))[0]
+                    event["values"].append((parts[1][1].decode(), simple_value))
+        events.append(event)
+    return events
+
+
+def as_float32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
 def assert_offline_page(test, page):
@@ -113,6 +203,41 @@ class CpuRunReport(unittest.TestCase):
             self.assertEqual(train_loss, f"{e['train_loss']:.4f}")
             self.assertEqual(top1, f"{100 * e['top1']:.2f}%")
         self.assertIn("A CPU run: GPU utilisation does not apply.", self.page)
+
+    def test_its_tensorboard_events_are_the_metrics_files(self):
+        files = [f for f in os.listdir(self.run_dir) if "tfevents" in f]
+        self.assertEqual(len(files), 1, files)
+        self.assertRegex(files[0], r"^events\.out\.tfevents\.\d{10}\.")
+        events = read_event_file(os.path.join(self.run_dir, files[0]))
+        self.assertEqual(events[0].get("file_version"), "brain.Event:2")
+        points = {}
+        for e in events[1:]:
+            self.assertEqual(len(e["values"]), 1)  # one scalar an Event
+            tag, value = e["values"][0]
+            points.setdefault(tag, []).append((e["step"], value))
+        records = metrics_records(f"{self.run_dir}/metrics.jsonl")
+        for tag, key in [("train/loss", "loss"), ("train/lr", "lr"), ("train/images_per_s", "images_per_s")]:
+            self.assertEqual(points[tag], [(r["step"], as_float32(r[key])) for r in records["step"]], tag)
+        for tag, key, scale in [("epoch/train_loss", "train_loss", 1), ("epoch/val_loss", "val_loss", 1),
+                                ("epoch/top1", "top1", 100), ("epoch/top5", "top5", 100),
+                                ("epoch/images_per_s", "images_per_s", 1), ("epoch/data_wait_s", "data_wait_s", 1)]:
+            self.assertEqual(points[tag], [(r["epoch"], as_float32(scale * r[key])) for r in records["epoch"]], tag)
+        self.assertNotIn("train/gpu_util_pct", points)  # null on the CPU: left out, never 0
+
+    def test_summary_csv_is_the_metrics_files_epochs(self):
+        with open(f"{self.run_dir}/summary.csv") as f:
+            rows = list(csv.DictReader(f))
+        records = metrics_records(f"{self.run_dir}/metrics.jsonl")["epoch"]
+        self.assertEqual(len(rows), len(records))
+        for row, r in zip(rows, records):
+            self.assertEqual(list(row), ["epoch", "train_loss", "eval_loss", "eval_top1", "eval_top5", "lr",
+                                         "images_per_s", "wall_s", "data_wait_s"])
+            self.assertEqual(int(row["epoch"]), r["epoch"])
+            for column, key in [("train_loss", "train_loss"), ("eval_loss", "val_loss"), ("lr", "lr"),
+                                ("images_per_s", "images_per_s"), ("wall_s", "wall_s"), ("data_wait_s", "data_wait_s")]:
+                self.assertEqual(float(row[column]), r[key], column)
+            self.assertAlmostEqual(float(row["eval_top1"]), 100 * r["top1"], places=9)
+            self.assertAlmostEqual(float(row["eval_top5"]), 100 * r["top5"], places=9)
 
     def test_a_torn_line_is_counted_and_the_page_still_written(self):
         torn = f"{OPTS.work}/torn"
