@@ -5,6 +5,8 @@
 #include <ATen/autocast_mode.h>
 #include <torch/version.h>
 
+#include <optional>
+
 namespace rn50::compat {
 
 // Turns CUDA autocast on or off for the calling thread, at the given lower precision.
@@ -15,6 +17,17 @@ inline void set_cuda_autocast(bool enabled, at::ScalarType dtype) {
 #else
   at::autocast::set_enabled(enabled);
   at::autocast::set_autocast_gpu_dtype(dtype);
+#endif
+}
+
+// The dtype CUDA autocast computes matrix products in on the calling thread, none where it is off.
+inline std::optional<at::ScalarType> cuda_autocast_dtype() {
+#if TORCH_VERSION_MAJOR >= 2
+  if (!at::autocast::is_autocast_enabled(at::kCUDA)) return std::nullopt;
+  return at::autocast::get_autocast_dtype(at::kCUDA);
+#else
+  if (!at::autocast::is_enabled()) return std::nullopt;
+  return at::autocast::get_autocast_gpu_dtype();
 #endif
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/errors.h"
+#include "core/torch_compat.h"
 
 namespace rn50::models {
 
@@ -41,26 +42,44 @@ at::Tensor norm_act_silu(torch::nn::BatchNorm2d bn, const at::Tensor& x, const M
   return ops::batch_norm_act(x, state_of(bn), {}, ops::Activation::kSilu, options.bn_kernels);
 }
 
-at::Tensor layer_norm_last(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,
-                           const ModelOptions& /*options*/) {
-  return at::layer_norm(x, {x.size(-1)}, weight, bias, eps);
+at::ScalarType compute_dtype(const at::Tensor& x) {
+  if (x.is_cuda()) {
+    if (const auto autocast = compat::cuda_autocast_dtype()) return *autocast;
+  }
+  return x.scalar_type();
 }
 
-at::Tensor layer_norm_channels(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,
+at::ScalarType layer_norm_dtype(const at::Tensor& x) {
+  return x.is_cuda() && compat::cuda_autocast_dtype() ? at::kFloat : x.scalar_type();
+}
+
+ops::AddLayerNormOut add_layer_norm(const at::Tensor& x, const at::Tensor& branch, const torch::nn::LayerNorm& norm,
+                                    at::ScalarType out_dtype, const ModelOptions& options) {
+  return ops::add_layer_norm(x, branch, norm->weight, norm->bias, norm->options.eps(), out_dtype,
+                             options.fusion != Fusion::kOff);
+}
+
+at::Tensor layer_norm_channels(const at::Tensor& x, const torch::nn::LayerNorm& norm, at::ScalarType out_dtype,
                                const ModelOptions& options) {
-  return layer_norm_last(x.permute({0, 2, 3, 1}), weight, bias, eps, options).permute({0, 3, 1, 2});
+  return add_layer_norm(x.permute({0, 2, 3, 1}), {}, norm, out_dtype, options).y.permute({0, 3, 1, 2});
 }
 
 at::Tensor gelu(const at::Tensor& x, const ModelOptions& /*options*/) { return at::gelu(x); }
 
-at::Tensor stochastic_depth(const at::Tensor& x, double p, bool training) {
-  if (!training || p == 0.0) return x;
+at::Tensor stochastic_depth_scale(const at::Tensor& x, double p, bool training) {
+  if (!training || p == 0.0) return {};
   const double survival = 1.0 - p;
+  at::Tensor noise = at::empty({x.size(0)}, x.options().dtype(at::kFloat)).bernoulli_(survival);
+  if (survival > 0.0) noise.div_(survival);
+  return noise;
+}
+
+at::Tensor stochastic_depth(const at::Tensor& x, double p, bool training) {
+  const at::Tensor scale = stochastic_depth_scale(x, p, training);
+  if (!scale.defined()) return x;
   std::vector<int64_t> size(static_cast<size_t>(x.dim()), 1);
   size[0] = x.size(0);
-  at::Tensor noise = at::empty(size, x.options()).bernoulli_(survival);
-  if (survival > 0.0) noise.div_(survival);
-  return x * noise;
+  return x * scale.to(x.scalar_type()).view(size);
 }
 
 double probability_or_default(double requested, double torchvision_default, const char* key) {

@@ -42,12 +42,14 @@ class CNBlock : public nn::Module {
     layer_scale_ = register_parameter("layer_scale", at::full({dim, 1, 1}, kLayerScale));
   }
 
+  // With fusion on, the LayerNorm hands its output to fc1 in the compute dtype, and layer scale, stochastic depth and
+  // the residual add are one pass (ops/fused_layer_norm.h); with fusion off, torchvision's ops.
   at::Tensor forward(const at::Tensor& input) {
-    at::Tensor y = dwconv_->forward(input).permute({0, 2, 3, 1});
-    y = layer_norm_last(y, norm_->weight, norm_->bias, kLayerNormEps, options_);
-    y = fc2_->forward(gelu(fc1_->forward(y), options_)).permute({0, 3, 1, 2});
-    y = stochastic_depth(layer_scale_ * y, stochastic_depth_, is_training());
-    return y.add_(input);
+    const at::Tensor y = dwconv_->forward(input).permute({0, 2, 3, 1});
+    const at::Tensor h = add_layer_norm(y, {}, norm_, compute_dtype(y), options_).y;
+    const at::Tensor branch = fc2_->forward(gelu(fc1_->forward(h), options_)).permute({0, 3, 1, 2});
+    const at::Tensor scale = stochastic_depth_scale(input, stochastic_depth_, is_training());
+    return ops::scaled_residual(input, branch, layer_scale_, scale, options_.fusion != Fusion::kOff);
   }
 
  private:
@@ -96,25 +98,33 @@ class ConvNeXt final : public Classifier {
   }
 
   at::Tensor forward(const at::Tensor& images) override {
+    // The residual stream keeps ATen's dtypes (float32 under autocast: LayerNorm's output, and the layer scale's
+    // product); LayerNorms that feed a convolution or the head hand over the compute dtype.
     at::Tensor x = stem_conv_->forward(images);
-    x = layer_norm_channels(x, stem_norm_->weight, stem_norm_->bias, kLayerNormEps, options_);
+    x = layer_norm_channels(x, stem_norm_, layer_norm_dtype(x), options_);
     for (size_t s = 0; s < stages_.size(); ++s) {
       for (const auto& block : stages_[s]) x = block->forward(x);
       if (s < down_convs_.size()) {
-        x = layer_norm_channels(x, down_norms_[s]->weight, down_norms_[s]->bias, kLayerNormEps, options_);
+        x = layer_norm_channels(x, down_norms_[s], compute_dtype(x), options_);
         x = down_convs_[s]->forward(x);
       }
     }
     x = at::adaptive_avg_pool2d(x, {1, 1});
-    x = layer_norm_channels(x, head_norm_->weight, head_norm_->bias, kLayerNormEps, options_).flatten(1);
+    x = layer_norm_channels(x, head_norm_, compute_dtype(x), options_).flatten(1);
     return head_->forward(x);
   }
 
   std::string classifier_name() const override { return "classifier.2"; }
 
-  std::string describe_fusion(const at::Tensor&) const override {
-    if (options_.fusion == Fusion::kOff) return "off: ATen's separate LayerNorm and GELU kernels";
-    return "nothing fused yet (no BatchNorm): LayerNorm and GELU run ATen's ops";
+  std::string describe_fusion(const at::Tensor& example) const override {
+    if (options_.fusion == Fusion::kOff) return "off: ATen's separate LayerNorm, GELU, layer scale and add kernels";
+    // The blocks' LayerNorm: half-precision rows of 96-768 channels in, the compute dtype out.
+    const at::ScalarType dtype = compute_dtype(example);
+    const at::Tensor rows = at::empty({1, 96}, example.options().dtype(dtype));
+    const std::string why = ops::fused_layer_norm_unsupported_reason(rows, {}, dtype);
+    if (!why.empty()) return "LayerNorm and layer scale + stochastic depth + add: ATen's ops (" + why + ")";
+    return "LayerNorm (to the compute dtype) and layer scale + stochastic depth + add: rn50's row kernels; GELU "
+           "and the depthwise 7x7 convolutions ATen's";
   }
 
  private:

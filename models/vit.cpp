@@ -47,11 +47,12 @@ class SelfAttention : public nn::Module {
 
   at::Tensor forward(const at::Tensor& x) {
     const int64_t batch = x.size(0), tokens = x.size(1), width = x.size(2);
-    // One matmul for q, k and v; each is a [batch, heads, tokens, head_dim] view of its result.
-    const at::Tensor qkv = at::linear(x, in_proj_weight_, in_proj_bias_)
-                               .view({batch, tokens, 3, heads_, width / heads_})
-                               .permute({2, 0, 3, 1, 4});
-    const at::Tensor y = compat::scaled_dot_product_attention(qkv[0], qkv[1], qkv[2]);
+    // One matmul for q, k and v; each is a [batch, heads, tokens, head_dim] view of its result. unbind's backward
+    // stacks the three gradients into the matmul's layout in one copy (indexing would zero-fill and add per view).
+    const std::vector<at::Tensor> qkv =
+        at::linear(x, in_proj_weight_, in_proj_bias_).view({batch, tokens, 3, heads_, width / heads_}).unbind(2);
+    const at::Tensor y = compat::scaled_dot_product_attention(qkv[0].transpose(1, 2), qkv[1].transpose(1, 2),
+                                                              qkv[2].transpose(1, 2));
     return out_proj_->forward(y.transpose(1, 2).reshape({batch, tokens, width}));
   }
 
@@ -62,7 +63,9 @@ class SelfAttention : public nn::Module {
 };
 
 // torchvision's EncoderBlock: x + attention(ln_1(x)), then that + mlp(ln_2(...)); mlp is Linear (0), GELU,
-// Dropout, Linear (3), Dropout.
+// Dropout, Linear (3), Dropout. The forward takes the residual stream with the previous block's MLP output not yet
+// added (`pending`), so that each add fuses with the LayerNorm after it (ops/fused_layer_norm.h); it returns the
+// stream and its own MLP output, pending in turn.
 class EncoderBlock : public nn::Module {
  public:
   EncoderBlock(double dropout, const ModelOptions& options) : dropout_(dropout), options_(options) {
@@ -80,14 +83,19 @@ class EncoderBlock : public nn::Module {
     }
   }
 
-  at::Tensor forward(const at::Tensor& input) {
+  struct Stream {
+    at::Tensor x;        // the residual stream
+    at::Tensor pending;  // a branch output not yet added to it (undefined: none)
+  };
+
+  Stream forward(const Stream& in) {
     const bool training = is_training();
-    at::Tensor x = layer_norm_last(input, ln_1_->weight, ln_1_->bias, kLayerNormEps, options_);
-    x = maybe_dropout(attention_->forward(x), dropout_, training) + input;
-    at::Tensor y = layer_norm_last(x, ln_2_->weight, ln_2_->bias, kLayerNormEps, options_);
-    y = maybe_dropout(gelu(fc1_->forward(y), options_), dropout_, training);
-    y = maybe_dropout(fc2_->forward(y), dropout_, training);
-    return x + y;
+    ops::AddLayerNormOut a = add_layer_norm(in.x, in.pending, ln_1_, compute_dtype(in.x), options_);
+    const at::Tensor x = in.pending.defined() ? a.sum : in.x;
+    const at::Tensor attention = maybe_dropout(attention_->forward(a.y), dropout_, training);
+    ops::AddLayerNormOut b = add_layer_norm(x, attention, ln_2_, compute_dtype(x), options_);
+    at::Tensor y = maybe_dropout(gelu(fc1_->forward(b.y), options_), dropout_, training);
+    return {b.sum, maybe_dropout(fc2_->forward(y), dropout_, training)};
   }
 
  private:
@@ -127,9 +135,9 @@ class VisionTransformer final : public Classifier {
     // [batch, W, 14, 14] -> [batch, 196, W]: the patches as tokens, the class token in front.
     at::Tensor x = conv_proj_->forward(images).reshape({batch, kWidth, kTokens - 1}).permute({0, 2, 1});
     x = at::cat({class_token_.expand({batch, -1, -1}), x}, 1);
-    x = maybe_dropout(x + pos_embedding_, dropout_, is_training());
-    for (const auto& layer : layers_) x = layer->forward(x);
-    x = layer_norm_last(x, ln_->weight, ln_->bias, kLayerNormEps, options_);
+    EncoderBlock::Stream stream{maybe_dropout(x + pos_embedding_, dropout_, is_training()), {}};
+    for (const auto& layer : layers_) stream = layer->forward(stream);
+    x = add_layer_norm(stream.x, stream.pending, ln_, compute_dtype(stream.x), options_).y;
     return head_->forward(x.select(1, 0));
   }
 
@@ -139,10 +147,18 @@ class VisionTransformer final : public Classifier {
 
   int64_t fixed_image_size() const override { return kImageSize; }
 
-  std::string describe_fusion(const at::Tensor&) const override {
+  std::string describe_fusion(const at::Tensor& example) const override {
     const std::string attention = "attention: ATen's scaled_dot_product_attention";
-    if (options_.fusion == Fusion::kOff) return "off: ATen's separate LayerNorm and GELU kernels; " + attention;
-    return "nothing fused yet (no BatchNorm): LayerNorm and GELU run ATen's ops; " + attention;
+    if (options_.fusion == Fusion::kOff) return "off: ATen's separate add, LayerNorm and GELU kernels; " + attention;
+    // The residual stream is float32 under autocast (the class token and position embedding promote it), each branch
+    // in the compute dtype.
+    const at::ScalarType dtype = compute_dtype(example);
+    const at::ScalarType stream_dtype = dtype == at::kHalf || dtype == at::kBFloat16 ? at::kFloat : dtype;
+    const at::Tensor stream = at::empty({1, kWidth}, example.options().dtype(stream_dtype));
+    const std::string why =
+        ops::fused_layer_norm_unsupported_reason(stream, at::empty({1, kWidth}, example.options().dtype(dtype)), dtype);
+    if (!why.empty()) return "residual add + LayerNorm: ATen's ops (" + why + "); " + attention;
+    return "residual add + LayerNorm (to the compute dtype): rn50's row kernels; GELU ATen's; " + attention;
   }
 
  private:

@@ -48,8 +48,14 @@ TEST(TruncNormal, HasTheStdAndStaysInsideTheBounds) {
 TEST(LayerNormChannels, NormalisesEachPixelOverItsChannels) {
   at::manual_seed(3);
   const at::Tensor x = at::randn({2, 8, 3, 5}) * 3 + 1;
-  const at::Tensor weight = at::randn({8}), bias = at::randn({8});
-  const at::Tensor y = layer_norm_channels(x, weight, bias, 1e-6, ModelOptions{});
+  torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({8}).eps(1e-6));
+  {
+    torch::NoGradGuard no_grad;
+    norm->weight.copy_(at::randn({8}));
+    norm->bias.copy_(at::randn({8}));
+  }
+  const at::Tensor weight = norm->weight.detach(), bias = norm->bias.detach();
+  const at::Tensor y = layer_norm_channels(x, norm, at::kFloat, ModelOptions{});
   const at::Tensor mean = x.mean(1, true), var = x.var(1, /*unbiased=*/false, true);
   const at::Tensor expected = (x - mean) / (var + 1e-6).sqrt() * weight.view({1, 8, 1, 1}) + bias.view({1, 8, 1, 1});
   EXPECT_EQ(y.sizes(), x.sizes());

@@ -1,5 +1,6 @@
 // tests/models/test_convnext.cpp: ConvNeXt-Tiny: logits' shape, a training step, stochastic depth only in training,
 // torchvision's parameter count and initialisation, the fusion line.
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/utils.h>
@@ -81,11 +82,41 @@ TEST(ConvNeXtTiny, InitialisationFollowsTorchvision) {
   }
 }
 
-TEST(ConvNeXtTiny, FusionLineSaysNothingIsFusedYet) {
+TEST(ConvNeXtTiny, FusionLineNamesTheFusedOpsAndWhyTheCpuRunsAtens) {
   ModelOptions options;
   options.fusion = Fusion::kBatchNorm;
-  EXPECT_NE(create("convnext_tiny", options)->describe_fusion(at::zeros({2, 3, 64, 64})).find("LayerNorm and GELU"),
+  const std::string line = create("convnext_tiny", options)->describe_fusion(at::zeros({2, 3, 64, 64}));
+  EXPECT_NE(line.find("LayerNorm and layer scale + stochastic depth + add: ATen's ops (on the CPU)"), std::string::npos)
+      << line;
+  options.fusion = Fusion::kOff;
+  EXPECT_NE(create("convnext_tiny", options)->describe_fusion(at::zeros({2, 3, 64, 64})).find("off:"),
             std::string::npos);
+}
+
+// The fused ops' ATen path (the CPU's, whatever fusion asks) computes what fusion: off computes, bit for bit: the same
+// weights give the same logits and gradients in training, stochastic depth drawn from the same seed.
+TEST(ConvNeXtTiny, FusionOnTheCpuTrainsExactlyAsFusionOff) {
+  ModelOptions off, on;
+  off.num_classes = on.num_classes = 10;
+  on.fusion = Fusion::kConv;
+  at::manual_seed(5);
+  auto a = create("convnext_tiny", off);
+  auto b = create("convnext_tiny", on);
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < a->parameters().size(); ++i) b->parameters()[i].copy_(a->parameters()[i]);
+  }
+  const at::Tensor x = at::randn({2, 3, 32, 32});
+  at::manual_seed(6);
+  const at::Tensor la = a->forward(x);
+  la.sum().backward();
+  at::manual_seed(6);
+  const at::Tensor lb = b->forward(x);
+  lb.sum().backward();
+  EXPECT_TRUE(torch::equal(la, lb));
+  for (size_t i = 0; i < a->parameters().size(); ++i) {
+    EXPECT_TRUE(torch::equal(a->parameters()[i].grad(), b->parameters()[i].grad())) << i;
+  }
 }
 
 }  // namespace

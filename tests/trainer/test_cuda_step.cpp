@@ -379,6 +379,12 @@ GradientErrors errors_against_float64(Precision precision, Fusion fusion, const 
   auto model = models::create(name, model_options(10, fusion));
   {
     torch::NoGradGuard g;
+    // torchvision starts ViT's head at zero and ConvNeXt's layer scales at 1e-6: every other gradient would be zero
+    // or tiny. Weights that reach every layer make the comparison mean something.
+    for (auto& p : reference->named_parameters()) {
+      if (p.key().find("layer_scale") != std::string::npos) p.value().fill_(0.3);
+      if (name == "vit_b_16" && p.key() == "heads.head.weight") p.value().normal_(0.0, 0.02);
+    }
     for (size_t i = 0; i < reference->parameters().size(); ++i)
       model->parameters()[i].copy_(reference->parameters()[i]);
   }
@@ -389,10 +395,12 @@ GradientErrors errors_against_float64(Precision precision, Fusion fusion, const 
   const at::Tensor x = torch::randn({8, 3, size, size}, torch::kCUDA);
   const at::Tensor y = torch::randint(10, {8}, torch::TensorOptions(torch::kCUDA).dtype(torch::kLong));
   Config config;  // fp32: no autocast, the reference computes in float64
+  torch::manual_seed(13);  // stochastic depth: the same draws in both forwards (float32 [N] whatever the dtype)
   const double ref_loss = trainer::Executor(*reference, trainer::step_options(config).executor).forward_backward(x.to(torch::kDouble), y).item<double>();
   config.precision = precision;
   config.channels_last = true;
   const at::Tensor input = x.to(trainer::compute_dtype(precision)).contiguous(at::MemoryFormat::ChannelsLast);
+  torch::manual_seed(13);
   const double loss = trainer::Executor(*model, trainer::step_options(config).executor).forward_backward(input, y).item<double>();
   GradientErrors out;
   out.loss = std::abs(loss - ref_loss) / std::abs(ref_loss);
@@ -452,6 +460,18 @@ TEST_F(Cuda, FusedConvIsAsAccurateAsUnfusedInAWholeResNet50StepAt160PxFp16) {
 }
 TEST_F(Cuda, FusedBatchNormIsAsAccurateAsUnfusedInAWholeResNet50StepAt160PxFp16) {
   expect_fused_as_accurate_as_unfused(Precision::kFp16, Fusion::kBatchNorm, "resnet50", 160);
+}
+
+// The LayerNorm models' fused ops (residual add + LayerNorm, ConvNeXt's scaled residual) in one whole step, as above:
+// ViT-B/16 at its 224 px, ConvNeXt-T at 64 px (stochastic depth draws from the same seed in both runs).
+TEST_F(Cuda, FusedLayerNormIsAsAccurateAsUnfusedInAWholeViTStepFp16) {
+  expect_fused_as_accurate_as_unfused(Precision::kFp16, Fusion::kConv, "vit_b_16", 224);
+}
+TEST_F(Cuda, FusedLayerNormIsAsAccurateAsUnfusedInAWholeConvNeXtStepFp16) {
+  expect_fused_as_accurate_as_unfused(Precision::kFp16, Fusion::kConv, "convnext_tiny", 64);
+}
+TEST_F(Cuda, FusedLayerNormIsAsAccurateAsUnfusedInAWholeConvNeXtStepBf16) {
+  expect_fused_as_accurate_as_unfused(Precision::kBf16, Fusion::kConv, "convnext_tiny", 64);
 }
 
 // fusion: bn's memory in a whole ResNet-50 step (batch 64, 224 px, fp16, channels-last, eager): what the forward
