@@ -3,7 +3,7 @@
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
 #   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode hostile ncu pinning
-#           decodeprobe doctor baseline ptx roundtrip ablation"
+#           decodeprobe doctor baseline ptx roundtrip ablation ports"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
 #   gpudecode makes the JPEG files when the jpeg stage did not run; JPEG_NOISE=20: ImageNet-sized files, see $jpeg;
 #   GPUDECODE_AHEAD="3": gpudecode also trains with decode_ahead_batches 3)
@@ -364,4 +364,10 @@ fi
 if has ablation; then
   python3 bench/ablation.py --rn50 "$build/rn50" --out "$OUT/ablation" --work /tmp/ablation 2>&1 | tee "$OUT/ablation.txt"
   pack
+fi
+if has ports; then  # the model ports against PyTorch in this call (bench/ports_speed.sh on this build; PORTS_* pass on)
+  OUT="$OUT" SKIP_BUILD=1 STAGES="rn50 torch" MODELS="${PORTS_MODELS:-vit_b_16 convnext_tiny}" \
+    UNFUSED="${PORTS_UNFUSED:-vit_b_16 convnext_tiny}" TORCH_MODES="${PORTS_TORCH_MODES:-compile}" \
+    bench/ports_speed.sh > "$OUT/ports.txt" 2>&1
+  tail -12 "$OUT/ports.txt"; pack
 fi
