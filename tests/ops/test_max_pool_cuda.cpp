@@ -1,6 +1,7 @@
 // tests/ops/test_max_pool_cuda.cpp (GPU machine only): rn50's max_pool2d against ATen's on fresh random inputs:
 // values, indices and gradients equal to ATen's CUDA kernel in every dtype, NaN and infinities as ATen's CPU kernel;
-// every element written; capture and replay in a CUDA graph; the bytes kept for the backward; the fallbacks.
+// every element written; capture and replay in a CUDA graph; the bytes kept for the backward; the fallbacks; the
+// ResNet stem's start-up line.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "cuda/device_ops.h"
+#include "models/model.h"
 #include "ops/max_pool.h"
 #include "ops/max_pool_kernels.h"
 #include "tests/support/cuda_test.h"
@@ -281,6 +283,18 @@ TEST_F(MaxPoolCuda, FallsBackToAtenAndSaysWhy) {
   }
   EXPECT_THROW(max_pool2d(cl, MaxPool2d{3, 3, 2, 2, 2, 2}), c10::Error);
   EXPECT_THROW(max_pool2d_positions(nchw, kStemMaxPool), std::invalid_argument);
+}
+
+// The ResNet stem runs it under fusion: bn and conv, and the start-up line says so.
+TEST_F(MaxPoolCuda, ResNetStemSaysItRunsRn50sKernels) {
+  const at::Tensor images = torch::zeros({2, 3, 64, 64}, torch::TensorOptions().device(torch::kCUDA).dtype(at::kHalf))
+                                .contiguous(kChannelsLast);
+  for (const models::Fusion fusion : {models::Fusion::kBatchNorm, models::Fusion::kConv}) {
+    models::ModelOptions options{10, false};
+    options.fusion = fusion;
+    const std::string line = models::create("resnet50", options)->describe_fusion(images);
+    EXPECT_NE(line.find("stem max-pool: rn50"), std::string::npos) << line;
+  }
 }
 
 }  // namespace
