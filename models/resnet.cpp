@@ -23,6 +23,7 @@
 #include "models/blocks.h"
 #include "ops/fused_batch_norm.h"
 #include "ops/fused_bottleneck.h"
+#include "ops/max_pool.h"
 
 namespace rn50::models {
 namespace {
@@ -164,7 +165,10 @@ class ResNet final : public Classifier {
 
   at::Tensor forward(const at::Tensor& images) override {
     at::Tensor x = bn_act(bn1_, conv1_->forward(images), {}, true, mode_);
-    x = torch::nn::functional::max_pool2d(x, torch::nn::functional::MaxPool2dFuncOptions(3).stride(2).padding(1));
+    // fusion: off stays torchvision's op; bn and conv take rn50's max-pool where it runs (ATen's op elsewhere).
+    x = mode_.fusion == Fusion::kOff
+            ? torch::nn::functional::max_pool2d(x, torch::nn::functional::MaxPool2dFuncOptions(3).stride(2).padding(1))
+            : ops::max_pool2d(x, ops::kStemMaxPool);
     for (const auto& block : blocks_) x = block->forward(x);
     x = x.mean({2, 3});  // global average pool; keeps the batch dimension
     return fc_->forward(x);
@@ -174,7 +178,7 @@ class ResNet final : public Classifier {
 
   // fusion: bn: which kernels the model's three kinds of BatchNorm get; a fallback to ATen's separate ops is also a
   // warning. fusion: conv: whether the bottlenecks can run on fused convolutions, then the same for the BatchNorms
-  // outside them (the stem's) and for evaluation.
+  // outside them (the stem's) and for evaluation. Both: which max-pool the stem runs.
   std::string describe_fusion(const at::Tensor& example) const override {
     if (mode_.fusion == Fusion::kOff) return "off: ATen's separate BatchNorm, add and ReLU kernels";
     const at::Tensor x = at::empty({2, 64, 4, 4}, example.options())
@@ -194,16 +198,18 @@ class ResNet final : public Classifier {
                                 "BatchNorms and evaluation: "
                               : "conv: bottlenecks as bn (" + why_conv + "); ";
     }
+    // The stem's max-pool on x: 64 channels as the stem's output has; its window, dtype and layout decide, not H and W.
+    const std::string pool = "; stem max-pool: " + ops::describe_max_pool(x, ops::kStemMaxPool);
     const std::string why_not = ops::fused_unsupported_reason(x);
     if (!why_not.empty()) {
       log_warn(std::string("fusion: ") + name + " runs ATen's separate BatchNorm, add and ReLU kernels: " + why_not);
-      return conv + "bn: ATen's separate ops (" + why_not + ")";
+      return conv + "bn: ATen's separate ops (" + why_not + ")" + pool;
     }
     const ops::BnKernels kernels = mode_.bn_kernels;
     return conv + "bn (" + ops::to_string(kernels) + "): BatchNorm+ReLU " +
            ops::describe_kernels(x, false, true, kernels) + "; BatchNorm+add+ReLU " +
            ops::describe_kernels(x, true, true, kernels) + "; BatchNorm " +
-           ops::describe_kernels(x, false, false, kernels);
+           ops::describe_kernels(x, false, false, kernels) + pool;
   }
 
  private:

@@ -130,6 +130,29 @@ TEST(ResNeXt50, KaimingInitialisationCountsTheGroupsFanOut) {
   EXPECT_EQ(testing::parameter(*model, "layer2.3.bn3.weight").abs().sum().item<double>(), 0);
 }
 
+// On the CPU fusion: bn and conv run the stem's max-pool (and every BatchNorm) as ATen's ops: the start-up line says
+// so, and a training step's logits and gradients are fusion: off's bit for bit.
+TEST(ResNet50, FusedStemOnTheCpuRunsTorchvisionsOps) {
+  for (const Fusion fusion : {Fusion::kBatchNorm, Fusion::kConv}) {
+    ModelOptions options{4, false};
+    options.fusion = fusion;
+    torch::manual_seed(7);
+    auto fused = create("resnet18", options);
+    EXPECT_NE(fused->describe_fusion(torch::zeros({2, 3, 32, 32})).find("stem max-pool: ATen (on the CPU)"),
+              std::string::npos);
+    options.fusion = Fusion::kOff;
+    torch::manual_seed(7);
+    auto plain = create("resnet18", options);
+    const auto x = torch::randn({2, 3, 40, 40});
+    const at::Tensor a = fused->forward(x), b = plain->forward(x);
+    EXPECT_TRUE(torch::equal(a, b));
+    a.sum().backward();
+    b.sum().backward();
+    EXPECT_TRUE(torch::equal(testing::parameter(*fused, "conv1.weight").grad(),
+                             testing::parameter(*plain, "conv1.weight").grad()));
+  }
+}
+
 // fusion: conv has dense convolutions only: the start-up line says the grouped bottlenecks run as bn, and a training
 // step runs them so (on the CPU, ATen's ops) with the same result as fusion off.
 TEST(ResNeXt50, FusionConvSaysTheGroupedBottlenecksRunAsBn) {

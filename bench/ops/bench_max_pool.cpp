@@ -1,0 +1,93 @@
+// bench/ops/bench_max_pool.cpp: rn50_bench_max_pool, a benchmark (not a test): ResNet-50's stem max-pool (3x3,
+// stride 2, padding 1 on [batch, 64, 112, 112] channels-last float16) as ATen's max_pool2d and as rn50's kernels,
+// forward and forward+backward, each captured in a CUDA graph (bench/ops/graph_timing.h); one line each with the median
+// milliseconds per call.
+#include <ATen/cuda/CUDAContext.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bench/ops/graph_timing.h"
+#include "cuda/device_ops.h"
+#include "ops/max_pool.h"
+
+namespace {
+
+using rn50::ops::kStemMaxPool;
+using rn50::test::time_calls;
+using rn50::test::Timing;
+
+constexpr int kRepeats = 30;  // graph replays; the median is printed
+
+// --batch N: the one option.
+int64_t parse_batch(int argc, char** argv) {
+  if (argc == 1) return 256;
+  if (argc == 3 && std::string(argv[1]) == "--batch") return std::stoll(argv[2]);
+  throw std::invalid_argument("usage: rn50_bench_max_pool [--batch N]");
+}
+
+at::Tensor pool(const at::Tensor& x, bool own) {
+  return own ? rn50::ops::max_pool2d(x, kStemMaxPool) : at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const int64_t batch = parse_batch(argc, argv);
+    if (!torch::cuda::is_available()) {
+      std::fprintf(stderr, "rn50_bench_max_pool: no CUDA device\n");
+      return 1;
+    }
+    rn50::cuda::use_side_stream(0);  // capture refuses the default stream
+    const auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(at::kHalf);
+    // Two input sets: at batch 256 each x is 411 MB, far beyond the L2, so no call finds the last one's data there.
+    const int sets = 2;
+    std::vector<at::Tensor> x, dy;
+    for (int i = 0; i < sets; ++i) {
+      // A stem's ReLU output: half of it zero.
+      x.push_back(torch::randn({batch, 64, 112, 112}, opts)
+                      .relu()
+                      .contiguous(at::MemoryFormat::ChannelsLast)
+                      .requires_grad_(true));
+      dy.push_back(torch::randn({batch, 64, 56, 56}, opts).contiguous(at::MemoryFormat::ChannelsLast));
+    }
+    const std::string why = rn50::ops::max_pool_unsupported_reason(x[0], kStemMaxPool);
+    if (!why.empty()) throw std::runtime_error("rn50's kernels do not take the stem here: " + why);
+    {
+      // The two agree before either is timed (tests/ops/test_max_pool_cuda.cpp checks much more).
+      std::vector<at::Tensor> y, dx;
+      for (const bool own : {false, true}) {
+        y.push_back(pool(x[0], own));
+        dx.push_back(torch::autograd::grad({y.back()}, {x[0]}, {dy[0]})[0]);
+      }
+      std::printf(
+          "rn50_bench_max_pool: %s; [%lld, 64, 112, 112] float16 channels-last, 3x3 stride 2 padding 1; "
+          "median of %d graph replays; outputs %s, input gradients %s\n",
+          at::cuda::getCurrentDeviceProperties()->name, static_cast<long long>(batch), kRepeats,
+          torch::equal(y[0], y[1]) ? "equal" : "DIFFER", torch::equal(dx[0], dx[1]) ? "equal" : "DIFFER");
+    }
+    Timing forward[2], both[2];
+    for (const bool own : {false, true}) {
+      forward[own] = time_calls(
+          [&](int i) {
+            torch::NoGradGuard no_grad;
+            pool(x[i], own);
+          },
+          sets, kRepeats);
+      both[own] = time_calls([&](int i) { torch::autograd::grad({pool(x[i], own)}, {x[i]}, {dy[i]}); }, sets, kRepeats);
+      std::printf("%-20s forward %.3f ms, forward+backward %.3f ms%s\n",
+                  own ? "rn50 max_pool2d:" : "ATen max_pool2d:", forward[own].seconds * 1e3, both[own].seconds * 1e3,
+                  forward[own].graph && both[own].graph ? "" : " (timed eagerly: capture failed, see stderr)");
+    }
+    std::printf("rn50 against ATen: forward %.2fx, forward+backward %.2fx as fast\n",
+                forward[0].seconds / forward[1].seconds, both[0].seconds / both[1].seconds);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rn50_bench_max_pool: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,118 @@
+// ops/max_pool.cpp: max_pool2d's dispatch, its autograd function and the ATen path it falls back to (every build; the
+// kernels sit behind ops/max_pool_backend.h).
+#include "ops/max_pool.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ops/fused_batch_norm.h"
+#include "ops/max_pool_backend.h"
+
+namespace rn50::ops {
+namespace {
+
+// Beyond this a window field cannot be narrowed to the kernels' ints (and no window that large is pooled).
+constexpr int64_t kMaxWindowField = 65535;
+
+bool window_in_range(const MaxPool2d& p) {
+  for (const int64_t v : {p.kernel_h, p.kernel_w, p.stride_h, p.stride_w, p.pad_h, p.pad_w}) {
+    if (v < 0 || v > kMaxWindowField) return false;
+  }
+  return true;
+}
+
+// What torch::nn::functional::max_pool2d runs: the model with fusion off, and the reference of the tests.
+at::Tensor aten_path(const at::Tensor& x, const MaxPool2d& p) {
+  return at::max_pool2d(x, {p.kernel_h, p.kernel_w}, {p.stride_h, p.stride_w}, {p.pad_h, p.pad_w}, {1, 1},
+                        /*ceil_mode=*/false);
+}
+
+// The shape travels to the backward as ten ints in saved_data.
+std::vector<int64_t> pack_shape(const kernels::PoolShape& s) {
+  return {s.n, s.c, s.h, s.w, s.kh, s.kw, s.sh, s.sw, s.ph, s.pw};
+}
+
+kernels::PoolShape unpack_shape(const std::vector<int64_t>& v) {
+  kernels::PoolShape s;
+  s.n = v.at(0);
+  s.c = v.at(1);
+  s.h = v.at(2);
+  s.w = v.at(3);
+  s.kh = static_cast<int>(v.at(4));
+  s.kw = static_cast<int>(v.at(5));
+  s.sh = static_cast<int>(v.at(6));
+  s.sw = static_cast<int>(v.at(7));
+  s.ph = static_cast<int>(v.at(8));
+  s.pw = static_cast<int>(v.at(9));
+  return s;
+}
+
+// Keeps only the one-byte positions for the backward: not x (the backward needs only where each max came from) and
+// not ATen's int64 indices.
+class MaxPoolFunction : public torch::autograd::Function<MaxPoolFunction> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                                                const kernels::PoolShape& shape) {
+    MaxPoolForward out = detail::max_pool_forward(x, shape);
+    ctx->saved_data["positions"] = out.positions;
+    ctx->saved_data["shape"] = pack_shape(shape);
+    return {out.y};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const at::Tensor positions = ctx->saved_data["positions"].toTensor();
+    const kernels::PoolShape shape = unpack_shape(ctx->saved_data["shape"].toIntVector());
+    // One gradient per forward argument: x, and none for the shape.
+    return {detail::max_pool_backward(grad_outputs[0], positions, shape), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+std::string max_pool_unsupported_reason(const at::Tensor& x, const MaxPool2d& pool) {
+  // The device, build, rank, dtype and layout rules are the fused BatchNorm's: the same tensors reach both.
+  const std::string why = fused_unsupported_reason(x);
+  if (!why.empty()) return why;
+  if (!window_in_range(pool)) return "a kernel, stride or padding outside 0-65535";
+  return kernels::pool_unsupported_reason(max_pool_shape(x, pool));
+}
+
+std::string describe_max_pool(const at::Tensor& x, const MaxPool2d& pool) {
+  const std::string why = max_pool_unsupported_reason(x, pool);
+  return why.empty() ? "rn50" : "ATen (" + why + ")";
+}
+
+at::Tensor max_pool2d(const at::Tensor& x, const MaxPool2d& pool) {
+  if (!x.defined()) throw std::invalid_argument("max_pool2d: x is undefined");
+  if (!max_pool_unsupported_reason(x, pool).empty()) return aten_path(x, pool);
+  return MaxPoolFunction::apply(x, max_pool_shape(x, pool))[0];
+}
+
+kernels::PoolShape max_pool_shape(const at::Tensor& x, const MaxPool2d& p) {
+  if (x.dim() != 4) throw std::invalid_argument("max_pool_shape: expected a 4-D tensor [N, C, H, W]");
+  kernels::PoolShape s;
+  s.n = x.size(0);
+  s.c = x.size(1);
+  s.h = x.size(2);
+  s.w = x.size(3);
+  s.kh = static_cast<int>(p.kernel_h);
+  s.kw = static_cast<int>(p.kernel_w);
+  s.sh = static_cast<int>(p.stride_h);
+  s.sw = static_cast<int>(p.stride_w);
+  s.ph = static_cast<int>(p.pad_h);
+  s.pw = static_cast<int>(p.pad_w);
+  return s;
+}
+
+MaxPoolForward max_pool2d_positions(const at::Tensor& x, const MaxPool2d& pool) {
+  const std::string why = x.defined() ? max_pool_unsupported_reason(x, pool) : "an undefined tensor";
+  if (!why.empty()) throw std::invalid_argument("max_pool2d_positions: rn50's kernels do not take this x: " + why);
+  return detail::max_pool_forward(x, max_pool_shape(x, pool));
+}
+
+}  // namespace rn50::ops

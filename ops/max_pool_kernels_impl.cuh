@@ -1,0 +1,270 @@
+// ops/max_pool_kernels_impl.cuh: the per-thread work of rn50's max-pool kernels (ops/max_pool_kernels.cu) as
+// host-and-device functions of a work item, so that tests/ops/test_max_pool_kernels_host.cpp runs the same code on
+// the CPU.
+#pragma once
+
+#include <cstdint>
+
+// The BatchNorm kernels' vector access (Pack, load_pack, unpack, pack_of) and the RN50_HD / RN50_UNROLL macros.
+#include "ops/batch_norm_kernels_impl.cuh"
+#include "ops/max_pool_kernels.h"
+
+namespace rn50::ops::kernels::pool_impl {
+
+using impl::load_pack;
+using impl::Pack;
+using impl::unpack;
+
+RN50_HD inline int fast_div(const FastDiv& f, int n) {
+  if (f.d == 1) return n;
+#if defined(__CUDA_ARCH__)
+  return static_cast<int>(__umulhi(static_cast<unsigned>(n), f.mul) >> f.shift);
+#else
+  return static_cast<int>(((static_cast<uint64_t>(static_cast<uint32_t>(n)) * f.mul) >> 32) >> f.shift);
+#endif
+}
+
+// n / d, with n % d in `rem`.
+RN50_HD inline int divmod(const FastDiv& f, int n, int& rem) {
+  const int q = fast_div(f, n);
+  rem = n - q * f.d;
+  return q;
+}
+
+// `v != v` rather than isnan: one spelling for the host and the device compilers (neither builds with fast math).
+RN50_HD inline bool is_nan(float v) { return v != v; }
+
+// The one-byte positions of a channel vector, stored as one access like the values.
+template <int VEC>
+struct Positions;
+template <>
+struct Positions<8> {
+  uint2 r;
+};
+template <>
+struct Positions<4> {
+  unsigned int r;
+};
+template <>
+struct Positions<1> {
+  unsigned char r;
+};
+
+template <int VEC>
+RN50_HD inline Positions<VEC> load_positions(const uint8_t* __restrict__ p) {
+  Positions<VEC> pos;
+  pos.r = *reinterpret_cast<const decltype(pos.r)*>(p);
+  return pos;
+}
+
+RN50_HD inline int position_of(const Positions<8>& p, int lane) {
+  return static_cast<int>(((lane < 4 ? p.r.x : p.r.y) >> (8 * (lane & 3))) & 0xffu);
+}
+RN50_HD inline int position_of(const Positions<4>& p, int lane) {
+  return static_cast<int>((p.r >> (8 * lane)) & 0xffu);
+}
+RN50_HD inline int position_of(const Positions<1>& p, int) { return p.r; }
+
+template <int VEC>
+RN50_HD inline void store_positions(uint8_t* __restrict__ out, const uint8_t (&at)[VEC]) {
+  Positions<VEC> pos;
+  if constexpr (VEC == 8) {
+    pos.r.x = at[0] | (at[1] << 8) | (at[2] << 16) | (static_cast<unsigned>(at[3]) << 24);
+    pos.r.y = at[4] | (at[5] << 8) | (at[6] << 16) | (static_cast<unsigned>(at[7]) << 24);
+  } else if constexpr (VEC == 4) {
+    pos.r = at[0] | (at[1] << 8) | (at[2] << 16) | (static_cast<unsigned>(at[3]) << 24);
+  } else {
+    pos.r = at[0];
+  }
+  *reinterpret_cast<decltype(pos.r)*>(out) = pos.r;
+}
+
+// The max so far of a channel vector and its position in the window.
+template <int VEC>
+struct Best {
+  float value[VEC];
+  uint8_t at[VEC];
+};
+
+// ATen's rule: an element replaces the max when it is greater, or NaN. So the first of equal maxima in the window's
+// row-major order stays, and the last NaN wins; comparisons in float are those of the 16-bit types themselves.
+template <int VEC>
+RN50_HD inline void take(const float (&f)[VEC], int position, Best<VEC>& b) {
+  RN50_UNROLL
+  for (int l = 0; l < VEC; ++l) {
+    if (f[l] > b.value[l] || is_nan(f[l])) {
+      b.value[l] = f[l];
+      b.at[l] = static_cast<uint8_t>(position);
+    }
+  }
+}
+
+// ---- forward: one output pixel's channel vector ---------------------------------------------------------------------
+
+// With kSmall (kh, kw <= kSmallWindow) every load of the window is issued before the first comparison, so that a
+// thread has the whole window in flight at once; otherwise the window is read element by element.
+template <typename T, int VEC, bool kSmall>
+RN50_HD inline void forward_item(const PoolPlan& p, int item, const T* __restrict__ x, T* __restrict__ y,
+                                 uint8_t* __restrict__ positions) {
+  const PoolShape& s = p.s;
+  const int h = static_cast<int>(s.h), w = static_cast<int>(s.w);
+  int v, ox, oy;
+  const int pixel = divmod(p.vectors, item, v);
+  const int n = divmod(p.out_h, divmod(p.out_w, pixel, ox), oy);
+  const int y0 = oy * s.sh - s.ph, x0 = ox * s.sw - s.pw;
+  const int64_t c0 = static_cast<int64_t>(v) * VEC;
+  const T* __restrict__ image = x + static_cast<int64_t>(n) * h * w * s.c + c0;
+  Best<VEC> best;
+  // A window of nothing but -inf keeps its first element inside the input: where ATen's CPU kernel starts.
+  const int first = ((y0 < 0 ? 0 : y0) - y0) * s.kw + ((x0 < 0 ? 0 : x0) - x0);
+  RN50_UNROLL
+  for (int l = 0; l < VEC; ++l) {
+    best.value[l] = impl::bit_cast<float>(0xff800000u);  // -inf
+    best.at[l] = static_cast<uint8_t>(first);
+  }
+  if constexpr (kSmall) {
+    constexpr int K = kSmallWindow;
+    Pack<T, VEC> e[K * K]{};
+    bool inside[K * K];
+    RN50_UNROLL
+    for (int j = 0; j < K * K; ++j) {
+      const int dy = j / K, dx = j % K, yy = y0 + dy, xx = x0 + dx;
+      inside[j] = dy < s.kh && dx < s.kw && yy >= 0 && yy < h && xx >= 0 && xx < w;
+      if (inside[j]) e[j] = load_pack<T, VEC>(image + (static_cast<int64_t>(yy) * w + xx) * s.c);
+    }
+    RN50_UNROLL
+    for (int j = 0; j < K * K; ++j) {
+      if (!inside[j]) continue;
+      float f[VEC];
+      unpack(e[j], f);
+      take(f, (j / K) * s.kw + j % K, best);
+    }
+  } else {
+    for (int dy = 0; dy < s.kh; ++dy) {
+      const int yy = y0 + dy;
+      if (yy < 0 || yy >= h) continue;
+      for (int dx = 0; dx < s.kw; ++dx) {
+        const int xx = x0 + dx;
+        if (xx < 0 || xx >= w) continue;
+        float f[VEC];
+        impl::load<T, VEC>(image + (static_cast<int64_t>(yy) * w + xx) * s.c, f);
+        take(f, dy * s.kw + dx, best);
+      }
+    }
+  }
+  const int64_t out = static_cast<int64_t>(pixel) * s.c + c0;
+  impl::store<T, VEC>(y + out, best.value);
+  store_positions<VEC>(positions + out, best.at);
+}
+
+// ---- backward: one input pixel's channel vector ---------------------------------------------------------------------
+
+// The outputs whose windows cover input row (or column) i: [begin, end), as ATen's kernels bound them.
+struct Cover {
+  int begin, end;
+};
+
+RN50_HD inline Cover cover_of(int i, int kernel, int pad, int outputs, const FastDiv& stride) {
+  Cover c;
+  c.begin = i + pad < kernel ? 0 : fast_div(stride, i + pad - kernel) + 1;
+  const int last = fast_div(stride, i + pad) + 1;
+  c.end = last < outputs ? last : outputs;
+  return c;
+}
+
+// Adds to `acc` the lanes of g whose output's position is `position` (this input element's place in that output's
+// window).
+template <int VEC>
+RN50_HD inline void add_hits(const Positions<VEC>& pos, int position, const float (&g)[VEC], float (&acc)[VEC]) {
+  RN50_UNROLL
+  for (int l = 0; l < VEC; ++l) {
+    if (position_of(pos, l) == position) acc[l] += g[l];
+  }
+}
+
+template <int VEC>
+RN50_HD inline bool any_hit(const Positions<VEC>& pos, int position) {
+  bool hit = false;
+  RN50_UNROLL
+  for (int l = 0; l < VEC; ++l) hit = hit || position_of(pos, l) == position;
+  return hit;
+}
+
+// The covering outputs in row-major order, summed in float from zero: ATen's CUDA kernels' order, so that float32
+// results equal theirs. With kFew (at most kFewCovers^2 covering outputs) the positions of all are loaded first, then
+// the gradients of those that point here, then the sums; a gradient no lane takes is not read.
+template <typename T, int VEC, bool kFew>
+RN50_HD inline void backward_item(const PoolPlan& p, int item, const T* __restrict__ dy,
+                                  const uint8_t* __restrict__ positions, T* __restrict__ dx) {
+  const PoolShape& s = p.s;
+  int v, ix, iy;
+  const int pixel = divmod(p.vectors, item, v);
+  const int n = divmod(p.in_h, divmod(p.in_w, pixel, ix), iy);
+  const Cover rows = cover_of(iy, s.kh, s.ph, p.oh, p.stride_h);
+  const Cover cols = cover_of(ix, s.kw, s.pw, p.ow, p.stride_w);
+  const int64_t c0 = static_cast<int64_t>(v) * VEC;
+  const int64_t image = static_cast<int64_t>(n) * p.oh * p.ow;
+  float acc[VEC];
+  RN50_UNROLL
+  for (int l = 0; l < VEC; ++l) acc[l] = 0.0f;
+  if constexpr (kFew) {
+    constexpr int M = kFewCovers;
+    Positions<VEC> pos[M * M]{};
+    Pack<T, VEC> g[M * M]{};
+    int position[M * M];
+    bool hit[M * M];
+    RN50_UNROLL
+    for (int j = 0; j < M * M; ++j) {
+      const int oy = rows.begin + j / M, ox = cols.begin + j % M;
+      hit[j] = oy < rows.end && ox < cols.end;
+      position[j] = (iy - (oy * s.sh - s.ph)) * s.kw + (ix - (ox * s.sw - s.pw));
+      if (hit[j]) pos[j] = load_positions<VEC>(positions + (image + static_cast<int64_t>(oy) * p.ow + ox) * s.c + c0);
+    }
+    RN50_UNROLL
+    for (int j = 0; j < M * M; ++j) {
+      hit[j] = hit[j] && any_hit(pos[j], position[j]);
+      const int oy = rows.begin + j / M, ox = cols.begin + j % M;
+      if (hit[j]) g[j] = load_pack<T, VEC>(dy + (image + static_cast<int64_t>(oy) * p.ow + ox) * s.c + c0);
+    }
+    RN50_UNROLL
+    for (int j = 0; j < M * M; ++j) {
+      if (!hit[j]) continue;
+      float f[VEC];
+      unpack(g[j], f);
+      add_hits(pos[j], position[j], f, acc);
+    }
+  } else {
+    for (int oy = rows.begin; oy < rows.end; ++oy) {
+      for (int ox = cols.begin; ox < cols.end; ++ox) {
+        const int64_t at = (image + static_cast<int64_t>(oy) * p.ow + ox) * s.c + c0;
+        const Positions<VEC> pos = load_positions<VEC>(positions + at);
+        const int position = (iy - (oy * s.sh - s.ph)) * s.kw + (ix - (ox * s.sw - s.pw));
+        if (!any_hit(pos, position)) continue;
+        float f[VEC];
+        impl::load<T, VEC>(dy + at, f);
+        add_hits(pos, position, f, acc);
+      }
+    }
+  }
+  impl::store<T, VEC>(dx + static_cast<int64_t>(pixel) * s.c + c0, acc);
+}
+
+// ---- a thread's share of a launch: a grid-stride loop over the work items -----------------------------------------
+
+template <typename T, int VEC, bool kSmall>
+RN50_HD inline void forward_thread(const PoolPlan& p, int64_t first, int64_t step, const T* __restrict__ x,
+                                   T* __restrict__ y, uint8_t* __restrict__ positions) {
+  for (int64_t i = first; i < p.forward_items; i += step) {
+    forward_item<T, VEC, kSmall>(p, static_cast<int>(i), x, y, positions);
+  }
+}
+
+template <typename T, int VEC, bool kFew>
+RN50_HD inline void backward_thread(const PoolPlan& p, int64_t first, int64_t step, const T* __restrict__ dy,
+                                    const uint8_t* __restrict__ positions, T* __restrict__ dx) {
+  for (int64_t i = first; i < p.backward_items; i += step) {
+    backward_item<T, VEC, kFew>(p, static_cast<int>(i), dy, positions, dx);
+  }
+}
+
+}  // namespace rn50::ops::kernels::pool_impl

@@ -1,0 +1,423 @@
+// tests/ops/test_max_pool_kernels_host.cpp: rn50's max-pool kernels emulated on the host (every thread of each
+// launch running the same per-item code as the GPU) against a plain reference of ATen's CPU max_pool2d and its
+// backward, on fresh random inputs with ties, zeros, NaN and infinities; the fast division; the plan. Needs the CUDA
+// headers (half and bfloat16 types), no GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/max_pool_kernels_impl.cuh"
+
+namespace rn50::ops::kernels {
+namespace {
+
+constexpr int kThreads = cuda::launch::kThreads;
+
+// ---- the launches of ops/max_pool_kernels.cu, thread by thread ------------------------------------------------------
+
+template <typename T, int VEC>
+void emulate_forward(const PoolPlan& p, const T* x, T* y, uint8_t* positions) {
+  const int64_t threads = static_cast<int64_t>(p.forward_blocks) * kThreads;
+  for (int64_t t = 0; t < threads; ++t) {
+    if (p.small_window) {
+      pool_impl::forward_thread<T, VEC, true>(p, t, threads, x, y, positions);
+    } else {
+      pool_impl::forward_thread<T, VEC, false>(p, t, threads, x, y, positions);
+    }
+  }
+}
+
+template <typename T, int VEC>
+void emulate_backward(const PoolPlan& p, const T* dy, const uint8_t* positions, T* dx) {
+  const int64_t threads = static_cast<int64_t>(p.backward_blocks) * kThreads;
+  for (int64_t t = 0; t < threads; ++t) {
+    if (p.few_covers) {
+      pool_impl::backward_thread<T, VEC, true>(p, t, threads, dy, positions, dx);
+    } else {
+      pool_impl::backward_thread<T, VEC, false>(p, t, threads, dy, positions, dx);
+    }
+  }
+}
+
+// ---- element types --------------------------------------------------------------------------------------------------
+
+template <typename T>
+T of(float v) {
+  T t;
+  impl::store<T, 1>(&t, {v});
+  return t;
+}
+
+template <typename T>
+float value(T t) {
+  return impl::to_float(t);
+}
+
+template <typename T>
+const char* dtype() {
+  if constexpr (std::is_same_v<T, float>) return "float";
+  if constexpr (std::is_same_v<T, __half>) return "half";
+  return "bfloat16";
+}
+
+bool same(float a, float b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
+
+// 16-byte aligned storage, optionally one element off (the scalar path on a vectorisable C), filled with `poison`
+// so that an element no thread writes shows.
+template <typename E>
+struct Buffer {
+  std::vector<E> storage;
+  E* data = nullptr;
+  Buffer(size_t n, bool misalign, E poison) : storage(n + 32 / sizeof(E) + 1, poison) {
+    const auto base = reinterpret_cast<uintptr_t>(storage.data());
+    data = reinterpret_cast<E*>((base + 15) / 16 * 16) + (misalign ? 1 : 0);
+  }
+};
+
+// ---- the reference: ATen's CPU max_pool2d and its backward, written plainly ---------------------------------------
+
+struct Reference {
+  std::vector<float> y;       // [n][oh][ow][c], the max as float (exact: it is one of T's values)
+  std::vector<int> at;        // its position in the window
+  std::vector<float> dx;      // [n][h][w][c]: output gradients scattered in output order, summed in float
+  std::vector<double> dx64;   // the same sums in double
+  std::vector<double> abs64;  // the sums of their magnitudes
+};
+
+template <typename T>
+Reference reference(const PoolShape& s, int oh, int ow, const std::vector<T>& x, const std::vector<T>& dy) {
+  Reference r;
+  const int64_t outputs = s.n * oh * ow * s.c;
+  r.y.assign(outputs, 0.0f);
+  r.at.assign(outputs, -1);
+  r.dx.assign(s.n * s.h * s.w * s.c, 0.0f);
+  r.dx64.assign(r.dx.size(), 0.0);
+  r.abs64.assign(r.dx.size(), 0.0);
+  for (int64_t n = 0; n < s.n; ++n) {
+    for (int64_t c = 0; c < s.c; ++c) {
+      for (int oy = 0; oy < oh; ++oy) {
+        for (int ox = 0; ox < ow; ++ox) {
+          const int64_t y0 = oy * s.sh - s.ph, x0 = ox * s.sw - s.pw;
+          const int64_t y_begin = std::max<int64_t>(y0, 0), y_end = std::min<int64_t>(y0 + s.kh, s.h);
+          const int64_t x_begin = std::max<int64_t>(x0, 0), x_end = std::min<int64_t>(x0 + s.kw, s.w);
+          double best = -std::numeric_limits<double>::infinity();
+          int64_t best_y = y_begin, best_x = x_begin;  // ATen's CPU kernel starts at the first element inside
+          for (int64_t iy = y_begin; iy < y_end; ++iy) {
+            for (int64_t ix = x_begin; ix < x_end; ++ix) {
+              const double v = value(x[((n * s.h + iy) * s.w + ix) * s.c + c]);
+              if (v > best || std::isnan(v)) {
+                best = v;
+                best_y = iy;
+                best_x = ix;
+              }
+            }
+          }
+          const int64_t o = ((n * oh + oy) * ow + ox) * s.c + c;
+          r.y[o] = static_cast<float>(best);
+          r.at[o] = static_cast<int>((best_y - y0) * s.kw + (best_x - x0));
+          const int64_t i = ((n * s.h + best_y) * s.w + best_x) * s.c + c;
+          r.dx[i] += value(dy[o]);
+          r.dx64[i] += value(dy[o]);
+          r.abs64[i] += std::abs(value(dy[o]));
+        }
+      }
+    }
+  }
+  return r;
+}
+
+// ---- inputs ---------------------------------------------------------------------------------------------------------
+
+// Values as a stem's ReLU output and worse: normal values, small integers (ties), zeros of both signs, NaN and
+// infinities; one (image, channel) plane of nothing but -inf, and a NaN block, where the shape has room.
+template <typename T>
+std::vector<T> random_input(const PoolShape& s, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::uniform_int_distribution<int> level(0, 2);
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<T> x(s.n * s.h * s.w * s.c);
+  for (auto& e : x) {
+    const float pick = u(rng);
+    float v = pick < 0.35f   ? normal(rng)
+              : pick < 0.65f ? static_cast<float>(level(rng))
+              : pick < 0.85f ? (u(rng) < 0.5f ? 0.0f : -0.0f)
+              : pick < 0.95f ? std::max(0.0f, normal(rng))
+              : pick < 0.97f ? std::numeric_limits<float>::quiet_NaN()
+              : pick < 0.99f ? -inf
+                             : inf;
+    e = of<T>(v);
+  }
+  std::uniform_int_distribution<int64_t> image(0, s.n - 1), channel(0, s.c - 1);
+  const int64_t n = image(rng), c = channel(rng);
+  for (int64_t i = 0; i < s.h * s.w; ++i) x[(n * s.h * s.w + i) * s.c + c] = of<T>(-inf);
+  if (s.h >= 4 && s.w >= 4) {
+    const int64_t n2 = image(rng), c2 = channel(rng);
+    for (int64_t iy = 1; iy < 3; ++iy) {
+      for (int64_t ix = 1; ix < 4; ++ix) x[((n2 * s.h + iy) * s.w + ix) * s.c + c2] = of<T>(NAN);
+    }
+  }
+  return x;
+}
+
+template <typename T>
+std::vector<T> random_gradient(int64_t size, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<T> g(size);
+  for (auto& e : g) e = of<T>(normal(rng));
+  if (size > 3) g[size / 3] = of<T>(NAN);  // a NaN gradient reaches exactly the input its output points at
+  return g;
+}
+
+// ---- one case -------------------------------------------------------------------------------------------------------
+
+struct Variant {
+  bool misalign = false;
+  bool unrolled = true;  // false: the element-by-element paths on a shape the unrolled ones take
+  int blocks = 0;        // a grid this small (0: the plan's), so that each thread loops over several items
+};
+
+template <typename T>
+void run_case(const PoolShape& s, const Variant& variant, std::mt19937& rng) {
+  ASSERT_EQ(pool_unsupported_reason(s), "");
+  PoolPlan p = make_pool_plan(s, sizeof(T), !variant.misalign);
+  if (!variant.unrolled) p.small_window = p.few_covers = false;
+  if (variant.blocks > 0) p.forward_blocks = p.backward_blocks = variant.blocks;
+  const std::string what = std::string(dtype<T>()) + " [" + std::to_string(s.n) + "," + std::to_string(s.c) + "," +
+                           std::to_string(s.h) + "," + std::to_string(s.w) + "] k" + std::to_string(s.kh) + "x" +
+                           std::to_string(s.kw) + " s" + std::to_string(s.sh) + "x" + std::to_string(s.sw) + " p" +
+                           std::to_string(s.ph) + "x" + std::to_string(s.pw) + " vec " + std::to_string(p.vec) +
+                           (p.small_window ? " small" : "") + (p.few_covers ? " few" : "") + " blocks " +
+                           std::to_string(p.forward_blocks) + "/" + std::to_string(p.backward_blocks);
+  SCOPED_TRACE(what);
+  const int64_t inputs = s.n * s.c * s.h * s.w, outputs = s.n * s.c * p.oh * p.ow;
+  const std::vector<T> x_values = random_input<T>(s, rng), dy_values = random_gradient<T>(outputs, rng);
+  const T poison = of<T>(777.0f);
+  Buffer<T> x(inputs, variant.misalign, poison), y(outputs, variant.misalign, poison),
+      dy(outputs, variant.misalign, poison), dx(inputs, variant.misalign, poison);
+  Buffer<uint8_t> positions(outputs, false, 0xee);
+  std::copy(x_values.begin(), x_values.end(), x.data);
+  std::copy(dy_values.begin(), dy_values.end(), dy.data);
+  if (p.vec > 1) {
+    constexpr int kWide = 16 / sizeof(T);
+    emulate_forward<T, kWide>(p, x.data, y.data, positions.data);
+    emulate_backward<T, kWide>(p, dy.data, positions.data, dx.data);
+  } else {
+    emulate_forward<T, 1>(p, x.data, y.data, positions.data);
+    emulate_backward<T, 1>(p, dy.data, positions.data, dx.data);
+  }
+  const Reference ref = reference(s, p.oh, p.ow, x_values, dy_values);
+  int64_t wrong_y = 0, wrong_at = 0, wrong_dx = 0, off_dx64 = 0;
+  for (int64_t o = 0; o < outputs; ++o) {
+    wrong_y += !same(value(y.data[o]), ref.y[o]);
+    wrong_at += positions.data[o] != ref.at[o];
+  }
+  // dx: the same float sums in the same order, rounded once to T: equal to the reference. Against double: a float
+  // sum of at most 9 terms here (3x3 stride 1, 5x5 stride 2) within 9 float roundings of their magnitudes, then T's
+  // own rounding (half a unit in the last place), then half's smallest subnormal.
+  const double half_ulp = std::is_same_v<T, float> ? 6e-8 : std::is_same_v<T, __half> ? 4.9e-4 : 3.9e-3;
+  for (int64_t i = 0; i < inputs; ++i) {
+    const float got = value(dx.data[i]);
+    wrong_dx += !same(got, value(of<T>(ref.dx[i])));
+    const double want = ref.dx64[i], tol = (9 * 6e-8 + half_ulp) * ref.abs64[i] + 6e-8;
+    if (!std::isnan(want) && !(std::abs(got - want) <= tol)) ++off_dx64;
+  }
+  EXPECT_EQ(wrong_y, 0) << "outputs unlike ATen's max (or not written)";
+  EXPECT_EQ(wrong_at, 0) << "positions unlike ATen's index (or not written)";
+  EXPECT_EQ(wrong_dx, 0) << "input gradients unlike ATen's float sums (or not written)";
+  EXPECT_EQ(off_dx64, 0) << "input gradients off the float64 sums";
+  // Nothing outside the tensors written: the poison after the last element is intact.
+  EXPECT_EQ(positions.data[outputs], 0xee);
+  EXPECT_EQ(value(y.data[outputs]), value(poison));
+  EXPECT_EQ(value(dx.data[inputs]), value(poison));
+}
+
+// ResNet's stem and odd ones: H and W odd and even, C no multiple of 8 (and of 4), kernels 1 to 5, strides 1 to 3,
+// padding 0 to 2, rectangular windows, stride over the kernel (inputs no window covers), H = W = 1.
+const PoolShape kShapes[] = {
+    {2, 64, 16, 16, 3, 3, 2, 2, 1, 1},    // the stem's window on a small image: every path vectorised
+    {1, 64, 112, 112, 3, 3, 2, 2, 1, 1},  // the stem's own image
+    {3, 24, 15, 13, 3, 3, 2, 2, 1, 1},    // H, W odd
+    {2, 12, 9, 10, 3, 3, 2, 2, 1, 1},     // C = 12: scalar for 16-bit types, vectors of 4 floats
+    {1, 7, 8, 7, 3, 3, 1, 1, 1, 1},       // C = 7, stride 1: three outputs cover an input each way
+    {2, 16, 10, 9, 2, 2, 2, 2, 0, 0},     // kernel 2, stride 2: one output an input
+    {2, 8, 7, 7, 2, 2, 1, 1, 1, 1},       // kernel 2, padding 1
+    {1, 5, 11, 6, 3, 3, 2, 2, 0, 0},      // no padding, C = 5
+    {2, 16, 9, 9, 2, 3, 1, 2, 1, 0},      // a rectangular window and strides
+    {1, 8, 12, 11, 5, 5, 2, 2, 2, 2},     // a 5x5 window: the element-by-element paths
+    {1, 3, 6, 6, 4, 4, 3, 3, 1, 1},       // 4x4 window, stride 3
+    {1, 4, 10, 10, 2, 2, 3, 3, 0, 0},     // stride over the kernel: uncovered inputs get zero
+    {1, 9, 5, 5, 1, 1, 2, 2, 0, 0},       // kernel 1
+    {3, 16, 1, 1, 1, 1, 1, 1, 0, 0},      // H = W = 1
+    {2, 8, 1, 1, 3, 3, 2, 2, 1, 1},       // H = W = 1 inside a padded 3x3 window
+};
+
+template <typename T>
+void run_all() {
+  std::mt19937 rng(std::random_device{}());
+  for (const PoolShape& s : kShapes) {
+    run_case<T>(s, {}, rng);
+    run_case<T>(s, {/*misalign=*/true}, rng);
+    run_case<T>(s, {false, /*unrolled=*/false}, rng);
+    run_case<T>(s, {false, true, /*blocks=*/2}, rng);
+  }
+}
+
+TEST(MaxPoolKernelsHost, FloatMatchesAtensRules) { run_all<float>(); }
+TEST(MaxPoolKernelsHost, HalfMatchesAtensRules) { run_all<__half>(); }
+TEST(MaxPoolKernelsHost, BFloat16MatchesAtensRules) { run_all<__nv_bfloat16>(); }
+
+// The rules on hand-made windows, not through the reference: one image, one channel, a 3x3 input, 3x3 windows of
+// stride 2 and padding 1 (2x2 outputs; output (0, 0) holds input rows 0-1 and columns 0-1, at positions 4, 5, 7, 8).
+TEST(MaxPoolKernelsHost, TiesNanAndInfinityFollowAten) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const PoolShape s{1, 1, 3, 3, 3, 3, 2, 2, 1, 1};
+  struct Window {
+    std::vector<float> x;  // the 3x3 input, row-major
+    int position;          // output (0, 0)'s
+    float y;
+  };
+  const Window windows[] = {
+      {{1, 1, 0, 1, 1, 0, 0, 0, 0}, 4, 1},                 // equal maxima: the first in row-major order
+      {{0, -0.0f, 0, -0.0f, 0, 0, 0, 0, 0}, 4, 0},         // zeros of both signs are equal
+      {{1, nan, 0, 5, nan, 0, 0, 0, 0}, 8, nan},           // the last NaN wins over larger values and earlier NaNs
+      {{-inf, -inf, 7, -inf, -inf, 7, 7, 7, 7}, 4, -inf},  // nothing but -inf: its first element inside the input
+      {{-inf, -inf, 0, 3, inf, 0, 0, 0, 0}, 8, inf},       // +inf is a value like any other
+  };
+  for (const Window& win : windows) {
+    for (const bool unrolled : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "expected position " << win.position << (unrolled ? " unrolled" : ""));
+      PoolPlan p = make_pool_plan(s, sizeof(float), true);
+      ASSERT_EQ(p.oh, 2);
+      ASSERT_EQ(p.ow, 2);
+      if (!unrolled) p.small_window = p.few_covers = false;
+      std::vector<float> y(4, 777.0f), dx(9, 777.0f);
+      std::vector<uint8_t> positions(4, 0xee);
+      emulate_forward<float, 1>(p, win.x.data(), y.data(), positions.data());
+      EXPECT_EQ(positions[0], win.position);
+      EXPECT_TRUE(same(y[0], win.y)) << y[0];
+      // Output (0, 0)'s gradient alone lands on the input at its position: (position / 3 - 1, position % 3 - 1).
+      const std::vector<float> dy = {1.0f, 0.0f, 0.0f, 0.0f};
+      emulate_backward<float, 1>(p, dy.data(), positions.data(), dx.data());
+      std::vector<float> want(9, 0.0f);
+      want[(win.position / 3 - 1) * 3 + win.position % 3 - 1] = 1.0f;
+      EXPECT_EQ(dx, want);
+    }
+  }
+}
+
+TEST(MaxPoolKernelsHost, BackwardSumsEveryOutputPointingAtAnInput) {
+  // 2x2 windows of stride 1 and padding 1 on a constant 2x2 image: 3x3 outputs, each window's max its first element
+  // inside the input, so input (0, 0) takes outputs (0, 0), (0, 1), (1, 0), (1, 1); input (0, 1) takes (0, 2) and
+  // (1, 2); (1, 0) takes (2, 0) and (2, 1); (1, 1) takes (2, 2).
+  const PoolShape s{1, 1, 2, 2, 2, 2, 1, 1, 1, 1};
+  const std::vector<float> x(4, 2.0f), dy = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  for (const bool unrolled : {true, false}) {
+    PoolPlan p = make_pool_plan(s, sizeof(float), true);
+    ASSERT_TRUE(p.few_covers);
+    if (!unrolled) p.small_window = p.few_covers = false;
+    std::vector<float> y(9, 777.0f), dx(4, 777.0f);
+    std::vector<uint8_t> positions(9, 0xee);
+    emulate_forward<float, 1>(p, x.data(), y.data(), positions.data());
+    emulate_backward<float, 1>(p, dy.data(), positions.data(), dx.data());
+    EXPECT_EQ(dx, (std::vector<float>{1 + 2 + 8 + 16, 4 + 32, 64 + 128, 256})) << unrolled;
+  }
+}
+
+TEST(MaxPoolKernelsHost, FastDivisionIsExact) {
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int32_t> any(0, std::numeric_limits<int32_t>::max());
+  std::vector<int32_t> divisors = {1,
+                                   2,
+                                   3,
+                                   5,
+                                   7,
+                                   8,
+                                   56,
+                                   112,
+                                   255,
+                                   256,
+                                   257,
+                                   12544,
+                                   65535,
+                                   65537,
+                                   (1 << 30) - 1,
+                                   1 << 30,
+                                   (1 << 30) + 1,
+                                   std::numeric_limits<int32_t>::max()};
+  for (int i = 0; i < 200; ++i) divisors.push_back(std::max(1, any(rng) >> (i % 31)));
+  int64_t wrong = 0;
+  for (const int32_t d : divisors) {
+    const FastDiv f = make_fast_div(d);
+    std::vector<int32_t> numerators = {
+        0, 1, d - 1, d, std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::max() - 1};
+    if (d < std::numeric_limits<int32_t>::max() / 3) numerators.insert(numerators.end(), {2 * d - 1, 2 * d, 3 * d + 1});
+    for (int i = 0; i < 2000; ++i) numerators.push_back(any(rng) >> (i % 31));
+    for (const int32_t n : numerators) {
+      int rem = -1;
+      const int q = pool_impl::divmod(f, n, rem);
+      if (q != n / d || rem != n % d) {
+        if (++wrong < 5) ADD_FAILURE() << n << " / " << d << ": " << q << " rem " << rem;
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
+TEST(MaxPoolKernelsHost, UnsupportedShapesSayWhy) {
+  const PoolShape stem{256, 64, 112, 112, 3, 3, 2, 2, 1, 1};
+  EXPECT_EQ(pool_unsupported_reason(stem), "");
+  PoolShape s = stem;
+  s.ph = 2;  // torch: padding at most half the kernel
+  EXPECT_EQ(pool_unsupported_reason(s), "padding over half the kernel");
+  s = stem;
+  s.sw = 0;
+  EXPECT_EQ(pool_unsupported_reason(s), "an invalid window");
+  s = stem;
+  s.kh = s.kw = 17;  // 289 positions
+  EXPECT_EQ(pool_unsupported_reason(s), "a window of more than 256 elements (positions are one byte)");
+  s.kh = 16;  // 16 x 17 = 272
+  EXPECT_NE(pool_unsupported_reason(s), "");
+  s.kw = 16;  // exactly 256: positions 0-255
+  EXPECT_EQ(pool_unsupported_reason(s), "");
+  s = stem;
+  s.h = 1;  // 1 + 2 - 3 = 0: one output row; with no padding none
+  EXPECT_EQ(pool_unsupported_reason(s), "");
+  s.ph = 0;
+  EXPECT_EQ(pool_unsupported_reason(s), "an empty input or output");
+  s = stem;
+  s.n = 4096;  // 4096 * 64 * 112 * 112 > 2^31
+  EXPECT_EQ(pool_unsupported_reason(s), "2^31 elements or more");
+}
+
+TEST(MaxPoolKernelsHost, PlanOfTheStem) {
+  const PoolShape stem{256, 64, 112, 112, 3, 3, 2, 2, 1, 1};
+  for (const int bytes : {2, 4}) {
+    const PoolPlan p = make_pool_plan(stem, bytes, true);
+    EXPECT_EQ(p.oh, 56);
+    EXPECT_EQ(p.ow, 56);
+    EXPECT_EQ(p.vec, 16 / bytes);
+    EXPECT_TRUE(p.small_window);
+    EXPECT_TRUE(p.few_covers);
+    EXPECT_EQ(p.forward_items, 256 * 56 * 56 * 64 / p.vec);
+    EXPECT_EQ(p.backward_items, 256 * 112 * 112 * 64 / p.vec);
+    EXPECT_EQ(p.forward_blocks,
+              std::min<int64_t>(cuda::launch::kMaxBlocks, (p.forward_items + kThreads - 1) / kThreads));
+    EXPECT_EQ(make_pool_plan(stem, bytes, false).vec, 1);
+  }
+  PoolShape odd = stem;
+  odd.c = 12;
+  EXPECT_EQ(make_pool_plan(odd, 2, true).vec, 1);
+  EXPECT_EQ(make_pool_plan(odd, 4, true).vec, 4);
+  odd.sh = 1;  // three outputs cover an input row
+  EXPECT_FALSE(make_pool_plan(odd, 2, true).few_covers);
+}
+
+}  // namespace
+}  // namespace rn50::ops::kernels
