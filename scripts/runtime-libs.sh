@@ -26,7 +26,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 skip='^(linux-vdso\.so|ld-linux-x86-64\.so|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libresolv\.so|libutil\.so|libcuda\.so|libnvidia-|libnvcuvid\.so|libtorch_python\.so)'
-header='# FILE PACKAGE VERSION SOURCE: the libraries rn50 carries as files (scripts/runtime-libs.sh); SOURCE deb, pip or -'
+header='# FILE PACKAGE VERSION SOURCE: the libraries rn50 carries as files (scripts/runtime-libs.sh); SOURCE deb|pip|-'
 
 die() { echo "runtime-libs: $*" >&2; exit 1; }
 
@@ -208,8 +208,8 @@ collect() {
   export LD_LIBRARY_PATH="$trimmed${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   if [[ -n "${RN50_RUNTIME_AS_NEEDED:-}" ]]; then
     local unresolved
-    unresolved=$(ldd -r "$binary" 2>&1 | sed 's/^[[:space:]]*//' | grep -E "undefined symbol|not found" | grep -Ev "$skip" |
-                 head -5 || true)
+    unresolved=$(ldd -r "$binary" 2>&1 | sed 's/^[[:space:]]*//' | grep -E "undefined symbol|not found" |
+                 grep -Ev "$skip" | head -5 || true)
     [[ -z "$unresolved" ]] || die "$binary with the trimmed libraries: $unresolved"
   fi
   for f in "${files[@]}"; do
@@ -241,8 +241,9 @@ collect() {
   while read -r _ pkg _ source; do
     if [[ "$source" == deb ]]; then copy_license "$pkg" "$dir"; fi
   done < <(grep -v '^#' "$dir/libs.txt")
-  echo "runtime-libs: $(grep -vc '^#' "$dir/libs.txt") libraries: $(awk '$4 == "deb"' "$dir/libs.txt" | wc -l) of" \
-       "Debian packages, $(awk '$4 == "pip"' "$dir/libs.txt" | wc -l) of wheels, $(awk '$4 == "-"' "$dir/libs.txt" | wc -l) of neither"
+  count_source() { awk -v s="$1" '$4 == s' "$dir/libs.txt" | wc -l; }
+  echo "runtime-libs: $(grep -vc '^#' "$dir/libs.txt") libraries: $(count_source deb) of Debian packages," \
+       "$(count_source pip) of wheels, $(count_source -) of neither"
 }
 
 compat() {
@@ -304,7 +305,8 @@ install_runtime() {
   versions=$(ldd -r "$dir/bin/rn50" 2>&1 | grep "version .* not found" || true)
   [[ -z "$versions" ]] || die "$versions"
   [[ -z "$(driver_missing "$dir/bin/rn50")" ]] ||
-    die "rn50 cannot start without the GPU driver's $(driver_missing "$dir/bin/rn50" | tr '\n' ' ')(linked, not opened at run time)"
+    die "rn50 cannot start without the GPU driver's $(driver_missing "$dir/bin/rn50" | tr '\n' ' ')(linked, not" \
+        "opened at run time)"
   rn50 --help > /dev/null  # loads every library and checks their symbol versions
 }
 
@@ -323,7 +325,8 @@ check_host() {
   # cuDNN's engines, NVRTC and its builtins. The build's OpenCV (RN50_OPENCV_DEBS) resolves as in the build's runs.
   local extra=("$torch_dir"/lib/*.so* "$site"/nvidia/*/lib/libcudnn*.so.9 "$site"/nvidia/*/lib/libnvrtc*.so*)
   local opencv=$build/opencv/usr/lib/x86_64-linux-gnu
-  RN50_COLLECT_LINKS=1 LD_LIBRARY_PATH="$opencv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" collect "$binary" "$dir" "${extra[@]}"
+  RN50_COLLECT_LINKS=1 LD_LIBRARY_PATH="$opencv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    collect "$binary" "$dir" "${extra[@]}"
   echo "runtime-libs: collected into $dir in $((SECONDS - started)) s ($(du -shL "$dir/lib" | cut -f1) in lib/)"
 
   # Nothing from this environment but DIR/lib (no LD_LIBRARY_PATH of the build's OpenCV, no CUDA_HOME), and the
@@ -331,9 +334,12 @@ check_host() {
   local lib=$dir/lib rn50=$dir/bin/rn50 failed=0 hidden=librn50-hidden-nvml.so.1
   local clean=(env -i PATH=/usr/bin:/bin HOME="${HOME:-/tmp}" LD_LIBRARY_PATH="$lib" LD_DEBUG=libs)
   local setting
-  while read -r setting; do clean+=("$setting=${!setting}"); done < <(compgen -e | grep -E '^(CUDA_VISIBLE|CUDA_DEVICE|NCCL_|NVSHMEM_|TORCH_SYMM_MEM_)')
+  while read -r setting; do
+    clean+=("$setting=${!setting}")
+  done < <(compgen -e | grep -E '^(CUDA_VISIBLE|CUDA_DEVICE|NCCL_|NVSHMEM_|TORCH_SYMM_MEM_)')
   local driver
-  driver=$(LD_LIBRARY_PATH=$lib ldd "$rn50" | awk '{print $1}' | grep -E '^(libcuda\.so|libnvidia-)' | tr '\n' ' ' || true)
+  driver=$(LD_LIBRARY_PATH=$lib ldd "$rn50" | awk '{print $1}' | grep -E '^(libcuda\.so|libnvidia-)' | tr '\n' ' ' ||
+           true)
   if [[ -n "$driver" ]]; then
     echo "runtime-libs: FAILED: rn50 links the driver's ${driver}(it cannot start without the driver)"; failed=1
   else
@@ -342,7 +348,8 @@ check_host() {
   local f
   for f in "$lib"/*; do
     local needs
-    needs=$(readelf -d "$f" 2>/dev/null | sed -n 's/.*NEEDED.*\[\(libcuda\.so[^]]*\|libnvidia-[^]]*\)\].*/\1/p' | tr '\n' ' ')
+    needs=$(readelf -d "$f" 2>/dev/null | sed -n 's/.*NEEDED.*\[\(libcuda\.so[^]]*\|libnvidia-[^]]*\)\].*/\1/p' |
+            tr '\n' ' ')
     [[ -z "$needs" ]] || echo "runtime-libs: note $(basename "$f") needs ${needs}(loaded only when it is opened)"
   done
   # run NAME SECONDS EXPECTED_EXIT PATTERN COMMAND...: COMMAND's exit must be EXPECTED_EXIT and its output must match
@@ -350,21 +357,22 @@ check_host() {
   run() {
     local name=$1 limit=$2 expect=$3 pattern=$4 code=0 t0=$SECONDS
     shift 4
-    (cd "$dir/work" && timeout "$limit" "${clean[@]}" LD_DEBUG_OUTPUT="$dir/logs/$name.ld" "$@") > "$dir/logs/$name.log" 2>&1 ||
-      code=$?
+    (cd "$dir/work" && timeout "$limit" "${clean[@]}" LD_DEBUG_OUTPUT="$dir/logs/$name.ld" "$@") \
+      > "$dir/logs/$name.log" 2>&1 || code=$?
     if [[ "$code" != "$expect" ]] || ! grep -qE "$pattern" "$dir/logs/$name.log"; then
       echo "runtime-libs: FAILED: $name: exit $code (expected $expect), output matching '$pattern' expected; its end:"
       tail -n 6 "$dir/logs/$name.log" | sed 's/^/    /'
       failed=1
     else
-      echo "runtime-libs: ok   $name ($((SECONDS - t0)) s): $(grep -m1 -E "$pattern" "$dir/logs/$name.log" | cut -c1-110)"
+      echo "runtime-libs: ok   $name ($((SECONDS - t0)) s):" \
+           "$(grep -m1 -E "$pattern" "$dir/logs/$name.log" | cut -c1-110)"
     fi
   }
   run version 20 0 '^LibTorch' "$rn50" --version
   run help-without-nvml 20 0 '^usage: rn50' env RN50_NVML_LIBRARY=$hidden "$rn50" --help
   run mig-list-without-nvml 60 2 "NVML is unavailable: cannot open $hidden: " \
     env RN50_NVML_LIBRARY=$hidden "$rn50" train --mig list --device cuda:0
-  run doctor 120 0 'MIG' "$rn50" doctor --quick --device cuda:0
+  run doctor 120 0 '^gpu +MIG ' "$rn50" doctor --quick --device cuda:0  # the MIG row: NVML opened, found the GPU
   # configs/optimized.yaml's switches (cuDNN's graph engines and NVRTC for fusion: conv, a CUDA graph), without the
   # autotuning, which takes time and loads nothing more.
   run train 120 0 'NVML every 100 ms' "$rn50" train --config "$root/configs/optimized.yaml" --data synthetic \
