@@ -318,6 +318,9 @@ check_host() {
   torch_dir=$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))') || die "python3 has no torch"
   site=$(dirname "$torch_dir")
   build=$(cd "$(dirname "$binary")" && pwd)
+  case "$(realpath -m "$dir")/" in
+    "$build"/* | "$site"/*) die "$dir: a folder outside $build and $site (what is loaded from those fails the check)" ;;
+  esac
   rm -rf "$dir"
   mkdir -p "$dir/logs" "$dir/work"
   dir=$(cd "$dir" && pwd)
