@@ -1,4 +1,4 @@
-// monitor/nvml_real.cpp: NvmlApi over the real NVML (CUDA builds only; links CUDA::nvml).
+// monitor/nvml_real.cpp: NvmlApi over the real NVML, opened at run time (CUDA builds only; nvml.h's types, no link).
 #include <nvml.h>
 
 #include <initializer_list>
@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "monitor/health.h"
 #include "monitor/nvml.h"
+#include "monitor/nvml_library.h"
 
 // NVML 12.2 renamed the clock "throttle" reasons to "event" reasons (the hardware ones kept their old names) and
 // deprecated the old query; older headers know only the old names.
@@ -40,6 +41,95 @@ static_assert(rn50::monitor::kClockEventHwPowerBrakeSlowdown == nvmlClocksThrott
 #endif
 static_assert(rn50::monitor::kClockEventDisplayClockSetting == nvmlClocksEventReasonDisplayClockSetting);
 
+// Every NVML function rn50 calls: X(function, required). They are found in the driver's library at the first
+// open_nvml rather than linked, so that rn50 starts on hosts without the driver (a container run without --gpus, a
+// CPU machine). Optional: GPM's (Hopper's metrics; a driver without them reports no GPM) and the applications clocks
+// (deprecated in CUDA 13, to be removed in 14). Versioned names (nvmlDeviceGetComputeRunningProcesses_v3 and the
+// like) come from nvml.h's macros: the member and the symbol looked up are the same expanded name.
+#define RN50_NVML_FUNCTIONS(X)                      \
+  X(nvmlInit_v2, true)                              \
+  X(nvmlShutdown, true)                             \
+  X(nvmlErrorString, true)                          \
+  X(nvmlDeviceGetCount_v2, true)                    \
+  X(nvmlDeviceGetHandleByIndex_v2, true)            \
+  X(nvmlDeviceGetName, true)                        \
+  X(nvmlDeviceGetUUID, true)                        \
+  X(nvmlDeviceGetMigMode, true)                     \
+  X(nvmlDeviceGetMaxMigDeviceCount, true)           \
+  X(nvmlDeviceGetMigDeviceHandleByIndex, true)      \
+  X(nvmlDeviceGetGpuInstanceId, true)               \
+  X(nvmlDeviceGetUtilizationRates, true)            \
+  X(nvmlDeviceGetClockInfo, true)                   \
+  X(nvmlDeviceGetPowerUsage, true)                  \
+  X(nvmlDeviceGetMemoryInfo, true)                  \
+  X(nvmlDeviceGetPcieThroughput, true)              \
+  X(nvmlDeviceGetCurrPcieLinkGeneration, true)      \
+  X(nvmlDeviceGetCurrPcieLinkWidth, true)           \
+  X(nvmlDeviceGetMaxPcieLinkGeneration, true)       \
+  X(nvmlDeviceGetMaxPcieLinkWidth, true)            \
+  X(nvmlDeviceGetEnforcedPowerLimit, true)          \
+  X(nvmlDeviceGetPowerManagementDefaultLimit, true) \
+  X(nvmlDeviceGetMaxClockInfo, true)                \
+  X(nvmlDeviceGetApplicationsClock, false)          \
+  X(nvmlDeviceGetCurrentClocksEventReasons, true)   \
+  X(nvmlDeviceGetComputeRunningProcesses, true)     \
+  X(nvmlDeviceGetP2PStatus, true)                   \
+  X(nvmlDeviceGetNvLinkState, true)                 \
+  X(nvmlGpmQueryDeviceSupport, false)               \
+  X(nvmlGpmSampleAlloc, false)                      \
+  X(nvmlGpmSampleFree, false)                       \
+  X(nvmlGpmSampleGet, false)                        \
+  X(nvmlGpmMigSampleGet, false)                     \
+  X(nvmlGpmMetricsGet, false)
+
+// The name after nvml.h's macros (#function alone would give the unversioned name).
+#define RN50_NVML_NAME_(function) #function
+#define RN50_NVML_NAME(function) RN50_NVML_NAME_(function)
+
+namespace rn50::monitor {
+namespace {
+
+// NVML's functions as pointers, each typed as nvml.h declares it; nullptr for an optional one the driver lacks.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // the applications clocks' declaration (CUDA 13.1)
+struct NvmlFunctions {
+#define RN50_NVML_MEMBER(function, required) decltype(&::function) function = nullptr;
+  RN50_NVML_FUNCTIONS(RN50_NVML_MEMBER)
+#undef RN50_NVML_MEMBER
+};
+#pragma GCC diagnostic pop
+
+// The driver's library, opened once at the first use and kept for the process (NVML's own reference count is
+// nvmlInit_v2's and nvmlShutdown's); the reason it could not be, for every later open_nvml.
+struct LoadedNvml {
+  std::optional<NvmlLibrary> library;
+  NvmlFunctions functions;
+  std::string why_not;
+};
+
+const LoadedNvml& loaded_nvml() {
+  static const LoadedNvml loaded = [] {
+    LoadedNvml nvml;
+#define RN50_NVML_SYMBOL(function, required) NvmlSymbol{RN50_NVML_NAME(function), required},
+    nvml.library = load_nvml_library({RN50_NVML_FUNCTIONS(RN50_NVML_SYMBOL)}, &nvml.why_not);
+#undef RN50_NVML_SYMBOL
+    if (!nvml.library) return nvml;
+    size_t i = 0;
+#define RN50_NVML_ASSIGN(function, required) \
+  nvml.functions.function = reinterpret_cast<decltype(nvml.functions.function)>(nvml.library->addresses.at(i++));
+    RN50_NVML_FUNCTIONS(RN50_NVML_ASSIGN)
+#undef RN50_NVML_ASSIGN
+    return nvml;
+  }();
+  return loaded;
+}
+
+// The functions of a library that loaded (open_nvml returns no NvmlApi otherwise).
+const NvmlFunctions& nvml() { return loaded_nvml().functions; }
+
+}  // namespace
+}  // namespace rn50::monitor
+
 namespace rn50::monitor {
 namespace {
 
@@ -49,7 +139,7 @@ nvmlReturn_t check_nvml(nvmlReturn_t status, const char* expr, const char* file,
   if (status == NVML_SUCCESS) return status;
   for (const nvmlReturn_t answer : normal_answers)
     if (status == answer) return status;
-  throw_call_failed(expr, file, line, nvmlErrorString(status));
+  throw_call_failed(expr, file, line, nvml().nvmlErrorString(status));
 }
 
 }  // namespace
@@ -65,8 +155,8 @@ namespace {
 
 class RealGpmSample final : public GpmSample {
  public:
-  RealGpmSample() { RN50_NVML_CHECK(nvmlGpmSampleAlloc(&sample_)); }
-  ~RealGpmSample() override { nvmlGpmSampleFree(sample_); }
+  RealGpmSample() { RN50_NVML_CHECK(nvml().nvmlGpmSampleAlloc(&sample_)); }
+  ~RealGpmSample() override { nvml().nvmlGpmSampleFree(sample_); }
   RealGpmSample(const RealGpmSample&) = delete;
   RealGpmSample& operator=(const RealGpmSample&) = delete;
   nvmlGpmSample_t get() const { return sample_; }
@@ -79,69 +169,71 @@ class RealGpmSample final : public GpmSample {
 class RealNvml final : public NvmlApi {
  public:
   RealNvml() = default;  // open_nvml has called nvmlInit_v2 for this object
-  ~RealNvml() override { nvmlShutdown(); }
+  ~RealNvml() override { nvml().nvmlShutdown(); }
   RealNvml(const RealNvml&) = delete;
   RealNvml& operator=(const RealNvml&) = delete;
 
   unsigned device_count() override {
     unsigned count = 0;
-    RN50_NVML_CHECK(nvmlDeviceGetCount_v2(&count));
+    RN50_NVML_CHECK(nvml().nvmlDeviceGetCount_v2(&count));
     return count;
   }
 
   std::string name(const NvmlDevice& device) override {
     char buffer[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
-    RN50_NVML_CHECK(nvmlDeviceGetName(handle(device), buffer, sizeof buffer));
+    RN50_NVML_CHECK(nvml().nvmlDeviceGetName(handle(device), buffer, sizeof buffer));
     return buffer;
   }
 
   std::string uuid(const NvmlDevice& device) override {
     char buffer[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
-    RN50_NVML_CHECK(nvmlDeviceGetUUID(handle(device), buffer, sizeof buffer));
+    RN50_NVML_CHECK(nvml().nvmlDeviceGetUUID(handle(device), buffer, sizeof buffer));
     return buffer;
   }
 
   std::optional<MigMode> mig_mode(unsigned gpu) override {
     unsigned current = 0, pending = 0;
-    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetMigMode(gpu_handle(gpu), &current, &pending), NVML_ERROR_NOT_SUPPORTED)))
+    if (!answered(RN50_NVML_CHECK(nvml().nvmlDeviceGetMigMode(gpu_handle(gpu), &current, &pending),
+                                  NVML_ERROR_NOT_SUPPORTED)))
       return std::nullopt;  // a GPU without MIG
     return MigMode{current == NVML_DEVICE_MIG_ENABLE, pending == NVML_DEVICE_MIG_ENABLE};
   }
 
   unsigned max_mig_device_count(unsigned gpu) override {
     unsigned count = 0;
-    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetMaxMigDeviceCount(gpu_handle(gpu), &count), NVML_ERROR_NOT_SUPPORTED)))
+    if (!answered(
+            RN50_NVML_CHECK(nvml().nvmlDeviceGetMaxMigDeviceCount(gpu_handle(gpu), &count), NVML_ERROR_NOT_SUPPORTED)))
       return 0;
     return count;
   }
 
   std::optional<NvmlDevice> mig_device(unsigned gpu, unsigned slot) override {
     nvmlDevice_t mig = nullptr;
-    if (!answered(
-            RN50_NVML_CHECK(nvmlDeviceGetMigDeviceHandleByIndex(gpu_handle(gpu), slot, &mig), NVML_ERROR_NOT_FOUND)))
+    if (!answered(RN50_NVML_CHECK(nvml().nvmlDeviceGetMigDeviceHandleByIndex(gpu_handle(gpu), slot, &mig),
+                                  NVML_ERROR_NOT_FOUND)))
       return std::nullopt;  // an empty slot
     return NvmlDevice{gpu, slot};
   }
 
   std::optional<UtilisationRates> utilisation(const NvmlDevice& device) override {
     nvmlUtilization_t rates{};
-    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetUtilizationRates(handle(device), &rates), NVML_ERROR_NOT_SUPPORTED,
-                                  NVML_ERROR_NO_PERMISSION)))
+    if (!answered(RN50_NVML_CHECK(nvml().nvmlDeviceGetUtilizationRates(handle(device), &rates),
+                                  NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION)))
       return std::nullopt;
     return UtilisationRates{static_cast<double>(rates.gpu), static_cast<double>(rates.memory)};
   }
 
   std::optional<double> sm_clock_mhz(const NvmlDevice& device) override {
     unsigned mhz = 0;
-    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetClockInfo(handle(device), NVML_CLOCK_SM, &mhz), NVML_ERROR_NOT_SUPPORTED,
-                                  NVML_ERROR_NO_PERMISSION)))
+    if (!answered(RN50_NVML_CHECK(nvml().nvmlDeviceGetClockInfo(handle(device), NVML_CLOCK_SM, &mhz),
+                                  NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION)))
       return std::nullopt;
     return static_cast<double>(mhz);
   }
 
   std::optional<double> power_w(const NvmlDevice& device) override {
     unsigned milliwatts = 0;
-    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetPowerUsage(handle(device), &milliwatts), NVML_ERROR_NOT_SUPPORTED,
+    if (!answered(RN50_NVML_CHECK(nvml().nvmlDeviceGetPowerUsage(handle(device), &milliwatts), NVML_ERROR_NOT_SUPPORTED,
                                   NVML_ERROR_NO_PERMISSION)))
       return std::nullopt;
     return milliwatts / 1000.0;
@@ -149,7 +241,7 @@ class RealNvml final : public NvmlApi {
 
   std::optional<MemoryInfo> memory(const NvmlDevice& device) override {
     nvmlMemory_t memory{};
-    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetMemoryInfo(handle(device), &memory), NVML_ERROR_NOT_SUPPORTED,
+    if (!answered(RN50_NVML_CHECK(nvml().nvmlDeviceGetMemoryInfo(handle(device), &memory), NVML_ERROR_NOT_SUPPORTED,
                                   NVML_ERROR_NO_PERMISSION)))
       return std::nullopt;
     return MemoryInfo{memory.used, memory.total};
@@ -166,13 +258,13 @@ class RealNvml final : public NvmlApi {
   std::optional<PcieLink> pcie_link(const NvmlDevice& device) override {
     const nvmlDevice_t gpu = handle(device);
     PcieLink link;
-    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetCurrPcieLinkGeneration(gpu, &link.generation), NVML_ERROR_NOT_SUPPORTED,
-                                  NVML_ERROR_NO_PERMISSION)) ||
-        !answered(RN50_NVML_CHECK(nvmlDeviceGetCurrPcieLinkWidth(gpu, &link.width), NVML_ERROR_NOT_SUPPORTED,
-                                  NVML_ERROR_NO_PERMISSION)) ||
-        !answered(RN50_NVML_CHECK(nvmlDeviceGetMaxPcieLinkGeneration(gpu, &link.max_generation),
+    if (!answered(RN50_NVML_CHECK(nvml().nvmlDeviceGetCurrPcieLinkGeneration(gpu, &link.generation),
                                   NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION)) ||
-        !answered(RN50_NVML_CHECK(nvmlDeviceGetMaxPcieLinkWidth(gpu, &link.max_width), NVML_ERROR_NOT_SUPPORTED,
+        !answered(RN50_NVML_CHECK(nvml().nvmlDeviceGetCurrPcieLinkWidth(gpu, &link.width), NVML_ERROR_NOT_SUPPORTED,
+                                  NVML_ERROR_NO_PERMISSION)) ||
+        !answered(RN50_NVML_CHECK(nvml().nvmlDeviceGetMaxPcieLinkGeneration(gpu, &link.max_generation),
+                                  NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION)) ||
+        !answered(RN50_NVML_CHECK(nvml().nvmlDeviceGetMaxPcieLinkWidth(gpu, &link.max_width), NVML_ERROR_NOT_SUPPORTED,
                                   NVML_ERROR_NO_PERMISSION)))
       return std::nullopt;
     return link;
@@ -181,10 +273,10 @@ class RealNvml final : public NvmlApi {
   std::optional<PowerLimits> power_limits(const NvmlDevice& device) override {
     const nvmlDevice_t gpu = handle(device);
     unsigned enforced_mw = 0, default_mw = 0;
-    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetEnforcedPowerLimit(gpu, &enforced_mw), NVML_ERROR_NOT_SUPPORTED,
+    if (!answered(RN50_NVML_CHECK(nvml().nvmlDeviceGetEnforcedPowerLimit(gpu, &enforced_mw), NVML_ERROR_NOT_SUPPORTED,
                                   NVML_ERROR_NO_PERMISSION)) ||
-        !answered(RN50_NVML_CHECK(nvmlDeviceGetPowerManagementDefaultLimit(gpu, &default_mw), NVML_ERROR_NOT_SUPPORTED,
-                                  NVML_ERROR_NO_PERMISSION)))
+        !answered(RN50_NVML_CHECK(nvml().nvmlDeviceGetPowerManagementDefaultLimit(gpu, &default_mw),
+                                  NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION)))
       return std::nullopt;
     return PowerLimits{enforced_mw / 1000.0, default_mw / 1000.0};
   }
@@ -192,17 +284,18 @@ class RealNvml final : public NvmlApi {
   std::optional<SmClocks> sm_clocks(const NvmlDevice& device) override {
     const nvmlDevice_t gpu = handle(device);
     unsigned max_mhz = 0, application_mhz = 0;
-    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetMaxClockInfo(gpu, NVML_CLOCK_SM, &max_mhz), NVML_ERROR_NOT_SUPPORTED,
-                                  NVML_ERROR_NO_PERMISSION)))
+    if (!answered(RN50_NVML_CHECK(nvml().nvmlDeviceGetMaxClockInfo(gpu, NVML_CLOCK_SM, &max_mhz),
+                                  NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION)))
       return std::nullopt;
     SmClocks clocks{static_cast<double>(max_mhz), std::nullopt};
     // Applications clocks are deprecated from CUDA 13.0 (compiler warnings from 13.1) and to be removed in 14.0,
     // where the driver answers NVML_ERROR_DEPRECATED; until then they are the setting that can lower the clock.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    if (!nvml().nvmlDeviceGetApplicationsClock) return clocks;  // a driver that no longer has them
     const nvmlReturn_t status =
-        RN50_NVML_CHECK(nvmlDeviceGetApplicationsClock(gpu, NVML_CLOCK_SM, &application_mhz), NVML_ERROR_NOT_SUPPORTED,
-                        NVML_ERROR_NO_PERMISSION, NVML_ERROR_DEPRECATED);
+        RN50_NVML_CHECK(nvml().nvmlDeviceGetApplicationsClock(gpu, NVML_CLOCK_SM, &application_mhz),
+                        NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION, NVML_ERROR_DEPRECATED);
 #pragma GCC diagnostic pop
     if (answered(status)) clocks.application_mhz = application_mhz;
     return clocks;
@@ -210,7 +303,7 @@ class RealNvml final : public NvmlApi {
 
   std::optional<uint64_t> clock_event_reasons(const NvmlDevice& device) override {
     unsigned long long reasons = 0;
-    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetCurrentClocksEventReasons(handle(device), &reasons),
+    if (!answered(RN50_NVML_CHECK(nvml().nvmlDeviceGetCurrentClocksEventReasons(handle(device), &reasons),
                                   NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION)))
       return std::nullopt;
     return static_cast<uint64_t>(reasons);
@@ -222,7 +315,7 @@ class RealNvml final : public NvmlApi {
     for (;;) {
       unsigned count = static_cast<unsigned>(processes.size());
       const nvmlReturn_t status =
-          RN50_NVML_CHECK(nvmlDeviceGetComputeRunningProcesses(gpu, &count, processes.data()),
+          RN50_NVML_CHECK(nvml().nvmlDeviceGetComputeRunningProcesses(gpu, &count, processes.data()),
                           NVML_ERROR_INSUFFICIENT_SIZE, NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION);
       if (status == NVML_ERROR_INSUFFICIENT_SIZE) {
         processes.resize(count + 8);  // `count` is what NVML needs now; processes may start before the next call
@@ -237,10 +330,14 @@ class RealNvml final : public NvmlApi {
 
   // GPM is a property of the whole GPU; a MIG instance is sampled through its parent and GPU instance id.
   bool gpm_supported(const NvmlDevice& device) override {
+    const NvmlFunctions& f = nvml();
+    if (!f.nvmlGpmQueryDeviceSupport || !f.nvmlGpmSampleAlloc || !f.nvmlGpmSampleFree || !f.nvmlGpmSampleGet ||
+        !f.nvmlGpmMigSampleGet || !f.nvmlGpmMetricsGet)
+      return false;  // a driver older than GPM
     nvmlGpmSupport_t support{};
     support.version = NVML_GPM_SUPPORT_VERSION;
-    if (!answered(
-            RN50_NVML_CHECK(nvmlGpmQueryDeviceSupport(gpu_handle(device.gpu), &support), NVML_ERROR_NOT_SUPPORTED)))
+    if (!answered(RN50_NVML_CHECK(nvml().nvmlGpmQueryDeviceSupport(gpu_handle(device.gpu), &support),
+                                  NVML_ERROR_NOT_SUPPORTED)))
       return false;
     return support.isSupportedDevice != 0;
   }
@@ -249,10 +346,10 @@ class RealNvml final : public NvmlApi {
     auto sample = std::make_unique<RealGpmSample>();
     if (device.is_mig()) {
       unsigned gpu_instance = 0;
-      RN50_NVML_CHECK(nvmlDeviceGetGpuInstanceId(handle(device), &gpu_instance));
-      RN50_NVML_CHECK(nvmlGpmMigSampleGet(gpu_handle(device.gpu), gpu_instance, sample->get()));
+      RN50_NVML_CHECK(nvml().nvmlDeviceGetGpuInstanceId(handle(device), &gpu_instance));
+      RN50_NVML_CHECK(nvml().nvmlGpmMigSampleGet(gpu_handle(device.gpu), gpu_instance, sample->get()));
     } else {
-      RN50_NVML_CHECK(nvmlGpmSampleGet(gpu_handle(device.gpu), sample->get()));
+      RN50_NVML_CHECK(nvml().nvmlGpmSampleGet(gpu_handle(device.gpu), sample->get()));
     }
     return sample;
   }
@@ -268,7 +365,7 @@ class RealNvml final : public NvmlApi {
     request->sample1 = dynamic_cast<const RealGpmSample&>(earlier).get();
     request->sample2 = dynamic_cast<const RealGpmSample&>(later).get();
     for (unsigned i = 0; i < kCount; ++i) request->metrics[i].metricId = kIds[i];
-    RN50_NVML_CHECK(nvmlGpmMetricsGet(request.get()));
+    RN50_NVML_CHECK(nvml().nvmlGpmMetricsGet(request.get()));
     auto value = [&](unsigned i) -> std::optional<double> {
       if (request->metrics[i].nvmlReturn != NVML_SUCCESS) return std::nullopt;  // this metric only
       return request->metrics[i].value;
@@ -280,7 +377,7 @@ class RealNvml final : public NvmlApi {
   std::optional<bool> nvlink_between(unsigned gpu_a, unsigned gpu_b) override {
     nvmlGpuP2PStatus_t status{};
     if (!answered(RN50_NVML_CHECK(
-            nvmlDeviceGetP2PStatus(gpu_handle(gpu_a), gpu_handle(gpu_b), NVML_P2P_CAPS_INDEX_NVLINK, &status),
+            nvml().nvmlDeviceGetP2PStatus(gpu_handle(gpu_a), gpu_handle(gpu_b), NVML_P2P_CAPS_INDEX_NVLINK, &status),
             NVML_ERROR_NOT_SUPPORTED))) {
       return std::nullopt;
     }
@@ -292,7 +389,7 @@ class RealNvml final : public NvmlApi {
     for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
       nvmlEnableState_t state{};
       // NOT_SUPPORTED on link 0: no NVLink at all; INVALID_ARGUMENT: past this GPU's last link.
-      const nvmlReturn_t status = RN50_NVML_CHECK(nvmlDeviceGetNvLinkState(gpu_handle(gpu), link, &state),
+      const nvmlReturn_t status = RN50_NVML_CHECK(nvml().nvmlDeviceGetNvLinkState(gpu_handle(gpu), link, &state),
                                                   NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_INVALID_ARGUMENT);
       if (status == NVML_ERROR_NOT_SUPPORTED && link == 0) return std::nullopt;
       if (!answered(status)) break;
@@ -305,7 +402,7 @@ class RealNvml final : public NvmlApi {
 
   nvmlDevice_t gpu_handle(unsigned gpu) {
     nvmlDevice_t device = nullptr;
-    RN50_NVML_CHECK(nvmlDeviceGetHandleByIndex_v2(gpu, &device));
+    RN50_NVML_CHECK(nvml().nvmlDeviceGetHandleByIndex_v2(gpu, &device));
     return device;
   }
 
@@ -313,13 +410,13 @@ class RealNvml final : public NvmlApi {
     nvmlDevice_t gpu = gpu_handle(device.gpu);
     if (!device.is_mig()) return gpu;
     nvmlDevice_t mig = nullptr;
-    RN50_NVML_CHECK(nvmlDeviceGetMigDeviceHandleByIndex(gpu, *device.mig_slot, &mig));
+    RN50_NVML_CHECK(nvml().nvmlDeviceGetMigDeviceHandleByIndex(gpu, *device.mig_slot, &mig));
     return mig;
   }
 
   std::optional<double> pcie_throughput(const NvmlDevice& device, nvmlPcieUtilCounter_t counter) {
     unsigned kb_per_s = 0;
-    if (!answered(RN50_NVML_CHECK(nvmlDeviceGetPcieThroughput(handle(device), counter, &kb_per_s),
+    if (!answered(RN50_NVML_CHECK(nvml().nvmlDeviceGetPcieThroughput(handle(device), counter, &kb_per_s),
                                   NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION)))
       return std::nullopt;
     return static_cast<double>(kb_per_s);
@@ -329,9 +426,14 @@ class RealNvml final : public NvmlApi {
 }  // namespace
 
 std::unique_ptr<NvmlApi> open_nvml(std::string* why_not) {
-  const nvmlReturn_t status = nvmlInit_v2();
+  const LoadedNvml& loaded = loaded_nvml();
+  if (!loaded.library) {
+    if (why_not) *why_not = loaded.why_not;
+    return nullptr;
+  }
+  const nvmlReturn_t status = nvml().nvmlInit_v2();
   if (status != NVML_SUCCESS) {
-    if (why_not) *why_not = std::string("NVML is unavailable: nvmlInit_v2 failed: ") + nvmlErrorString(status);
+    if (why_not) *why_not = std::string("nvmlInit_v2 failed: ") + nvml().nvmlErrorString(status);
     return nullptr;
   }
   return std::make_unique<RealNvml>();

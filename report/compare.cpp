@@ -118,6 +118,10 @@ CompareRow row_of_run(const std::string& input, const CompareOptions& o) {
   set_spread(row, epochs, run.metrics.steps);
   row.load_average = run.load_average;
   row.load_cores = run.load_cores;
+  for (const Record& e : epochs) {
+    const std::optional<double> others = e.get("others_cpu_cores");
+    if (others && (!row.others_cores || *others > *row.others_cores)) row.others_cores = others;
+  }
   if (run.machine_from.empty() && !epochs.empty()) {
     int ranks = 0;  // runs without run.json or a start table: the per-rank input waits tell the processes
     while (epochs.front().has("data_wait_s_rank" + std::to_string(ranks))) ++ranks;
@@ -361,8 +365,13 @@ bool any_price(const Comparison& c) {
 
 std::string pct(double share) { return strprintf("%.0f%%", 100 * share); }
 
-// "host was loaded when it started (load average 3.9 on 2 cores)".
+// "host was busy with other work while it trained (other processes kept 1.5 of its 2 cores busy)", or from the load
+// average before the run where its epochs do not say: "host was loaded when it started (load average 3.9 on 2 cores)".
 std::string load_text(const CompareRow& r) {
+  if (r.others_cores) {
+    return strprintf("host was busy with other work while it trained (other processes kept %.1f of its %d cores busy)",
+                     *r.others_cores, r.load_cores);
+  }
   return strprintf("host was loaded when it started (load average %.1f on %d cores)", *r.load_average, r.load_cores);
 }
 
@@ -635,6 +644,7 @@ std::string comparison_json(const Comparison& c) {
                     {"rate_spread", opt(r.spread)},
                     {"rate_spread_of", r.spread_of},
                     {"load_average", opt(r.load_average)},
+                    {"others_cpu_cores", opt(r.others_cores)},
                     {"load_cores", r.load_cores},
                     {"price_per_gpu_hour", opt(r.price_per_gpu_hour)},
                     {"price_per_hour", opt(r.price_per_hour)},

@@ -46,7 +46,17 @@ struct CompareRow {
   // The host's 1-minute load average before the run trained and the CPUs it counts against (run.json; run folders).
   std::optional<double> load_average;
   int load_cores = 0;
-  bool loaded() const { return load_average && load_cores > 0 && *load_average > load_cores; }
+  // The most cores other processes kept busy during one of the measured epochs (the epoch records' others_cpu_cores;
+  // none in records from before they had it).
+  std::optional<double> others_cores;
+  // Other work took a share of the host: measured over the epochs where they say (more than a quarter of its cores
+  // busy with other processes), else the load average before the run (above its cores). The load average alone also
+  // flagged a run started right after another, whose load it still held for minutes.
+  bool loaded() const {
+    if (others_cores && load_cores > 0) return *others_cores > kOthersShare * load_cores;
+    return load_average && load_cores > 0 && *load_average > load_cores;
+  }
+  static constexpr double kOthersShare = 0.25;
   // Projections: an ImageNet epoch and `epochs` of them at the measured rate.
   double epoch_s = 0, run_s = 0;
   double speedup = 0;  // images/s over the reference row's

@@ -8,6 +8,7 @@
 #   RN50_BASE_TAR=FILE      the cached base file system (default ~/.cache/rn50/debian-bookworm.tar)
 #   RN50_REFRESH_BASE=1     make the base again (security updates) instead of reusing the cached one
 #   RN50_EPOCHS=N           epochs of the sample's training (default 2)
+#   RN50_IMAGE=TAG          the image's tag (default rn50:cpu; another name where others use the same dockerd)
 # As root (or with sudo) it installs docker.io and mmdebstrap from Debian and starts dockerd where none runs; a
 # dockerd it started is stopped at the end.
 set -euo pipefail
@@ -15,7 +16,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 out=${RN50_CONTAINER_OUT:-/tmp/rn50-container-test}
 base_tar=${RN50_BASE_TAR:-${XDG_CACHE_HOME:-$HOME/.cache}/rn50/debian-bookworm.tar}
 base_image=rn50-debian:bookworm
-image=rn50:cpu
+image=${RN50_IMAGE:-rn50:cpu}
 epochs=${RN50_EPOCHS:-2}
 sudo_cmd=""; [[ $(id -u) != 0 ]] && sudo_cmd="sudo"
 
@@ -92,19 +93,44 @@ echo "image $image $(size "$image") bytes; build stage $(size "$image-build") by
 took build
 
 # The runtime stage's handling of what only the gpu base has, on files of this one: a library of no package, found as
-# an EXTRA pattern beside a second name of it (pip torch's and CUDA's libraries), copied once, its other name a link.
+# an EXTRA pattern beside a second name of it (pip torch's and CUDA's libraries), copied once, its other name a link;
+# a pattern that matches nothing fails.
 step "runtime-libs: a library of no package, and a second name of it"
 "$DOCKER" run --rm -v "$root/scripts/runtime-libs.sh:/runtime-libs.sh:ro" --entrypoint bash "$image-build" -c '
   set -e
   mkdir -p /opt/fake && cp -L /usr/lib/x86_64-linux-gnu/libz.so.1 /opt/fake/libfake.so.1 && ln -s libfake.so.1 /opt/fake/libfake.so
-  bash /runtime-libs.sh collect /src/build/rn50 /tmp/collected /opt/fake/*.so* /opt/none/*.so > /dev/null  # as the Dockerfile expands them
-  grep -qx "libfake.so.1 - -" /tmp/collected/libs.txt && grep -qx "libfake.so - -" /tmp/collected/libs.txt
+  # set -e ignores a command negated with !: each check below fails by its own exit status.
+  if bash /runtime-libs.sh collect /src/build/rn50 /tmp/none /opt/none/*.so; then exit 1; fi  # as the Dockerfile expands it
+  bash /runtime-libs.sh collect /src/build/rn50 /tmp/collected /opt/fake/*.so* > /dev/null
+  grep -qx "lib/libfake.so.1 - - -" /tmp/collected/libs.txt && grep -qx "lib/libfake.so - - -" /tmp/collected/libs.txt
   [[ -L /tmp/collected/lib/libfake.so && -f /tmp/collected/lib/libfake.so.1 && ! -L /tmp/collected/lib/libfake.so.1 ]]
   bash /runtime-libs.sh install /tmp/collected /tmp/runtime > /dev/null
   [[ -L /tmp/runtime/lib/libfake.so && -f /tmp/runtime/lib/libfake.so.1 ]]
-  ! [[ -e /tmp/runtime/lib/libstdc++.so.6 ]]  # a library of a package this base has is not copied
+  [[ ! -e /tmp/runtime/lib/libstdc++.so.6 ]]  # a library of a package this base has is not copied
+  grep -qx "lib/libfake.so.1 - - -" /tmp/runtime/libs.txt
+  if grep -q "^lib/libstdc++" /tmp/runtime/libs.txt; then exit 1; fi  # libs.txt lists the copies only
 ' > "$out/runtime-libs.log" 2>&1 || fail "runtime-libs.sh on a library of no package (log: $out/runtime-libs.log)"
 took runtime-libs
+
+# What rn50 loads at every start, and the list of the files it carries: no Qt, FFmpeg or GDAL (Debian's LibTorch
+# names them needed without using them: RN50_RUNTIME_AS_NEEDED), and libs.txt names every copied file.
+step "libraries: loaded at start, and libs.txt"
+"$DOCKER" run --rm --entrypoint bash "$image" -c '
+  set -e
+  echo "ldd: $(ldd /opt/rn50/bin/rn50 | wc -l) objects"
+  LD_DEBUG=libs rn50 --version 2>&1 > /dev/null | sed -n "s/.*calling init: //p" | sort -u
+' > "$out/loaded-at-start.txt" 2>&1 || fail "rn50 --version under LD_DEBUG (log: $out/loaded-at-start.txt)"
+! grep -E "libQt|libav(codec|format|util)|libgdal|libopencv_(highgui|videoio|imgcodecs)|libLLVM" \
+  "$out/loaded-at-start.txt" || fail "rn50 loads what it never uses at start (list: $out/loaded-at-start.txt)"
+"$DOCKER" run --rm --entrypoint bash "$image" -c '
+  cd /opt/rn50 && head -1 libs.txt | grep -q "^# FILE PACKAGE VERSION SOURCE" && grep -v "^#" libs.txt | cut -d" " -f1 | sort > /tmp/listed
+  find lib compat -mindepth 1 2>/dev/null | sort > /tmp/present
+  diff /tmp/listed /tmp/present && test -z "$(grep -v "^#" libs.txt | awk "NF != 4")"
+' > "$out/libs-txt.log" 2>&1 || fail "libs.txt does not list exactly the copied files (log: $out/libs-txt.log)"
+"$DOCKER" run --rm --entrypoint cat "$image" /opt/rn50/libs.txt > "$out/libs.txt"
+echo "libraries: $(head -1 "$out/loaded-at-start.txt"), $(($(wc -l < "$out/loaded-at-start.txt") - 1)) initialised by" \
+     "rn50 --version; libs.txt lists $(grep -vc '^#' "$out/libs.txt") copied files" | tee "$out/libraries.txt"
+took libraries
 
 # As the docs say to write into a bind mount: the image's own user is not root, so runs take the host user's ids.
 run() { "$DOCKER" run --rm --user "$(id -u):$(id -g)" -v "$out/work:/work" "$@"; }
@@ -143,15 +169,16 @@ EOF
 took train
 
 step "stop: docker stop ends a training run gracefully (rn50 as PID 1)"
-"$DOCKER" rm -f rn50-stop > /dev/null 2>&1
-"$DOCKER" run -d --name rn50-stop --user "$(id -u):$(id -g)" -v "$out/work:/work" "$image" train --config configs/smoke.yaml \
+stopped=${image//[:\/]/-}-stop  # a container name of this image's own
+"$DOCKER" rm -f "$stopped" > /dev/null 2>&1
+"$DOCKER" run -d --name "$stopped" --user "$(id -u):$(id -g)" -v "$out/work:/work" "$image" train --config configs/smoke.yaml \
   --data-root /work/sample --out-dir /work/runs/stop --epochs 100 --log-every 1 --device cpu > /dev/null ||
   fail "starting the run to stop"
 for _ in $(seq 600); do grep -q '"type":"step"' "$out/work/runs/stop/metrics.jsonl" 2>/dev/null && break; sleep 0.5; done
-"$DOCKER" stop -t 30 rn50-stop > /dev/null
-code=$("$DOCKER" wait rn50-stop)
-"$DOCKER" logs rn50-stop > "$out/stop.log" 2>&1
-"$DOCKER" rm rn50-stop > /dev/null
+"$DOCKER" stop -t 30 "$stopped" > /dev/null
+code=$("$DOCKER" wait "$stopped")
+"$DOCKER" logs "$stopped" > "$out/stop.log" 2>&1
+"$DOCKER" rm "$stopped" > /dev/null
 [[ "$code" == 143 ]] || fail "docker stop: exit $code, not 143 (log: $out/stop.log)"
 grep -q "stopped by SIGTERM" "$out/stop.log" || fail "no stop line (log: $out/stop.log)"
 grep -q '"type":"stop"' "$out/work/runs/stop/metrics.jsonl" || fail "no stop record"
@@ -217,7 +244,9 @@ done | tee "$out/workers.txt"
 took limits
 
 step "report: bench/ablation.py --quick"
-"$DOCKER" run --rm -v "$out/work:/work" --entrypoint python3 "$image" bench/ablation.py --quick --rn50 rn50 \
+# As the host user, like every other run here: the image's own user (uid 10001) cannot write into $out/work.
+"$DOCKER" run --rm --user "$(id -u):$(id -g)" -v "$out/work:/work" --entrypoint python3 "$image" bench/ablation.py \
+  --quick --rn50 rn50 \
   --out /work/report --work /tmp/ablation > "$out/report.log" 2>&1 || fail "ablation.py --quick (log: $out/report.log)"
 [[ -s "$out/work/report/report.md" && -s "$out/work/report/images_per_s.svg" ]] || fail "no report.md or pictures"
 tail -1 "$out/report.log"

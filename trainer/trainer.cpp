@@ -17,6 +17,7 @@
 
 #include "core/clock.h"
 #include "core/cost.h"
+#include "core/cpu_use.h"
 #include "core/errors.h"
 #include "core/files.h"
 #include "core/launch_env.h"
@@ -64,7 +65,9 @@ double peak_host_rss_gib() {
 
 class EpochLoop {
  public:
-  EpochLoop(Session& session, const TrainHooks& hooks) : s_(session), loop_(session.loop), hooks_(hooks) {
+  // local_processes: this run's processes on this host (its ranks here), whose CPU use is the run's, not other work.
+  EpochLoop(Session& session, const TrainHooks& hooks, int local_processes)
+      : s_(session), loop_(session.loop), hooks_(hooks), local_processes_(local_processes) {
     // A resumed run's best so far is in the records it kept; its checkpoint_best stays unless an epoch beats it.
     if (s_.primary() && (s_.start_epoch > 0 || s_.start_epoch_step > 0)) {
       if (const auto best = best_epoch_in(loop_.out_dir + "/" + kMetricsFile)) {
@@ -206,6 +209,7 @@ class EpochLoop {
     s_.timer->take_totals();
     if (s_.sampler) s_.sampler->take_epoch_summary();  // drop what was sampled outside training
     const auto t0 = Clock::now();
+    const CpuTimes cpu_at_start = read_cpu_times();
     auto interval_start = t0;
     int64_t interval_steps = 0;
     // Host time only: the device may be a few steps behind between the syncs below, never further than its queue.
@@ -261,6 +265,10 @@ class EpochLoop {
         break;
       }
     }
+    // Other work on the host while the epoch trained (a build, another run): what rn50 compare warns of, measured over
+    // the epoch itself rather than from the load average before the run, which a run just ended still holds up.
+    record.extra.emplace_back("others_cpu_cores",
+                              other_processes_cores(cpu_at_start, read_cpu_times(), local_processes_));
     const input::InputCounts input = source.end_epoch();
     if (s_.distributed) {
       s_.distributed->comm().sum(loss_sum);
@@ -392,6 +400,7 @@ class EpochLoop {
   Session& s_;
   const LoopOptions& loop_;
   const TrainHooks& hooks_;
+  const int local_processes_;
   StopPoint stop_;
   std::vector<double> epoch_seconds_;
   std::vector<double> epoch_rates_;  // images/s of this process's whole epochs
@@ -405,7 +414,7 @@ StopPoint train(const Config& config, const LaunchEnv& launch, std::unique_ptr<i
                 const TrainHooks& hooks) {
   Session session(config, launch, std::move(source));
   session.log_start();
-  EpochLoop loop(session, hooks);
+  EpochLoop loop(session, hooks, launch.local_world_size > 0 ? launch.local_world_size : launch.world_size);
   if (launch.world_size <= 1) return loop.run();
   try {
     return loop.run();

@@ -22,9 +22,11 @@ TEST_F(Cli, TrainingOnTheSampleLowersTheLossAndWritesEverything) {
   EXPECT_LT(epochs.back()["train_loss"].get<double>(), 0.8 * epochs.front()["train_loss"].get<double>());
   EXPECT_GT(epochs.back()["top1"].get<double>(), 0.5);
   for (const auto& key : {"wall_s", "images_per_s", "data_wait_s", "compute_s", "train_loss", "val_loss", "top1",
-                          "top5", "lr", "peak_host_rss_gib", "bad_samples"}) {
+                          "top5", "lr", "peak_host_rss_gib", "bad_samples", "others_cpu_cores"}) {
     EXPECT_TRUE(epochs.back().contains(key)) << key;
   }
+  // Linux has /proc/stat: a number of cores (rn50 compare's measure of other work on the host), never null here.
+  EXPECT_GE(epochs.back()["others_cpu_cores"].get<double>(), 0.0);
   EXPECT_TRUE(epochs.back()["peak_gpu_mem_gib"].is_null());  // unavailable on the CPU, never 0
   EXPECT_EQ(epochs.back()["bad_samples"], 0);
   EXPECT_EQ(epochs.back()["steps"], 8);

@@ -79,9 +79,10 @@ void cpu_run(const std::string& dir, const std::string& model = "resnet50", doub
 }
 
 // A CPU run folder of ResNet-50 with an epoch record per rate (the first is the warm-up epoch compare leaves out),
-// `run_json` as its run.json and step records at the rates of `step_rates` in its last epoch.
+// `run_json` as its run.json, step records at the rates of `step_rates` in its last epoch, and each epoch's
+// others_cpu_cores from `others` where given.
 void run_with(const std::string& dir, const std::vector<double>& rates, const std::string& run_json,
-              const std::vector<double>& step_rates = {}) {
+              const std::vector<double>& step_rates = {}, const std::vector<double>& others = {}) {
   ::mkdir(dir.c_str(), 0755);
   write(dir + "/config.yaml", "model: resnet50\ndata: synthetic\nimage_size: 224\nbatch_size: 64\ndevice: cpu\n");
   write(dir + "/run.json", run_json);
@@ -96,10 +97,10 @@ void run_with(const std::string& dir, const std::vector<double>& rates, const st
              "\n";
   }
   for (int e = 1; e <= last; ++e) {
-    lines += nlohmann::json{{"type", "epoch"}, {"epoch", e}, {"images_per_s", rates[e - 1]},
-                            {"wall_s", 20.0},  {"steps", 3}, {"data_wait_s", 0.1}}
-                 .dump() +
-             "\n";
+    nlohmann::json record{{"type", "epoch"}, {"epoch", e}, {"images_per_s", rates[e - 1]},
+                          {"wall_s", 20.0},  {"steps", 3}, {"data_wait_s", 0.1}};
+    if (!others.empty()) record["others_cpu_cores"] = others[e - 1];
+    lines += record.dump() + "\n";
   }
   write(dir + "/metrics.jsonl", lines);
 }
@@ -227,6 +228,41 @@ TEST(Compare, ARowWhoseHostWasLoadedIsNamedWithTheRatioItMakes) {
   EXPECT_EQ(compare(o).warnings, std::vector<std::string>{"row 1 (CPU (2 cores), busy, batch 64): its host was loaded "
                                                           "when it started (load average 3.9 on 2 cores): its "
                                                           "images/s are a loaded machine's"});
+}
+
+// The case of back-to-back runs: the second starts while the first's load still holds the 1-minute average up, but its
+// epochs measured no other work: no warning. Other processes busy on more than a quarter of the host's cores during a
+// measured epoch (the warm-up epoch left out) is the warning, whatever the load at the start.
+TEST(Compare, TheOtherProcessesCpuUseDuringTheEpochsDecidesOverTheLoadAtTheStart) {
+  rn50::testing::TempDir dir;
+  run_with(dir.file("first"), {4, 8}, run_json("[0.4, 0.5, 0.6]"), {}, {0.1, 0.05});
+  run_with(dir.file("second"), {4, 7.9}, run_json("[2.9, 1.5, 0.8]"), {}, {0.1, 0.2});
+  CompareOptions o;
+  o.inputs = {dir.file("first"), dir.file("second")};
+  Comparison c = compare(o);
+  EXPECT_FALSE(c.rows[1].loaded());
+  EXPECT_EQ(c.rows[1].others_cores, 0.2);
+  EXPECT_EQ(c.warnings, std::vector<std::string>{});
+  EXPECT_EQ(nlohmann::json::parse(comparison_json(c))["rows"][1]["others_cpu_cores"], 0.2);
+  // A quiet start, then a build on 1.2 of the 2 cores during the measured epoch; its busy warm-up epoch is no matter.
+  run_with(dir.file("busy"), {3, 4.47}, run_json("[0.3, 0.3, 0.3]"), {}, {1.9, 1.2});
+  run_with(dir.file("warm"), {3, 8}, run_json("[0.3, 0.3, 0.3]"), {}, {1.9, 0.1});
+  o.inputs = {dir.file("first"), dir.file("busy"), dir.file("warm")};
+  c = compare(o);
+  EXPECT_TRUE(c.rows[1].loaded());
+  EXPECT_FALSE(c.rows[2].loaded());
+  EXPECT_EQ(c.warnings, std::vector<std::string>{
+                            "images/s of row 2 (CPU (2 cores), busy, batch 64) and row 1 (CPU (2 cores), first, batch "
+                            "64) differ by 1.79x, but row 2's host was busy with other work while it trained (other "
+                            "processes kept 1.2 of its 2 cores busy): the ratio measures the load as much as the "
+                            "machines"});
+  // Half a core of others on 2 is within the quarter's bound (0.5); a little more is not.
+  run_with(dir.file("edge"), {3, 8}, run_json("[0.3, 0.3, 0.3]"), {}, {0.5, 0.5});
+  run_with(dir.file("over"), {3, 8}, run_json("[0.3, 0.3, 0.3]"), {}, {0.5, 0.6});
+  o.inputs = {dir.file("edge"), dir.file("over")};
+  c = compare(o);
+  EXPECT_FALSE(c.rows[0].loaded());
+  EXPECT_TRUE(c.rows[1].loaded());
 }
 
 // A row whose epochs spread widely is uncertain by that much, and a ratio within the rows' own spread is no
