@@ -3,6 +3,7 @@
 #include <cmath>
 #include <functional>
 
+#include "codecs/jpeg_codec.h"
 #include "core/files.h"
 #include "core/log.h"
 #include "core/safetensors.h"
@@ -202,6 +203,39 @@ TEST_F(Cli, DamagedSampleFilesAreNamedCountedAndSkipped) {
     EXPECT_EQ(r.output.find(std::string("damaged_") + good + ".JPEG"), std::string::npos) << good << "\n" << r.output;
   }
   EXPECT_EQ(records(path("run") + "/metrics.jsonl", "epoch").at(0)["bad_samples"].get<int>(), 30);  // 15 a class
+}
+
+// decode_memory_mb: a budget of 1 MiB, below the 8.6 MB of coefficients libjpeg holds for each of two progressive
+// 1200x1200 files, which decode one at a time and train; a file over max_image_pixels is refused with its one line as
+// before; the start-up table names the budget, config.yaml keeps it, and a negative one is a configuration error.
+TEST_F(Cli, ATinyDecodeBudgetStillTrains) {
+  make_sample("--classes 2 --per-class 10 --val-per-class 2 --size 32");
+  const fs::path cls =
+      path("data") + "/train/" + fs::directory_iterator(path("data") + "/train")->path().filename().string();
+  auto progressive = [](int side) {
+    std::vector<uint8_t> pixels(static_cast<size_t>(side) * side * 3);
+    for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>((i / 3 % side + i / 3 / side) % 256);
+    return codecs::encode_jpeg(pixels.data(), side, side, 3, 80, /*progressive=*/true);
+  };
+  for (const auto& [name, side] :
+       {std::pair<const char*, int>{"big_0.JPEG", 1200}, {"big_1.JPEG", 1200}, {"over.JPEG", 1500}}) {
+    const std::vector<uint8_t> bytes = progressive(side);
+    std::ofstream(cls / name, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  // 23 files, batch 23: each is met once.
+  const std::string args = small_run(path("data"), path("run")) +
+                           " --batch-size 23 --workers 4 --epochs 1 --validate=off --max-image-pixels 2000000";
+  const Result r = rn50(args + " --decode-memory-mb 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 MiB of images being decoded at once (decode_memory_mb)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("over.JPEG: 1500x1500 is 2250000 pixels, above max_image_pixels (2000000)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("big_"), std::string::npos) << r.output;  // decoded, not skipped
+  EXPECT_EQ(records(path("run") + "/metrics.jsonl", "epoch").at(0)["bad_samples"], 1);
+  EXPECT_NE(read_text(path("run") + "/config.yaml").find("\ndecode_memory_mb: 1\n"), std::string::npos);
+  expect_exit_2_naming(args + " --decode-memory-mb -1", "config key 'decode_memory_mb': must be 0 (automatic) to");
 }
 
 TEST_F(Cli, DatasetProblemsStopBeforeTrainingWithOneLine) {
