@@ -303,6 +303,23 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
                        "config key 'out_dir': cannot create");
 }
 
+// A misspelt option is named as typed with the option it is nearest to (a YAML key's '_' read as '-'), on every
+// command; a name near none, or a one-letter option, gets no guess.
+TEST_F(Cli, AMisspeltOptionSuggestsTheNearestOne) {
+  expect_exit_2_naming("train --batchsize 8",
+                       "unknown option '--batchsize' (did you mean --batch-size?); rn50 train --help lists them");
+  expect_exit_2_naming("train --data_root /x", "unknown option '--data_root' (did you mean --data-root?)");
+  expect_exit_2_naming("train --resume-overide", "unknown option '--resume-overide' (did you mean --resume-override?)");
+  expect_exit_2_naming("export --checkpont x --out y", "unknown option '--checkpont' (did you mean --checkpoint?)");
+  for (const char* far : {"train --qqqqqqqq 1", "train -b 8"}) {
+    const Result r = rn50(far);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("unknown option '"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("did you mean"), std::string::npos) << r.output;
+  }
+  expect_exit_2_naming("train -b 8", "unknown option '-b'; rn50 train --help lists them");
+}
+
 // The CPU figures, and with --pin the all-thread one again with pinned threads: both positive.
 TEST_F(Cli, BenchDecodeMeasuresPinnedThreadsToo) {
   const Result r = rn50("bench-decode --files 2 --seconds 0.1 --threads 2 --pin");
