@@ -659,6 +659,15 @@ TEST_F(Cli, DoctorRunsWithoutAGpuAndComparesPrices) {
   }
   EXPECT_TRUE(has_verdict && has_storage && has_cost) << r.output;
   EXPECT_EQ(limits, 4) << r.output;  // quota, memory, memlock, /dev/shm
+  // It says what it measures as it goes (a run takes minutes), in order, before the report.
+  size_t said = 0;
+  for (const std::string& what : std::vector<std::string>{"the CPU's JPEG decode rate", "reading " + path("data"),
+                                                          "training steps of resnet50"}) {
+    const size_t at = r.output.find("rn50 doctor: measuring " + what + " ...\n", said);
+    EXPECT_NE(at, std::string::npos) << what << "\n" << r.output;
+    said = at == std::string::npos ? said : at;
+  }
+  EXPECT_LT(said, r.output.find("[\n"));
   // --limits: the usable cores and the limits alone, no measurement.
   r = rn50("doctor --limits --json --device cpu");
   ASSERT_EQ(r.code, 0) << r.output;
