@@ -8,6 +8,8 @@
 #   RN50_BASE_TAR=FILE      the cached base file system (default ~/.cache/rn50/debian-bookworm.tar)
 #   RN50_REFRESH_BASE=1     make the base again (security updates) instead of reusing the cached one
 #   RN50_EPOCHS=N           epochs of the sample's training (default 2)
+#   RN50_IMAGE=TAG          the image's tag (default rn50:cpu; its build stage TAG-build): several checkouts that
+#                           share one dockerd each use their own
 # As root (or with sudo) it installs docker.io and mmdebstrap from Debian and starts dockerd where none runs; a
 # dockerd it started is stopped at the end.
 set -euo pipefail
@@ -15,7 +17,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 out=${RN50_CONTAINER_OUT:-/tmp/rn50-container-test}
 base_tar=${RN50_BASE_TAR:-${XDG_CACHE_HOME:-$HOME/.cache}/rn50/debian-bookworm.tar}
 base_image=rn50-debian:bookworm
-image=rn50:cpu
+image=${RN50_IMAGE:-rn50:cpu}
+stop_container=$(echo "$image" | tr ':/' '--')-stop  # named after the image: unique per checkout too
 epochs=${RN50_EPOCHS:-2}
 sudo_cmd=""; [[ $(id -u) != 0 ]] && sudo_cmd="sudo"
 
@@ -143,15 +146,15 @@ EOF
 took train
 
 step "stop: docker stop ends a training run gracefully (rn50 as PID 1)"
-"$DOCKER" rm -f rn50-stop > /dev/null 2>&1
-"$DOCKER" run -d --name rn50-stop --user "$(id -u):$(id -g)" -v "$out/work:/work" "$image" train --config configs/smoke.yaml \
+"$DOCKER" rm -f "$stop_container" > /dev/null 2>&1 || true  # 20.10 fails on no such container
+"$DOCKER" run -d --name "$stop_container" --user "$(id -u):$(id -g)" -v "$out/work:/work" "$image" train --config configs/smoke.yaml \
   --data-root /work/sample --out-dir /work/runs/stop --epochs 100 --log-every 1 --device cpu > /dev/null ||
   fail "starting the run to stop"
 for _ in $(seq 600); do grep -q '"type":"step"' "$out/work/runs/stop/metrics.jsonl" 2>/dev/null && break; sleep 0.5; done
-"$DOCKER" stop -t 30 rn50-stop > /dev/null
-code=$("$DOCKER" wait rn50-stop)
-"$DOCKER" logs rn50-stop > "$out/stop.log" 2>&1
-"$DOCKER" rm rn50-stop > /dev/null
+"$DOCKER" stop -t 30 "$stop_container" > /dev/null
+code=$("$DOCKER" wait "$stop_container")
+"$DOCKER" logs "$stop_container" > "$out/stop.log" 2>&1
+"$DOCKER" rm "$stop_container" > /dev/null
 [[ "$code" == 143 ]] || fail "docker stop: exit $code, not 143 (log: $out/stop.log)"
 grep -q "stopped by SIGTERM" "$out/stop.log" || fail "no stop line (log: $out/stop.log)"
 grep -q '"type":"stop"' "$out/work/runs/stop/metrics.jsonl" || fail "no stop record"
