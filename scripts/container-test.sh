@@ -220,7 +220,7 @@ done | tee "$out/workers.txt"
 took limits
 
 step "report: bench/ablation.py --quick"
-"$DOCKER" run --rm -v "$out/work:/work" --entrypoint python3 "$image" bench/ablation.py --quick --rn50 rn50 \
+run --entrypoint python3 "$image" bench/ablation.py --quick --rn50 rn50 \
   --out /work/report --work /tmp/ablation > "$out/report.log" 2>&1 || fail "ablation.py --quick (log: $out/report.log)"
 [[ -s "$out/work/report/report.md" && -s "$out/work/report/images_per_s.svg" ]] || fail "no report.md or pictures"
 tail -1 "$out/report.log"
