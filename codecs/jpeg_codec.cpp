@@ -305,6 +305,7 @@ JpegInfo read_jpeg_header(const uint8_t* bytes, size_t size) {
   info.height = static_cast<int>(cinfo->image_height);
   info.components = cinfo->num_components;
   info.progressive = cinfo->progressive_mode != 0;
+  info.multi_scan = jpeg_has_multiple_scans(cinfo) != 0;
   return info;
 }
 
@@ -319,7 +320,9 @@ uint64_t decode_memory_bytes(const JpegInfo& info, const CropRect& rect, int out
   const uint64_t components = static_cast<uint64_t>(std::max(1, info.components));
   const uint64_t rows = width * 32 * components;  // a row group of each component, with its context rows
   const uint64_t coefficients =
-      info.progressive ? static_cast<uint64_t>(info.width) * static_cast<uint64_t>(info.height) * components * 2 : 0;
+      info.progressive || info.multi_scan
+          ? static_cast<uint64_t>(info.width) * static_cast<uint64_t>(info.height) * components * 2
+          : 0;
   return region * channels + rows + coefficients;
 }
 

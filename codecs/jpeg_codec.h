@@ -12,6 +12,10 @@ struct JpegInfo {
   int height = 0;
   int components = 0;  // 1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK
   bool progressive = false;
+  // libjpeg holds the whole image's coefficients while it decodes: a progressive file, or a sequential one whose first
+  // scan carries fewer components than the frame (a scan per component), as libjpeg decides it (jdinput.c). The walk
+  // assumes it where it finds no scan header.
+  bool multi_scan = false;
   bool arithmetic = false;  // arithmetic-coded (SOF9..SOF15) rather than Huffman-coded (set by the frame-header walk)
   // 3 components stored as R, G, B rather than YCbCr, as libjpeg decides it: no JFIF marker, and an Adobe marker
   // with transform 0 or, without one, component ids 'R', 'G', 'B'. (Set by the frame-header walk only.)
@@ -70,7 +74,7 @@ void check_arithmetic_scans(const uint8_t* bytes, size_t size);
 
 // The bytes decode_crop_resize holds for `rect` of an image with header `info` decoded to out_width x out_height,
 // known before decoding: the region at its DCT scale (RGB, or CMYK and its RGB copy), libjpeg's rows of the whole
-// width at that scale, and for a progressive file libjpeg's coefficients of the whole image (2 bytes a sample, each
+// width at that scale, and for a multi-scan file libjpeg's coefficients of the whole image (2 bytes a sample, each
 // component counted at full resolution: 1 GB for a 13000x13000 colour image, whatever the scale). An upper bound,
 // for the decode budget (data/decode_budget.h); check_arithmetic_scans holds no more.
 uint64_t decode_memory_bytes(const JpegInfo& info, const CropRect& rect, int out_width, int out_height);

@@ -161,6 +161,8 @@ JpegInfo parse_jpeg_frame_header(const uint8_t* bytes, size_t size) {
     }
     size_t sos = 0;
     info.header_bytes = scan_header_end(bytes, size, pos + length, &sos);
+    // The first scan's component count (the byte after its length) against the frame's, as libjpeg decides it.
+    info.multi_scan = info.progressive || info.header_bytes < sos + 3 || bytes[sos + 2] < info.components;
     // An end-of-image marker inside the header (an EXIF thumbnail's) does not end the image: the GPU decoders, which
     // do not report a premature end as libjpeg does, get no file cut inside its scan data.
     if (info.header_bytes > 0 && last_end_of_image(bytes, size) < info.header_bytes)

@@ -60,9 +60,16 @@ cxxopts::ParseResult parse_options(cxxopts::Options& options, int argc, char** a
         }
       }
     }
-    const bool close = !best.empty() && best_distance <= std::max<size_t>(2, name.size() / 3);
-    throw ConfigError("unknown option '--" + name + "'" + (close ? " (did you mean --" + best + "?)" : "") + "; " +
-                      options.program() + " --help lists them");
+    // As it was typed: a short option (-b) is one letter, too short to guess a long one from.
+    bool typed_long = false;
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      if (arg == "--" + name || arg.rfind("--" + name + "=", 0) == 0) typed_long = true;
+    }
+    const bool close = typed_long && !best.empty() && best_distance <= std::max<size_t>(2, name.size() / 3);
+    throw ConfigError("unknown option '" + std::string(typed_long ? "--" : "-") + name + "'" +
+                      (close ? " (did you mean --" + best + "?)" : "") + "; " + options.program() +
+                      " --help lists them");
   }
 }
 

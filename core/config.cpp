@@ -21,6 +21,8 @@ namespace rn50 {
 namespace {
 
 constexpr uintmax_t kMaxConfigBytes = 1 << 20;
+// 16 TiB: past any host's memory, and its bytes still fit 64 bits many times over.
+constexpr int64_t kMaxDecodeMemoryMb = int64_t{1} << 24;
 
 [[noreturn]] void bad_value(const std::string& key, const std::string& value, const std::string& expected) {
   throw ConfigError("config key '" + key + "': '" + value + "' is not " + expected);
@@ -251,6 +253,10 @@ std::vector<ConfigKey> make_keys() {
       int_key("max_image_pixels", &C::max_image_pixels,
               "an image whose header claims more pixels (width x height) is a bad sample, never decoded (Pillow's "
               "decompression-bomb limit; a 12000x12000 photo is 144 million)"),
+      int_key("decode_memory_mb", &C::decode_memory_mb,
+              "MiB of decoded images the decode threads may hold at once, per process; an image larger than that "
+              "decodes alone (0: a quarter of the cgroup memory limit, else of the machine's memory, shared by the "
+              "processes of a launch on this host)"),
       int_key("synthetic_images", &C::synthetic_images, "images per epoch when data is synthetic"),
       int_key("epochs", &C::epochs, "epochs to train"),
       int_key("max_steps", &C::max_steps, "stop each epoch after this many steps (0: the whole epoch)"),
@@ -432,6 +438,8 @@ void validate(Config& c) {
   require(c.prefetch >= 1 && c.prefetch <= 64, "prefetch", "must be 1 to 64 (each holds a batch in host memory)");
   require(c.max_image_bytes >= 1, "max_image_bytes", "must be at least 1");
   require(c.max_image_pixels >= 1, "max_image_pixels", "must be at least 1");
+  require(c.decode_memory_mb >= 0 && c.decode_memory_mb <= kMaxDecodeMemoryMb, "decode_memory_mb",
+          "must be 0 (automatic) to " + std::to_string(kMaxDecodeMemoryMb) + " (16 TiB)");
   require(c.decode_ahead_batches >= 1 && c.decode_ahead_batches <= 4, "decode_ahead_batches", "must be 1 to 4");
   require(c.synthetic_images >= c.batch_size || c.data != DataSource::kSynthetic, "synthetic_images",
           "must be at least batch_size");

@@ -51,7 +51,8 @@ struct Config {
   bool strict_data = false;
   int64_t max_image_bytes = kDefaultMaxImageBytes;    // larger files are bad samples, never read
   int64_t max_image_pixels = kDefaultMaxImagePixels;  // width x height above this: a bad sample, never decoded
-  int64_t synthetic_images = 25600;                   // images per epoch in synthetic mode
+  int64_t decode_memory_mb = 0;      // decoded bytes in flight per process (data/decode_budget.h); 0: from the memory
+  int64_t synthetic_images = 25600;  // images per epoch in synthetic mode
 
   // optimisation
   int epochs = 90;

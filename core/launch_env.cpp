@@ -1,6 +1,7 @@
 // core/launch_env.cpp: parsing of the launchers' rank variables.
 #include "core/launch_env.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 
@@ -63,6 +64,10 @@ LaunchEnv read_launch_env(const std::function<std::optional<std::string>(const s
     return env;
   }
   return env;
+}
+
+int local_processes(const LaunchEnv& env) {
+  return env.local_world_size > 0 ? env.local_world_size : std::max(1, env.world_size);
 }
 
 LaunchEnv read_launch_env() {

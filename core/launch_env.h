@@ -18,6 +18,10 @@ struct LaunchEnv {
   std::string source = "none";  // torchrun | slurm | openmpi | none
 };
 
+// The processes of this launch on this host, which share its memory (a container's limit): the launcher's local
+// count, else the whole world where the launcher does not say (Slurm's uneven "2(x3)": at most that many), 1 alone.
+int local_processes(const LaunchEnv& env);
+
 // Reads, in this order of precedence: torchrun (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE),
 // Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE), Open MPI (OMPI_COMM_WORLD_RANK,
 // _SIZE, _LOCAL_RANK, _LOCAL_SIZE); then MASTER_ADDR and MASTER_PORT, whichever launcher it was.

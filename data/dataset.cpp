@@ -63,7 +63,7 @@ SampleGeometry sample_geometry(const SampleTransform& transform, int width, int 
   return geometry;
 }
 
-void ImageDataset::load_encoded(size_t, uint64_t, EncodedSample&) const {
+void ImageDataset::load_encoded(size_t, uint64_t, EncodedSample&, DecodeBudget*) const {
   throw std::logic_error("this image source hands out decoded pixels only");
 }
 
@@ -102,7 +102,7 @@ void JpegFolderDataset::load(size_t index, uint64_t epoch, uint8_t* out, WorkerS
   }
 }
 
-void JpegFolderDataset::load_encoded(size_t index, uint64_t epoch, EncodedSample& out) const {
+void JpegFolderDataset::load_encoded(size_t index, uint64_t epoch, EncodedSample& out, DecodeBudget* budget) const {
   const std::string& path = folder_.files.at(index);
   read_file(path, out.bytes, limits_.max_bytes);
   try {
@@ -110,8 +110,17 @@ void JpegFolderDataset::load_encoded(size_t index, uint64_t epoch, EncodedSample
     check_pixels(out.info, limits_.max_pixels);
     codecs::check_first_scan_length(out.info);  // nvJPEG decodes scan data cut short without an error
     // nvJPEG decodes no arithmetic coding (the GPU path hands it to libjpeg), and libjpeg's arithmetic decoder says
-    // nothing of data that ends early: checked here, on the loader's thread, as the CPU path checks it.
-    if (out.info.arithmetic) codecs::check_arithmetic_scans(out.bytes.data(), out.bytes.size());
+    // nothing of data that ends early: checked here, on the loader's thread, as the CPU path checks it. The check
+    // decodes at 1/8 scale, and a multi-scan file's coefficients of the whole image with it: within the budget, as
+    // the CPU path's decode is (sixteen loader threads would otherwise hold 1 GB each for 13000x13000 files).
+    if (out.info.arithmetic) {
+      const codecs::CropRect whole{0, 0, out.info.width, out.info.height};
+      const DecodeBudget::Hold hold = budget
+                                          ? budget->acquire(codecs::decode_memory_bytes(
+                                                out.info, whole, (out.info.width + 7) / 8, (out.info.height + 7) / 8))
+                                          : DecodeBudget::Hold();
+      codecs::check_arithmetic_scans(out.bytes.data(), out.bytes.size());
+    }
     out.geometry = sample_geometry(transform_, out.info.width, out.info.height, epoch, index);
     out.index = index;
   } catch (const DecodeError& e) {

@@ -65,10 +65,11 @@ class ImageDataset {
   // holding its decoded bytes of scratch.budget while it decodes. Throws rn50::DecodeError when the sample cannot be
   // used.
   virtual void load(size_t index, uint64_t epoch, uint8_t* out, WorkerScratch& scratch) const = 0;
-  // Reads sample `index` without decoding it, with the crop and flip of `epoch` (GPU decoding). Throws
+  // Reads sample `index` without decoding it, with the crop and flip of `epoch` (GPU decoding), holding `budget`'s
+  // bytes for what it checks by decoding (an arithmetic-coded file's scans; null: unbounded). Throws
   // rn50::DecodeError when the file cannot be read or its header is not a usable JPEG's. Sources that only
   // hand out pixels keep this default, which throws std::logic_error.
-  virtual void load_encoded(size_t index, uint64_t epoch, EncodedSample& out) const;
+  virtual void load_encoded(size_t index, uint64_t epoch, EncodedSample& out, DecodeBudget* budget = nullptr) const;
 };
 
 class JpegFolderDataset final : public ImageDataset {
@@ -78,7 +79,7 @@ class JpegFolderDataset final : public ImageDataset {
   int64_t label(size_t index) const override { return folder_.labels[index]; }
   std::string describe(size_t index) const override { return folder_.files[index]; }
   void load(size_t index, uint64_t epoch, uint8_t* out, WorkerScratch& scratch) const override;
-  void load_encoded(size_t index, uint64_t epoch, EncodedSample& out) const override;
+  void load_encoded(size_t index, uint64_t epoch, EncodedSample& out, DecodeBudget* budget = nullptr) const override;
   const std::vector<std::string>& classes() const { return folder_.classes; }
   const SampleTransform& transform() const { return transform_; }
 

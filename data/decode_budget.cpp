@@ -1,6 +1,7 @@
-// data/decode_budget.cpp: DecodeBudget, a counting budget taken in turn, and the process's default budget.
+// data/decode_budget.cpp: DecodeBudget, a counting budget taken in turn, and the size of a process's budget.
 #include "data/decode_budget.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "core/limits.h"
@@ -58,15 +59,18 @@ uint64_t DecodeBudget::peak_in_flight() const {
   return peak_;
 }
 
-uint64_t default_decode_budget_bytes() {
+ProcessMemory process_memory() {
   const CgroupLimits limits = read_cgroup_limits();
-  const uint64_t memory = limits.memory_bytes ? *limits.memory_bytes : physical_memory_bytes();
-  return memory > 0 ? memory / 4 : uint64_t{4} << 30;  // 4 GiB where the memory is unknown
+  const uint64_t machine = physical_memory_bytes();
+  // A limit at or above the machine's memory is no limit (cgroup v1 often holds such a number).
+  if (limits.memory_bytes && (machine == 0 || *limits.memory_bytes < machine)) return {*limits.memory_bytes, true};
+  return {machine, false};
 }
 
-std::shared_ptr<DecodeBudget> process_decode_budget() {
-  static const std::shared_ptr<DecodeBudget> budget = std::make_shared<DecodeBudget>(default_decode_budget_bytes());
-  return budget;
+uint64_t decode_budget_bytes(uint64_t configured_bytes, uint64_t memory_bytes, int local_processes) {
+  if (configured_bytes > 0) return configured_bytes;
+  const uint64_t memory = memory_bytes > 0 ? memory_bytes : uint64_t{16} << 30;
+  return memory / 4 / static_cast<uint64_t>(std::max(1, local_processes));
 }
 
 }  // namespace rn50::data

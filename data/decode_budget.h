@@ -5,7 +5,6 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <memory>
 #include <mutex>
 
 namespace rn50::data {
@@ -54,12 +53,18 @@ class DecodeBudget {
   uint64_t next_ticket_ = 0, serving_ = 0;  // the order of the waiting calls
 };
 
-// A quarter of this process's cgroup memory limit (core/limits.h) where it has one, else of the machine's memory:
-// room for the model, the batches and the rest beside the images being decoded.
-uint64_t default_decode_budget_bytes();
+// What the automatic budget is a share of: this process's cgroup memory limit (core/limits.h) where it has one, else
+// the machine's memory.
+struct ProcessMemory {
+  uint64_t bytes = 0;  // 0: neither could be read
+  bool cgroup = false;
+};
+ProcessMemory process_memory();
 
-// The process's budget of default_decode_budget_bytes(), made on first use: every loader given no other shares it
-// (a run's training and validation loaders decode at the same time at an epoch's end).
-std::shared_ptr<DecodeBudget> process_decode_budget();
+// A process's budget: `configured_bytes` where it is set (decode_memory_mb), else a quarter of `memory_bytes` (room
+// for the model, the batches and the rest beside the images being decoded; 0, unknown, is taken as 16 GiB) shared
+// evenly by the `local_processes` on this host that have that memory (the ranks of a launch in one container, each
+// with a budget of its own). Below 1, `local_processes` counts as 1.
+uint64_t decode_budget_bytes(uint64_t configured_bytes, uint64_t memory_bytes, int local_processes);
 
 }  // namespace rn50::data

@@ -176,7 +176,7 @@ struct BatchLoader::State {
       if (!known_bad_reason(index, reason)) {
         try {
           if (encoded != nullptr)
-            dataset.load_encoded(index, epoch, *encoded);
+            dataset.load_encoded(index, epoch, *encoded, scratch.budget);
           else
             dataset.load(index, epoch, image, scratch);
           *label = dataset.label(index);

@@ -75,9 +75,8 @@ struct LoaderOptions {
   // -1: the workers are not pinned.
   int pin_first_cpu = -1;
   // The decoded bytes the decode threads may hold at once (data/decode_budget.h), shared with every loader given the
-  // same budget: by default the process's, a quarter of its cgroup memory limit or of the machine's memory. Null: no
-  // bound.
-  std::shared_ptr<DecodeBudget> decode_budget = process_decode_budget();
+  // same budget (a run's training and validation loaders decode at the same time at an epoch's end). Null: no bound.
+  std::shared_ptr<DecodeBudget> decode_budget;
 };
 
 // Called once for every bad sample that is skipped (its description and the reason), from whichever thread met it;

@@ -35,6 +35,7 @@ class CpuDecodeSource final : public InputSource {
 
   std::vector<std::pair<std::string, std::string>> describe() const override {
     return {{"(input copy)", async_upload_ ? "pinned, asynchronous on a copy stream" : "blocking copy"},
+            data_.describe_decode_budget(),
             {"(train images)", std::to_string(info_.train_images)}};
   }
 

@@ -13,7 +13,10 @@
 namespace rn50::input {
 
 FolderData::FolderData(const InputOptions& options, const InputContext& context)
-    : options_(options), context_(context), pinned_(options.pin_memory && context.device.is_cuda()) {
+    : options_(options),
+      context_(context),
+      pinned_(options.pin_memory && context.device.is_cuda()),
+      decode_budget_(std::make_shared<data::DecodeBudget>(options.decode_budget_bytes)) {
   data::SampleTransform train_tf;
   train_tf.train = true;
   train_tf.image_size = options.image_size;
@@ -52,6 +55,12 @@ std::shared_ptr<HostAllocator> FolderData::host_allocator() const {
   return pinned_ ? cuda::make_pinned_allocator() : std::shared_ptr<HostAllocator>(make_pageable_allocator());
 }
 
+std::pair<std::string, std::string> FolderData::describe_decode_budget() const {
+  return {"(decode budget)", strprintf("%.0f MiB of images being decoded at once (%s)",
+                                       static_cast<double>(options_.decode_budget_bytes) / (1 << 20),
+                                       options_.decode_budget_origin.c_str())};
+}
+
 data::LoaderOptions FolderData::loader_options(bool train) const {
   data::LoaderOptions options;
   options.batch_size = options_.batch_size;
@@ -60,6 +69,7 @@ data::LoaderOptions FolderData::loader_options(bool train) const {
   options.pin_first_cpu = options_.pin_workers ? std::max(0, context_.local_rank * options_.workers) : -1;
   options.drop_last = train;
   options.strict = options_.strict_data;
+  options.decode_budget = decode_budget_;
   return options;
 }
 

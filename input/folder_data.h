@@ -25,6 +25,8 @@ class FolderData {
   // Pinned (page-locked) host memory where the run copies to a GPU with pin_memory, pageable otherwise.
   bool pinned() const { return pinned_; }
   std::shared_ptr<HostAllocator> host_allocator() const;
+  // The start-up table's row of the decode budget.
+  std::pair<std::string, std::string> describe_decode_budget() const;
 
   // This rank's share of epoch `epoch`'s shuffled order from step `first_step` on, batched into `pool`.
   std::unique_ptr<data::BatchLoader> train_loader(int64_t epoch, data::BatchPool& pool, int64_t first_step = 0);
@@ -41,6 +43,7 @@ class FolderData {
   InputContext context_;
   bool pinned_ = false;
   std::unique_ptr<data::JpegFolderDataset> train_, val_;  // val_: null without validation
+  std::shared_ptr<data::DecodeBudget> decode_budget_;     // every loader's
   bool unpinned_workers_logged_ = false;
 };
 

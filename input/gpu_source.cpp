@@ -69,7 +69,7 @@ class GpuDecodeSource final : public InputSource {
   std::vector<std::pair<std::string, std::string>> describe() const override {
     const char* queues = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
     return {{"(decode)", decoder_->describe()},
-            {"(cuda hardware queues)", queues ? queues : "CUDA's default (8)"},
+            {"(cuda hardware queues)", queues ? queues : "CUDA's default (8)"}, data_.describe_decode_budget(),
             {"(train images)", std::to_string(info_.train_images)}};
   }
 

@@ -38,6 +38,10 @@ struct InputOptions {
   bool pin_workers = false;
   bool strict_data = false;
   data::SampleLimits limits;
+  // The bytes of decoded images the decode threads may hold at once, one budget for the training and validation
+  // loaders (data/decode_budget.h), and where the figure came from, for the start-up table.
+  uint64_t decode_budget_bytes = uint64_t{4} << 30;
+  std::string decode_budget_origin;
   // GPU decoding
   bool decode_yuv = false;
   bool decode_ahead = true;

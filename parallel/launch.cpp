@@ -149,8 +149,18 @@ int launch_local(const LaunchOptions& options) {
         if (pids[rank] != done) continue;
         pids[rank] = -1;
         --running;
-        if (exit_code_of(status) != 0 && result == 0) {
-          result = exit_code_of(status);
+        const int code = exit_code_of(status);
+        // A rank that exited 130 or 143 itself stopped on a signal, after a step every rank agreed on: the others stop
+        // there too, by themselves, with its grace. A signal from here would be their second, which ends a rank at
+        // once, mid-checkpoint.
+        const bool stopped_by_signal = WIFEXITED(status) && (code == 128 + SIGINT || code == 128 + SIGTERM);
+        if (stopped_by_signal && !stopping && running > 0) {
+          stopping = true;
+          stop_deadline =
+              std::chrono::steady_clock::now() + std::chrono::seconds(std::max(options.grace_s, kSignalGraceS));
+        }
+        if (code != 0 && result == 0) {
+          result = code;
           if (!stopping && running > 0) {
             std::fprintf(stderr, "rn50 launch: rank %zu %s; stopping the other %d\n", rank,
                          describe_status(status).c_str(), running);

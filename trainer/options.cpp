@@ -2,6 +2,9 @@
 #include "trainer/options.h"
 
 #include "core/config.h"
+#include "core/launch_env.h"
+#include "core/log.h"
+#include "data/decode_budget.h"
 
 namespace rn50::trainer {
 
@@ -17,7 +20,7 @@ at::ScalarType compute_dtype(Precision precision) {
   return at::kFloat;
 }
 
-input::InputOptions input_options(const Config& c) {
+input::InputOptions input_options(const Config& c, const LaunchEnv& launch) {
   input::InputOptions o;
   o.kind = c.data == DataSource::kSynthetic ? input::SourceKind::kSynthetic
            : c.decode == Decode::kGpu       ? input::SourceKind::kGpuDecode
@@ -37,6 +40,17 @@ input::InputOptions input_options(const Config& c) {
   o.strict_data = c.strict_data;
   o.limits.max_bytes = c.max_image_bytes;
   o.limits.max_pixels = c.max_image_pixels;
+  const data::ProcessMemory memory = data::process_memory();
+  const int processes = local_processes(launch);
+  o.decode_budget_bytes =
+      data::decode_budget_bytes(static_cast<uint64_t>(c.decode_memory_mb) << 20, memory.bytes, processes);
+  o.decode_budget_origin =
+      c.decode_memory_mb > 0 ? "decode_memory_mb"
+                             : std::string("a quarter of ") +
+                                   (memory.bytes == 0 ? "16 GiB, the memory unknown"
+                                    : memory.cgroup   ? "the cgroup memory limit"
+                                                      : "the machine's memory") +
+                                   (processes > 1 ? strprintf(", shared by %d processes on this host", processes) : "");
   o.decode_yuv = c.decode_yuv;
   o.decode_ahead = c.decode_ahead;
   o.decode_ahead_batches = c.decode_ahead_batches;

@@ -17,6 +17,7 @@
 
 namespace rn50 {
 struct Config;
+struct LaunchEnv;
 enum class Precision;
 }  // namespace rn50
 
@@ -25,7 +26,9 @@ namespace rn50::trainer {
 // The dtype the step computes in and its input arrives in: half or bfloat16 under autocast, float32 otherwise.
 at::ScalarType compute_dtype(Precision precision);
 
-input::InputOptions input_options(const Config& config);
+// The input's options for this process of `launch`: its decode budget is decode_memory_mb, or its share of the
+// memory with the other processes of the launch on this host.
+input::InputOptions input_options(const Config& config, const LaunchEnv& launch);
 models::ModelOptions model_options(const Config& config, int64_t num_classes);
 StepOptions step_options(const Config& config);
 // The optimizer for `model`: its no-decay names come from the model (unless decay_bn_and_bias).

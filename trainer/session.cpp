@@ -91,7 +91,7 @@ void apply_math_switches(const Config& config) {
 Session::Session(const Config& config, const LaunchEnv& launch, std::unique_ptr<input::InputSource> source_in)
     : loop(loop_options(config)), device(resolve_device(config.device, launch.local_rank)), config_(config) {
   check_device(config, device);
-  const input::InputOptions input = input_options(config);
+  const input::InputOptions input = input_options(config, launch);
   input::check_input_device(input.kind, device);
   apply_math_switches(config);
   // All device work, warm-up included, runs on one non-default stream: CUDA graph capture needs it.

@@ -108,8 +108,10 @@ class EpochLoop {
         keep_if_best(record);
         if (hooks_.epoch_end) hooks_.epoch_end(record.epoch);
       }
-      // A stop during validation (or since the last step): the epoch is whole, its checkpoint written.
+      // A stop during validation, or since the epoch's last step (during its checkpoint's write, say): the epoch is
+      // whole, its checkpoint written, and the run ends here with the signal's exit code.
       if (stop_.signal || should_stop(/*every_step=*/true)) {
+        if (!stop_.signal) stop_.signal = stop::requested();
         stop_.epoch = epoch + 1;
         stop_.epoch_step = 0;
         stop_.global_step = s_.global_step;

@@ -47,6 +47,7 @@ void expect_same_header(const std::vector<uint8_t>& jpeg, const std::string& wha
   EXPECT_EQ(mine.height, libjpeg.height);
   EXPECT_EQ(mine.components, libjpeg.components);
   EXPECT_EQ(mine.progressive, libjpeg.progressive);
+  EXPECT_EQ(mine.multi_scan, libjpeg.multi_scan);
 }
 
 // Whether libjpeg itself reads the file's three components as R, G, B (its jpeg_color_space after the header).
@@ -80,6 +81,32 @@ TEST(JpegHeader, MatchesLibjpegOnGeneratedJpegsOfEveryKind) {
   EXPECT_EQ(info.height, 375);
   EXPECT_EQ(info.components, 3);
   EXPECT_TRUE(info.progressive);
+}
+
+// A sequential file with a scan per component holds the whole image's coefficients in libjpeg as a progressive one does
+// (1000x800: 4.8 MB, against 0.1 MB of rows for the same file interleaved): both readers say so, and its decoded size
+// for the decode budget counts them.
+TEST(JpegHeader, TellsMultiScanFilesAsLibjpegDoes) {
+  const std::vector<uint8_t> separate = test::non_interleaved_jpeg(1000, 800);
+  const std::vector<uint8_t> interleaved = rgb_jpeg(1000, 800, false);
+  for (const auto& [jpeg, multi] : {std::pair{&separate, true}, {&interleaved, false}}) {
+    const JpegInfo info = parse_jpeg_frame_header(jpeg->data(), jpeg->size());
+    EXPECT_FALSE(info.progressive);
+    EXPECT_EQ(info.multi_scan, multi);
+    EXPECT_EQ(read_jpeg_header(jpeg->data(), jpeg->size()).multi_scan, multi);
+    const uint64_t bytes = decode_memory_bytes(info, {0, 0, 1000, 800}, 32, 32);
+    if (multi) {
+      EXPECT_GE(bytes, uint64_t{1000} * 800 * 3 * 2);
+    } else {
+      EXPECT_LT(bytes, uint64_t{1} << 20);
+    }
+  }
+  const std::vector<uint8_t> progressive = rgb_jpeg(64, 48, true);
+  EXPECT_TRUE(parse_jpeg_frame_header(progressive.data(), progressive.size()).multi_scan);
+  // The decoder reads it as it reads any other.
+  std::vector<uint8_t> out(32 * 32 * 3);
+  DecodeScratch scratch;
+  decode_crop_resize(separate.data(), separate.size(), {0, 0, 1000, 800}, 32, 32, false, out.data(), scratch);
 }
 
 TEST(JpegHeader, SkipsOtherSegmentsAndFillBytes) {

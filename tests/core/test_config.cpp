@@ -87,6 +87,8 @@ TEST(Config, RangesBoundValuesThatWouldExhaustMemoryOrOverflow) {
                                                                     {"max_image_pixels", "0"},
                                                                     {"max_image_bytes", "-1"},
                                                                     {"workers", "100000"},
+                                                                    {"decode_memory_mb", "-1"},
+                                                                    {"decode_memory_mb", "16777217"},
                                                                     {"price_per_hour", "1e300"},
                                                                     {"synthetic_images", "9223372036854775807"}};
   for (const auto& [key, value] : hostile) {
@@ -131,6 +133,7 @@ TEST(Config, TheGpuDecodersDefaultDepthIsTrainings) {
 TEST(Config, YamlDumpReadsBackIdentically) {
   Config c;
   apply_overrides(c, {{"batch_size", "48"},
+                      {"decode_memory_mb", "512"},
                       {"lr", "0.0375"},
                       {"tf32", "off"},
                       {"lr_milestones", "1,2,3"},
@@ -140,6 +143,7 @@ TEST(Config, YamlDumpReadsBackIdentically) {
   apply_yaml_text(back, to_yaml(c), "dump");
   EXPECT_EQ(to_yaml(back), to_yaml(c));
   EXPECT_EQ(back.data_root, "/tmp/x y");
+  EXPECT_EQ(back.decode_memory_mb, 512);
   EXPECT_EQ(back.lr_milestones, (std::vector<int>{1, 2, 3}));
 }
 

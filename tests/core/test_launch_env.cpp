@@ -69,6 +69,16 @@ TEST(LaunchEnv, LocalWorldSizeAndRendezvousFromAnyLauncher) {
   EXPECT_EQ(env.local_world_size, 2);
 }
 
+// The processes that share this host's memory: the launcher's local count, else (Slurm's uneven nodes) the whole
+// world, and one process without a launcher.
+TEST(LaunchEnv, LocalProcessesShareTheHost) {
+  EXPECT_EQ(local_processes(read({})), 1);
+  EXPECT_EQ(local_processes(read({{"RANK", "1"}, {"WORLD_SIZE", "8"}, {"LOCAL_WORLD_SIZE", "2"}})), 2);
+  EXPECT_EQ(local_processes(read({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "5"}, {"SLURM_NTASKS_PER_NODE", "2(x2),1"}})),
+            5);
+  EXPECT_EQ(local_processes(read({{"RANK", "0"}, {"WORLD_SIZE", "3"}})), 3);  // torchrun without LOCAL_WORLD_SIZE
+}
+
 TEST(LaunchEnv, BadValuesNameTheVariable) {
   using testing::config_error_of;
   EXPECT_NE(config_error_of([] { read({{"RANK", "x"}, {"WORLD_SIZE", "2"}}); }).find("RANK"), std::string::npos);

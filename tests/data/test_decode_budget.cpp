@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "codecs/jpeg_codec.h"
+#include "core/limits.h"
 #include "data/image_folder.h"
 #include "data/loader.h"
 #include "tests/support/test_support.h"
@@ -202,11 +203,61 @@ TEST(DecodeBudget, JpegSamplesHoldTheirDecodedBytesWhileTheyDecode) {
   EXPECT_EQ(budget->in_flight(), 0u);
 }
 
-TEST(DecodeBudget, TheDefaultIsAQuarterOfTheMemory) {
-  const uint64_t bytes = default_decode_budget_bytes();
-  EXPECT_GT(bytes, 0u);
-  EXPECT_EQ(process_decode_budget()->capacity(), bytes);
-  EXPECT_EQ(process_decode_budget().get(), LoaderOptions().decode_budget.get());  // shared by default
+// The GPU path's loader threads decode nothing but an arithmetic-coded file's scans (at 1/8 scale, a progressive file's
+// coefficients of the whole image with them): that check waits for its bytes of the budget as a CPU decode does, while
+// a Huffman-coded file is read without waiting.
+TEST(DecodeBudget, TheGpuPathsArithmeticCheckWaitsForItsBytes) {
+  test::TempDir tmp;
+  const std::vector<uint8_t> pixels = test::smooth_image(512, 512, 0.3);
+  test::write_bytes(tmp.path() / "train" / "c" / "0.JPEG", codecs::encode_jpeg(pixels.data(), 512, 512, 3, 80, true));
+  test::write_bytes(tmp.path() / "train" / "c" / "1.JPEG",
+                    codecs::encode_jpeg(pixels.data(), 512, 512, 3, 80, /*progressive=*/true, /*arithmetic=*/true));
+  const JpegFolderDataset dataset(scan_image_folder((tmp.path() / "train").string()), SampleTransform{});
+  DecodeBudget budget(1000);
+  auto held = std::make_unique<DecodeBudget::Hold>(budget.acquire(1));  // another thread's image in flight
+  EncodedSample huffman;
+  dataset.load_encoded(0, 0, huffman, &budget);  // no wait
+  std::atomic<bool> checked{false};
+  std::thread loader([&] {
+    EncodedSample arithmetic;
+    dataset.load_encoded(1, 0, arithmetic, &budget);
+    checked = true;
+  });
+  std::this_thread::sleep_for(200ms);
+  EXPECT_FALSE(checked.load());  // 512x512x3 coefficients of 2 bytes do not fit beside the byte held
+  held.reset();
+  loader.join();
+  EXPECT_TRUE(checked.load());
+  EXPECT_GE(budget.peak_in_flight(), uint64_t{512} * 512 * 3 * 2);
+  EXPECT_EQ(budget.in_flight(), 0u);
+}
+
+// decode_memory_mb where it is set, per process; otherwise a quarter of the memory (a 6 GiB container: 1.5 GiB), shared
+// by the processes of a launch on the host (two ranks: 768 MiB each), 16 GiB taken where the memory is unknown.
+TEST(DecodeBudget, TheBudgetIsTheConfiguredOneOrAShareOfAQuarterOfTheMemory) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20, kGiB = uint64_t{1} << 30;
+  EXPECT_EQ(decode_budget_bytes(0, 6 * kGiB, 1), 1536 * kMiB);
+  EXPECT_EQ(decode_budget_bytes(0, 6 * kGiB, 2), 768 * kMiB);
+  EXPECT_EQ(decode_budget_bytes(0, 6 * kGiB, 8), 192 * kMiB);
+  EXPECT_EQ(decode_budget_bytes(0, 0, 1), 4 * kGiB);
+  EXPECT_EQ(decode_budget_bytes(0, 0, 4), kGiB);
+  EXPECT_EQ(decode_budget_bytes(0, 6 * kGiB, 0), 1536 * kMiB);  // no count read as one process
+  EXPECT_EQ(decode_budget_bytes(3 * kMiB, 6 * kGiB, 1), 3 * kMiB);
+  EXPECT_EQ(decode_budget_bytes(3 * kMiB, 6 * kGiB, 8), 3 * kMiB);  // configured: each process's own
+  EXPECT_EQ(decode_budget_bytes(3 * kMiB, 0, 1), 3 * kMiB);
+}
+
+// This process's memory: its cgroup's limit where that is below the machine's, else the machine's.
+TEST(DecodeBudget, ProcessMemoryIsTheCgroupLimitOrTheMachines) {
+  const ProcessMemory memory = process_memory();
+  const uint64_t machine = physical_memory_bytes();
+  ASSERT_GT(machine, 0u);
+  if (memory.cgroup) {
+    EXPECT_LT(memory.bytes, machine);
+    EXPECT_EQ(memory.bytes, *read_cgroup_limits().memory_bytes);
+  } else {
+    EXPECT_EQ(memory.bytes, machine);
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <functional>
 
+#include "codecs/jpeg_codec.h"
 #include "core/files.h"
 #include "core/log.h"
 #include "core/safetensors.h"
@@ -206,6 +207,39 @@ TEST_F(Cli, DamagedSampleFilesAreNamedCountedAndSkipped) {
   EXPECT_EQ(records(path("run") + "/metrics.jsonl", "epoch").at(0)["bad_samples"].get<int>(), 30);  // 15 a class
 }
 
+// decode_memory_mb: a budget of 1 MiB, below the 8.6 MB of coefficients libjpeg holds for each of two progressive
+// 1200x1200 files, which decode one at a time and train; a file over max_image_pixels is refused with its one line as
+// before; the start-up table names the budget, config.yaml keeps it, and a negative one is a configuration error.
+TEST_F(Cli, ATinyDecodeBudgetStillTrains) {
+  make_sample("--classes 2 --per-class 10 --val-per-class 2 --size 32");
+  const fs::path cls =
+      path("data") + "/train/" + fs::directory_iterator(path("data") + "/train")->path().filename().string();
+  auto progressive = [](int side) {
+    std::vector<uint8_t> pixels(static_cast<size_t>(side) * side * 3);
+    for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>((i / 3 % side + i / 3 / side) % 256);
+    return codecs::encode_jpeg(pixels.data(), side, side, 3, 80, /*progressive=*/true);
+  };
+  for (const auto& [name, side] :
+       {std::pair<const char*, int>{"big_0.JPEG", 1200}, {"big_1.JPEG", 1200}, {"over.JPEG", 1500}}) {
+    const std::vector<uint8_t> bytes = progressive(side);
+    std::ofstream(cls / name, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  // 23 files, batch 23: each is met once.
+  const std::string args = small_run(path("data"), path("run")) +
+                           " --batch-size 23 --workers 4 --epochs 1 --validate=off --max-image-pixels 2000000";
+  const Result r = rn50(args + " --decode-memory-mb 1");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 MiB of images being decoded at once (decode_memory_mb)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("over.JPEG: 1500x1500 is 2250000 pixels, above max_image_pixels (2000000)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("big_"), std::string::npos) << r.output;  // decoded, not skipped
+  EXPECT_EQ(records(path("run") + "/metrics.jsonl", "epoch").at(0)["bad_samples"], 1);
+  EXPECT_NE(read_text(path("run") + "/config.yaml").find("\ndecode_memory_mb: 1\n"), std::string::npos);
+  expect_exit_2_naming(args + " --decode-memory-mb -1", "config key 'decode_memory_mb': must be 0 (automatic) to");
+}
+
 TEST_F(Cli, DatasetProblemsStopBeforeTrainingWithOneLine) {
   Result r = rn50("train --device cpu --data-root " + path("nowhere") + " --out-dir " + path("run"));
   EXPECT_EQ(r.code, 2);
@@ -269,6 +303,23 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   std::ofstream(path("a_file")) << "x";
   expect_exit_2_naming("train --data synthetic --out-dir " + path("a_file") + "/run",
                        "config key 'out_dir': cannot create");
+}
+
+// A misspelt option is named as typed with the option it is nearest to (a YAML key's '_' read as '-'), on every
+// command; a name near none, or a one-letter option, gets no guess.
+TEST_F(Cli, AMisspeltOptionSuggestsTheNearestOne) {
+  expect_exit_2_naming("train --batchsize 8",
+                       "unknown option '--batchsize' (did you mean --batch-size?); rn50 train --help lists them");
+  expect_exit_2_naming("train --data_root /x", "unknown option '--data_root' (did you mean --data-root?)");
+  expect_exit_2_naming("train --resume-overide", "unknown option '--resume-overide' (did you mean --resume-override?)");
+  expect_exit_2_naming("export --checkpont x --out y", "unknown option '--checkpont' (did you mean --checkpoint?)");
+  for (const char* far : {"train --qqqqqqqq 1", "train -b 8"}) {
+    const Result r = rn50(far);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("unknown option '"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("did you mean"), std::string::npos) << r.output;
+  }
+  expect_exit_2_naming("train -b 8", "unknown option '-b'; rn50 train --help lists them");
 }
 
 // The CPU figures, and with --pin the all-thread one again with pinned threads: both positive.
@@ -610,6 +661,15 @@ TEST_F(Cli, DoctorRunsWithoutAGpuAndComparesPrices) {
   }
   EXPECT_TRUE(has_verdict && has_storage && has_cost) << r.output;
   EXPECT_EQ(limits, 4) << r.output;  // quota, memory, memlock, /dev/shm
+  // It says what it measures as it goes (a run takes minutes), in order, before the report.
+  size_t said = 0;
+  for (const std::string& what : std::vector<std::string>{"the CPU's JPEG decode rate", "reading " + path("data"),
+                                                          "training steps of resnet50"}) {
+    const size_t at = r.output.find("rn50 doctor: measuring " + what + " ...\n", said);
+    EXPECT_NE(at, std::string::npos) << what << "\n" << r.output;
+    said = at == std::string::npos ? said : at;
+  }
+  EXPECT_LT(said, r.output.find("[\n"));
   // --limits: the usable cores and the limits alone, no measurement.
   r = rn50("doctor --limits --json --device cpu");
   ASSERT_EQ(r.code, 0) << r.output;

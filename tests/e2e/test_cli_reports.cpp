@@ -5,6 +5,7 @@
 
 #include <map>
 #include <regex>
+#include <sstream>
 
 #include <sys/stat.h>
 
@@ -88,6 +89,34 @@ TEST_F(Cli, OnATerminalEachEpochHasALiveProgressLine) {
   EXPECT_NE(shown.find("3/3 steps (100.0%)"), std::string::npos) << shown;
   EXPECT_NE(shown.find("epoch 3/3: "), std::string::npos) << shown;
   EXPECT_TRUE(fs::exists(path("run") + "/report.html"));
+}
+
+// What docs/training.md and `rn50 train --help` say of a pipe: the log is on standard error, so `rn50 train ... 2>&1 |
+// tee log` captures every line of train.log (the start-up table, the step and epoch lines, the summary), while standard
+// output, with no terminal to draw the progress line on, carries nothing.
+TEST_F(Cli, ThroughTeeTheConsoleIsTheLogAsTheDocsSay) {
+  const std::string rn50_binary = RN50_BINARY;
+  const std::string both = path("both.log"), out = path("stdout.log");
+  ASSERT_EQ(
+      std::system(
+          ("sh -c '" + rn50_binary + " " + tiny_run(path("run")) + " 2>&1 | tee " + both + " > /dev/null'").c_str()),
+      0);
+  ASSERT_EQ(std::system(("sh -c '" + rn50_binary + " " + tiny_run(path("run2")) + " 2> /dev/null | tee " + out +
+                         " > /dev/null'")
+                            .c_str()),
+            0);
+  const std::string captured = read_text(both), log = read_text(path("run") + "/train.log");
+  std::istringstream lines(log);
+  int count = 0;
+  for (std::string line; std::getline(lines, line); ++count) {
+    EXPECT_NE(captured.find(line + "\n"), std::string::npos) << line;
+  }
+  EXPECT_GT(count, 20);
+  for (const char* part : {"] [info] rn50 train", "epoch 3 step 8 (2/3) loss ",
+                           "] [info] epoch 3/3: ", "] [info] finished: 3 epochs in "}) {
+    EXPECT_NE(captured.find(part), std::string::npos) << part << "\n" << captured;
+  }
+  EXPECT_EQ(read_text(out), "");
 }
 
 TEST_F(Cli, ReportAndCompareRefuseWhatTheyCannotReadWithOneLine) {

@@ -1,6 +1,9 @@
 // tests/e2e/test_cli_stop.cpp: stopping `rn50 train` with real signals as users and schedulers do (Ctrl-C, SIGTERM
 // from docker stop, scancel or a spot reclaim): mid-step, twice, during validation and with two ranks; and resuming
 // from the run's folder, exactly where the run stopped.
+#include <poll.h>
+#include <sys/inotify.h>
+
 #include <cmath>
 #include <csignal>
 #include <regex>
@@ -27,6 +30,42 @@ std::vector<std::string> temporaries(const std::string& dir) {
   }
   return out;
 }
+
+// The files created in a folder from the moment this is made (inotify: told the moment each is).
+class CreationWatch {
+ public:
+  explicit CreationWatch(const std::string& dir) : fd_(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) {
+    if (fd_ >= 0 && ::inotify_add_watch(fd_, dir.c_str(), IN_CREATE) < 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~CreationWatch() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  CreationWatch(const CreationWatch&) = delete;
+  CreationWatch& operator=(const CreationWatch&) = delete;
+
+  // Waits up to `seconds` for a file named `name` to be created; false on time out.
+  bool wait_for(const std::string& name, int seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    alignas(inotify_event) char buffer[4096];
+    while (fd_ >= 0 && std::chrono::steady_clock::now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      const ssize_t n = ::read(fd_, buffer, sizeof buffer);
+      for (ssize_t at = 0; at < n;) {
+        const auto* event = reinterpret_cast<const inotify_event*>(buffer + at);
+        if (event->len > 0 && name == event->name) return true;
+        at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+      }
+    }
+    return false;
+  }
+
+ private:
+  int fd_;
+};
 
 // A run long enough to be stopped in: 30 steps an epoch of ResNet-18 at 32 px.
 std::string long_run(const std::string& data, const std::string& out) {
@@ -145,27 +184,102 @@ TEST_F(Cli, AStopDuringValidationKeepsTheWholeEpoch) {
   EXPECT_NE(resumed.output.find("after epoch 1 (step 3)"), std::string::npos) << resumed.output;
 }
 
-// Two ranks under rn50 launch: the signal to the launcher reaches each rank once, the ranks agree to stop after the
-// same step (a multiple of their agreement interval) and exit 143, as does the launcher.
-TEST_F(Cli, LaunchedRanksStopTogetherAfterOneStep) {
-  make_sample("--classes 2 --per-class 60 --val-per-class 1 --size 32");
-  const std::string run = path("run"), log = path("launch.log");
+// A signal that comes while the epoch's checkpoint is written (the moment its temporary appears) does not cut the
+// write: the checkpoint is whole, the epoch's, no temporary is left, and the run stops there with 143 and its record
+// and line. It once went on into the next epoch with a record of "signal 0" (and ended a last epoch with exit 0).
+TEST_F(Cli, ASignalDuringTheCheckpointsWriteStopsAfterIt) {
+  make_sample("--classes 3 --per-class 40 --val-per-class 4 --size 32");
+  const std::string run = path("run"), log = path("run.log");
+  const pid_t pid = start_shell(std::string(RN50_BINARY) + " " + long_run(path("data"), run) + " > " + log + " 2>&1");
+  ASSERT_TRUE(wait_for_text(run + "/metrics.jsonl", "\"step\":1,", 120)) << read_text(log);
+  CreationWatch watch(run);
+  ASSERT_TRUE(watch.wait_for("checkpoint.safetensors.tmp", 120)) << read_text(log);
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid).first, 143) << read_text(log);
+  EXPECT_NE(read_text(log).find("stopped by SIGTERM after epoch 1 (global step 30)"), std::string::npos)
+      << read_text(log);
+  EXPECT_TRUE(temporaries(run).empty());
+  const auto stops = records(run + "/metrics.jsonl", "stop");
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0]["signal"], "SIGTERM");
+  EXPECT_EQ(stops[0]["step"], 30);
+  EXPECT_EQ(records(run + "/metrics.jsonl", "epoch").size(), 1u);
+  const Result resumed = rn50("train --resume " + run);
+  EXPECT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("after epoch 1 (step 30)"), std::string::npos) << resumed.output;
+}
+
+// A second signal while the checkpoint of the first is written ends the process at once, and the half-written
+// temporary goes with it: no .tmp, and no checkpoint (none was complete). ResNet-50: 200 MB to write, a window
+// of a second or more here for the signal to land in.
+TEST_F(Cli, ASecondSignalDuringTheCheckpointsWriteLeavesNoTemporary) {
+  make_sample("--classes 3 --per-class 40 --val-per-class 4 --size 32");
+  const std::string run = path("run"), log = path("run.log");
+  const pid_t pid = start_shell(std::string(RN50_BINARY) + " " + long_run(path("data"), run) + " --model resnet50 > " +
+                                log + " 2>&1");
+  ASSERT_TRUE(wait_for_text(run + "/metrics.jsonl", "\"step\":2,", 180)) << read_text(log);
+  CreationWatch watch(run);
+  ::kill(pid, SIGTERM);  // the step under way ends, then its checkpoint is written
+  ASSERT_TRUE(watch.wait_for("checkpoint.safetensors.tmp", 120)) << read_text(log);
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid).first, 143) << read_text(log);
+  EXPECT_NE(read_text(log).find("rn50: second signal: stopping at once"), std::string::npos) << read_text(log);
+  EXPECT_TRUE(temporaries(run).empty());
+  EXPECT_FALSE(fs::exists(run + "/checkpoint.safetensors"));
+}
+
+// Two ranks of a long ResNet-18 run under rn50 launch, into `run` and `log`; returns the launcher's pid once rank 0
+// has recorded three steps, -1 if it did not within 3 minutes.
+pid_t launch_two_ranks(const std::string& data, const std::string& run, const std::string& log) {
   const pid_t launcher =
-      start_shell(std::string(RN50_BINARY) + " launch --nproc 2 -- " + small_run(path("data"), run) +
+      start_shell(std::string(RN50_BINARY) + " launch --nproc 2 -- " + small_run(data, run) +
                   " --model resnet18 --image-size 32 --val-resize 32 --batch-size 2 --workers 1 --epochs 1000"
-                  " --log-every 1 --validate=off > " +
+                  " --log-every 1 --validate=off --dist-timeout-s 60 > " +
                   log + " 2>&1");
-  ASSERT_TRUE(wait_for_text(run + "/metrics.jsonl", "\"step\":3,", 180)) << read_text(log);
-  ::kill(launcher, SIGTERM);
+  return wait_for_text(run + "/metrics.jsonl", "\"step\":3,", 180) ? launcher : -1;
+}
+
+// The launched ranks stopped together: after the same step (a multiple of their agreement interval), each with 143 by
+// itself (no rank failed, none got a second signal), within a cloud's grace, with the checkpoint, the stop's record,
+// the stop line and the report, and no temporary left.
+void expect_ranks_stopped_together(pid_t launcher, const std::string& run, const std::string& log) {
   const auto [code, seconds] = wait_exit(launcher);
-  EXPECT_EQ(code, 143) << read_text(log);
+  const std::string output = read_text(log);
+  EXPECT_EQ(code, 143) << output;
   EXPECT_LT(seconds, 30);
-  EXPECT_NE(read_text(log).find("stopped by SIGTERM in epoch 1 after "), std::string::npos) << read_text(log);
-  EXPECT_EQ(read_text(log).find("stopping the other"), std::string::npos) << read_text(log);  // no rank failed
+  EXPECT_NE(output.find("stopped by SIGTERM in epoch 1 after "), std::string::npos) << output;
+  EXPECT_EQ(output.find("stopping the other"), std::string::npos) << output;
+  EXPECT_EQ(output.find("second signal"), std::string::npos) << output;
   const auto stops = records(run + "/metrics.jsonl", "stop");
   ASSERT_EQ(stops.size(), 1u);
   EXPECT_EQ(stops[0]["step"].get<int64_t>() % 20, 0) << stops[0];
   EXPECT_TRUE(fs::exists(run + "/checkpoint.safetensors"));
+  EXPECT_TRUE(fs::exists(run + "/report.html"));
+  EXPECT_TRUE(temporaries(run).empty());
+}
+
+// Two ranks under rn50 launch: the signal to the launcher reaches each rank once, and they stop together.
+TEST_F(Cli, LaunchedRanksStopTogetherAfterOneStep) {
+  make_sample("--classes 2 --per-class 60 --val-per-class 1 --size 32");
+  const pid_t launcher = launch_two_ranks(path("data"), path("run"), path("launch.log"));
+  ASSERT_GT(launcher, 0) << read_text(path("launch.log"));
+  ::kill(launcher, SIGTERM);
+  expect_ranks_stopped_together(launcher, path("run"), path("launch.log"));
+}
+
+// A signal that reaches one rank alone (a `kill` of its process): the ranks still agree to stop after the same step,
+// and the launcher, seeing a rank that exited 143 by itself, waits for the other instead of sending it a signal that
+// would be its second (and end it at once, mid-checkpoint).
+TEST_F(Cli, ASignalToOneRankStopsBothAtTheSameStep) {
+  make_sample("--classes 2 --per-class 60 --val-per-class 1 --size 32");
+  const pid_t launcher = launch_two_ranks(path("data"), path("run"), path("launch.log"));
+  ASSERT_GT(launcher, 0) << read_text(path("launch.log"));
+  std::ifstream children("/proc/" + std::to_string(launcher) + "/task/" + std::to_string(launcher) + "/children");
+  pid_t rank0 = 0, rank1 = 0;
+  children >> rank0 >> rank1;
+  ASSERT_GT(rank1, 0);
+  ::kill(rank1, SIGTERM);
+  expect_ranks_stopped_together(launcher, path("run"), path("launch.log"));
 }
 
 }  // namespace

@@ -83,6 +83,18 @@ inline std::vector<uint8_t> rgb_coded_jpeg(int width, int height) {
                         [](jpeg_compress_struct& cinfo) { jpeg_set_colorspace(&cinfo, JCS_RGB); });
 }
 
+// A sequential (baseline) JPEG whose three components come in three scans of their own, not interleaved in one: libjpeg
+// holds the whole image's coefficients while it decodes one, as for a progressive file.
+inline std::vector<uint8_t> non_interleaved_jpeg(int width, int height) {
+  std::vector<uint8_t> rgb(static_cast<size_t>(width) * height * 3);
+  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>(i * 5 % 256);
+  return libjpeg_encode(rgb.data(), width, height, 3, JCS_RGB, [](jpeg_compress_struct& cinfo) {
+    static const jpeg_scan_info scans[3] = {{1, {0}, 0, 63, 0, 0}, {1, {1}, 0, 63, 0, 0}, {1, {2}, 0, 63, 0, 0}};
+    cinfo.scan_info = scans;
+    cinfo.num_scans = 3;
+  });
+}
+
 // Byte offset of the first segment with `marker` (its 0xFF), found by the segment lengths.
 inline size_t segment_offset(const std::vector<uint8_t>& jpeg, uint8_t marker) {
   size_t pos = 2;

@@ -1,0 +1,43 @@
+// tests/trainer/test_options.cpp: the parts' options from the configuration: the input's decode budget from
+// decode_memory_mb, or from the memory shared by the processes of a launch on this host.
+#include "trainer/options.h"
+
+#include <gtest/gtest.h>
+
+#include "core/config.h"
+#include "core/launch_env.h"
+#include "data/decode_budget.h"
+
+namespace rn50::trainer {
+namespace {
+
+TEST(Options, TheDecodeBudgetIsDecodeMemoryMbPerProcess) {
+  Config config;
+  config.decode_memory_mb = 3;
+  LaunchEnv launch;
+  launch.world_size = 8;
+  launch.local_world_size = 4;
+  const input::InputOptions o = input_options(config, launch);
+  EXPECT_EQ(o.decode_budget_bytes, uint64_t{3} << 20);
+  EXPECT_EQ(o.decode_budget_origin, "decode_memory_mb");
+}
+
+// Automatic: a quarter of this process's memory, divided by the launch's processes on this host, and said so.
+TEST(Options, TheAutomaticDecodeBudgetIsEachLocalProcesssShare) {
+  const Config config;
+  const data::ProcessMemory memory = data::process_memory();
+  const input::InputOptions alone = input_options(config, LaunchEnv{});
+  EXPECT_EQ(alone.decode_budget_bytes, data::decode_budget_bytes(0, memory.bytes, 1));
+  EXPECT_EQ(alone.decode_budget_origin.rfind("a quarter of ", 0), 0u) << alone.decode_budget_origin;
+  EXPECT_EQ(alone.decode_budget_origin.find("processes"), std::string::npos) << alone.decode_budget_origin;
+  LaunchEnv launch;
+  launch.world_size = 8;
+  launch.local_world_size = 4;
+  const input::InputOptions ranked = input_options(config, launch);
+  EXPECT_EQ(ranked.decode_budget_bytes, alone.decode_budget_bytes / 4);
+  EXPECT_NE(ranked.decode_budget_origin.find(", shared by 4 processes on this host"), std::string::npos)
+      << ranked.decode_budget_origin;
+}
+
+}  // namespace
+}  // namespace rn50::trainer
