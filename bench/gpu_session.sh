@@ -3,10 +3,12 @@
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
 #   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode hostile ncu pinning
-#           decodeprobe doctor baseline ptx roundtrip ablation ports"
+#           decodeprobe doctor baseline ptx roundtrip ablation ports opbench ab checkhost"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
 #   gpudecode makes the JPEG files when the jpeg stage did not run; JPEG_NOISE=20: ImageNet-sized files, see $jpeg;
-#   GPUDECODE_AHEAD="3": gpudecode also trains with decode_ahead_batches 3)
+#   GPUDECODE_AHEAD="3": gpudecode also trains with decode_ahead_batches 3; ports: PORTS_MODELS, PORTS_UNFUSED,
+#   PORTS_TORCH_MODES; ab: AB_OLD=DIR, another source tree (git archive REV | tar -x -C .ab/old, carried), AB_CONFIGS,
+#   AB_REPS: its rn50 builds in the background from the build stage on, and the timed stages wait for it)
 set -uo pipefail
 FINAL_OUT=${OUT:-/tmp/rn50-out}
 OUT=/tmp/rn50-logs  # everything here is packed into $FINAL_OUT/logs.tar.gz at the end
@@ -36,6 +38,15 @@ if has build; then
   fi
   grep "rn50:" "$OUT/build.log"
 fi
+if has ab; then  # the other tree's rn50 builds while the stages before ab run (they time nothing)
+  (cd "$AB_OLD" && RN50_OPENCV_DEBS=$(realpath "$OLDPWD/$RN50_OPENCV_DEBS") RN50_BUILD_TARGETS=rn50 \
+     scripts/build.sh build-gpu > "$OUT/ab_old_build.log" 2>&1) &
+  ab_build=$!
+fi
+ab_built() {  # waits once for that build (timed stages wait first, so that no build shares the CPU with a timing)
+  if [[ -n "${ab_build:-}" ]]; then wait "$ab_build"; ab_rc=$?; ab_build=""; fi
+  return "${ab_rc:-0}"
+}
 if has test; then
   # The CPU-only suites (data, MIG/utilisation logic, config, schedule) run in CI; here the rest.
   (cd "$build" && ctest -j8 --output-on-failure --timeout 900 -E "${CTEST_EXCLUDE:-^(JpegCodec|JpegHeader|CropResample|BatchLoader|BatchPool|Transforms|SampleMaker|ImageFolder|DatasetTest|EpochOrder|Mig|UtilisationSampler|CudaUuid|GpuLinks|DeferredReuseMemory|ClockEventReasons|OtherProcesses|Health|Percentile|LrSchedule|Config|Cost|Watchdog|GradientBuckets)}" > "$OUT/ctest.log" 2>&1)
@@ -366,8 +377,25 @@ if has ablation; then
   pack
 fi
 if has ports; then  # the model ports against PyTorch in this call (bench/ports_speed.sh on this build; PORTS_* pass on)
+  ab_built
   OUT="$OUT" SKIP_BUILD=1 STAGES="rn50 torch" MODELS="${PORTS_MODELS:-vit_b_16 convnext_tiny}" \
     UNFUSED="${PORTS_UNFUSED:-vit_b_16 convnext_tiny}" TORCH_MODES="${PORTS_TORCH_MODES:-compile}" \
     bench/ports_speed.sh > "$OUT/ports.txt" 2>&1
   tail -12 "$OUT/ports.txt"; pack
+fi
+if has opbench; then  # rn50's own ops against ATen's, kernel by kernel (the binaries the build stage made)
+  ab_built
+  for b in "$build"/bench/rn50_bench_max_pool; do [[ -x $b ]] && "$b" 2>&1 | tee -a "$OUT/opbench.txt"; done; pack
+fi
+if has ab; then  # this tree against AB_OLD (built in the background since the build stage), AB_CONFIGS (synthetic)
+  ab_built || { echo "the old tree's build failed"; tail -5 "$OUT/ab_old_build.log"; }
+  OUT="$OUT" OLD="$AB_OLD" SKIP_BUILD=1 CONFIGS="${AB_CONFIGS:-synthetic}" REPS="${AB_REPS:-1}" bench/ab_speed.sh \
+    > "$OUT/ab.txt" 2>&1
+  tail -4 "$OUT/ab.txt"; pack
+fi
+if has checkhost; then  # the GPU image's runtime library set, collected from this pip install and run alone
+  readelf -d "$build/rn50" | grep NEEDED > "$OUT/needed.txt"
+  timeout 300 scripts/runtime-libs.sh check-host "$build/rn50" /tmp/rn50-runtime > "$OUT/check-host.txt" 2>&1
+  echo "check-host exit $?"; grep -E "^(ok|FAIL|skip|note)|PASSED|FAILED" "$OUT/check-host.txt" | cut -c1-150
+  cp /tmp/rn50-runtime/libs.txt "$OUT/runtime-libs.txt" 2>/dev/null; pack
 fi
