@@ -1,6 +1,6 @@
 // commands/doctor.cpp: `rn50 doctor`: measures this instance (CPU decode, storage, copies, memory, matrix units,
-// training steps of a registered model, ResNet-50 by default) and says why training here would be slow, before a long
-// run.
+// training steps of a registered model, ResNet-50 by default), reads its driver and network, and says why training
+// here would be slow, before a long run.
 #include <cxxopts.hpp>
 
 #include <ATen/ATen.h>
@@ -23,7 +23,10 @@
 #include <vector>
 
 #include "commands/command.h"
+#include "doctor/driver_row.h"
+#include "doctor/host_view.h"
 #include "doctor/limit_rows.h"
+#include "doctor/network_rows.h"
 #include "doctor/pipeline_verdict.h"
 #include "doctor/rows.h"
 #include "core/affinity.h"
@@ -243,6 +246,10 @@ class Doctor {
       progress("reading " + options_.data_root);
       storage_row();
     }
+    for (const auto& row : doctor::network_rows(doctor::read_network_facts(host_, cuda::built_with_cuda())))
+      rows_.push_back(row);
+    open_nvml();
+    rows_.push_back(driver_row());
     if (cuda_) {
       progress("the GPU: links, health, copies, matrix units, GPU decoding");
       gpu_rows();
@@ -297,16 +304,33 @@ class Doctor {
                                static_cast<long long>(files), images_per_s, decode_.mean_kib)});
   }
 
+  // NVML, for the driver row and the GPU rows; on a CUDA device, that device as NVML numbers it (NVML numbers GPUs
+  // its own way, ignoring CUDA_VISIBLE_DEVICES: found by UUID).
+  void open_nvml() {
+    nvml_ = monitor::open_nvml(&nvml_why_not_);
+    if (nvml_ && cuda_) nvml_device_ = monitor::find_device_by_uuid(*nvml_, monitor::device_uuid(device_.index()));
+  }
+
+  // The driver this build's CUDA runtime needs and what this host has (NVML's answer, else /proc's), with the GPU's
+  // kind and CUDA's forward-compatibility libraries; one line without a driver or a GPU.
+  Row driver_row() {
+    doctor::DriverFacts facts;
+    facts.cuda_works = torch::cuda::is_available();
+    facts.no_driver_reason = nvml_why_not_;
+    try {
+      if (const auto v = cuda::cuda_versions()) facts.runtime_cuda = v->runtime;
+      if (nvml_) doctor::read_nvml_driver_facts(*nvml_, nvml_device_ ? nvml_device_->gpu : 0, facts);
+    } catch (const std::exception& e) {
+      return {"gpu", "NVIDIA driver", "unknown", "warn", e.what()};
+    }
+    if (!facts.driver) facts.driver = doctor::read_proc_driver_version(host_);
+    facts.compat = doctor::read_compat_libraries(host_);
+    return doctor::driver_row(facts);
+  }
+
   void gpu_rows() {
     cuda::use_side_stream(device_.index());
     rows_.push_back({"gpu", "device", monitor::describe_device(device_.index()), "info", ""});
-    if (const auto v = cuda::cuda_versions()) {
-      const bool fits = v->driver >= v->runtime;
-      rows_.push_back({"gpu", "driver / runtime CUDA",
-                       strprintf("%d.%d / %d.%d", v->driver / 1000, v->driver % 1000 / 10, v->runtime / 1000,
-                                 v->runtime % 1000 / 10),
-                       fits ? "ok" : "bad", fits ? "" : "the driver is older than the CUDA runtime LibTorch needs"});
-    }
     rows_.push_back(
         {"gpu", "visible GPUs", std::to_string(torch::cuda::device_count()), "info", monitor::describe_links()});
     const char* queues = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
@@ -318,19 +342,17 @@ class Doctor {
     gpu_decode_ = gpu_decode_rate(rows_, jpegs_, device_.index(), quick_, gpu_decode_unavailable_);
   }
 
-  // NVML numbers GPUs its own way (CUDA_VISIBLE_DEVICES, CUDA's order): find this device by its UUID.
+  // The MIG row of the device open_nvml found, or why NVML has none.
   void nvml_rows() {
-    std::string why_not;
-    nvml_ = monitor::open_nvml(&why_not);
-    const std::string uuid = monitor::device_uuid(device_.index());
-    nvml_device_ = nvml_ ? monitor::find_device_by_uuid(*nvml_, uuid) : std::nullopt;
     if (nvml_device_) {
       const std::string mig = monitor::describe_mig(*nvml_, static_cast<int>(nvml_device_->gpu));
       const size_t end_of_summary = mig.find('\n');
       rows_.push_back({"gpu", "MIG", mig.substr(0, end_of_summary), "info",
                        end_of_summary == std::string::npos ? "" : "'rn50 train --mig list' lists the instances"});
     } else {
-      rows_.push_back({"gpu", "NVML", "unavailable", "warn", nvml_ ? "NVML has no device with UUID " + uuid : why_not});
+      rows_.push_back(
+          {"gpu", "NVML", "unavailable", "warn",
+           nvml_ ? "NVML has no device with UUID " + monitor::device_uuid(device_.index()) : nvml_why_not_});
     }
   }
 
@@ -419,9 +441,11 @@ class Doctor {
   std::vector<Row> rows_;
   std::vector<std::vector<uint8_t>> jpegs_;
   bench::DecodeBenchResult decode_;
-  std::unique_ptr<monitor::NvmlApi> nvml_;  // CUDA devices with NVML only
-  std::optional<monitor::NvmlDevice> nvml_device_;
-  std::optional<double> gpu_decode_;  // decode: gpu's stage alone, where measured
+  const doctor::MachineView host_;                  // this machine's /sys, /proc, environment and loader
+  std::unique_ptr<monitor::NvmlApi> nvml_;          // where the driver's NVML opens
+  std::string nvml_why_not_;                        // why it does not
+  std::optional<monitor::NvmlDevice> nvml_device_;  // the CUDA device's, where there is one
+  std::optional<double> gpu_decode_;                // decode: gpu's stage alone, where measured
   std::string gpu_decode_unavailable_;
   const ProcessLimits limits_;
   double step_rate_ = 0;

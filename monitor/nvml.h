@@ -63,6 +63,28 @@ struct SmClocks {
   std::optional<double> application_mhz;  // nullopt where applications clocks are not supported or are gone
 };
 
+// NVML's product brand (nvmlBrandType_t's numbers, which nvml_real.cpp checks against nvml.h): what tells a
+// data-center GPU, which CUDA's forward compatibility supports, from a GeForce, which it does not.
+enum class GpuBrand : unsigned {
+  kUnknown = 0,
+  kQuadro = 1,
+  kTesla = 2,
+  kNvs = 3,
+  kGrid = 4,
+  kGeForce = 5,
+  kTitan = 6,
+  kNvidiaVapps = 7,
+  kNvidiaVpc = 8,
+  kNvidiaVcs = 9,
+  kNvidiaVws = 10,
+  kNvidiaCloudGaming = 11,
+  kQuadroRtx = 12,
+  kNvidiaRtx = 13,
+  kNvidia = 14,
+  kGeForceRtx = 15,
+  kTitanRtx = 16,
+};
+
 // One GPM counter snapshot; what it holds belongs to the NvmlApi that made it.
 class GpmSample {
  public:
@@ -79,6 +101,13 @@ class NvmlApi {
 
   virtual unsigned device_count() = 0;  // whole GPUs
   virtual std::string name(const NvmlDevice& device) = 0;
+  // nullopt where NVML gives no brand (a MIG instance: ask its GPU) or one newer than GpuBrand knows.
+  virtual std::optional<GpuBrand> brand(const NvmlDevice& device) = 0;
+
+  // The host's driver: its version as nvidia-smi prints it ("535.104.05"), and the CUDA version it supports (12020
+  // for 12.2). NVML comes from the host's driver, never from CUDA's forward-compatibility libraries.
+  virtual std::string driver_version() = 0;
+  virtual std::optional<int> cuda_driver_version() = 0;
   // "GPU-xxxxxxxx-..." for a GPU, "MIG-xxxxxxxx-..." for a MIG instance (older drivers: "MIG-GPU-.../gi/ci").
   virtual std::string uuid(const NvmlDevice& device) = 0;
 

@@ -41,6 +41,17 @@ static_assert(rn50::monitor::kClockEventHwPowerBrakeSlowdown == nvmlClocksThrott
 #endif
 static_assert(rn50::monitor::kClockEventDisplayClockSetting == nvmlClocksEventReasonDisplayClockSetting);
 
+// monitor/nvml.h numbers the brands without nvml.h; they must be NVML's.
+static_assert(static_cast<unsigned>(rn50::monitor::GpuBrand::kQuadro) == NVML_BRAND_QUADRO);
+static_assert(static_cast<unsigned>(rn50::monitor::GpuBrand::kTesla) == NVML_BRAND_TESLA);
+static_assert(static_cast<unsigned>(rn50::monitor::GpuBrand::kGeForce) == NVML_BRAND_GEFORCE);
+static_assert(static_cast<unsigned>(rn50::monitor::GpuBrand::kTitan) == NVML_BRAND_TITAN);
+static_assert(static_cast<unsigned>(rn50::monitor::GpuBrand::kNvidiaVcs) == NVML_BRAND_NVIDIA_VCS);
+static_assert(static_cast<unsigned>(rn50::monitor::GpuBrand::kQuadroRtx) == NVML_BRAND_QUADRO_RTX);
+static_assert(static_cast<unsigned>(rn50::monitor::GpuBrand::kNvidiaRtx) == NVML_BRAND_NVIDIA_RTX);
+static_assert(static_cast<unsigned>(rn50::monitor::GpuBrand::kNvidia) == NVML_BRAND_NVIDIA);
+static_assert(static_cast<unsigned>(rn50::monitor::GpuBrand::kTitanRtx) == NVML_BRAND_TITAN_RTX);
+
 // Every NVML function rn50 calls: X(function, required). They are found in the driver's library at the first
 // open_nvml rather than linked, so that rn50 starts on hosts without the driver (a container run without --gpus, a
 // CPU machine). Optional: GPM's (Hopper's metrics; a driver without them reports no GPM) and the applications clocks
@@ -50,9 +61,12 @@ static_assert(rn50::monitor::kClockEventDisplayClockSetting == nvmlClocksEventRe
   X(nvmlInit_v2, true)                              \
   X(nvmlShutdown, true)                             \
   X(nvmlErrorString, true)                          \
+  X(nvmlSystemGetDriverVersion, true)               \
+  X(nvmlSystemGetCudaDriverVersion, true)           \
   X(nvmlDeviceGetCount_v2, true)                    \
   X(nvmlDeviceGetHandleByIndex_v2, true)            \
   X(nvmlDeviceGetName, true)                        \
+  X(nvmlDeviceGetBrand, true)                       \
   X(nvmlDeviceGetUUID, true)                        \
   X(nvmlDeviceGetMigMode, true)                     \
   X(nvmlDeviceGetMaxMigDeviceCount, true)           \
@@ -183,6 +197,30 @@ class RealNvml final : public NvmlApi {
     char buffer[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = {};
     RN50_NVML_CHECK(nvml().nvmlDeviceGetName(handle(device), buffer, sizeof buffer));
     return buffer;
+  }
+
+  std::optional<GpuBrand> brand(const NvmlDevice& device) override {
+    nvmlBrandType_t brand{};
+    if (!answered(RN50_NVML_CHECK(nvml().nvmlDeviceGetBrand(handle(device), &brand), NVML_ERROR_NOT_SUPPORTED)))
+      return std::nullopt;
+    if (static_cast<unsigned>(brand) > static_cast<unsigned>(GpuBrand::kTitanRtx)) return std::nullopt;
+    return static_cast<GpuBrand>(brand);
+  }
+
+  std::string driver_version() override {
+    char buffer[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE] = {};
+    RN50_NVML_CHECK(nvml().nvmlSystemGetDriverVersion(buffer, sizeof buffer));
+    return buffer;
+  }
+
+  // nvmlSystemGetCudaDriverVersion, not _v2 (which asks the libcuda this process loads, the forward-compatibility
+  // one where it is in use).
+  std::optional<int> cuda_driver_version() override {
+    int version = 0;
+    if (!answered(RN50_NVML_CHECK(nvml().nvmlSystemGetCudaDriverVersion(&version), NVML_ERROR_NOT_SUPPORTED)) ||
+        version <= 0)
+      return std::nullopt;
+    return version;
   }
 
   std::string uuid(const NvmlDevice& device) override {

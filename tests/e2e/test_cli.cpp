@@ -661,6 +661,20 @@ TEST_F(Cli, DoctorRunsWithoutAGpuAndComparesPrices) {
   }
   EXPECT_TRUE(has_verdict && has_storage && has_cost) << r.output;
   EXPECT_EQ(limits, 4) << r.output;  // quota, memory, memlock, /dev/shm
+  // The driver and network rows, read rather than measured: one line each without a GPU or an RDMA device.
+  std::string driver, network;
+  for (const auto& row : json) {
+    if (row["check"] == "NVIDIA driver")
+      driver = row["value"].get<std::string>() + " (" + row["verdict"].get<std::string>() + ")";
+    if (row["check"] == "NCCL across nodes") network = row["value"].get<std::string>();
+  }
+  if (!RN50_CUDA_BUILD) {
+    EXPECT_EQ(driver, "not needed (info)") << r.output;
+    EXPECT_EQ(network, "Gloo over TCP") << r.output;
+  } else {
+    EXPECT_FALSE(driver.empty()) << r.output;
+    EXPECT_FALSE(network.empty()) << r.output;
+  }
   // It says what it measures as it goes (a run takes minutes), in order, before the report.
   size_t said = 0;
   for (const std::string& what : std::vector<std::string>{"the CPU's JPEG decode rate", "reading " + path("data"),

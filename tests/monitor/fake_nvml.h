@@ -60,6 +60,9 @@ class FakeGpmSample final : public GpmSample {
 class FakeNvml final : public NvmlApi {
  public:
   std::vector<FakeGpu> gpus;
+  std::map<unsigned, GpuBrand> brands;             // NVML index -> brand; absent: NVML gives none
+  std::string driver = "580.95.05";                // nvmlSystemGetDriverVersion
+  std::optional<int> cuda_driver = 13000;          // nvmlSystemGetCudaDriverVersion
   std::vector<std::pair<int, int>> gpm_intervals;  // (earlier, later) serials passed to gpm_metrics
   std::atomic<int> utilisation_calls{0};
   std::atomic<int> pcie_rx_calls{0};  // read by tests while a sampler thread runs
@@ -68,6 +71,14 @@ class FakeNvml final : public NvmlApi {
   std::string name(const NvmlDevice& device) override {
     return device.is_mig() ? mig(device).name : gpu(device.gpu).name;
   }
+  std::optional<GpuBrand> brand(const NvmlDevice& device) override {
+    gpu(device.gpu);  // throws for a GPU the fake does not have, as NVML fails for a bad index
+    const auto found = brands.find(device.gpu);
+    if (device.is_mig() || found == brands.end()) return std::nullopt;
+    return found->second;
+  }
+  std::string driver_version() override { return driver; }
+  std::optional<int> cuda_driver_version() override { return cuda_driver; }
   std::string uuid(const NvmlDevice& device) override {
     return device.is_mig() ? mig(device).uuid : gpu(device.gpu).uuid;
   }
