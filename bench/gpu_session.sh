@@ -2,8 +2,8 @@
 # bench/gpu_session.sh: one GPU-machine session: build against pip LibTorch, run every test (the GPU
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
-#   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode hostile ncu pinning
-#           decodeprobe doctor baseline ptx roundtrip ablation ports opbench ab checkhost"
+#   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode hostile ncu curves
+#           pinning decodeprobe doctor baseline ptx roundtrip ablation ports opbench ab checkhost"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
 #   gpudecode makes the JPEG files when the jpeg stage did not run; JPEG_NOISE=20: ImageNet-sized files, see $jpeg;
 #   GPUDECODE_AHEAD="3": gpudecode also trains with decode_ahead_batches 3; ports: PORTS_MODELS, PORTS_UNFUSED,
@@ -297,17 +297,30 @@ PY
   done > "$OUT/hostile_reasons.txt"
   pack
 fi
-if has ncu; then  # step time by kernel class: ncu over eager steps, the last 4 of 10 (NCU_FUSIONS, default "conv off bn")
+if has ncu; then  # step time by kernel class: ncu over eager steps, the last NCU_LAST of NCU_STEPS (default 4 of 10)
+  # NCU_FUSIONS (default "conv off bn"), NCU_MODELS (default resnet50; the AdamW ports get AdamW as ports_speed.sh)
   ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-  for f in ${NCU_FUSIONS:-conv off bn}; do
-    rm -rf "/tmp/runs/ncu_$f"
-    timeout "${NCU_TIMEOUT:-150}" "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv \
-      "$build/rn50" train --config configs/optimized.yaml --data synthetic --device cuda:0 --synthetic-images 3072 \
-      --epochs 1 --warmup-epochs 0 --max-steps 10 --cuda-graph=off --validate=off --checkpoint=off --log-every 100000 \
-      --fusion "$f" --out-dir "/tmp/runs/ncu_$f" > "$OUT/ncu_$f.csv" 2> "$OUT/ncu_$f.err" || echo "ncu $f: exit $?"
-    pack
+  for m in ${NCU_MODELS:-resnet50}; do
+    extra=()
+    [[ $m == convnext* || $m == vit* ]] && extra=(--optimizer adamw --lr 0.001 --weight-decay 0.05)
+    for f in ${NCU_FUSIONS:-conv off bn}; do
+      name=ncu_$f; [[ $m == resnet50 ]] || name=ncu_${m}_$f
+      rm -rf "/tmp/runs/$name"
+      timeout "${NCU_TIMEOUT:-150}" "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv \
+        "$build/rn50" train --config configs/optimized.yaml --model "$m" --data synthetic --device cuda:0 \
+        --synthetic-images 3072 --epochs 1 --warmup-epochs 0 --max-steps "${NCU_STEPS:-10}" --cuda-graph=off \
+        --validate=off --checkpoint=off --log-every 100000 --fusion "$f" --out-dir "/tmp/runs/$name" "${extra[@]}" \
+        > "$OUT/$name.csv" 2> "$OUT/$name.err" || echo "ncu $m $f: exit $?"
+      pack
+    done
   done
-  python3 bench/ncu_kernel_classes.py --last-steps 4 "$OUT"/ncu_*.csv | tee "$OUT/ncu_kernel_classes.txt"
+  python3 bench/ncu_kernel_classes.py --last-steps "${NCU_LAST:-4}" --top 25 "$OUT"/ncu_*.csv |
+    tee "$OUT/ncu_kernel_classes.txt" | grep -v "^     "
+fi
+if has curves; then  # fused against unfused training curves of the ports on JPEG files (bench/ports_curves.sh)
+  OUT="$OUT" MODELS="${CURVES_MODELS:-vit_b_16 convnext_tiny}" EPOCHS="${CURVES_EPOCHS:-8}" bench/ports_curves.sh \
+    > "$OUT/curves.txt" 2>&1
+  grep -E "^[a-z]|last-epoch" "$OUT/curves.txt"; pack
 fi
 if has pinning; then  # pin_workers on and off with CPU decoding: all cores, and 4 (data-bound), interleaved
   [[ -d "$jpeg" ]] || make_jpeg_files

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """bench/ncu_kernel_classes.py: where a step's GPU time goes, by kernel class (convolution/matmul, BatchNorm,
-elementwise and pooling, optimizer), from `ncu --metrics gpu__time_duration.sum --csv` output; one summary per file.
+LayerNorm, attention, GELU, copies and casts, other elementwise and pooling, optimizer), from
+`ncu --metrics gpu__time_duration.sum --csv` output; one summary per file.
 
   ncu --clock-control none --metrics gpu__time_duration.sum --csv \
       build/rn50 train --config configs/optimized.yaml --data synthetic --cuda-graph=off --max-steps 10 ... > conv.csv
   python3 bench/ncu_kernel_classes.py --last-steps 4 conv.csv off.csv
 
---last-steps N keeps the kernels of the last N whole steps, each ending with rn50's fused SGD kernel, so that
+--last-steps N keeps the kernels of the last N whole steps, each ending with rn50's fused SGD or AdamW kernel, so that
 start-up work (autotuning, plan building, the first steps) never enters the split whatever its kernel count.
 Without it every kernel in the file counts (for a window cut with ncu's --launch-skip / --launch-count).
 """
@@ -21,17 +22,27 @@ UNITS = {'nsecond': 1.0, 'ns': 1.0, 'usecond': 1e3, 'us': 1e3, 'msecond': 1e6, '
 def classify(name):
     """The class of one kernel by its (demangled) name."""
     n = name.lower()
+    if 'pool' in n:  # max-pool and average-pool, forward and backward, rn50's own among them ("nhwc" in their names
+        return 'elementwise/other'  # is no convolution, "rn50::ops::" no BatchNorm)
+    # rn50's row kernels for LayerNorm models (LayerNorm, residual add, layer scale) and ATen's LayerNorm.
+    if 'layer_norm' in n or 'layernorm' in n or 'scaled_residual' in n or 'finalize_columns' in n:
+        return 'layernorm'
     # rn50's own BatchNorm kernels (fused BatchNorm, and fusion: conv's finalize and apply passes) live in rn50::ops;
     # cuDNN's and ATen's BatchNorm kernels say so in their names. (cuDNN's own cudnn::ops:: kernels are not rn50's.)
     if 'batch_norm' in n or 'batchnorm' in n or 'rn50::ops::' in n or n.startswith(('void ops::', 'ops::')):
         return 'batchnorm'
-    if 'pool' in n:  # max-pool and average-pool, forward and backward ("nhwc" in their names is no convolution)
-        return 'elementwise/other'
-    if 'sgd' in n or 'multi_tensor' in n or 'unscale' in n or 'foreach' in n or 'non_finite' in n or 'amp_update' in n:
+    if any(k in n for k in ['sgd', 'adam', 'multi_tensor', 'unscale', 'foreach', 'non_finite', 'amp_update']):
         return 'optimizer'
+    # Flash, memory-efficient and cuDNN's fused attention (scaled_dot_product_attention's backends).
+    if any(k in n for k in ['flash', 'fmha', 'attention', 'sdpa', 'mha_']):
+        return 'attention'
     if any(k in n for k in ['conv', 'xmma', 'cutlass', 'sm90', 'gemm', 'dgrad', 'wgrad', 'fprop', 'implicit', 'cudnn',
-                            'cask', 'nhwc', 'winograd']):
+                            'cask', 'nhwc', 'winograd', 'nvjet']):
         return 'convolution/matmul'
+    if 'gelu' in n:
+        return 'gelu'
+    if 'copy' in n:  # copies and dtype casts (ATen's direct_copy_kernel, autocast's casts)
+        return 'copy/cast'
     return 'elementwise/other'
 
 
@@ -53,16 +64,17 @@ def read_kernels(path):
 
 
 def last_steps(kernels, n):
-    """The kernels of the last n steps, each ending with the fused SGD kernel."""
-    ends = [i for i, (name, _) in enumerate(kernels) if 'fused_sgd' in name]
+    """The kernels of the last n steps, each ending with the fused optimizer's kernel (SGD or AdamW)."""
+    ends = [i for i, (name, _) in enumerate(kernels) if 'fused_sgd' in name or 'fused_adamw' in name]
     if len(ends) < n + 1:
-        raise SystemExit(f'{len(ends)} fused SGD kernels found: fewer than the {n} + 1 that {n} whole steps need')
+        raise SystemExit(f'{len(ends)} fused optimizer kernels found: fewer than the {n} + 1 that {n} whole steps need')
     return kernels[ends[-n - 1] + 1:ends[-1] + 1]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--last-steps', type=int, default=0, help='only the last N whole steps (0: every kernel)')
+    ap.add_argument('--top', type=int, default=12, help='the N kernels that took longest (default 12)')
     ap.add_argument('files', nargs='+')
     args = ap.parse_args()
     for path in args.files:
@@ -79,7 +91,7 @@ def main():
         print(f'{path} {len(kernels)} kernels, {s / 1e6:.1f} ms{steps}')
         for c, t in tot.most_common():
             print(f'  {c:20s} {t / 1e6:8.2f} ms {100 * t / s:5.1f}%')
-        for (c, n), t in names.most_common(12):
+        for (c, n), t in names.most_common(args.top):
             print(f'     {c[:5]} {t / 1e6:6.2f} ms  {n}')
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tests/bench/test_ncu_kernel_classes.py: bench/ncu_kernel_classes.py on made-up ncu CSV (no GPU): each class by
-kernel name, the time units, and --last-steps cutting whole steps at the fused SGD kernel.
+kernel name, the time units, and --last-steps cutting whole steps at the fused SGD or AdamW kernel.
 
   python3 tests/bench/test_ncu_kernel_classes.py
 """
@@ -40,6 +40,18 @@ class Classify(unittest.TestCase):
             "void at::<unnamed>::max_pool_backward_nhwc<c10::Half, float>(const T1 *)": "elementwise/other",
             "void at::vectorized_elementwise_kernel<8, at::CUDAFunctor_add<c10::Half>>": "elementwise/other",
             SGD: "optimizer",
+            # rn50's own max-pool is pooling, not BatchNorm, though it lives in rn50::ops
+            "void rn50::ops::kernels::(anonymous namespace)::max_pool_forward_kernel<__half>": "elementwise/other",
+            "void rn50::ops::kernels::(anonymous namespace)::layer_norm_forward_kernel<__half, float, __half>":
+                "layernorm",
+            "void rn50::ops::kernels::(anonymous namespace)::scaled_residual_backward_kernel<float, __half>": "layernorm",
+            "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>": "layernorm",
+            "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>>": "attention",
+            "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3": "attention",
+            "void at::native::vectorized_elementwise_kernel<4, GeluCUDAKernelImpl<c10::Half>>": "gelu",
+            "void at::native::unrolled_elementwise_kernel<direct_copy_kernel_cuda, float, c10::Half>": "copy/cast",
+            "void rn50::cuda::kernels::(anonymous namespace)::fused_adamw_kernel(UpdateChunks)": "optimizer",
+            "nvjet_hsh_256x128_64x4_1x2_h_bz_coopA_NTT": "convolution/matmul",
         }
         for name, cls in cases.items():
             self.assertEqual(ncu.classify(name), cls, name)
@@ -59,6 +71,14 @@ class Steps(unittest.TestCase):
             self.assertEqual(sum(t for _, t in last), 8000.0)
             with self.assertRaises(SystemExit):
                 ncu.last_steps(kernels, 3)  # three SGD kernels bound only two whole steps
+        finally:
+            os.unlink(path)
+
+    def test_adamw_ends_a_step_too(self):
+        adamw = "void rn50::cuda::kernels::(anonymous namespace)::fused_adamw_kernel(UpdateChunks)"
+        path = write_csv([("nvjet_hsh", "usecond", "3"), (adamw, "usecond", "1")] * 3)
+        try:
+            self.assertEqual(sum(t for _, t in ncu.last_steps(ncu.read_kernels(path), 2)), 8000.0)
         finally:
             os.unlink(path)
 

@@ -1,6 +1,9 @@
 // tests/input/gpu_decode/test_gpu_decode.cpp (GPU machine, nvJPEG builds only): decode: gpu against decode: cpu. The
 // kernel against its CPU reference; whole batches of generated JPEGs (baseline, progressive, grey, CMYK, small and
 // large) against the CPU path's images, one batch at a time, back to back and submitted ahead.
+#include <atomic>
+
+#include "core/host_memory.h"
 #include "tests/input/gpu_decode/gpu_decode_fixtures.h"
 
 namespace rn50::gpu_decode_test {
@@ -110,6 +113,73 @@ TEST_F(GpuDecode, ArithmeticCodedFilesGoToLibjpegAfterTheirScansAreChecked) {
   data::WorkerScratch scratch;
   set.load(0, 0, cpu.data(), scratch);
   EXPECT_LE(difference(levels_of(x[0]), cpu).max, 0.01);  // libjpeg's own pixels, normalised on the device
+}
+
+// The decode budget on the GPU path: sixteen loader threads check arithmetic-coded progressive files, for which
+// libjpeg holds the whole image's coefficients (6 MB each here), within a budget of two and a half of them; the
+// decoder then hands every file to libjpeg (nvJPEG has no arithmetic decoding), and the files cut short are counted
+// bad by the loader before they reach it.
+TEST_F(GpuDecode, SixteenLoaderThreadsCheckArithmeticFilesWithinTheDecodeBudget) {
+  TempDir tmp;
+  const std::vector<uint8_t> pixels = test::smooth_image(1000, 1000, 0.3);
+  const std::vector<uint8_t> whole =
+      codecs::encode_jpeg(pixels.data(), 1000, 1000, 3, 85, /*progressive=*/true, /*arithmetic=*/true);
+  std::vector<uint8_t> cut(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(whole.size() / 2));
+  cut.push_back(0xFF);
+  cut.push_back(0xD9);
+  const int files = 64, batch_size = 16;
+  int cut_files = 0;
+  for (int i = 0; i < files; ++i) {
+    const bool bad = i % 8 == 3;
+    cut_files += bad;
+    char name[32];
+    std::snprintf(name, sizeof(name), "/train/c0/%03d.JPEG", i);
+    write_file(tmp.path() + name, bad ? cut : whole);
+  }
+  data::SampleTransform t;
+  t.image_size = 64;
+  const data::JpegFolderDataset set(data::scan_image_folder(tmp.path() + "/train"), t);
+  const codecs::JpegInfo info = codecs::read_jpeg_header(whole.data(), whole.size());
+  ASSERT_TRUE(info.arithmetic);
+  const uint64_t each = codecs::decode_memory_bytes(info, {0, 0, 1000, 1000}, 125, 125);
+  ASSERT_GE(each, uint64_t{6000000});
+  const auto budget = std::make_shared<data::DecodeBudget>(2 * each + each / 2);
+  data::LoaderOptions o;
+  o.batch_size = batch_size;
+  o.workers = 16;
+  o.decode_budget = budget;
+  data::BatchPool pool(3, batch_size, 64, std::shared_ptr<HostAllocator>(make_pageable_allocator()),
+                       data::BatchContent::kEncoded);
+  std::vector<size_t> order(set.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::atomic<int> loader_bad{0};
+  data::BatchLoader loader(set, order, 0, o, pool, [&](const std::string&, const std::string& reason) {
+    EXPECT_NE(reason.find("truncated JPEG (the arithmetic-coded data ends"), std::string::npos) << reason;
+    ++loader_bad;
+  });
+  input::GpuJpegDecoder decoder(0, batch_size, 64);
+  at::Tensor x = at::empty({batch_size, 3, 64, 64}, at::TensorOptions(at::kCUDA).dtype(at::kFloat));
+  at::Tensor y = at::empty({batch_size}, at::TensorOptions(at::kCUDA).dtype(at::kLong));
+  int64_t images = 0;
+  while (std::optional<data::HostBatch> batch = loader.next()) {
+    images += batch->size;
+    decoder.decode_into(
+        *batch, x, y, [](size_t, const std::string& reason) { ADD_FAILURE() << reason; },
+        [&loader](const data::HostBatch& b) { loader.release(b); });
+    ASSERT_FALSE(x.isnan().any().item<bool>());
+  }
+  decoder.drain();
+  const input::GpuDecodeCounts counts = decoder.take_counts();
+  std::printf("[ measured ] %d threads, budget %.1f MB (%.1f MB an image): at most %.1f MB held at once\n", o.workers,
+              static_cast<double>(budget->capacity()) / 1e6, static_cast<double>(each) / 1e6,
+              static_cast<double>(budget->peak_in_flight()) / 1e6);
+  EXPECT_EQ(images, files / batch_size * batch_size);
+  EXPECT_EQ(loader_bad.load(), cut_files);  // each cut file met once, replaced by the next in the order
+  EXPECT_EQ(counts.cpu_fallback, images);   // every image through libjpeg
+  EXPECT_EQ(counts.bad, 0);
+  EXPECT_GE(budget->peak_in_flight(), each);
+  EXPECT_LE(budget->peak_in_flight(), budget->capacity());  // sixteen threads unbounded would hold 16 x 6 MB
+  EXPECT_EQ(budget->in_flight(), 0u);
 }
 
 // GPU path against CPU path, image by image, for the same crops and flips. What differs: nvJPEG's IDCT and
