@@ -64,6 +64,8 @@ at::Tensor layer_norm_channels(const at::Tensor& x, const torch::nn::LayerNorm& 
   return add_layer_norm(x.permute({0, 2, 3, 1}), {}, norm, out_dtype, options).y.permute({0, 3, 1, 2});
 }
 
+at::Tensor linear(const torch::nn::Linear& fc, const at::Tensor& x) { return at::linear(x, fc->weight, fc->bias); }
+
 at::Tensor gelu(const at::Tensor& x, const ModelOptions& /*options*/) { return at::gelu(x); }
 
 at::Tensor stochastic_depth_scale(const at::Tensor& x, double p, bool training) {

@@ -1,9 +1,10 @@
 // models/blocks.h: what several models share: BatchNorm with its activation (the fusion points), LayerNorm over
-// the last or the channel dimension, GELU, stochastic depth, torchvision's truncated-normal initialisation.
+// the last or the channel dimension, Linear, GELU, stochastic depth, torchvision's truncated-normal initialisation.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
 #include "models/model.h"
@@ -41,6 +42,11 @@ ops::AddLayerNormOut add_layer_norm(const at::Tensor& x, const at::Tensor& branc
 // torchvision does, so the result has the same memory layout), in `out_dtype`.
 at::Tensor layer_norm_channels(const at::Tensor& x, const torch::nn::LayerNorm& norm, at::ScalarType out_dtype,
                                const ModelOptions& options);
+
+// fc(x) as PyTorch's Python runs it (at::linear): on input of more than two dimensions the bias is added in the
+// matrix product's epilogue, where the C++ frontend's nn::Linear::forward adds it in a separate broadcast pass (on an
+// H200 those passes took 11.8 ms of ViT-B/16's 84 ms step at batch 256; bench/results/2026-12-03-linear-bias.md).
+at::Tensor linear(const torch::nn::Linear& fc, const at::Tensor& x);
 
 // GELU with the exact erf (torch.nn.GELU's default): ATen's op either way.
 at::Tensor gelu(const at::Tensor& x, const ModelOptions& options);

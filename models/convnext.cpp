@@ -47,7 +47,7 @@ class CNBlock : public nn::Module {
   at::Tensor forward(const at::Tensor& input) {
     const at::Tensor y = dwconv_->forward(input).permute({0, 2, 3, 1});
     const at::Tensor h = add_layer_norm(y, {}, norm_, compute_dtype(y), options_).y;
-    const at::Tensor branch = fc2_->forward(gelu(fc1_->forward(h), options_)).permute({0, 3, 1, 2});
+    const at::Tensor branch = linear(fc2_, gelu(linear(fc1_, h), options_)).permute({0, 3, 1, 2});
     const at::Tensor scale = stochastic_depth_scale(input, stochastic_depth_, is_training());
     return ops::scaled_residual(input, branch, layer_scale_, scale, options_.fusion != Fusion::kOff);
   }

@@ -53,7 +53,7 @@ class SelfAttention : public nn::Module {
         at::linear(x, in_proj_weight_, in_proj_bias_).view({batch, tokens, 3, heads_, width / heads_}).unbind(2);
     const at::Tensor y = compat::scaled_dot_product_attention(qkv[0].transpose(1, 2), qkv[1].transpose(1, 2),
                                                               qkv[2].transpose(1, 2));
-    return out_proj_->forward(y.transpose(1, 2).reshape({batch, tokens, width}));
+    return linear(out_proj_, y.transpose(1, 2).reshape({batch, tokens, width}));
   }
 
  private:
@@ -94,8 +94,8 @@ class EncoderBlock : public nn::Module {
     const at::Tensor x = in.pending.defined() ? a.sum : in.x;
     const at::Tensor attention = maybe_dropout(attention_->forward(a.y), dropout_, training);
     ops::AddLayerNormOut b = add_layer_norm(x, attention, ln_2_, compute_dtype(x), options_);
-    at::Tensor y = maybe_dropout(gelu(fc1_->forward(b.y), options_), dropout_, training);
-    return {b.sum, maybe_dropout(fc2_->forward(y), dropout_, training)};
+    at::Tensor y = maybe_dropout(gelu(linear(fc1_, b.y), options_), dropout_, training);
+    return {b.sum, maybe_dropout(linear(fc2_, y), dropout_, training)};
   }
 
  private:

@@ -1,10 +1,12 @@
 // tests/models/test_blocks.cpp: the shared pieces: stochastic depth's rows and scaling, the probabilities' defaults
-// and range, the truncated normal, LayerNorm over channels.
+// and range, the truncated normal, LayerNorm over channels, Linear on input of any rank.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <torch/utils.h>
 
 #include <string>
+#include <vector>
 
 #include "models/blocks.h"
 #include "tests/support/error_of.h"
@@ -60,6 +62,22 @@ TEST(LayerNormChannels, NormalisesEachPixelOverItsChannels) {
   const at::Tensor expected = (x - mean) / (var + 1e-6).sqrt() * weight.view({1, 8, 1, 1}) + bias.view({1, 8, 1, 1});
   EXPECT_EQ(y.sizes(), x.sizes());
   EXPECT_TRUE(at::allclose(y, expected, 1e-5, 1e-5));
+}
+
+// linear(fc, x) is nn::Linear's function on input of two, three and four dimensions, the bias added once (ATen folds
+// the leading dimensions into one matrix product with the bias in its epilogue; the C++ frontend adds it apart).
+TEST(Linear, IsTheLinearLayersFunctionOnInputOfAnyRank) {
+  torch::manual_seed(3);
+  torch::nn::Linear fc(24, 40);
+  for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{{5, 24}, {3, 7, 24}, {2, 3, 5, 24}}) {
+    const at::Tensor x = at::randn(shape);
+    const at::Tensor got = linear(fc, x);
+    const at::Tensor want = fc->forward(x);
+    ASSERT_EQ(got.sizes(), want.sizes());
+    EXPECT_TRUE(at::allclose(got, want, 1e-5, 1e-6)) << (got - want).abs().max().item<double>();
+    at::Tensor no_bias = at::matmul(x, fc->weight.t());
+    EXPECT_GT((got - no_bias).abs().max().item<double>(), 1e-3);  // the bias is there
+  }
 }
 
 }  // namespace

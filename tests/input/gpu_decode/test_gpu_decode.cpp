@@ -3,6 +3,7 @@
 // large) against the CPU path's images, one batch at a time, back to back and submitted ahead.
 #include <atomic>
 
+#include "codecs/jpeg_header.h"
 #include "core/host_memory.h"
 #include "tests/input/gpu_decode/gpu_decode_fixtures.h"
 
@@ -139,7 +140,7 @@ TEST_F(GpuDecode, SixteenLoaderThreadsCheckArithmeticFilesWithinTheDecodeBudget)
   data::SampleTransform t;
   t.image_size = 64;
   const data::JpegFolderDataset set(data::scan_image_folder(tmp.path() + "/train"), t);
-  const codecs::JpegInfo info = codecs::read_jpeg_header(whole.data(), whole.size());
+  const codecs::JpegInfo info = codecs::parse_jpeg_frame_header(whole.data(), whole.size());  // the loader's reader
   ASSERT_TRUE(info.arithmetic);
   const uint64_t each = codecs::decode_memory_bytes(info, {0, 0, 1000, 1000}, 125, 125);
   ASSERT_GE(each, uint64_t{6000000});
