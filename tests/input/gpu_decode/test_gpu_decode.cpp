@@ -84,7 +84,11 @@ TEST_F(GpuDecode, ArithmeticCodedFilesGoToLibjpegAfterTheirScansAreChecked) {
   TempDir tmp;
   const std::vector<uint8_t> pixels = test::smooth_image(320, 240, 0.4);
   const std::vector<uint8_t> whole = codecs::encode_jpeg(pixels.data(), 320, 240, 3, 90, false, /*arithmetic=*/true);
-  std::vector<uint8_t> cut(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(whole.size() / 2));
+  // Cut short in its one scan, which codes every block: the check finds that (a progressive file cut in a
+  // refinement scan would decode as a blurrier image, tests/codecs/test_jpeg_codec.cpp).
+  const std::vector<uint8_t> sequential =
+      codecs::encode_jpeg(pixels.data(), 1000, 1000, 3, 85, /*progressive=*/false, /*arithmetic=*/true);
+  std::vector<uint8_t> cut(sequential.begin(), sequential.begin() + static_cast<std::ptrdiff_t>(sequential.size() / 2));
   cut.push_back(0xFF);
   cut.push_back(0xD9);
   write_file(tmp.path() + "/train/c0/a_whole.JPEG", whole);
@@ -118,14 +122,18 @@ TEST_F(GpuDecode, ArithmeticCodedFilesGoToLibjpegAfterTheirScansAreChecked) {
 
 // The decode budget on the GPU path: sixteen loader threads check arithmetic-coded progressive files, for which
 // libjpeg holds the whole image's coefficients (6 MB each here), within a budget of two and a half of them; the
-// decoder then hands every file to libjpeg (nvJPEG has no arithmetic decoding), and the files cut short are counted
-// bad by the loader before they reach it.
+// decoder then hands every file to libjpeg (nvJPEG has no arithmetic decoding), and the sequential files cut short
+// are counted bad by the loader before they reach it.
 TEST_F(GpuDecode, SixteenLoaderThreadsCheckArithmeticFilesWithinTheDecodeBudget) {
   TempDir tmp;
   const std::vector<uint8_t> pixels = test::smooth_image(1000, 1000, 0.3);
   const std::vector<uint8_t> whole =
       codecs::encode_jpeg(pixels.data(), 1000, 1000, 3, 85, /*progressive=*/true, /*arithmetic=*/true);
-  std::vector<uint8_t> cut(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(whole.size() / 2));
+  // Cut short in its one scan, which codes every block: the check finds that (a progressive file cut in a
+  // refinement scan would decode as a blurrier image, tests/codecs/test_jpeg_codec.cpp).
+  const std::vector<uint8_t> sequential =
+      codecs::encode_jpeg(pixels.data(), 1000, 1000, 3, 85, /*progressive=*/false, /*arithmetic=*/true);
+  std::vector<uint8_t> cut(sequential.begin(), sequential.begin() + static_cast<std::ptrdiff_t>(sequential.size() / 2));
   cut.push_back(0xFF);
   cut.push_back(0xD9);
   const int files = 64, batch_size = 16;
