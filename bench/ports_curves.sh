@@ -2,7 +2,8 @@
 # bench/ports_curves.sh: does a model's fused path learn like its unfused one? Each model in MODELS trains the same
 # generated JPEG folder (with validation) with `fusion: conv` and `fusion: off`, two seeds each, all runs at once on
 # the one GPU (speed is not measured here); prints each epoch's training loss and validation top-1, and whether the
-# fused runs' last-epoch loss lies within the unfused seeds' spread widened by the fused seeds' own.
+# fused runs' last-epoch loss lies within the unfused seeds' spread widened by the fused seeds' own. AdamW (lr 5e-4,
+# weight decay 0.05) for ViT and ConvNeXt, configs/optimized.yaml's SGD for the others.
 #   MODELS="vit_b_16 convnext_tiny"   EPOCHS=8   BATCH=64   SEEDS="1 2"   SKIP_SAMPLE=1 (reuse $data)
 #   BUILD=DIR (default build-gpu)   DEVICE=cuda:0   EXTRA="--precision fp32 ..." (more keys for every run)
 # Needs build-gpu/rn50 (bench/gpu_session.sh's build stage); logs and metrics under $OUT/curves, JSON lines in
@@ -25,6 +26,9 @@ if [[ -z "${SKIP_SAMPLE:-}" ]]; then  # 10 classes, 128 training and 32 validati
 fi
 runs=()
 for model in $MODELS; do
+  # The ports' own optimizers: AdamW for the transformer-like ones, otherwise optimized.yaml's SGD at its lr.
+  optimizer=(--optimizer sgd)
+  [[ $model == convnext* || $model == vit* ]] && optimizer=(--optimizer adamw --lr 0.0005 --weight-decay 0.05)
   for fusion in conv off; do
     for seed in $SEEDS; do
       name=${model}_${fusion}_s$seed
@@ -32,7 +36,7 @@ for model in $MODELS; do
       # Two decode threads a run: every run of the call shares the machine's cores.
       timeout 900 "$build/rn50" train --config configs/optimized.yaml --model "$model" --fusion "$fusion" \
         --data folder --data-root "$data" --device "${DEVICE:-cuda:0}" --batch-size "$BATCH" --epochs "$EPOCHS" --warmup-epochs 1 \
-        --optimizer adamw --lr 0.0005 --weight-decay 0.05 --seed "$seed" --workers 2 --log-every 100000 \
+        "${optimizer[@]}" --seed "$seed" --workers 2 --log-every 100000 \
         --checkpoint=off --report=off ${EXTRA:-} --out-dir "/tmp/curves/$name" > "$logs/$name.log" 2>&1 &
       runs+=("$name")
     done
