@@ -298,15 +298,20 @@ PY
   pack
 fi
 if has ncu; then  # step time by kernel class: ncu over eager steps, the last NCU_LAST of NCU_STEPS (default 4 of 10)
-  # NCU_FUSIONS (default "conv off bn"), NCU_MODELS (default resnet50; the AdamW ports get AdamW as ports_speed.sh)
+  # NCU_FUSIONS (default "conv off bn"), NCU_MODELS (default resnet50; the AdamW ports get AdamW as ports_speed.sh);
+  # NCU_METRICS: more metrics after the time, e.g. dram__throughput.avg.pct_of_peak_sustained_elapsed (each adds
+  # replay passes; the split then prints each class's and kernel's time-weighted rates). The GPU's tensor-pipe metric
+  # names are listed into ncu_tensor_metrics.txt first.
   ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  metrics=gpu__time_duration.sum${NCU_METRICS:+,$NCU_METRICS}
+  "$ncu_bin" --query-metrics 2>/dev/null | grep -iE "tensor|dram__throughput" > "$OUT/ncu_tensor_metrics.txt"
   for m in ${NCU_MODELS:-resnet50}; do
     extra=()
     [[ $m == convnext* || $m == vit* ]] && extra=(--optimizer adamw --lr 0.001 --weight-decay 0.05)
     for f in ${NCU_FUSIONS:-conv off bn}; do
       name=ncu_$f; [[ $m == resnet50 ]] || name=ncu_${m}_$f
       rm -rf "/tmp/runs/$name"
-      timeout "${NCU_TIMEOUT:-150}" "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv \
+      timeout "${NCU_TIMEOUT:-150}" "$ncu_bin" --clock-control none --metrics "$metrics" --csv \
         "$build/rn50" train --config configs/optimized.yaml --model "$m" --data synthetic --device cuda:0 \
         --synthetic-images 3072 --epochs 1 --warmup-epochs 0 --max-steps "${NCU_STEPS:-10}" --cuda-graph=off \
         --validate=off --checkpoint=off --log-every 100000 --fusion "$f" --out-dir "/tmp/runs/$name" "${extra[@]}" \
@@ -314,8 +319,8 @@ if has ncu; then  # step time by kernel class: ncu over eager steps, the last NC
       pack
     done
   done
-  python3 bench/ncu_kernel_classes.py --last-steps "${NCU_LAST:-4}" --top 25 "$OUT"/ncu_*.csv |
-    tee "$OUT/ncu_kernel_classes.txt" | grep -v "^     "
+  python3 bench/ncu_kernel_classes.py --last-steps "${NCU_LAST:-4}" --top 25 ${NCU_METRICS:+--rates} "$OUT"/ncu_*.csv |
+    tee "$OUT/ncu_kernel_classes.txt" | grep -v "^     " | cut -c1-200
 fi
 if has curves; then  # fused against unfused training curves of the ports on JPEG files (bench/ports_curves.sh)
   OUT="$OUT" MODELS="${CURVES_MODELS:-vit_b_16 convnext_tiny}" EPOCHS="${CURVES_EPOCHS:-8}" bench/ports_curves.sh \

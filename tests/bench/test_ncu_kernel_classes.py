@@ -82,6 +82,26 @@ class Steps(unittest.TestCase):
         finally:
             os.unlink(path)
 
+    def test_metrics_of_one_kernel_share_its_id_and_rates_weigh_by_time(self):
+        dram = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
+        f = tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False)
+        f.write('"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"\n')
+        for i, (name, us, pct) in enumerate([("nvjet_a", "3", "10"), ("void at::add_kernel", "1", "90"),
+                                             (SGD, "1", "50")]):
+            f.write(f'"{i}","{name}","gpu__time_duration.sum","usecond","{us}"\n')
+            f.write(f'"{i}","{name}","{dram}","%","{pct}"\n')
+        f.close()
+        try:
+            kernels = ncu.read_kernel_metrics(f.name)
+            self.assertEqual(len(kernels), 3)
+            self.assertEqual(kernels[0], ("nvjet_a", {"gpu__time_duration.sum": 3000.0, dram: 10.0}))
+            self.assertEqual(ncu.read_kernels(f.name)[1], ("void at::add_kernel", 1000.0))
+            rates = ncu.weighted_rates(kernels)
+            self.assertAlmostEqual(rates[dram], (3 * 10 + 1 * 90 + 1 * 50) / 5)
+            self.assertEqual(ncu.short_metric(dram), "dram__throughput")
+        finally:
+            os.unlink(f.name)
+
     def test_unknown_unit_is_refused(self):
         path = write_csv([(SGD, "cycle", "5")])
         try:
