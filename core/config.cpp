@@ -163,6 +163,11 @@ const Names<OptimizerKind>& names(OptimizerKind) {
   static const Names<OptimizerKind> n = {{OptimizerKind::kSgd, "sgd"}, {OptimizerKind::kAdamW, "adamw"}};
   return n;
 }
+const Names<DistBackend>& names(DistBackend) {
+  static const Names<DistBackend> n = {
+      {DistBackend::kAuto, "auto"}, {DistBackend::kNccl, "nccl"}, {DistBackend::kGloo, "gloo"}, {DistBackend::kShm, "shm"}};
+  return n;
+}
 const Names<FusionKernels>& names(FusionKernels) {
   static const Names<FusionKernels> n = {{FusionKernels::kAuto, "auto"}, {FusionKernels::kRn50, "rn50"}};
 
@@ -336,6 +341,10 @@ std::vector<ConfigKey> make_keys() {
                  "data parallel: gradients are all-reduced in buckets of about this many MB, each as soon as "
                  "the backward pass has filled it"),
       bool_key("nvlink", &C::nvlink, "data parallel: off sets NCCL_P2P_DISABLE=1 (no NVLink or PCIe peer copies)"),
+      choice_key("dist_backend", &C::dist_backend,
+                 "data parallel: auto (NCCL when each rank has a GPU of its own, shm when ranks share one, Gloo on "
+                 "CPUs), nccl, gloo, or shm (ranks on one host, through shared host memory); gloo and shm on GPUs "
+                 "copy gradients through host memory and take no CUDA graph"),
       int_key("dist_timeout_s", &C::dist_timeout_s,
               "data parallel: seconds a rendezvous or collective may wait for another rank before the run stops"),
   };
@@ -378,6 +387,7 @@ std::string name_of(Precision value) { return name_in_table(value); }
 std::string name_of(Fusion value) { return name_in_table(value); }
 std::string name_of(FusionKernels value) { return name_in_table(value); }
 std::string name_of(OptimizerKind value) { return name_in_table(value); }
+std::string name_of(DistBackend value) { return name_in_table(value); }
 
 const std::vector<ConfigKey>& config_keys() {
   static const std::vector<ConfigKey> keys = make_keys();

@@ -20,6 +20,7 @@ enum class Precision { kFp32, kBf16, kFp16 };   // fp32 | bf16 | fp16
 enum class Fusion { kOff, kBatchNorm, kConv };  // off | bn | conv
 enum class FusionKernels { kAuto, kRn50 };      // auto | rn50
 enum class OptimizerKind { kSgd, kAdamW };      // sgd | adamw
+enum class DistBackend { kAuto, kNccl, kGloo, kShm };  // auto | nccl | gloo | shm
 std::string name_of(DataSource value);
 std::string name_of(Decode value);
 std::string name_of(LrScheduleKind value);
@@ -28,6 +29,7 @@ std::string name_of(Precision value);
 std::string name_of(Fusion value);
 std::string name_of(FusionKernels value);
 std::string name_of(OptimizerKind value);
+std::string name_of(DistBackend value);
 
 struct Config {
   // model
@@ -100,6 +102,7 @@ struct Config {
   // data parallel (several processes; see LaunchEnv)
   double bucket_mb = 25;     // gradient all-reduce bucket size
   bool nvlink = true;        // off: NCCL_P2P_DISABLE=1 for the run
+  DistBackend dist_backend = DistBackend::kAuto;  // auto: NCCL with a GPU per rank, shm on a shared one, Gloo on CPUs
   int dist_timeout_s = 300;  // a collective or the rendezvous waiting longer than this stops the run
 };
 

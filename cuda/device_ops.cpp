@@ -7,6 +7,7 @@
 #include <c10/core/AllocatorConfig.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <stdexcept>
@@ -52,9 +53,19 @@ class UpdateTable {
               std::vector<double> weight_decay)
       : params_(std::move(params)), states_(std::move(states)), weight_decay_(std::move(weight_decay)) {}
 
+  // Rebuilds the table when an address changed (copies to the device: not under capture).
+  void refresh() {
+    if (current_addresses() != addresses_) build();
+  }
+
   // The chunks for this step; rebuilt (a host-side pointer comparison, no device sync) when an address changed.
   kernels::UpdateChunks chunks(const at::Tensor* found_inf, const at::Tensor* grad_scale) {
-    if (current_addresses() != addresses_) build();
+    if (current_addresses() != addresses_) {
+      TORCH_CHECK(c10::cuda::currentStreamCaptureStatusMayInitCtx() == c10::cuda::CaptureStatus::None,
+                  "a fused update's gradients moved while a CUDA graph is being captured: call "
+                  "Optimizer::gradients_moved() before capturing the update");
+      build();
+    }
     kernels::UpdateChunks c{};
     c.slices = reinterpret_cast<const kernels::UpdateSlice*>(slices_.data_ptr());
     c.chunk_tensor = chunk_tensor_.data_ptr<int32_t>();
@@ -129,6 +140,8 @@ FusedSgd::FusedSgd(std::vector<at::Tensor> params, std::vector<at::Tensor> buffe
 
 FusedSgd::~FusedSgd() = default;
 
+void FusedSgd::refresh() { table_->refresh(); }
+
 void FusedSgd::step(const at::Tensor& neg_lr, const at::Tensor* found_inf, const at::Tensor* grad_scale) {
   kernels::fused_sgd(table_->chunks(found_inf, grad_scale), static_cast<float>(momentum_), neg_lr.data_ptr<float>(),
                      at::cuda::getCurrentCUDAStream());
@@ -145,6 +158,8 @@ FusedAdamW::FusedAdamW(std::vector<at::Tensor> params, std::vector<at::Tensor> e
       eps_(eps) {}
 
 FusedAdamW::~FusedAdamW() = default;
+
+void FusedAdamW::refresh() { table_->refresh(); }
 
 void FusedAdamW::step(const at::Tensor& lr, const at::Tensor& steps, const at::Tensor* found_inf,
                       const at::Tensor* grad_scale) {

@@ -33,6 +33,8 @@ class FusedSgd {
   ~FusedSgd();
   // found_inf and grad_scale: 0-dim float device tensors or null (see trainer::Optimizer::step).
   void step(const at::Tensor& neg_lr, const at::Tensor* found_inf, const at::Tensor* grad_scale);
+  // Reads the gradients' addresses again (they moved); outside a capture.
+  void refresh();
 
  private:
   std::unique_ptr<UpdateTable> table_;
@@ -46,6 +48,7 @@ class FusedAdamW {
              std::vector<double> weight_decay, double beta1, double beta2, double eps);
   ~FusedAdamW();
   void step(const at::Tensor& lr, const at::Tensor& steps, const at::Tensor* found_inf, const at::Tensor* grad_scale);
+  void refresh();  // as FusedSgd::refresh
 
  private:
   std::unique_ptr<UpdateTable> table_;

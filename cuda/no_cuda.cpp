@@ -42,11 +42,13 @@ FusedSgd::FusedSgd(std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector
 }
 FusedSgd::~FusedSgd() = default;
 void FusedSgd::step(const at::Tensor&, const at::Tensor*, const at::Tensor*) { no_cuda("FusedSgd"); }
+void FusedSgd::refresh() { no_cuda("FusedSgd"); }
 FusedAdamW::FusedAdamW(std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<at::Tensor>, std::vector<double>,
                        double, double, double) {
   no_cuda("FusedAdamW");
 }
 FusedAdamW::~FusedAdamW() = default;
+void FusedAdamW::refresh() { no_cuda("FusedAdamW"); }
 void FusedAdamW::step(const at::Tensor&, const at::Tensor&, const at::Tensor*, const at::Tensor*) {
   no_cuda("FusedAdamW");
 }

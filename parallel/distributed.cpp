@@ -6,6 +6,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <sstream>
@@ -13,28 +15,57 @@
 
 #include "core/errors.h"
 #include "core/log.h"
+#include "cuda/cuda_support.h"
 #include "parallel/c10d_adapter.h"
 #include "parallel/nccl_group.h"
+#include "parallel/shm_group.h"
 
 namespace rn50::parallel {
 namespace {
 
 std::unique_ptr<Communicator> make_gloo_communicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world,
-                                                     std::chrono::milliseconds timeout) {
+                                                     std::chrono::milliseconds timeout, bool cuda) {
 #ifdef RN50_HAVE_GLOO
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   // The default device binds to the address this host's name resolves to, or to loopback.
   options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
   options->threads = 2;
   auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
-  return std::make_unique<C10dCommunicator<c10d::ProcessGroupGloo>>(group, world, "gloo",
-                                                                    /*average_natively=*/false);
+  auto comm = std::make_unique<C10dCommunicator<c10d::ProcessGroupGloo>>(group, world, "gloo",
+                                                                         /*average_natively=*/false);
+  // On GPUs Gloo orders its copies to the host after the calling thread's current stream, as NCCL orders its work.
+  if (cuda) return on_training_stream(std::move(comm));
+  return comm;
 #else
-  (void)store, (void)rank, (void)world, (void)timeout;
+  (void)store, (void)rank, (void)world, (void)timeout, (void)cuda;
   throw ConfigError(
-      "data parallel on the CPU needs Gloo, and this rn50 was built without it "
+      "dist_backend gloo (the CPU, or ranks sharing a GPU) needs Gloo, and this rn50 was built without it "
       "(LibTorch with Gloo headers; on Debian: apt-get install libgloo-dev, then rebuild)");
 #endif
+}
+
+// Where this rank trains, as "host\ngpu" (see RankDevice): the GPU by UUID, so that one GPU under two
+// CUDA_VISIBLE_DEVICES orders is still one GPU.
+std::string device_identity(c10::Device device) {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  std::string id = std::string(host) + "\n";
+  if (!device.is_cuda()) return id;
+  if (const auto facts = cuda::device_facts(device.index())) {
+    for (const unsigned char b : facts->uuid) id += strprintf("%02x", b);
+  } else {
+    id += "cuda:" + std::to_string(device.index());
+  }
+  return id;
+}
+
+std::vector<RankDevice> parse_identities(const std::vector<std::string>& ids) {
+  std::vector<RankDevice> out;
+  for (const auto& id : ids) {
+    const size_t cut = id.find('\n');
+    out.push_back(cut == std::string::npos ? RankDevice{id, ""} : RankDevice{id.substr(0, cut), id.substr(cut + 1)});
+  }
+  return out;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -92,6 +123,57 @@ std::string difference(const std::string& reference, const std::string& mine) {
 
 }  // namespace
 
+std::string choose_backend(DistributedOptions::Backend asked, const std::vector<RankDevice>& devices,
+                           std::string* why) {
+  using Backend = DistributedOptions::Backend;
+  size_t on_cpu = 0;
+  bool one_host = true;
+  for (const auto& d : devices) {
+    on_cpu += d.gpu.empty();
+    one_host = one_host && d.host == devices.front().host;
+  }
+  if (on_cpu != 0 && on_cpu != devices.size()) {
+    throw ConfigError("data parallel: some ranks run on the CPU and others on GPUs; give every rank the same device kind");
+  }
+  if (asked == Backend::kShm && !one_host) {
+    throw ConfigError("config key 'dist_backend': shm needs every rank on one host; these ranks run on several");
+  }
+  if (on_cpu == devices.size()) {
+    if (asked == Backend::kNccl) throw ConfigError("config key 'dist_backend': nccl needs GPUs; this run is on the CPU");
+    if (asked == Backend::kShm) {
+      *why = "as dist_backend asks: shared host memory";
+      return "shm";
+    }
+    *why = "the ranks run on the CPU";
+    return "gloo";
+  }
+  // Two ranks on one GPU: NCCL refuses them ("Duplicate GPU detected").
+  std::string shared;
+  for (size_t a = 0; a < devices.size() && shared.empty(); ++a) {
+    for (size_t b = a + 1; b < devices.size(); ++b) {
+      if (devices[a].host == devices[b].host && devices[a].gpu == devices[b].gpu) {
+        shared = strprintf("ranks %zu and %zu share a GPU", a, b);
+        break;
+      }
+    }
+  }
+  if (asked == Backend::kGloo || asked == Backend::kShm) {
+    *why = "as dist_backend asks: gradients through host memory, no CUDA graph";
+    return asked == Backend::kGloo ? "gloo" : "shm";
+  }
+  if (!shared.empty()) {
+    if (asked == Backend::kNccl || !one_host) {
+      throw ConfigError("config key 'dist_backend': NCCL needs a GPU per rank, and " + shared +
+                        (one_host ? "; use dist_backend auto or shm, or as many GPUs as ranks"
+                                  : "; shared memory needs every rank on one host: give each rank a GPU"));
+    }
+    *why = shared + ", which NCCL refuses: gradients through shared host memory, no CUDA graph";
+    return "shm";
+  }
+  *why = "a GPU per rank";
+  return "nccl";
+}
+
 struct Distributed::Impl {
   c10::intrusive_ptr<c10d::Store> store;
 };
@@ -115,8 +197,15 @@ Distributed::Distributed(const LaunchEnv& launch, const DistributedOptions& opti
   try {
     impl_->store = c10::make_intrusive<c10d::TCPStore>(host, store_options);
     join_all(*impl_->store, launch.world_size, start, timeout, where);
-    comm_ = device.is_cuda() ? parallel::make_nccl_communicator(impl_->store, launch.rank, launch.world_size, timeout)
-                             : make_gloo_communicator(impl_->store, launch.rank, launch.world_size, timeout);
+    const std::string backend = choose_backend(
+        options.backend, parse_identities(exchange("device", device_identity(device))), &backend_reason_);
+    if (backend == "nccl") {
+      comm_ = parallel::make_nccl_communicator(impl_->store, launch.rank, launch.world_size, timeout);
+    } else if (backend == "shm") {
+      comm_ = make_shm_communicator(impl_->store, launch.rank, launch.world_size, timeout);
+    } else {
+      comm_ = make_gloo_communicator(impl_->store, launch.rank, launch.world_size, timeout, device.is_cuda());
+    }
   } catch (const ConfigError&) {
     throw;
   } catch (const std::exception& e) {

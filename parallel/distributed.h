@@ -1,5 +1,5 @@
 // parallel/distributed.h: joining a data-parallel run: rendezvous through a TCP store, the process group
-// (NCCL on GPUs, Gloo on CPUs), and the checks that every rank runs the same thing.
+// (NCCL with a GPU per rank, Gloo on CPUs and shared GPUs), and the checks that every rank runs the same thing.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -15,7 +15,23 @@ namespace rn50::parallel {
 
 struct DistributedOptions {
   int timeout_s = 300;  // dist_timeout_s: the rendezvous and every collective wait at most this long for a rank
+  // dist_backend. kAuto: NCCL when every rank has a GPU of its own, shared host memory (parallel/shm_group.h) when
+  // ranks share one (NCCL refuses two ranks on one device), Gloo on the CPU. Gloo on GPUs and shared memory copy each
+  // bucket through host memory and wait on the host, so a step that uses them cannot be captured in a CUDA graph.
+  enum class Backend { kAuto, kNccl, kGloo, kShm };
+  Backend backend = Backend::kAuto;
 };
+
+// Where a rank trains, as choose_backend compares them: its host's name and its GPU's UUID (empty: the CPU).
+struct RankDevice {
+  std::string host;
+  std::string gpu;
+};
+// The backend ("nccl", "gloo" or "shm") for ranks on `devices`, in rank order: Gloo on the CPU, NCCL on GPUs unless
+// two ranks share one, then shared memory; `why` says why. Throws ConfigError for NCCL asked on the CPU or on a
+// shared GPU, shared memory asked across hosts, and ranks mixing the CPU and GPUs.
+std::string choose_backend(DistributedOptions::Backend asked, const std::vector<RankDevice>& devices,
+                           std::string* why);
 
 class Distributed {
  public:
@@ -30,6 +46,8 @@ class Distributed {
   int rank() const { return launch_.rank; }
   int world_size() const { return launch_.world_size; }
   Communicator& comm() { return *comm_; }
+  // Why the backend in use was chosen (for the start-up table).
+  const std::string& backend_reason() const { return backend_reason_; }
   // Closes the communicators (after the last collective, and after CUDA graphs that captured collectives
   // are gone). The destructor calls it too.
   void shutdown();
@@ -49,6 +67,7 @@ class Distributed {
   std::unique_ptr<Impl> impl_;
   std::unique_ptr<Communicator> comm_;
   int64_t exchanges_ = 0;  // makes each exchange's store keys unique
+  std::string backend_reason_;
 };
 
 // A textual fingerprint of a model: every parameter and buffer with its shape and dtype, one per line.

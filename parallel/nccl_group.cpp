@@ -15,8 +15,8 @@ namespace {
 static_assert(parallel::HasShutdown<c10d::ProcessGroupNCCL>::value,
               "ProcessGroupNCCL::shutdown() is how rn50 closes the communicators (see parallel/communicator.h)");
 
-// NCCL orders a collective after the work queued so far on the calling thread's current stream. The
-// gradient hooks run on autograd's device thread, so every call first makes the training stream (current
+// NCCL (and Gloo on GPUs) orders a collective after the work queued so far on the calling thread's current stream.
+// The gradient hooks run on autograd's device thread, so every call first makes the training stream (current
 // when the communicator was made) current there.
 class OnTrainingStream final : public parallel::Communicator {
  public:
@@ -52,8 +52,12 @@ std::unique_ptr<parallel::Communicator> make_nccl_communicator(const c10::intrus
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
   auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world, options);
-  return std::make_unique<OnTrainingStream>(std::make_unique<parallel::C10dCommunicator<c10d::ProcessGroupNCCL>>(
+  return on_training_stream(std::make_unique<parallel::C10dCommunicator<c10d::ProcessGroupNCCL>>(
       group, world, "nccl", /*average_natively=*/true));
+}
+
+std::unique_ptr<parallel::Communicator> on_training_stream(std::unique_ptr<parallel::Communicator> inner) {
+  return std::make_unique<OnTrainingStream>(std::move(inner));
 }
 
 }  // namespace rn50::parallel

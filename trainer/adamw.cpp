@@ -32,6 +32,10 @@ AdamW::AdamW(torch::nn::Module& model, const OptimizerOptions& options)
 
 AdamW::~AdamW() = default;
 
+void AdamW::gradients_moved() {
+  if (fused_) fused_->refresh();
+}
+
 void AdamW::set_lr(double lr) { lr_.fill_(lr); }
 
 std::vector<std::pair<std::string, at::Tensor>> AdamW::state() const {

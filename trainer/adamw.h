@@ -31,6 +31,7 @@ class AdamW final : public Optimizer {
   // p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps), with g the gradient times grad_scale. The first and
   // second moments are float32, like the parameters (the model's master copy: autocast computes in half precision).
   void step(const at::Tensor* found_inf = nullptr, const at::Tensor* grad_scale = nullptr) override;
+  void gradients_moved() override;
   std::vector<std::pair<std::string, at::Tensor>> state() const override;
 
  private:

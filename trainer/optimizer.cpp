@@ -34,6 +34,10 @@ std::vector<at::Tensor> Optimizer::grads() const {
   return out;
 }
 
+void Optimizer::release_grads() {
+  for (auto& p : params_) p.value.mutable_grad() = at::Tensor();
+}
+
 void Optimizer::zero_grad() {
   for (auto& p : params_) {
     at::Tensor grad = p.value.mutable_grad();

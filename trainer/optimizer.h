@@ -52,6 +52,13 @@ class Optimizer {
   std::vector<at::Tensor> grads() const;
   // Zeroes gradients in place, keeping their memory (a captured graph reads fixed addresses).
   void zero_grad();
+  // Drops every gradient: the next backward pass writes each one rather than adding it to zeros (autograd keeps the
+  // tensor a gradient's producer returned). Captured, the gradients then live in the graph's memory, at the addresses
+  // every replay writes; call gradients_moved() before capturing the update.
+  void release_grads();
+  // The gradients were reallocated since the update last ran: a fused update reads their addresses again now (a host
+  // to device copy, so outside any capture).
+  virtual void gradients_moved() {}
 
  protected:
   struct Param {

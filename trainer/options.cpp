@@ -132,6 +132,13 @@ LrSchedule schedule_for(const Config& c, int64_t global_batch, int64_t steps_per
 parallel::DistributedOptions distributed_options(const Config& c) {
   parallel::DistributedOptions o;
   o.timeout_s = c.dist_timeout_s;
+  using B = parallel::DistributedOptions::Backend;
+  switch (c.dist_backend) {
+    case DistBackend::kAuto: o.backend = B::kAuto; break;
+    case DistBackend::kNccl: o.backend = B::kNccl; break;
+    case DistBackend::kGloo: o.backend = B::kGloo; break;
+    case DistBackend::kShm: o.backend = B::kShm; break;
+  }
   return o;
 }
 

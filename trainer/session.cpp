@@ -183,7 +183,13 @@ void Session::build_model() {
   if (config.channels_last) models::to_channels_last(*model);
   optimizer = make_optimizer(*model, optimizer_options(config, *model));
   timer = device.is_cuda() ? make_cuda_step_timer() : std::make_unique<HostStepTimer>();
-  step = std::make_unique<TrainStep>(*model, *optimizer, step_options(config), device, *timer);
+  StepOptions options = step_options(config);
+  if (distributed && device.is_cuda() && distributed->comm().backend() != "nccl") {
+    options.no_graph = "data parallel over " + distributed->comm().backend() + " (" + distributed->backend_reason() +
+                       "): its all-reduce waits on the host, which a CUDA graph cannot hold";
+    if (config.cuda_graph && primary()) log_warn("cuda_graph: off: " + options.no_graph);
+  }
+  step = std::make_unique<TrainStep>(*model, *optimizer, options, device, *timer);
   schedule = schedule_for(config, global_batch(), info.steps_per_epoch);
 }
 
@@ -316,9 +322,10 @@ void Session::log_start() const {
   rows.emplace_back("(peak lr)", std::to_string(schedule.peak_lr));
   if (distributed) {
     rows.emplace_back("(data parallel)",
-                      strprintf("%d processes over %s; %d gradient buckets (%.1f MB in all), all-reduced during the "
-                                "backward pass; global batch %d",
-                                world(), distributed->comm().backend().c_str(), buckets->num_buckets(),
+                      strprintf("%d processes over %s (%s); %d gradient buckets (%.1f MB in all), all-reduced during "
+                                "the backward pass; global batch %d",
+                                world(), distributed->comm().backend().c_str(),
+                                distributed->backend_reason().c_str(), buckets->num_buckets(),
                                 static_cast<double>(buckets->bytes()) / 1e6, static_cast<int>(global_batch())));
     if (device.is_cuda()) {
       const std::string links = monitor::describe_links();

@@ -43,6 +43,10 @@ Sgd::Sgd(torch::nn::Module& model, const OptimizerOptions& options)
 
 Sgd::~Sgd() = default;
 
+void Sgd::gradients_moved() {
+  if (fused_) fused_->refresh();
+}
+
 void Sgd::set_lr(double lr) { neg_lr_.fill_(-lr); }
 
 std::vector<std::pair<std::string, at::Tensor>> Sgd::state() const {

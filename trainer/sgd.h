@@ -30,6 +30,7 @@ class Sgd final : public Optimizer {
   void set_lr(double lr) override;
   // buf = momentum * buf + g + wd * p;  p -= lr * buf, with g the gradient times grad_scale.
   void step(const at::Tensor* found_inf = nullptr, const at::Tensor* grad_scale = nullptr) override;
+  void gradients_moved() override;
   std::vector<std::pair<std::string, at::Tensor>> state() const override;
 
  private:

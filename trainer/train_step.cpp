@@ -35,6 +35,9 @@ TrainStep::TrainStep(models::Classifier& model, Optimizer& optimizer, const Step
     if (!device.is_cuda()) {
       want_graph_ = false;
       graph_status_ = "eager: CUDA graphs need a CUDA device, this run is on the CPU";
+    } else if (!options.no_graph.empty()) {
+      want_graph_ = false;
+      graph_status_ = "eager: " + options.no_graph;
     } else {
       graph_status_ = "eager until capture after " + std::to_string(warmup_steps_) + " warm-up steps";
     }
@@ -97,10 +100,17 @@ void TrainStep::try_capture() {
   want_graph_ = false;
   auto forward_backward_graph = std::make_unique<cuda::CudaGraph>();
   auto update_graph = std::make_unique<cuda::CudaGraph>();
+  // Alone (data parallel's buckets keep gradients of their own), the captured backward writes each gradient instead of
+  // adding it to a zeroed one: one fill and one addition fewer per parameter and step.
+  const bool write_gradients = gradient_sync_ == nullptr;
+  if (write_gradients) optimizer_.release_grads();
   try {
     forward_backward_graph->capture([this] { forward_backward(/*timed=*/false); });
+    if (write_gradients) optimizer_.gradients_moved();
     update_graph->capture([this] { update(); });
   } catch (const std::exception& e) {
+    // Eager steps go on with gradients of their own (a failed capture's hold memory the graph never wrote).
+    if (write_gradients) optimizer_.release_grads();
     if (gradient_sync_) {
       // Every rank must replay the same collectives: one rank falling back to eager steps while the others
       // replay graphs would hang them. Stop instead.

@@ -39,6 +39,7 @@ struct StepOptions {
   bool channels_last = false;
   bool loss_scaling = false;  // fp16: a dynamic loss scale, the update skipped on overflow
   bool cuda_graph = false;    // capture the whole step after warm-up and replay it
+  std::string no_graph;       // why this step cannot be captured (Gloo's host-blocking all-reduce); empty: it can
   double clip_grad_norm = 0;  // > 0: gradients scaled to at most this global L2 norm before the update
   MixupOptions mixup;
   ExecutorOptions executor;

@@ -1,10 +1,11 @@
 // tests/parallel/test_data_parallel.cpp: data parallel across real processes: two ranks at batch B against one
-// process at batch 2B (ResNet-18, and each port of another architecture), and (two GPUs) graph-replayed against eager
-// data-parallel steps.
+// process at batch 2B (ResNet-18, and each port of another architecture), the fused steps (fusion: conv and bn) of two
+// ranks sharing one GPU against one process, and (two GPUs) graph-replayed against eager data-parallel steps.
 //
 // The test re-runs its own binary as the ranks (filter DataParallelWorker.*), with torchrun's variables set;
 // each rank writes its final weights to a file that the parent compares. RN50_DP_DEVICE=cuda runs the
-// ranks on GPUs over NCCL (cuda:LOCAL_RANK); the default is the CPU over Gloo.
+// ranks on GPUs (cuda:LOCAL_RANK modulo the GPUs there are; NCCL with a GPU per rank, Gloo on a shared one); the
+// default is the CPU over Gloo.
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
@@ -19,7 +20,9 @@
 
 #include "core/errors.h"
 #include "core/launch_env.h"
+#include "cuda/cuda_support.h"
 #include "cuda/device_ops.h"
+#include "trainer/executor.h"
 #include "trainer/sgd.h"
 #include "trainer/step_timer.h"
 #include "trainer/train_step.h"
@@ -45,12 +48,66 @@ std::string env_or(const char* name, const std::string& fallback) {
   return v ? v : fallback;
 }
 
+// A rank's device: the CPU, or its own GPU where there are enough, else a shared one (as rn50 train picks them).
 c10::Device test_device(int local_rank) {
-  return env_or("RN50_DP_DEVICE", "cpu") == "cuda" ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank))
-                                                   : c10::Device(c10::kCPU);
+  if (env_or("RN50_DP_DEVICE", "cpu") != "cuda") return c10::Device(c10::kCPU);
+  const int gpus = std::max(1, cuda::device_count());
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank % gpus));
 }
 
 std::string dp_model() { return env_or(kModelVariable, "resnet18"); }
+
+// The fused modes ("fused_conv", "fused_bn"): ResNet-50 (bottleneck blocks, which fusion: conv fuses whole) at 64 px,
+// fp16 autocast, channels-last, BatchNorm in training mode, as the optimized configuration trains.
+bool fused_mode(const std::string& mode) { return mode.rfind("fused_", 0) == 0; }
+constexpr int kFusedImage = 64;
+constexpr int kFusedSteps = 3;
+
+std::shared_ptr<models::Classifier> make_fused_model(const std::string& mode, c10::Device device) {
+  torch::manual_seed(7);
+  models::ModelOptions options{kClasses, false};
+  options.fusion = mode == "fused_conv" ? models::Fusion::kConv : models::Fusion::kBatchNorm;
+  auto model = models::create("resnet50", options);
+  model->to(device);
+  models::to_channels_last(*model);
+  return model;
+}
+
+// Step `step`'s global batch for the fused modes: 2B images at 64 px.
+std::pair<at::Tensor, at::Tensor> fused_global_batch(int step, c10::Device device) {
+  auto gen = at::detail::createCPUGenerator(2000 + step);
+  const at::Tensor x = at::randn({2 * kBatch, 3, kFusedImage, kFusedImage}, gen);
+  const at::Tensor y = at::randint(kClasses, {2 * kBatch}, gen, at::TensorOptions().dtype(at::kLong));
+  return {x.to(device).contiguous(at::MemoryFormat::ChannelsLast), y.to(device)};
+}
+
+// SGD steps through the fused ops. BatchNorm normalises over each rank's own images (as in PyTorch's DDP without
+// SyncBatchNorm), so the one process that must match the ranks takes the same global batch as the ranks' two halves in
+// turn, their gradients summed and halved (`buckets` null), where the ranks all-reduce theirs (sum, then halve).
+void fused_steps(models::Classifier& model, trainer::Sgd& sgd, parallel::GradientBuckets* buckets, int rank, int world,
+                 c10::Device device) {
+  trainer::ExecutorOptions options;
+  options.autocast = at::kHalf;
+  trainer::Executor executor(model, options);
+  (void)world;  // two ranks: the halves are rank 0's and rank 1's
+  for (int step = 0; step < kFusedSteps; ++step) {
+    const auto [x, y] = fused_global_batch(step, device);
+    if (buckets) {
+      buckets->zero_gradients();
+      executor.forward_backward(x.narrow(0, rank * kBatch, kBatch), y.narrow(0, rank * kBatch, kBatch), nullptr);
+      buckets->finish();
+    } else {
+      sgd.zero_grad();
+      for (int half = 0; half < 2; ++half) {
+        executor.forward_backward(x.narrow(0, half * kBatch, kBatch), y.narrow(0, half * kBatch, kBatch), nullptr);
+      }
+      torch::NoGradGuard no_grad;
+      for (auto& g : sgd.grads()) g.div_(2);
+    }
+    sgd.set_lr(0.05);
+    sgd.step(nullptr);
+  }
+}
 
 // ViT-B/16 takes 224 px only, with fewer images and steps (RN50_DP_MODEL=vit_b_16 runs it; no test asks for it).
 int64_t image_size() { return dp_model() == "vit_b_16" ? 224 : kImage; }
@@ -120,6 +177,8 @@ TEST(DataParallelWorker, Run) {
   exact_math();
   parallel::DistributedOptions options;
   options.timeout_s = 60;
+  const std::string backend = env_or("RN50_DP_BACKEND", "auto");  // "shm": shared memory asked for
+  if (backend == "shm") options.backend = parallel::DistributedOptions::Backend::kShm;
   std::unique_ptr<parallel::Distributed> dist;
   try {
     dist = std::make_unique<parallel::Distributed>(launch, options, device);
@@ -127,19 +186,36 @@ TEST(DataParallelWorker, Run) {
     std::fprintf(stderr, "cannot join: %s\n", e.what());
     std::exit(kSkipExitCode);
   }
-  auto model = make_model(device);
   const std::string mode = env_or("RN50_DP_MODE", "exact");
-  if (mode != "exact") {  // as runs with channels_last have them: gradient views with channels-last strides
+  auto model = fused_mode(mode) ? make_fused_model(mode, device) : make_model(device);
+  if (!fused_mode(mode) && mode != "exact") {  // as runs with channels_last have them: gradient views with channels-last strides
     torch::NoGradGuard no_grad;
     for (auto& p : model->parameters()) {
       if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
     }
   }
+  if (backend == "shm") EXPECT_EQ(dist->comm().backend(), "shm");
+  {
+    // Rank 0's weights reach every rank (rank 1's differ before), channels-last ones included.
+    torch::NoGradGuard no_grad;
+    if (dist->rank() != 0) {
+      for (auto& p : model->parameters()) p.add_(1.0);
+    }
+    dist->comm().broadcast_from_rank0(model->parameters());
+    at::Tensor count = at::full({3}, dist->rank() + 1.0, at::TensorOptions(device));
+    dist->comm().sum(count);
+    EXPECT_TRUE(at::equal(count.cpu(), at::full({3}, 3.0))) << count;  // 1 + 2
+  }
   trainer::Sgd sgd(*model, 0.9, 1e-4, false);
   // 1 MB buckets: ResNet-18's 45 MB of gradients in many buckets, so that their order matters.
   parallel::GradientBuckets buckets(model->parameters(), dist->comm(), 1 << 20);
   EXPECT_GT(buckets.num_buckets(), 10);
-  if (mode == "exact") {
+  // Ranks sharing a GPU talk over Gloo (NCCL refuses them); a GPU each, over NCCL.
+  std::fprintf(stderr, "rank %d on %s over %s (%s)\n", dist->rank(), device.str().c_str(),
+               dist->comm().backend().c_str(), dist->backend_reason().c_str());
+  if (fused_mode(mode)) {
+    fused_steps(*model, sgd, &buckets, dist->rank(), dist->world_size(), device);
+  } else if (mode == "exact") {
     exact_steps(*model, sgd, &buckets, dist->rank(), dist->world_size(), device);
   } else {  // "eager" or "graph": the training step as runs use it (bf16, channels-last, BatchNorm training)
     trainer::StepOptions step_options;
@@ -281,6 +357,43 @@ void expect_two_ranks_match_one_process(DataParallel& test, const std::string& d
   EXPECT_LT(max_relative_difference(rank0, reference), 1e-5);
   // The steps changed the weights: a comparison of untouched weights could not fail.
   EXPECT_GT(max_relative_difference(reference, weights_of(*make_model(device))), 1e-4);
+}
+
+// The same through shared memory (dist_backend shm) instead of Gloo: what ranks sharing a GPU use.
+TEST_F(DataParallel, TwoRanksOverSharedMemoryMatchOneProcess) {
+  if (env_or("RN50_DP_DEVICE", "cpu") == "cuda") GTEST_SKIP() << "on GPUs, FusedStepsOfTwoRanksMatchOneProcess";
+  ::setenv("RN50_DP_BACKEND", "shm", 1);
+  expect_two_ranks_match_one_process(*this, dir_.path(), port_for(5));
+  ::unsetenv("RN50_DP_BACKEND");
+}
+
+// Two ranks on one GPU (shared memory), or on two (NCCL), each step through fusion: conv's and fusion: bn's fused ops, against
+// one process that takes the same halves in turn (see fused_steps). Tolerance: 1e-3 relative after 3 steps (fp16
+// autocast; the same kernels on the same halves, so only the gradients' sum order and any nondeterministic kernel
+// differ); the ranks must agree exactly; the steps must have moved the weights by more than 1e-3.
+TEST_F(DataParallel, FusedStepsOfTwoRanksMatchOneProcess) {
+  if (env_or("RN50_DP_DEVICE", "cpu") != "cuda" || cuda::device_count() < 1) GTEST_SKIP() << "the fused ops need a GPU";
+  int offset = 10;
+  for (const std::string mode : {"fused_conv", "fused_bn"}) {
+    SCOPED_TRACE(mode);
+    testing::TempDir dir;
+    const auto codes = run_two_ranks(mode, dir.path(), port_for(offset++));
+    ASSERT_EQ(codes, std::vector<int>({0, 0}));
+    const c10::Device device = test_device(0);
+    auto model = make_fused_model(mode, device);
+    trainer::Sgd sgd(*model, 0.9, 1e-4, false);
+    fused_steps(*model, sgd, nullptr, 0, 1, device);
+    const auto reference = weights_of(*model);
+    const auto rank0 = load(dir.path() + "/rank0.pt"), rank1 = load(dir.path() + "/rank1.pt");
+    ASSERT_EQ(rank0.size(), reference.size());
+    EXPECT_EQ(max_relative_difference(rank0, rank1), 0.0) << "the ranks' weights differ";
+    const double difference = max_relative_difference(rank0, reference);
+    const double moved = max_relative_difference(reference, weights_of(*make_fused_model(mode, device)));
+    std::printf("[ diff     ] %s: two ranks against one process %.3g relative; the steps moved the weights %.3g\n",
+                mode.c_str(), difference, moved);
+    EXPECT_LT(difference, 1e-3);
+    EXPECT_GT(moved, 1e-3);
+  }
 }
 
 // Two GPUs: data-parallel steps replayed from a CUDA graph (all-reduces inside the graph) end with the weights
