@@ -2,7 +2,7 @@
 # bench/gpu_session.sh: one GPU-machine session: build against pip LibTorch, run every test (the GPU
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
-#   STAGES="build test cudatests dptest mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode hostile ncu curves
+#   STAGES="build test cudatests dptest dpshared mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode hostile ncu curves
 #           pinning decodeprobe doctor baseline ptx roundtrip ablation ports opbench ab checkhost"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
 #   gpudecode makes the JPEG files when the jpeg stage did not run; JPEG_NOISE=20: ImageNet-sized files, see $jpeg;
@@ -61,9 +61,9 @@ if has cudatests; then  # only the GPU test binary (the whole suite is the test 
   grep -E "^\[ diff|FAILED  \]|PASSED" "$OUT/cuda_tests.log"; pack
 fi
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # the machine's rules
-if has dptest; then  # two ranks over NCCL against one process; graphed against eager data-parallel steps
+if has dptest; then  # two ranks against one process (NCCL on two GPUs, shared memory on one); graphed against eager
   RN50_DP_DEVICE=cuda "$build/tests/rn50_dp_tests" > "$OUT/dp_tests.log" 2>&1; echo "rn50_dp_tests (cuda) exit $?"
-  grep -E "^\[  (FAILED|PASSED|SKIPPED|     OK) " "$OUT/dp_tests.log" | grep -v Worker; pack
+  grep -E "^\[  (FAILED|PASSED|SKIPPED|     OK) |^\[ diff" "$OUT/dp_tests.log" | grep -v Worker; pack
 fi
 if has mig; then  # MIG is disabled on these GPUs: the listing and the error path, never a change
   "$build/rn50" train --mig list --device cuda:0 > "$OUT/mig.log" 2>&1; echo "mig list exit $?"; head -3 "$OUT/mig.log"
@@ -154,11 +154,23 @@ if has ddp; then  # data-parallel scaling on two GPUs: the same per-GPU work as 
   ddp ddp2_fp16_cl_graph_bucket10 2 $fast --cuda-graph --bucket-mb 10
   ddp ddp1_fp16_cl_eager 1 $fast
   ddp ddp2_fp16_cl_eager 2 $fast
+  # configs/optimized.yaml as it is (fusion: conv, CUDA graph), and with fusion: bn: one GPU against two
+  for f in conv bn; do
+    ddp ddp1_optimized_$f 1 --config configs/optimized.yaml --fusion $f
+    ddp ddp2_optimized_$f 2 --config configs/optimized.yaml --fusion $f
+  done
   # convergence on the sample: two GPUs at batch 64 each against the smoke stage's one GPU at 128
   make_small_sample
   timeout 240 "$build/rn50" launch --nproc 2 -- train --config configs/smoke.yaml --data-root /tmp/sample --device cuda --epochs 2 \
     --batch-size $(( $(grep -E "^batch_size:" configs/smoke.yaml | awk '{print $2}') / 2 )) --out-dir /tmp/runs/smoke2 > "$OUT/smoke2.log" 2>&1
   echo "smoke on 2 GPUs exit $?"; grep -E "epoch [0-9]+/|data parallel|gpu links" "$OUT/smoke2.log"; pack
+fi
+if has dpshared; then  # two processes sharing the one GPU (shared-memory all-reduce, eager), each fusion, against one
+  for f in conv bn; do
+    ddp shared1_optimized_$f 1 --config configs/optimized.yaml --fusion $f --cuda-graph=off
+    ddp shared2_optimized_$f 2 --config configs/optimized.yaml --fusion $f
+    grep -hE "data parallel|cuda_graph|cuda graph" "$OUT/shared2_optimized_$f.log" | cut -c1-220 | head -3
+  done
 fi
 if has ddptune; then  # what NCCL's share of the SMs costs the overlapped backward: fewer CTAs, larger buckets
   fast="--precision fp16 --channels-last --cudnn-benchmark --cuda-graph"
@@ -302,9 +314,18 @@ if has ncu; then  # step time by kernel class: ncu over eager steps, the last NC
   # NCU_METRICS: more metrics after the time, e.g. dram__throughput.avg.pct_of_peak_sustained_elapsed (each adds
   # replay passes; the split then prints each class's and kernel's time-weighted rates). The GPU's tensor-pipe metric
   # names are listed into ncu_tensor_metrics.txt first.
+  # NCU_METRICS=auto: DRAM throughput and whichever tensor-pipe activity metrics this GPU's ncu lists.
   ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-  metrics=gpu__time_duration.sum${NCU_METRICS:+,$NCU_METRICS}
   "$ncu_bin" --query-metrics 2>/dev/null | grep -iE "tensor|dram__throughput" > "$OUT/ncu_tensor_metrics.txt"
+  ncu_metrics=${NCU_METRICS:-}
+  if [[ $ncu_metrics == auto ]]; then
+    ncu_metrics=dram__throughput.avg.pct_of_peak_sustained_elapsed
+    for base in sm__pipe_tensor_cycles_active sm__pipe_tensor_op_gmma_cycles_active sm__pipe_tensor_op_hmma_cycles_active; do
+      grep -q "^$base " "$OUT/ncu_tensor_metrics.txt" && ncu_metrics+=",$base.avg.pct_of_peak_sustained_active"
+    done
+    echo "ncu metrics: $ncu_metrics"
+  fi
+  metrics=gpu__time_duration.sum${ncu_metrics:+,$ncu_metrics}
   for m in ${NCU_MODELS:-resnet50}; do
     extra=()
     [[ $m == convnext* || $m == vit* ]] && extra=(--optimizer adamw --lr 0.001 --weight-decay 0.05)
@@ -319,7 +340,7 @@ if has ncu; then  # step time by kernel class: ncu over eager steps, the last NC
       pack
     done
   done
-  python3 bench/ncu_kernel_classes.py --last-steps "${NCU_LAST:-4}" --top 25 ${NCU_METRICS:+--rates} "$OUT"/ncu_*.csv |
+  python3 bench/ncu_kernel_classes.py --last-steps "${NCU_LAST:-4}" --top 25 ${ncu_metrics:+--rates} "$OUT"/ncu_*.csv |
     tee "$OUT/ncu_kernel_classes.txt" | grep -v "^     " | cut -c1-200
 fi
 if has curves; then  # fused against unfused training curves of the ports on JPEG files (bench/ports_curves.sh)

@@ -5,7 +5,8 @@
 for ConvNeXt and ViT AdamW with fused=True and weight decay 0.05, as their recipes train them), eagerly, replayed from a
 CUDA graph of the whole step, or compiled with torch.compile. PyTorch's GradScaler reads found-inf on the host every step (a sync rn50's device-side
 loss scaler does not make), so by default the reference runs without loss scaling: its fastest form; --grad-scaler
-adds it. Prints one JSON line per mode: images/s over the timed steps, the compile or capture time, and the peak
+adds it. --zero-grad none drops the gradients each step (PyTorch's default; the recorded references kept and zeroed
+them). Prints one JSON line per mode: images/s over the timed steps, the compile or capture time, and the peak
 memory. --profile N adds, per mode, where N steps' GPU time goes: torch.profiler's kernels summed by name and by class
 (matrix products, attention, convolution, normalisation, activation, elementwise, copies, optimizer), per step.
 
@@ -23,9 +24,9 @@ import torch.nn.functional as F
 import torchvision
 
 
-def make_step(model, opt, scaler, images, labels):
+def make_step(model, opt, scaler, images, labels, set_to_none=False):
     def step():
-        opt.zero_grad(set_to_none=False)
+        opt.zero_grad(set_to_none=set_to_none)
         with torch.autocast("cuda", dtype=torch.float16):
             loss = F.cross_entropy(model(images), labels, label_smoothing=0.1)
         scaler.scale(loss).backward()
@@ -86,7 +87,7 @@ def profile_steps(run_step, steps):
                         for ms, calls, name in kernels[:60]]}
 
 
-def run(mode, batch, steps, warmup, grad_scaler, name, optimizer, profile=0):
+def run(mode, batch, steps, warmup, grad_scaler, name, optimizer, profile=0, zero_grad="zeros"):
     torch.manual_seed(0)
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -105,7 +106,9 @@ def run(mode, batch, steps, warmup, grad_scaler, name, optimizer, profile=0):
     if mode == "compile":
         model = torch.compile(model)
     scaler = torch.amp.GradScaler("cuda", enabled=grad_scaler and mode != "graph")  # a graph cannot sync for it
-    step = make_step(model, opt, scaler, images, labels)
+    # Eager and compiled steps may drop the gradients (--zero-grad none, PyTorch's default): autograd then keeps each
+    # new gradient rather than adding it to zeros. A graph needs them kept.
+    step = make_step(model, opt, scaler, images, labels, set_to_none=zero_grad == "none" and mode != "graph")
     if mode == "graph":
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
@@ -137,7 +140,7 @@ def run(mode, batch, steps, warmup, grad_scaler, name, optimizer, profile=0):
         rates.append(10 * batch / (t0.elapsed_time(t1) / 1e3))
     rates.sort()
     profiled = profile_steps(run_step, profile) if profile else None
-    return {"profile": profiled} | {"model": name, "optimizer": optimizer, "mode": mode, "batch": batch, "images_per_s": rates[len(rates) // 2], "min": rates[0], "max": rates[-1],
+    return {"profile": profiled} | {"model": name, "optimizer": optimizer, "mode": mode, "zero_grad": zero_grad if mode != "graph" else "zeros", "batch": batch, "images_per_s": rates[len(rates) // 2], "min": rates[0], "max": rates[-1],
             "windows": len(rates), "setup_s": round(setup_s, 1), "grad_scaler": scaler.is_enabled(),
             "peak_allocated_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2),
             "peak_reserved_gib": round(torch.cuda.max_memory_reserved() / 2**30, 2),
@@ -154,11 +157,15 @@ def main():
     p.add_argument("--model", default="resnet50", help="a torchvision model name")
     p.add_argument("--optimizer", default="auto", choices=["auto", "sgd", "adamw"],
                    help="auto: AdamW for ConvNeXt and ViT, SGD otherwise")
+    p.add_argument("--zero-grad", default="zeros", choices=["zeros", "none"],
+                   help="zero_grad(set_to_none=False), as the recorded references ran, or set_to_none=True (eager and "
+                        "compile only)")
     p.add_argument("--profile", type=int, default=0, metavar="N", help="after timing, profile N steps' kernels")
     p.add_argument("--profile-out", help="the profiles as JSON lines (default: in the printed line)")
     args = p.parse_args()
     for mode in args.modes:
-        r = run(mode, args.batch, args.steps, args.warmup, args.grad_scaler, args.model, args.optimizer, args.profile)
+        r = run(mode, args.batch, args.steps, args.warmup, args.grad_scaler, args.model, args.optimizer, args.profile,
+                args.zero_grad)
         profiled = r.pop("profile")
         if profiled and args.profile_out:
             with open(args.profile_out, "a") as f:

@@ -179,6 +179,54 @@ TEST_F(Cuda, GraphedStepWithAdamWClippingAndMixupTrains) {
   EXPECT_GT((model->parameters()[0] - before).abs().max().item<double>(), 0.0);
 }
 
+// The captured step writes each gradient rather than adding it to a zeroed one (trainer/train_step.cpp): after
+// capture every parameter has a gradient, at an address that stays the same from replay to replay (the fused update's
+// table holds those addresses), and each replay's gradient is that batch's alone: replaying the same batch twice at
+// rate 0 gives the same gradients, not twice them. (That the replayed steps train as eager ones do is
+// GraphReplayMatchesEagerSteps*.)
+TEST_F(Cuda, GraphedStepWritesItsGradientsAtFixedAddresses) {
+  torch::manual_seed(11);
+  auto model = models::create("resnet18", model_options(10));
+  model->to(torch::kCUDA);
+  models::to_channels_last(*model);
+  Config config;
+  config.precision = Precision::kBf16;
+  config.channels_last = true;
+  config.cuda_graph = true;
+  trainer::Sgd sgd(*model, 0.9, 1e-4, false);
+  auto timer = trainer::make_cuda_step_timer();
+  trainer::TrainStep step(*model, sgd, step_options(config), torch::kCUDA, *timer);
+  const auto x = torch::randn({8, 3, 64, 64}, torch::kCUDA);
+  const auto y = torch::randint(10, {8}, torch::TensorOptions(torch::kCUDA).dtype(torch::kLong));
+  auto run = [&](double lr) {
+    step.images().copy_(x);
+    step.labels().copy_(y);
+    timer->begin_step();
+    step.run(lr);
+  };
+  for (int s = 0; s < 4; ++s) run(0.01);  // 3 eager steps, the capture, a replay
+  ASSERT_TRUE(step.graphed()) << step.graph_status();
+  std::vector<const void*> addresses;
+  for (const auto& p : model->parameters()) {
+    ASSERT_TRUE(p.grad().defined());
+    addresses.push_back(p.grad().data_ptr());
+  }
+  run(0.0);
+  std::vector<at::Tensor> first;
+  for (const auto& p : model->parameters()) first.push_back(p.grad().clone());
+  run(0.0);
+  timer->take_totals();
+  double worst = 0;
+  for (size_t i = 0; i < model->parameters().size(); ++i) {
+    const at::Tensor& g = model->parameters()[i].grad();
+    EXPECT_EQ(g.data_ptr(), addresses[i]) << model->named_parameters()[i].key();
+    worst = std::max(worst, rel_err(g, first[i]));
+  }
+  // Momentum moves nothing at rate 0, so the two replays see the same weights and batch (BatchNorm's running
+  // statistics do not enter a training step's output): the same gradients up to cuDNN's nondeterminism.
+  EXPECT_LT(worst, 1e-3);
+}
+
 // Tolerance: fp32 output exact to 1e-6 relative; fp16 and bf16 within their rounding (1e-3, 8e-3).
 TEST_F(Cuda, NormalizeKernelMatchesAtenInEveryLayoutAndDtype) {
   const auto u8 = torch::randint(0, 256, {5, 17, 23, 3}, torch::TensorOptions(torch::kCUDA).dtype(torch::kByte));
