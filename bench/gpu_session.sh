@@ -166,7 +166,7 @@ if has ddp; then  # data-parallel scaling on two GPUs: the same per-GPU work as 
   echo "smoke on 2 GPUs exit $?"; grep -E "epoch [0-9]+/|data parallel|gpu links" "$OUT/smoke2.log"; pack
 fi
 if has dpshared; then  # two processes sharing the one GPU (shared-memory all-reduce, eager), each fusion, against one
-  for f in conv bn; do
+  for f in ${DPSHARED_FUSIONS:-conv bn}; do
     ddp shared1_optimized_$f 1 --config configs/optimized.yaml --fusion $f --cuda-graph=off
     ddp shared2_optimized_$f 2 --config configs/optimized.yaml --fusion $f
     grep -hE "data parallel|cuda_graph|cuda graph" "$OUT/shared2_optimized_$f.log" | cut -c1-220 | head -3

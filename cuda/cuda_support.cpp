@@ -31,6 +31,16 @@ bool built_with_cuda() { return true; }
 
 std::shared_ptr<HostAllocator> make_pinned_allocator() { return std::make_shared<PinnedAllocator>(); }
 
+std::shared_ptr<void> register_host_memory(void* ptr, size_t bytes, std::string* why_not) {
+  const cudaError_t e = cudaHostRegister(ptr, bytes, cudaHostRegisterDefault);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it
+    if (why_not) *why_not = cudaGetErrorString(e);
+    return nullptr;
+  }
+  return std::shared_ptr<void>(ptr, [](void* p) { cudaHostUnregister(p); });
+}
+
 std::optional<double> peak_memory_gib(int device) {
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device);
   const auto& peak = stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].peak;

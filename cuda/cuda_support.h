@@ -15,6 +15,9 @@ bool built_with_cuda();
 
 // Page-locked host memory (cudaHostAlloc), for asynchronous host-to-device copies.
 std::shared_ptr<HostAllocator> make_pinned_allocator();
+// Page-locks memory the caller mapped (cudaHostRegister; a shared-memory segment) until the returned handle goes; null
+// in a CPU-only build or where CUDA refuses (`why_not` says why; copies from it are then pageable, slower).
+std::shared_ptr<void> register_host_memory(void* ptr, size_t bytes, std::string* why_not);
 
 // Peak memory since the last reset, in GiB: allocated by tensors (torch.cuda.max_memory_allocated) and
 // reserved by the caching allocator (what nvidia-smi sees, less the CUDA context).

@@ -14,6 +14,10 @@ std::shared_ptr<HostAllocator> make_pinned_allocator() {
   throw ConfigError("config key 'pin_memory': this rn50 was built without CUDA");
 }
 
+std::shared_ptr<void> register_host_memory(void*, size_t, std::string* why_not) {
+  if (why_not) *why_not = "built without CUDA";
+  return nullptr;
+}
 std::optional<double> peak_memory_gib(int) { return std::nullopt; }
 std::optional<double> peak_reserved_gib(int) { return std::nullopt; }
 void reset_peak_memory(int) {}

@@ -308,6 +308,12 @@ void describe_engine(const Descriptor& config, Plan* plan) {
                                CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, notes) == CUDNN_STATUS_SUCCESS) {
     for (int64_t i = 0; i < n; ++i) plan->runtime_compiled |= notes[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
   }
+  cudnnBackendNumericalNote_t numerical[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+  n = 0;
+  if (cudnnBackendGetAttribute(raw, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                               CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, numerical) == CUDNN_STATUS_SUCCESS) {
+    for (int64_t i = 0; i < n; ++i) plan->nondeterministic |= numerical[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
+  }
 }
 
 }  // namespace

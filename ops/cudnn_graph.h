@@ -98,6 +98,7 @@ struct Plan {
   int64_t workspace_bytes = 0;
   int64_t engine = -1;  // cuDNN's global engine index
   bool runtime_compiled = false;
+  bool nondeterministic = false;  // cuDNN's numerical note: results may differ run to run (atomics, split reductions)
   float time_ms = -1.0F;  // when chosen by timing
 };
 

@@ -3,8 +3,10 @@
 // are a thread's own); outputs and workspaces from the caching allocator on the current stream, so that a CUDA graph
 // captures the calls once the plans exist.
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -254,8 +256,12 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
     std::string why;
     size_t offered = 0;
     // Every variant's candidates are timed: which typing reaches cuDNN's specialised engines differs by pattern, and
-    // a runtime-compiled generic engine that takes another typing can be several times slower.
+    // a runtime-compiled generic engine that takes another typing can be several times slower. Deterministic cuDNN
+    // asked for (at::Context, as rn50's tests do): the first deterministic plan of the first variant that has one, by
+    // the heuristics' order alone, so that every process chooses the same and reruns compute the same bits.
+    const bool reproducible = at::globalContext().deterministicCuDNN();
     for (const Variant v : kVariants) {
+      if (reproducible && cached->plan.plan) break;
       // Only the prologue's parameters have a narrow form; other patterns try the intermediates' two types.
       if (v.narrow_params && !shapes.prologue) continue;
       if (!v.float_virtual && pattern != Pattern::kForwardStats && pattern != Pattern::kBackwardFilter &&
@@ -268,6 +274,12 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
         auto graph = std::make_unique<cg::Descriptor>(builder->build(handle));
         std::string none;
         auto candidates = cg::candidate_plans(handle, *graph, 4, &none);
+        if (reproducible) {
+          candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
+                                          [](const cg::Plan& p) { return p.nondeterministic; }),
+                           candidates.end());
+          if (candidates.empty() && none.empty()) none = "only nondeterministic engines";
+        }
         if (candidates.empty()) {
           why += " " + variant_name(v) + ": " + none + ";";
           continue;
@@ -280,7 +292,7 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
               at::Tensor ws = workspace(p.workspace_bytes, like);
               cg::execute(handle, p, uids, bound.pointers, ws.data_ptr());
             },
-            stream, 1, 3);
+            stream, 1, reproducible ? 0 : 3);
         if (cached->plan.plan && cached->plan.time_ms <= chosen.time_ms) continue;
         cached->plan = std::move(chosen);
         cached->graph = std::move(graph);
@@ -294,11 +306,19 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
     }
     if (cached->plan.plan) {
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      char text[200];
-      std::snprintf(text, sizeof(text), "%s: engine %lld%s, %.3f ms, fastest of %zu, planned in %.2f s; %s",
-                    pattern_name(pattern), static_cast<long long>(cached->plan.engine),
-                    cached->plan.runtime_compiled ? " (runtime-compiled)" : "", cached->plan.time_ms, offered, seconds,
-                    variant_name(cached->variant).c_str());
+      char text[256];
+      if (reproducible) {
+        std::snprintf(text, sizeof(text), "%s: engine %lld%s, the heuristics' first deterministic one (deterministic "
+                      "cuDNN), planned in %.2f s; %s",
+                      pattern_name(pattern), static_cast<long long>(cached->plan.engine),
+                      cached->plan.runtime_compiled ? " (runtime-compiled)" : "", seconds,
+                      variant_name(cached->variant).c_str());
+      } else {
+        std::snprintf(text, sizeof(text), "%s: engine %lld%s, %.3f ms, fastest of %zu, planned in %.2f s; %s",
+                      pattern_name(pattern), static_cast<long long>(cached->plan.engine),
+                      cached->plan.runtime_compiled ? " (runtime-compiled)" : "", cached->plan.time_ms, offered,
+                      seconds, variant_name(cached->variant).c_str());
+      }
       cached->description = text;
     }
     if (!cached->plan.plan) cached->error = std::string(pattern_name(pattern)) + ": no plan:" + why;

@@ -202,7 +202,7 @@ Distributed::Distributed(const LaunchEnv& launch, const DistributedOptions& opti
     if (backend == "nccl") {
       comm_ = parallel::make_nccl_communicator(impl_->store, launch.rank, launch.world_size, timeout);
     } else if (backend == "shm") {
-      comm_ = make_shm_communicator(impl_->store, launch.rank, launch.world_size, timeout);
+      comm_ = make_shm_communicator(impl_->store, launch.rank, launch.world_size, timeout, device.is_cuda());
     } else {
       comm_ = make_gloo_communicator(impl_->store, launch.rank, launch.world_size, timeout, device.is_cuda());
     }

@@ -368,9 +368,12 @@ TEST_F(DataParallel, TwoRanksOverSharedMemoryMatchOneProcess) {
 }
 
 // Two ranks on one GPU (shared memory), or on two (NCCL), each step through fusion: conv's and fusion: bn's fused ops, against
-// one process that takes the same halves in turn (see fused_steps). Tolerance: 1e-3 relative after 3 steps (fp16
-// autocast; the same kernels on the same halves, so only the gradients' sum order and any nondeterministic kernel
-// differ); the ranks must agree exactly; the steps must have moved the weights by more than 1e-3.
+// one process that takes the same halves in turn (see fused_steps). Deterministic cuDNN in every process: fusion:
+// conv then takes the heuristics' first deterministic plan instead of the fastest by timing, which differed between
+// processes (the first run on the H200, with timed plans, ended 1.6 relative apart in the most sensitive tensor: fp16
+// rounding amplified by BatchNorm over 16 values a channel at layer4). Tolerance: 1e-4 relative after 3 steps (the
+// same kernels on the same halves, the sum in the same order: the differences left are rounding in the order of
+// additions, if any); the ranks must agree exactly; the steps must have moved conv1's weights by more than 1e-3.
 TEST_F(DataParallel, FusedStepsOfTwoRanksMatchOneProcess) {
   if (env_or("RN50_DP_DEVICE", "cpu") != "cuda" || cuda::device_count() < 1) GTEST_SKIP() << "the fused ops need a GPU";
   int offset = 10;
@@ -380,6 +383,7 @@ TEST_F(DataParallel, FusedStepsOfTwoRanksMatchOneProcess) {
     const auto codes = run_two_ranks(mode, dir.path(), port_for(offset++));
     ASSERT_EQ(codes, std::vector<int>({0, 0}));
     const c10::Device device = test_device(0);
+    exact_math();
     auto model = make_fused_model(mode, device);
     trainer::Sgd sgd(*model, 0.9, 1e-4, false);
     fused_steps(*model, sgd, nullptr, 0, 1, device);
@@ -388,10 +392,10 @@ TEST_F(DataParallel, FusedStepsOfTwoRanksMatchOneProcess) {
     ASSERT_EQ(rank0.size(), reference.size());
     EXPECT_EQ(max_relative_difference(rank0, rank1), 0.0) << "the ranks' weights differ";
     const double difference = max_relative_difference(rank0, reference);
-    const double moved = max_relative_difference(reference, weights_of(*make_fused_model(mode, device)));
-    std::printf("[ diff     ] %s: two ranks against one process %.3g relative; the steps moved the weights %.3g\n",
+    const double moved = max_relative_difference({reference[0]}, {weights_of(*make_fused_model(mode, device))[0]});
+    std::printf("[ diff     ] %s: two ranks against one process %.3g relative; the steps moved conv1's weights %.3g\n",
                 mode.c_str(), difference, moved);
-    EXPECT_LT(difference, 1e-3);
+    EXPECT_LT(difference, 1e-4);
     EXPECT_GT(moved, 1e-3);
   }
 }
