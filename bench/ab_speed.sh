@@ -58,7 +58,7 @@ run() {  # side (new|old), config, rep
     synthetic) "$bin" train "${common[@]}" --data synthetic --epochs "${EPOCHS_SYNTHETIC:-3}" $extra ;;
     cpu) "$bin" train "${common[@]}" --data-root "$jpeg" --decode cpu --epochs "${EPOCHS_JPEG:-4}" $extra ;;
     gpu) "$bin" train "${common[@]}" --data-root "$jpeg" --decode gpu --epochs "${EPOCHS_JPEG:-4}" $extra ;;
-  esac > "$logs/$name.log" 2>&1 || { echo "$name failed"; tail -3 "$logs/$name.log"; }
+  esac > "$logs/$name.log" 2>&1 || { echo "$name failed (exit $?)" >&2; tail -3 "$logs/$name.log" >&2; }  # the rate alone on stdout
   cp "/tmp/ab_runs/$name/metrics.jsonl" "$logs/$name.jsonl" 2>/dev/null
   rate "/tmp/ab_runs/$name/metrics.jsonl" 2>/dev/null || echo nan
 }
