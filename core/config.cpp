@@ -164,8 +164,10 @@ const Names<OptimizerKind>& names(OptimizerKind) {
   return n;
 }
 const Names<DistBackend>& names(DistBackend) {
-  static const Names<DistBackend> n = {
-      {DistBackend::kAuto, "auto"}, {DistBackend::kNccl, "nccl"}, {DistBackend::kGloo, "gloo"}, {DistBackend::kShm, "shm"}};
+  static const Names<DistBackend> n = {{DistBackend::kAuto, "auto"},
+                                       {DistBackend::kNccl, "nccl"},
+                                       {DistBackend::kGloo, "gloo"},
+                                       {DistBackend::kShm, "shm"}};
   return n;
 }
 const Names<FusionKernels>& names(FusionKernels) {
@@ -334,6 +336,9 @@ std::vector<ConfigKey> make_keys() {
       choice_key("fusion_kernels", &C::fusion_kernels,
                  "fusion: bn's kernels: auto (cuDNN's for BatchNorm+ReLU, rn50's for the rest: the fastest), or rn50 "
                  "(rn50's everywhere: no cuDNN reserve space kept for the backward)"),
+      bool_key("wgrad_stream", &C::wgrad_stream,
+               "fusion: conv: each bottleneck's weight gradients on a second CUDA stream, beside its data gradients "
+               "(captured in the CUDA graph as parallel branches; the same kernels and results either way)"),
       string_key("mig", &C::mig,
                  "MIG pinning: 'list' prints the GPU's MIG instances; a MIG UUID or instance index pins the run to "
                  "it (CUDA_VISIBLE_DEVICES=MIG-...) before CUDA starts"),

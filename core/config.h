@@ -97,6 +97,7 @@ struct Config {
   bool expandable_segments = false;
   Fusion fusion = Fusion::kOff;
   FusionKernels fusion_kernels = FusionKernels::kAuto;
+  bool wgrad_stream = true;  // fusion: conv: weight gradients on a second stream beside the data gradients
   std::string mig;  // list | MIG-<uuid> | instance index; empty: no MIG pinning
 
   // data parallel (several processes; see LaunchEnv)

@@ -1,4 +1,5 @@
-// ops/fused_bottleneck.cpp: the bottleneck block's autograd function over the fused convolutions, and its probe.
+// ops/fused_bottleneck.cpp: the bottleneck block's autograd function over the fused convolutions (weight gradients on
+// a side stream), and its probe.
 #include "ops/fused_bottleneck.h"
 
 #include <ATen/ATen.h>
@@ -10,6 +11,7 @@
 
 #include "ops/fused_batch_norm_backend.h"
 #include "ops/fused_conv.h"
+#include "ops/side_stream.h"
 
 namespace rn50::ops {
 namespace {
@@ -22,6 +24,7 @@ struct BlockSettings {
   BatchNormState bn1, bn2, bn3, bnd;  // running statistics, counters, momentum, eps; weight and bias unused here
   int64_t stride = 1;
   bool downsample = false;
+  bool wgrad_stream = true;
 };
 
 BatchNormState with_affine(const BatchNormState& s, const at::Tensor& weight, const at::Tensor& bias) {
@@ -88,6 +91,7 @@ class BottleneckFunction : public torch::autograd::Function<BottleneckFunction> 
                                                        f2.scale, f2.shift,  f3.mean,  f3.invstd, fd.mean, fd.invstd};
     ctx->saved_data["stride"] = s.stride;
     ctx->saved_data["downsample"] = s.downsample;
+    ctx->saved_data["wgrad_stream"] = s.wgrad_stream;
     ctx->saved_data["eps3"] = s.bn3.eps;
     ctx->saved_data["epsd"] = s.bnd.eps;
     return {out};
@@ -104,6 +108,10 @@ class BottleneckFunction : public torch::autograd::Function<BottleneckFunction> 
     const bool downsample = ctx->saved_data["downsample"].toBool();
     const ConvGeometry one{1, 0}, three{stride, 1}, down{stride, 0};
     const at::Tensor dout = grad_outputs[0].contiguous(kChannelsLast);
+    // The data gradients are the chain the next block waits for; each weight gradient needs only its layer's output
+    // gradient, so it can run beside that chain. Joined before returning: autograd hands the weight gradients on at
+    // once, and the locals the side stream reads must not be freed under it.
+    SideStream side(dout.get_device(), ctx->saved_data["wgrad_stream"].toBool());
 
     // The block output: dReLU, bn3's backward and the residual's gradient g, then the downsample's BatchNorm.
     const detail::BackwardOut o3 =
@@ -115,20 +123,21 @@ class BottleneckFunction : public torch::autograd::Function<BottleneckFunction> 
       dyd = od.dx;
       dgd = od.dweight;
       dbd = od.dbias;
-      dwd = conv_backward_filter(x, dyd, wd.sizes(), down);
+      dwd = side.run([&] { return conv_backward_filter(x, dyd, wd.sizes(), down); });
     }
     // conv3: weight gradient with bn2's scale-bias-ReLU recomputed in the prologue; data gradient with bn2's dReLU
     // and backward weights in the epilogue, then bn2's input gradient.
-    const at::Tensor dw3 = conv_backward_filter(y2, o3.dx, w3.sizes(), one, {st[6], st[7]});
+    const at::Tensor dw3 = side.run([&] { return conv_backward_filter(y2, o3.dx, w3.sizes(), one, {st[6], st[7]}); });
     const DgradBn d2 = conv_backward_data_bn(o3.dx, w3, {y2, st[4], st[5], g2, b2}, one);
     const at::Tensor dy2 = dbn_apply(d2, y2);
-    const at::Tensor dw2 = conv_backward_filter(y1, dy2, w2.sizes(), three, {st[2], st[3]});
+    const at::Tensor dw2 = side.run([&] { return conv_backward_filter(y1, dy2, w2.sizes(), three, {st[2], st[3]}); });
     const DgradBn d1 = conv_backward_data_bn(dy2, w2, {y1, st[0], st[1], g1, b1}, three);
     const at::Tensor dy1 = dbn_apply(d1, y1);
-    const at::Tensor dw1 = conv_backward_filter(x, dy1, w1.sizes(), one);
+    const at::Tensor dw1 = side.run([&] { return conv_backward_filter(x, dy1, w1.sizes(), one); });
     // The block input's two gradients summed inside the second data gradient (cuDNN's beta = 1), not by autograd.
     at::Tensor dx = downsample ? conv_backward_data(dyd, wd, x.sizes(), down) : o3.dresidual;
     dx = conv_backward_data(dy1, w1, x.sizes(), one, dx);
+    side.join();
     return {dx,         dw1,      dw2,        dw3,      dwd, d1.dweight, d1.dbias,
             d2.dweight, d2.dbias, o3.dweight, o3.dbias, dgd, dbd,        at::Tensor()};
   }
@@ -181,7 +190,7 @@ std::string bottleneck_unsupported_reason(const at::Tensor& x, const BottleneckP
 at::Tensor bottleneck_forward(const at::Tensor& x, const BottleneckParams& p) {
   const std::string why = bottleneck_unsupported_reason(x, p);
   if (!why.empty()) throw std::invalid_argument("fused bottleneck: " + why);
-  BlockSettings s{p.bn1, p.bn2, p.bn3, p.bnd, p.stride, p.wd.defined()};
+  BlockSettings s{p.bn1, p.bn2, p.bn3, p.bnd, p.stride, p.wd.defined(), p.wgrad_stream};
   const bool down = p.wd.defined();
   return BottleneckFunction::apply(x, half_weight(p.w1, x), half_weight(p.w2, x), half_weight(p.w3, x),
                                    down ? maybe(half_weight(p.wd, x)) : c10::nullopt, p.bn1.weight, p.bn1.bias,
@@ -210,7 +219,7 @@ std::string prepare_bottleneck(const at::Tensor& x, const BottleneckParams& p) {
   try {
     const c10::AutoGradMode grad_mode(true);  // the probe's backward builds the backward plans
     BottleneckParams q{copy_w(p.w1),   copy_w(p.w2),   copy_w(p.w3), copy_w(p.wd), copy_bn(p.bn1), copy_bn(p.bn2),
-                       copy_bn(p.bn3), copy_bn(p.bnd), p.stride,     p.groups,     p.dilation};
+                       copy_bn(p.bn3), copy_bn(p.bnd), p.stride,     p.groups,     p.dilation,     p.wgrad_stream};
     const at::Tensor input = x.detach().clone(kChannelsLast).requires_grad_(true);
     const at::Tensor y = bottleneck_forward(input, q);
     std::vector<at::Tensor> wrt{input, q.w1, q.w2, q.w3};

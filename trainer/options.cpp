@@ -66,6 +66,7 @@ models::ModelOptions model_options(const Config& c, int64_t num_classes) {
              : c.fusion == Fusion::kBatchNorm ? models::Fusion::kBatchNorm
                                               : models::Fusion::kOff;
   o.bn_kernels = c.fusion_kernels == FusionKernels::kRn50 ? ops::BnKernels::kOwn : ops::BnKernels::kAuto;
+  o.wgrad_stream = c.wgrad_stream;
   o.stochastic_depth = c.stochastic_depth;
   o.dropout = c.dropout;
   return o;

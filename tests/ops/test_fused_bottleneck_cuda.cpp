@@ -1,8 +1,9 @@
 // tests/ops/test_fused_bottleneck_cuda.cpp (GPU machine only): the fused-convolution bottleneck in training against
 // float64 on fresh random inputs, next to the unfused float16 path's own error (ATen's convolutions and BatchNorm):
 // the output, the input's gradient, every weight's and every BatchNorm affine's gradient, the running statistics;
-// with and without a downsample, stride 1 and 2. Also: bfloat16 and evaluation refused with a reason, the probe
-// changes nothing. Prints each case's errors, so that the log shows the margins.
+// with and without a downsample, stride 1 and 2; the weight gradients on a side stream, eager and in a CUDA graph,
+// against them in line. Also: bfloat16 and evaluation refused with a reason, the probe changes nothing. Prints each
+// case's errors, so that the log shows the margins.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -160,6 +161,56 @@ TEST_F(FusedBottleneckCuda, MatchesFloat64AsCloselyAsTheUnfusedPath) {
       EXPECT_LT(em, 1e-3);
       EXPECT_LT(ev, 1e-3);
       EXPECT_EQ(got->num_batches_tracked.item<int64_t>(), 1);
+    }
+  }
+}
+
+// The weight gradients on a side stream (ops/side_stream.h) against the same block with them in line, eagerly and
+// replayed from a CUDA graph that captured the fork and join, on fresh inputs: the output and every gradient, bit for
+// bit, under deterministic cuDNN (two in-line runs must match too: without it the fused path's sums vary run to run).
+TEST_F(FusedBottleneckCuda, WeightGradientsOnASideStreamMatchInLineBitForBit) {
+  const test::DeterministicCudnn deterministic;
+  const std::vector<Block> blocks = {{64, 64, 1, 16}, {256, 128, 2, 16}, {2048, 512, 1, 7}};
+  for (const Block& b : blocks) {
+    at::manual_seed(33);
+    const int64_t n = 16, size = b.size, out_size = size / b.stride;
+    auto fresh = [&](int64_t c, int64_t hw) {
+      return at::randn({n, c, hw, hw}, at::TensorOptions(at::kCUDA)).to(at::kHalf).contiguous(kChannelsLast);
+    };
+    BottleneckParams p = make_params(b);
+    // One forward and backward of the block on x, dout: its output and every gradient.
+    auto run = [&](const at::Tensor& x, const at::Tensor& dout, bool side) {
+      p.wgrad_stream = side;
+      const at::Tensor xi = x.detach().clone().requires_grad_(true);
+      const at::Tensor out = bottleneck_forward(xi, p);
+      std::vector<at::Tensor> got = torch::autograd::grad({out}, wrt(xi, p), {dout});
+      got.insert(got.begin(), out.detach());
+      return got;
+    };
+    const at::Tensor x = at::relu(fresh(b.in, size)), dout = fresh(b.width * 4, out_size);
+    const auto first = run(x, dout, false), second = run(x, dout, false), side = run(x, dout, true);
+
+    // The graph: inputs in fixed tensors, the block captured with the side stream, replayed on new values.
+    const at::Tensor x_in = at::zeros_like(x), dout_in = at::zeros_like(dout);
+    std::vector<at::Tensor> captured;
+    cuda::CudaGraph graph;
+    graph.capture([&] { captured = run(x_in, dout_in, true); });
+    const at::Tensor x2 = at::relu(fresh(b.in, size)), dout2 = fresh(b.width * 4, out_size);
+    x_in.copy_(x2);
+    dout_in.copy_(dout2);
+    graph.replay();
+    const auto eager2 = run(x2, dout2, false);
+
+    std::printf("block in %lld width %lld stride %lld at %lldx%lld (relative differences):\n",
+                static_cast<long long>(b.in), static_cast<long long>(b.width), static_cast<long long>(b.stride),
+                static_cast<long long>(size), static_cast<long long>(size));
+    for (size_t i = 0; i < first.size(); ++i) {
+      const char* name = i == 0 ? "out" : kNames[i - 1];
+      std::printf("  %-10s in line twice %.2e, side stream %.2e, side stream replayed %.2e\n", name,
+                  rel_err(second[i], first[i]), rel_err(side[i], first[i]), rel_err(captured[i], eager2[i]));
+      EXPECT_TRUE(at::equal(second[i], first[i])) << name << ": in line, run to run";
+      EXPECT_TRUE(at::equal(side[i], first[i])) << name << ": side stream against in line";
+      EXPECT_TRUE(at::equal(captured[i], eager2[i])) << name << ": replayed side stream against eager in line";
     }
   }
 }

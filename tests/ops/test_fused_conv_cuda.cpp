@@ -2,7 +2,8 @@
 // float64 on fresh random inputs: forward with and without the scale-bias-ReLU prologue and its statistics, the
 // weight gradient with the prologue, the data gradient with dReLU and BatchNorm's backward weights (through to the
 // BatchNorm's input gradient against autograd), the finalize, apply and input-gradient kernels, a captured CUDA graph
-// against eager. Prints each case's relative errors, so that the log shows the margins.
+// against eager, every op repeating bit for bit under deterministic cuDNN. Prints each case's relative errors, so that
+// the log shows the margins.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -11,6 +12,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/device_ops.h"
@@ -187,6 +189,61 @@ TEST_F(FusedConvCuda, DataGradientThroughBatchNormMatchesAutograd) {
       EXPECT_LT(e_db, 2 * tol_out(t)) << str(s);
       EXPECT_LT(e_dx, 2 * tol_out(t)) << str(s);
     }
+  }
+}
+
+// With deterministic cuDNN asked for, every op repeats bit for bit (the epilogues' sums are recomputed by ATen's
+// ordered reductions, fused_conv_cuda.cpp) and stays as close to float64 as the fast path's tolerances demand: the
+// forward's sums, the weight gradient, and the data gradient's BatchNorm weights through to the BatchNorm's input
+// gradient against autograd.
+TEST_F(FusedConvCuda, DeterministicModeRepeatsBitForBit) {
+  const test::DeterministicCudnn deterministic;
+  for (const Case& s : kCases) {
+    at::manual_seed(18);
+    const at::Tensor x = randn_nhwc({s.n, s.c, s.size, s.size}, at::kHalf, 2.0);
+    const at::Tensor w =
+        randn_nhwc({s.k, s.c, s.kernel, s.kernel}, at::kHalf, 1.0 / std::sqrt(s.c * s.kernel * s.kernel));
+    const int64_t out = (s.size + 2 * s.padding() - s.kernel) / s.stride + 1;
+    const at::Tensor dy = randn_nhwc({s.n, s.k, out, out}, at::kHalf);
+    const ConvGeometry g{s.stride, s.padding()};
+    const Prologue p{channel_param(s.c, 0.5, 1.5), channel_param(s.c, -0.5, 0.5)};
+
+    const ConvStats f1 = conv_forward_stats(x, w, g, p), f2 = conv_forward_stats(x, w, g, p);
+    EXPECT_TRUE(at::equal(f1.y, f2.y) && at::equal(f1.sum, f2.sum) && at::equal(f1.sq_sum, f2.sq_sum)) << str(s);
+    const at::Tensor yd = f1.y.to(at::kDouble);
+    const double e_sum = (f1.sum.to(at::kDouble) - yd.sum({0, 2, 3})).abs().max().item<double>() /
+                         yd.abs().sum({0, 2, 3}).max().item<double>();
+    const double e_sq = rel_err(f1.sq_sum, (yd * yd).sum({0, 2, 3}));
+    EXPECT_LT(e_sum, kTolSums) << str(s);
+    EXPECT_LT(e_sq, kTolSums) << str(s);
+
+    const at::Tensor dw1 = conv_backward_filter(x, dy, w.sizes(), g, p),
+                     dw2 = conv_backward_filter(x, dy, w.sizes(), g, p);
+    EXPECT_TRUE(at::equal(dw1, dw2)) << str(s);
+
+    const at::Tensor xd = x.to(at::kDouble);
+    const at::Tensor mean = xd.mean({0, 2, 3}), invstd = (xd.var({0, 2, 3}, false) + 1e-5).rsqrt();
+    const BnSaved bn{x, mean.to(at::kFloat), invstd.to(at::kFloat), p.scale, p.bias};
+    const DgradBn d1 = conv_backward_data_bn(dy, w, bn, g), d2 = conv_backward_data_bn(dy, w, bn, g);
+    for (const auto& [a, b] : {std::pair{d1.dz, d2.dz},
+                               {d1.dweight, d2.dweight},
+                               {d1.dbias, d2.dbias},
+                               {d1.eq_dy, d2.eq_dy},
+                               {d1.eq_x, d2.eq_x},
+                               {d1.eq_bias, d2.eq_bias}}) {
+      EXPECT_TRUE(at::equal(a, b)) << str(s);
+    }
+    at::Tensor xr = xd.clone().requires_grad_(true);
+    at::Tensor gr = p.scale.to(at::kDouble).requires_grad_(true), br = p.bias.to(at::kDouble).requires_grad_(true);
+    const at::Tensor z = at::batch_norm(xr, gr, br, {}, {}, true, 0.1, 1e-5, false);
+    (at::conv2d(at::relu(z), w.to(at::kDouble), {}, s.stride, s.padding()) * dy.to(at::kDouble)).sum().backward();
+    const double e_dg = rel_err(d1.dweight, gr.grad()), e_db = rel_err(d1.dbias, br.grad());
+    const double e_dx = rel_err(dbn_apply(d1, x), xr.grad());
+    std::printf("deterministic %s: sum %.2e, sq_sum %.2e; dweight %.2e, dbias %.2e, dx %.2e against float64\n",
+                str(s).c_str(), e_sum, e_sq, e_dg, e_db, e_dx);
+    EXPECT_LT(e_dg, 2 * tol_out(at::kHalf)) << str(s);
+    EXPECT_LT(e_db, 2 * tol_out(at::kHalf)) << str(s);
+    EXPECT_LT(e_dx, 2 * tol_out(at::kHalf)) << str(s);
   }
 }
 

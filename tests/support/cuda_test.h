@@ -1,5 +1,6 @@
 // tests/support/cuda_test.h: what the GPU tests share: a fixture that skips without a CUDA device and runs on a
-// side stream (graph capture refuses the default one), and the norm-wise relative error against a reference.
+// side stream (graph capture refuses the default one), a deterministic-cuDNN scope, and the norm-wise relative error
+// against a reference.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -16,6 +17,21 @@ class CudaTest : public ::testing::Test {
     if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
     cuda::use_side_stream(0);  // graph capture needs a side stream, and the eager work must run on it too
   }
+};
+
+// Deterministic cuDNN for a scope (rn50's fused convolutions then choose reproducible plans and ordered sums), the
+// previous setting restored after.
+class DeterministicCudnn {
+ public:
+  DeterministicCudnn() : was_(at::globalContext().deterministicCuDNN()) {
+    at::globalContext().setDeterministicCuDNN(true);
+  }
+  ~DeterministicCudnn() { at::globalContext().setDeterministicCuDNN(was_); }
+  DeterministicCudnn(const DeterministicCudnn&) = delete;
+  DeterministicCudnn& operator=(const DeterministicCudnn&) = delete;
+
+ private:
+  bool was_;
 };
 
 // |a - b| / |b| in float64, norm-wise.
