@@ -99,14 +99,16 @@ struct Plan {
   int64_t engine = -1;  // cuDNN's global engine index
   bool runtime_compiled = false;
   bool nondeterministic = false;  // cuDNN's numerical note: results may differ run to run (atomics, split reductions)
-  float time_ms = -1.0F;  // when chosen by timing
+  float time_ms = -1.0F;          // when chosen by timing
+  std::string knobs;              // the configuration's knob choices, "type=value,..." (empty where cuDNN does not say)
 };
 
 // Runs one candidate plan once on the current buffers (the caller's variant pack), for timing.
 using RunPlan = std::function<void(const Plan&)>;
 
-// The plans cuDNN's heuristics (mode A, then the fallback list) offer for the graph and that finalize, in the
-// heuristics' order; `why_none` says what failed when the list is empty. At most `max_plans`.
+// The plans cuDNN's heuristics offer for the graph and that finalize: mode A's configurations in its order, then mode
+// B's not listed already (the fallback list only where neither offers one that builds); `why_none` says what failed
+// when the list is empty. At most `max_plans`.
 std::vector<Plan> candidate_plans(cudnnHandle_t handle, const Descriptor& graph, int max_plans, std::string* why_none);
 
 // The fastest of the candidates, each run `warmup` + `repeats` times through `run` on `stream` (not under capture),

@@ -232,6 +232,9 @@ at::Tensor workspace(int64_t bytes, const at::Tensor& like) {
   return at::empty({std::max<int64_t>(bytes, 1)}, like.options().dtype(at::kByte));
 }
 
+// Configurations timed for each pattern, shape and variant (cudnn_graph.cpp says why this many).
+constexpr int kMaxCandidates = 16;
+
 // Runs the pattern with these tensors, building and choosing its plan on first use for the shape.
 void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const std::vector<int64_t>& uids,
          const Bind& bind) {
@@ -275,7 +278,7 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
         build_graph(*builder, pattern, shapes, v);
         auto graph = std::make_unique<cg::Descriptor>(builder->build(handle));
         std::string none;
-        auto candidates = cg::candidate_plans(handle, *graph, 4, &none);
+        auto candidates = cg::candidate_plans(handle, *graph, kMaxCandidates, &none);
         if (reproducible) {
           candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
                                           [](const cg::Plan& p) { return p.nondeterministic; }),
