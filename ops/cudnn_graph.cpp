@@ -262,6 +262,21 @@ Descriptor GraphBuilder::build(cudnnHandle_t handle) {
 
 namespace {
 
+// `count` new descriptors of one type, and their raw handles: what a getter of a descriptor-array attribute fills.
+struct DescriptorArray {
+  std::vector<Descriptor> owned;
+  std::vector<cudnnBackendDescriptor_t> raw;
+};
+
+DescriptorArray make_descriptors(cudnnBackendDescriptorType_t type, int64_t count) {
+  DescriptorArray a;
+  for (int64_t i = 0; i < count; ++i) {
+    a.owned.emplace_back(type);
+    a.raw.push_back(a.owned.back().get());
+  }
+  return a;
+}
+
 // The engine configurations one heuristics mode offers (empty when the mode does not take the graph).
 std::vector<Descriptor> heuristic_configs(const Descriptor& graph, cudnnBackendHeurMode_t mode, std::string* why) {
   Descriptor heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
@@ -277,19 +292,14 @@ std::vector<Descriptor> heuristic_configs(const Descriptor& graph, cudnnBackendH
   int64_t count = 0;
   RN50_CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
                                             &count, nullptr));
-  std::vector<Descriptor> configs;
-  std::vector<cudnnBackendDescriptor_t> raw;
-  for (int64_t i = 0; i < count; ++i) {
-    configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-    raw.push_back(configs.back().get());
-  }
+  DescriptorArray configs = make_descriptors(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, count);
   int64_t got = 0;
   if (count > 0) {
     RN50_CUDNN_CHECK(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                              count, &got, raw.data()));
+                                              count, &got, configs.raw.data()));
   }
-  configs.erase(configs.begin() + std::min(got, count), configs.end());
-  return configs;
+  configs.owned.erase(configs.owned.begin() + std::min(got, count), configs.owned.end());
+  return std::move(configs.owned);
 }
 
 // The engine's global index and whether it compiles at run time, read off a configuration.
@@ -319,25 +329,20 @@ void describe_engine(const Descriptor& config, Plan* plan) {
 // The configuration's knob choices ("type=value" in cuDNN's order): with the engine, what tells two configurations
 // apart. Empty where cuDNN does not say.
 std::string knob_choices(const Descriptor& config) {
-  std::vector<Descriptor> choices;
-  std::vector<cudnnBackendDescriptor_t> raw;
-  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) {
-    choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
-    raw.push_back(choices.back().get());
-  }
+  DescriptorArray choices = make_descriptors(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, CUDNN_KNOB_TYPE_COUNTS);
   int64_t n = 0;
   if (cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                               CUDNN_KNOB_TYPE_COUNTS, &n, raw.data()) != CUDNN_STATUS_SUCCESS) {
+                               CUDNN_KNOB_TYPE_COUNTS, &n, choices.raw.data()) != CUDNN_STATUS_SUCCESS) {
     return "";
   }
   std::string out;
   for (int64_t i = 0; i < n; ++i) {
     cudnnBackendKnobType_t type{};
     int64_t value = 0, got = 0;
-    if (cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &type) !=
-            CUDNN_STATUS_SUCCESS ||
-        cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &got, &value) !=
-            CUDNN_STATUS_SUCCESS) {
+    if (cudnnBackendGetAttribute(choices.raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got,
+                                 &type) != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendGetAttribute(choices.raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &got,
+                                 &value) != CUDNN_STATUS_SUCCESS) {
       return "";
     }
     out += (out.empty() ? "" : ",") + std::to_string(static_cast<int>(type)) + "=" + std::to_string(value);
