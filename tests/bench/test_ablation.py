@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tests/bench/test_ablation.py: runs bench/ablation.py --quick (the whole matrix on the CPU) and checks what it
 writes: ablation.json, report.md (headline with the ratio next to the source's 2.7x, costs, both pictures
-referenced) and the two SVG pictures, parsed as XML.
+referenced) and the two SVG pictures, parsed as XML. Also the GPU matrix's shape: a switch that needs another
+(wgrad_stream, fusion: conv's) is only removed from the full set, never run alone on the baseline.
 
   tests/bench/test_ablation.py --rn50 build/rn50 --out DIR --work DIR
 """
@@ -29,6 +30,13 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--work", required=True)
     opts = p.parse_args()
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import ablation
+    labels = [label for label, _ in ablation.configurations(list(ablation.SWITCHES))]
+    check("all-wgrad_stream" in labels and "+wgrad_stream" not in labels,
+          f"wgrad_stream: expected only all-wgrad_stream in the GPU matrix, got {labels}")
+    check(len(labels) == 2 * len(ablation.SWITCHES) + 2 - len(ablation.REQUIRES),
+          f"{len(labels)} configurations for {len(ablation.SWITCHES)} switches")
     for name in ["report.md", "images_per_s.svg", "step_split.svg", "ablation.json"]:
         if os.path.exists(os.path.join(opts.out, name)):
             os.remove(os.path.join(opts.out, name))  # nothing left over from an earlier run counts
