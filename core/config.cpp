@@ -323,6 +323,10 @@ std::vector<ConfigKey> make_keys() {
       choice_key("precision", &C::precision, "autocast precision of forward and backward (fp16 adds a loss scaler)"),
       bool_key("channels_last", &C::channels_last, "NHWC memory layout for images, weights and activations"),
       bool_key("cudnn_benchmark", &C::cudnn_benchmark, "let cuDNN time its algorithms and keep the fastest"),
+      bool_key("deterministic", &C::deterministic,
+               "repeatable results, for debugging and comparisons: cuDNN's deterministic algorithms (fusion: conv then "
+               "also sums its epilogues in a fixed order and takes its first deterministic plans untimed); slower; "
+               "needs cudnn_benchmark off"),
       bool_key("cuda_graph", &C::cuda_graph, "capture the whole training step in a CUDA graph and replay it"),
       bool_key("expandable_segments", &C::expandable_segments,
                "the CUDA caching allocator maps memory into segments that grow in place instead of caching fixed "
@@ -497,6 +501,8 @@ void validate(Config& c) {
     require(!index.empty() && index.find_first_not_of("0123456789") == std::string::npos, "device",
             "'" + c.device + "' needs a GPU index, like cuda:0");
   }
+  require(!(c.deterministic && c.cudnn_benchmark), "deterministic",
+          "needs cudnn_benchmark: off (the benchmark chooses algorithms by timing, which can differ from run to run)");
   require(c.bucket_mb > 0 && c.bucket_mb <= 4096, "bucket_mb", "must be in (0, 4096]");
   require(c.dist_timeout_s >= 1 && c.dist_timeout_s <= 604800, "dist_timeout_s", "must be 1 to 604800 (a week)");
   require(!(cpu && c.precision != Precision::kFp32), "precision",

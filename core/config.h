@@ -93,6 +93,7 @@ struct Config {
   Precision precision = Precision::kFp32;
   bool channels_last = false;
   bool cudnn_benchmark = false;
+  bool deterministic = false;  // repeatable results: deterministic cuDNN algorithms and fused sums (no benchmark)
   bool cuda_graph = false;
   bool expandable_segments = false;
   Fusion fusion = Fusion::kOff;

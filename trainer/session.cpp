@@ -84,6 +84,11 @@ void apply_math_switches(const Config& config) {
     ctx.setAllowTF32CuDNN(tf32);
   }
   ctx.setBenchmarkCuDNN(config.cudnn_benchmark);
+  // deterministic: cuDNN's deterministic algorithms, and fusion: conv's ordered sums, which read the same flag. cuBLAS
+  // repeats its results across streams only with a fixed workspace configuration, read when its first handle is made
+  // (after this; a value the user set is kept).
+  ctx.setDeterministicCuDNN(config.deterministic);
+  if (config.deterministic) ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0);
 }
 
 }  // namespace

@@ -72,6 +72,8 @@ TEST(Config, ValidationNamesTheKey) {
   EXPECT_NE(invalid({{"price_per_hour", "-0.5"}}).find("price_per_hour"), std::string::npos);
   EXPECT_EQ(invalid({{"price_per_hour", "3.2"}}), "");
   EXPECT_EQ(invalid({{"data_root", ""}, {"data", "synthetic"}}), "");
+  EXPECT_NE(invalid({{"deterministic", "on"}, {"cudnn_benchmark", "on"}}).find("deterministic"), std::string::npos);
+  EXPECT_EQ(invalid({{"deterministic", "on"}}), "");
 }
 
 // Hostile values: each refused with one line naming its key, before anything is allocated for it.
