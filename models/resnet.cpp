@@ -195,12 +195,11 @@ class ResNet final : public Classifier {
     } else if (mode_.fusion == Fusion::kConv) {
       const std::string why_conv = ops::bottleneck_input_unsupported_reason(x);
       if (!why_conv.empty()) log_warn("fusion: conv runs the bottlenecks with fusion: bn's kernels: " + why_conv);
-      conv = why_conv.empty()
-                 ? std::string(
-                       "conv: bottlenecks on cuDNN's graph API (plans built on the first step; "
-                       "weight gradients ") +
-                       (mode_.wgrad_stream ? "on a second stream" : "in line") + "); other BatchNorms and evaluation: "
-                 : "conv: bottlenecks as bn (" + why_conv + "); ";
+      const std::string wgrad = mode_.wgrad_stream ? "on a second stream" : "in line";
+      conv = why_conv.empty() ? "conv: bottlenecks on cuDNN's graph API (plans built on the first step; weight "
+                                "gradients " +
+                                    wgrad + "); other BatchNorms and evaluation: "
+                              : "conv: bottlenecks as bn (" + why_conv + "); ";
     }
     // The stem's max-pool on x: 64 channels as the stem's output has; its window, dtype and layout decide, not H and W.
     const std::string pool = "; stem max-pool: " + ops::describe_max_pool(x, ops::kStemMaxPool);

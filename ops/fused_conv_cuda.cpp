@@ -232,6 +232,9 @@ at::Tensor workspace(int64_t bytes, const at::Tensor& like) {
   return at::empty({std::max<int64_t>(bytes, 1)}, like.options().dtype(at::kByte));
 }
 
+// Deterministic cuDNN asked for: plans and epilogue sums that repeat bit for bit (run() and the sums below).
+bool deterministic_requested() { return at::globalContext().deterministicCuDNN(); }
+
 // Configurations timed for each pattern, shape and variant (cudnn_graph.cpp says why this many).
 constexpr int kMaxCandidates = 16;
 
@@ -244,7 +247,7 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
   RN50_CUDNN_CHECK(cudnnSetStream(handle, stream));
   ThreadPlans& tp = thread_plans();
   // Deterministic cuDNN chooses among other plans (below): a plan chosen without it is not reused with it.
-  const bool reproducible = at::globalContext().deterministicCuDNN();
+  const bool reproducible = deterministic_requested();
   const Key key{static_cast<int>(pattern),
                 device,
                 static_cast<int>(shapes.type),
@@ -392,12 +395,10 @@ at::Tensor empty_nhwc(const std::vector<int64_t>& dims, const at::Tensor& like) 
   return at::empty(dims, like.options().memory_format(kChannelsLast));
 }
 
-// Deterministic cuDNN asked for: the epilogues' per-channel sums accumulate across thread blocks in whatever order
-// they finish (two runs of one ResNet-50 block on the H200 differed in the forward's output by 5e-5 relative), so
-// their results are replaced by ATen's reductions of the tensors the kernels wrote, which combine in a fixed order.
-// A slower pass over each output, for reproducible runs and tests only.
-bool reproducible_sums() { return at::globalContext().deterministicCuDNN(); }
-
+// Deterministic cuDNN asked for (config key deterministic, or the tests): the epilogues' per-channel sums accumulate
+// across thread blocks in whatever order they finish (two runs of one ResNet-50 block on the H200 differed in the
+// forward's output by 5e-5 relative), so their results are replaced by ATen's reductions of the tensors the kernels
+// wrote, which combine in a fixed order: a slower pass over each output, for reproducible runs only.
 at::Tensor channel_sum(const at::Tensor& t) { return t.sum({0, 2, 3}, false, at::kFloat); }
 
 void recompute_stats(ConvStats* out) {
@@ -445,7 +446,7 @@ ConvStats conv_forward_stats(const at::Tensor& x, const at::Tensor& w, ConvGeome
     bind_prologue(prologue, x, v, &b);
     return b;
   });
-  if (reproducible_sums()) recompute_stats(&out);
+  if (deterministic_requested()) recompute_stats(&out);
   return out;
 }
 
@@ -498,7 +499,7 @@ DgradBn conv_backward_data_bn(const at::Tensor& dy, const at::Tensor& w, const B
                                 out.dweight.data_ptr(), out.dbias.data_ptr(), out.eq_dy.data_ptr(), out.eq_x.data_ptr(),
                                 out.eq_bias.data_ptr()};
   run(Pattern::kBackwardDataBn, s, bn.x, uids, [&](Variant, bool) { return Bound{ptrs, {}}; });
-  if (reproducible_sums()) recompute_bn_weights(bn, &out);
+  if (deterministic_requested()) recompute_bn_weights(bn, &out);
   return out;
 }
 
