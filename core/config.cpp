@@ -170,6 +170,11 @@ const Names<DistBackend>& names(DistBackend) {
                                        {DistBackend::kShm, "shm"}};
   return n;
 }
+const Names<ConvPrologue>& names(ConvPrologue) {
+  static const Names<ConvPrologue> n = {
+      {ConvPrologue::kTimed, "timed"}, {ConvPrologue::kFused, "fused"}, {ConvPrologue::kSeparate, "separate"}};
+  return n;
+}
 const Names<FusionKernels>& names(FusionKernels) {
   static const Names<FusionKernels> n = {{FusionKernels::kAuto, "auto"}, {FusionKernels::kRn50, "rn50"}};
 
@@ -343,6 +348,11 @@ std::vector<ConfigKey> make_keys() {
       bool_key("wgrad_stream", &C::wgrad_stream,
                "fusion: conv: each bottleneck's weight gradients on a second CUDA stream, beside its data gradients "
                "(captured in the CUDA graph as parallel branches; the same kernels and results either way)"),
+      choice_key("conv_prologue", &C::conv_prologue,
+                 "fusion: conv: where the previous BatchNorm's scale, bias and ReLU run for conv2 and conv3, forward "
+                 "and in their weight gradients: fused (in the convolution), separate (a pass of its own, then the "
+                 "plain convolution), or timed (the faster of the two, timed once per pattern and shape before the "
+                 "step is captured; logged)"),
       string_key("mig", &C::mig,
                  "MIG pinning: 'list' prints the GPU's MIG instances; a MIG UUID or instance index pins the run to "
                  "it (CUDA_VISIBLE_DEVICES=MIG-...) before CUDA starts"),
@@ -395,6 +405,7 @@ std::string name_of(Tf32 value) { return name_in_table(value); }
 std::string name_of(Precision value) { return name_in_table(value); }
 std::string name_of(Fusion value) { return name_in_table(value); }
 std::string name_of(FusionKernels value) { return name_in_table(value); }
+std::string name_of(ConvPrologue value) { return name_in_table(value); }
 std::string name_of(OptimizerKind value) { return name_in_table(value); }
 std::string name_of(DistBackend value) { return name_in_table(value); }
 

@@ -19,6 +19,7 @@ enum class Tf32 { kDefault, kOn, kOff };        // default | on | off
 enum class Precision { kFp32, kBf16, kFp16 };   // fp32 | bf16 | fp16
 enum class Fusion { kOff, kBatchNorm, kConv };  // off | bn | conv
 enum class FusionKernels { kAuto, kRn50 };      // auto | rn50
+enum class ConvPrologue { kTimed, kFused, kSeparate };  // timed | fused | separate
 enum class OptimizerKind { kSgd, kAdamW };      // sgd | adamw
 enum class DistBackend { kAuto, kNccl, kGloo, kShm };  // auto | nccl | gloo | shm
 std::string name_of(DataSource value);
@@ -28,6 +29,7 @@ std::string name_of(Tf32 value);
 std::string name_of(Precision value);
 std::string name_of(Fusion value);
 std::string name_of(FusionKernels value);
+std::string name_of(ConvPrologue value);
 std::string name_of(OptimizerKind value);
 std::string name_of(DistBackend value);
 
@@ -99,6 +101,7 @@ struct Config {
   Fusion fusion = Fusion::kOff;
   FusionKernels fusion_kernels = FusionKernels::kAuto;
   bool wgrad_stream = true;  // fusion: conv: weight gradients on a second stream beside the data gradients
+  ConvPrologue conv_prologue = ConvPrologue::kTimed;  // fusion: conv: where conv2's and conv3's prologues run
   std::string mig;  // list | MIG-<uuid> | instance index; empty: no MIG pinning
 
   // data parallel (several processes; see LaunchEnv)

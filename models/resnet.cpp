@@ -23,6 +23,7 @@
 #include "models/blocks.h"
 #include "ops/fused_batch_norm.h"
 #include "ops/fused_bottleneck.h"
+#include "ops/fused_conv.h"
 #include "ops/max_pool.h"
 
 namespace rn50::models {
@@ -112,6 +113,7 @@ class Block : public nn::Module {
     p.stride = stride_;
     p.groups = groups_;
     p.wgrad_stream = mode_.wgrad_stream;
+    p.prologue = mode_.conv_prologue;
     return p;
   }
 
@@ -123,6 +125,9 @@ class Block : public nn::Module {
     if (it != ready_.end()) return it->second;
     const std::string why = ops::prepare_bottleneck(x, p);
     if (!why.empty()) log_fallback_once(where_, why);
+    // conv_prologue: timed chose per pattern and shape while the probe planned this block; shapes met before are not
+    // timed again (so not logged again).
+    for (const std::string& choice : ops::take_prologue_choices()) log_info("fusion: conv: " + where_ + " " + choice);
     return ready_[key] = why.empty();
   }
 
@@ -198,7 +203,8 @@ class ResNet final : public Classifier {
       const std::string wgrad = mode_.wgrad_stream ? "on a second stream" : "in line";
       conv = why_conv.empty() ? "conv: bottlenecks on cuDNN's graph API (plans built on the first step; weight "
                                 "gradients " +
-                                    wgrad + "); other BatchNorms and evaluation: "
+                                    wgrad + "; prologues " + ops::to_string(mode_.conv_prologue) +
+                                    "); other BatchNorms and evaluation: "
                               : "conv: bottlenecks as bn (" + why_conv + "); ";
     }
     // The stem's max-pool on x: 64 channels as the stem's output has; its window, dtype and layout decide, not H and W.

@@ -25,6 +25,7 @@ struct BlockSettings {
   int64_t stride = 1;
   bool downsample = false;
   bool wgrad_stream = true;
+  PrologueRun prologue = PrologueRun::kTimed;
 };
 
 BatchNormState with_affine(const BatchNormState& s, const at::Tensor& weight, const at::Tensor& bias) {
@@ -70,9 +71,9 @@ class BottleneckFunction : public torch::autograd::Function<BottleneckFunction> 
     const ConvGeometry one{1, 0}, three{s.stride, 1}, down{s.stride, 0};
     const ConvStats c1 = conv_forward_stats(x, w1, one);
     const BnFinal f1 = bn_finalize(c1.sum, c1.sq_sum, rows_of(c1.y), with_affine(s.bn1, g1, b1));
-    const ConvStats c2 = conv_forward_stats(c1.y, w2, three, {f1.scale, f1.shift});
+    const ConvStats c2 = conv_forward_stats(c1.y, w2, three, {f1.scale, f1.shift, s.prologue});
     const BnFinal f2 = bn_finalize(c2.sum, c2.sq_sum, rows_of(c2.y), with_affine(s.bn2, g2, b2));
-    const ConvStats c3 = conv_forward_stats(c2.y, w3, one, {f2.scale, f2.shift});
+    const ConvStats c3 = conv_forward_stats(c2.y, w3, one, {f2.scale, f2.shift, s.prologue});
     const BnFinal f3 = bn_finalize(c3.sum, c3.sq_sum, rows_of(c3.y), with_affine(s.bn3, g3, b3));
     at::Tensor out, yd;
     BnFinal fd;
@@ -92,6 +93,7 @@ class BottleneckFunction : public torch::autograd::Function<BottleneckFunction> 
     ctx->saved_data["stride"] = s.stride;
     ctx->saved_data["downsample"] = s.downsample;
     ctx->saved_data["wgrad_stream"] = s.wgrad_stream;
+    ctx->saved_data["prologue"] = static_cast<int64_t>(s.prologue);
     ctx->saved_data["eps3"] = s.bn3.eps;
     ctx->saved_data["epsd"] = s.bnd.eps;
     return {out};
@@ -107,6 +109,7 @@ class BottleneckFunction : public torch::autograd::Function<BottleneckFunction> 
     const int64_t stride = ctx->saved_data["stride"].toInt();
     const bool downsample = ctx->saved_data["downsample"].toBool();
     const ConvGeometry one{1, 0}, three{stride, 1}, down{stride, 0};
+    const auto prologue = static_cast<PrologueRun>(ctx->saved_data["prologue"].toInt());
     const at::Tensor dout = grad_outputs[0].contiguous(kChannelsLast);
     // The data gradients are the chain the next block waits for; each weight gradient needs only its layer's output
     // gradient, so it can run beside that chain. Joined before returning: autograd hands the weight gradients on at
@@ -127,10 +130,14 @@ class BottleneckFunction : public torch::autograd::Function<BottleneckFunction> 
     }
     // conv3: weight gradient with bn2's scale-bias-ReLU recomputed in the prologue; data gradient with bn2's dReLU
     // and backward weights in the epilogue, then bn2's input gradient.
-    const at::Tensor dw3 = side.run([&] { return conv_backward_filter(y2, o3.dx, w3.sizes(), one, {st[6], st[7]}); });
+    const at::Tensor dw3 = side.run([&] {
+      return conv_backward_filter(y2, o3.dx, w3.sizes(), one, {st[6], st[7], prologue});
+    });
     const DgradBn d2 = conv_backward_data_bn(o3.dx, w3, {y2, st[4], st[5], g2, b2}, one);
     const at::Tensor dy2 = dbn_apply(d2, y2);
-    const at::Tensor dw2 = side.run([&] { return conv_backward_filter(y1, dy2, w2.sizes(), three, {st[2], st[3]}); });
+    const at::Tensor dw2 = side.run([&] {
+      return conv_backward_filter(y1, dy2, w2.sizes(), three, {st[2], st[3], prologue});
+    });
     const DgradBn d1 = conv_backward_data_bn(dy2, w2, {y1, st[0], st[1], g1, b1}, three);
     const at::Tensor dy1 = dbn_apply(d1, y1);
     const at::Tensor dw1 = side.run([&] { return conv_backward_filter(x, dy1, w1.sizes(), one); });
@@ -152,6 +159,18 @@ c10::optional<at::Tensor> maybe(const at::Tensor& t) {
 }
 
 }  // namespace
+
+const char* to_string(PrologueRun run) {
+  switch (run) {
+    case PrologueRun::kTimed:
+      return "timed";
+    case PrologueRun::kFused:
+      return "fused";
+    case PrologueRun::kSeparate:
+      return "separate";
+  }
+  return "?";
+}
 
 std::string bottleneck_input_unsupported_reason(const at::Tensor& x) {
   const std::string why = fused_conv_unsupported_reason(x);
@@ -190,7 +209,7 @@ std::string bottleneck_unsupported_reason(const at::Tensor& x, const BottleneckP
 at::Tensor bottleneck_forward(const at::Tensor& x, const BottleneckParams& p) {
   const std::string why = bottleneck_unsupported_reason(x, p);
   if (!why.empty()) throw std::invalid_argument("fused bottleneck: " + why);
-  BlockSettings s{p.bn1, p.bn2, p.bn3, p.bnd, p.stride, p.wd.defined(), p.wgrad_stream};
+  BlockSettings s{p.bn1, p.bn2, p.bn3, p.bnd, p.stride, p.wd.defined(), p.wgrad_stream, p.prologue};
   const bool down = p.wd.defined();
   return BottleneckFunction::apply(x, half_weight(p.w1, x), half_weight(p.w2, x), half_weight(p.w3, x),
                                    down ? maybe(half_weight(p.wd, x)) : c10::nullopt, p.bn1.weight, p.bn1.bias,
@@ -218,8 +237,9 @@ std::string prepare_bottleneck(const at::Tensor& x, const BottleneckParams& p) {
   };
   try {
     const c10::AutoGradMode grad_mode(true);  // the probe's backward builds the backward plans
-    BottleneckParams q{copy_w(p.w1),   copy_w(p.w2),   copy_w(p.w3), copy_w(p.wd), copy_bn(p.bn1), copy_bn(p.bn2),
-                       copy_bn(p.bn3), copy_bn(p.bnd), p.stride,     p.groups,     p.dilation,     p.wgrad_stream};
+    BottleneckParams q{copy_w(p.w1),   copy_w(p.w2),   copy_w(p.w3),   copy_w(p.wd), copy_bn(p.bn1),
+                       copy_bn(p.bn2), copy_bn(p.bn3), copy_bn(p.bnd), p.stride,     p.groups,
+                       p.dilation,     p.wgrad_stream, p.prologue};
     const at::Tensor input = x.detach().clone(kChannelsLast).requires_grad_(true);
     const at::Tensor y = bottleneck_forward(input, q);
     std::vector<at::Tensor> wrt{input, q.w1, q.w2, q.w3};

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "ops/conv_prologue.h"
 #include "ops/fused_batch_norm.h"
 
 namespace rn50::ops {
@@ -16,7 +17,8 @@ namespace rn50::ops {
 // One block's parameters as torchvision holds them: float32 convolution weights [K, C, R, S] (wd undefined without a
 // downsample) and the BatchNorms after conv1, conv2, conv3 and the downsample's convolution; the 3x3 convolution's
 // stride, groups (ResNeXt's cardinality) and dilation. wgrad_stream: the backward pass's weight gradients on a
-// second stream beside its data gradients (ops/side_stream.h); the same kernels and results either way.
+// second stream beside its data gradients (ops/side_stream.h); the same kernels and results either way. prologue:
+// where conv2's and conv3's scale-bias-ReLU prologues run, forward and in their weight gradients (ops/conv_prologue.h).
 struct BottleneckParams {
   at::Tensor w1, w2, w3, wd;
   BatchNormState bn1, bn2, bn3, bnd;
@@ -24,6 +26,7 @@ struct BottleneckParams {
   int64_t groups = 1;
   int64_t dilation = 1;
   bool wgrad_stream = true;
+  PrologueRun prologue = PrologueRun::kTimed;
 };
 
 // relu(bn3(conv3(relu(bn2(conv2(relu(bn1(conv1(x)))))))) + identity), identity = bnd(convd(x)) or x, with batch

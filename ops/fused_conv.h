@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "ops/conv_prologue.h"
 #include "ops/fused_batch_norm.h"
 
 namespace rn50::ops {
@@ -21,9 +23,11 @@ struct ConvGeometry {
 
 // The input's prologue, relu(x * scale + bias) per input channel (scale, bias float32 [C]); undefined: none. The
 // plan may take them rounded to the data's dtype: cuDNN 9's specialised engines for these patterns do (on the H200,
-// typed float the forward had only a runtime-compiled engine 3-7x slower, and the weight gradient none).
+// typed float the forward had only a runtime-compiled engine 3-7x slower, and the weight gradient none). `run`: in
+// the convolution, as a pass of its own before a plain one, or the faster of the two (ops/conv_prologue.h).
 struct Prologue {
   at::Tensor scale, bias;
+  PrologueRun run = PrologueRun::kFused;
   bool defined() const { return scale.defined(); }
 };
 
@@ -89,5 +93,9 @@ std::string fused_conv_unsupported_reason(const at::Tensor& x);
 // The engine and candidates behind the last plan built on this thread, for logs and the benchmark: e.g.
 // "engine 23 (4 candidates, 0.412 ms)" or the reason none was found.
 std::string last_plan_description();
+
+// The choices PrologueRun::kTimed made on this thread since the last call, one line each (pattern, shapes, both
+// times, the one kept), for the log; cleared.
+std::vector<std::string> take_prologue_choices();
 
 }  // namespace rn50::ops

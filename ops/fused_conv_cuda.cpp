@@ -17,6 +17,8 @@
 #include <tuple>
 #include <vector>
 
+#include "cuda/cuda_check.h"
+#include "cuda/cuda_event.h"
 #include "cuda/cudnn_check.h"
 #include "ops/conv_bn_kernels.h"
 #include "ops/cudnn_graph.h"
@@ -205,6 +207,8 @@ using Key = std::tuple<int, int, int, std::vector<int64_t>, std::vector<int64_t>
 struct ThreadPlans {
   std::map<Key, std::unique_ptr<Cached>> plans;
   std::string last;
+  std::map<Key, bool> separate;      // PrologueRun::kTimed's choices: the prologue as a pass of its own
+  std::vector<std::string> choices;  // those choices' log lines, until take_prologue_choices()
 };
 
 ThreadPlans& thread_plans() {
@@ -235,6 +239,19 @@ at::Tensor workspace(int64_t bytes, const at::Tensor& like) {
 // Deterministic cuDNN asked for: plans and epilogue sums that repeat bit for bit (run() and the sums below).
 bool deterministic_requested() { return at::globalContext().deterministicCuDNN(); }
 
+Key key_of(Pattern pattern, int device, const Shapes& s, bool reproducible) {
+  return {static_cast<int>(pattern),
+          device,
+          static_cast<int>(s.type),
+          s.x,
+          s.w,
+          s.y,
+          s.stride,
+          s.padding,
+          s.prologue,
+          reproducible};
+}
+
 // Configurations timed for each pattern, shape and variant (cudnn_graph.cpp says why this many).
 constexpr int kMaxCandidates = 16;
 
@@ -248,16 +265,7 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
   ThreadPlans& tp = thread_plans();
   // Deterministic cuDNN chooses among other plans (below): a plan chosen without it is not reused with it.
   const bool reproducible = deterministic_requested();
-  const Key key{static_cast<int>(pattern),
-                device,
-                static_cast<int>(shapes.type),
-                shapes.x,
-                shapes.w,
-                shapes.y,
-                shapes.stride,
-                shapes.padding,
-                shapes.prologue,
-                reproducible};
+  const Key key = key_of(pattern, device, shapes, reproducible);
   auto it = tp.plans.find(key);
   if (it == tp.plans.end()) {
     auto cached = std::make_unique<Cached>();
@@ -423,6 +431,71 @@ void recompute_bn_weights(const BnSaved& bn, DgradBn* out) {
   out->eq_bias = scale * (bn.mean * bn.invstd * out->dweight - out->dbias) / m;
 }
 
+std::string shape_text(Pattern pattern, const Shapes& s) {
+  char text[160];
+  std::snprintf(text, sizeof(text), "%s x %lldx%lldx%lldx%lld, w %lldx%lldx%lldx%lld, stride %lld",
+                pattern_name(pattern), static_cast<long long>(s.x[0]), static_cast<long long>(s.x[1]),
+                static_cast<long long>(s.x[2]), static_cast<long long>(s.x[3]), static_cast<long long>(s.w[0]),
+                static_cast<long long>(s.w[1]), static_cast<long long>(s.w[2]), static_cast<long long>(s.w[3]),
+                static_cast<long long>(s.stride));
+  return text;
+}
+
+// Milliseconds a call takes on the current stream: once to build its plans and warm up, then the mean of a few.
+double time_ms(const std::function<void()>& call, cudaStream_t stream) {
+  constexpr int kRepeats = 5;
+  call();
+  // Alone on the device: the backward probe queues data gradients on the main stream beside this (side) one.
+  RN50_CUDA_CHECK(cudaDeviceSynchronize());
+  const cuda::Event start, stop;
+  RN50_CUDA_CHECK(cudaEventRecord(start.event, stream));
+  for (int k = 0; k < kRepeats; ++k) call();
+  RN50_CUDA_CHECK(cudaEventRecord(stop.event, stream));
+  RN50_CUDA_CHECK(cudaEventSynchronize(stop.event));
+  return cuda::elapsed_seconds(start.event, stop.event) * 1000.0 / kRepeats;
+}
+
+// Whether a pattern with a prologue runs it as a pass of its own (bn_apply writes the activation, the plain pattern
+// reads it) rather than inside the convolution. cuDNN's engines that fuse the prologue are slower than its plain ones
+// at some shapes by more than the extra pass costs (on the H200, layer1's 3x3 weight gradient 0.238 ms fused against
+// 0.131 ms plain), and have no plan at others (bfloat16 weight gradients), so kTimed times both once per pattern and
+// shape, outside a CUDA graph's capture, and keeps the faster. Deterministic cuDNN keeps the fused form untimed, so
+// that every process computes the same bits.
+bool run_separately(Pattern pattern, const Shapes& s, const at::Tensor& like, PrologueRun mode,
+                    const std::function<void()>& fused, const std::function<void()>& separate) {
+  if (mode == PrologueRun::kFused) return false;
+  if (mode == PrologueRun::kSeparate) return true;
+  if (deterministic_requested()) return false;
+  ThreadPlans& tp = thread_plans();
+  const Key key = key_of(pattern, like.get_device(), s, false);
+  const auto it = tp.separate.find(key);
+  if (it != tp.separate.end()) return it->second;
+  const cudaStream_t stream = detail::current_stream(like.get_device());
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  RN50_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return false;  // no timing under capture: the fused form, not kept
+  double fused_ms = -1;
+  std::string fused_note;
+  try {
+    fused_ms = time_ms(fused, stream);
+  } catch (const NoPlanError& e) {
+    fused_note = " (fused: no plan)";
+  }
+  const double separate_ms = time_ms(separate, stream);
+  const bool choice = fused_ms < 0 || separate_ms < fused_ms;
+  char text[320];
+  if (fused_ms < 0) {
+    std::snprintf(text, sizeof(text), "%s: prologue separately, %.3f ms%s", shape_text(pattern, s).c_str(), separate_ms,
+                  fused_note.c_str());
+  } else {
+    std::snprintf(text, sizeof(text), "%s: prologue %s, %.3f ms fused, %.3f ms separately",
+                  shape_text(pattern, s).c_str(), choice ? "separately" : "fused", fused_ms, separate_ms);
+  }
+  tp.choices.emplace_back(text);
+  tp.separate.emplace(key, choice);
+  return choice;
+}
+
 }  // namespace
 
 ConvStats conv_forward_stats(const at::Tensor& x, const at::Tensor& w, ConvGeometry geometry,
@@ -434,6 +507,16 @@ ConvStats conv_forward_stats(const at::Tensor& x, const at::Tensor& w, ConvGeome
   if (prologue.defined()) {
     check_channel(prologue.scale, "prologue scale", s.x[1], x);
     check_channel(prologue.bias, "prologue bias", s.x[1], x);
+    const auto separately = [&] {
+      return conv_forward_stats(bn_apply(x, prologue.scale, prologue.bias, true), w, geometry);
+    };
+    Prologue fused = prologue;
+    fused.run = PrologueRun::kFused;
+    if (run_separately(
+            Pattern::kForwardStats, s, x, prologue.run, [&] { conv_forward_stats(x, w, geometry, fused); },
+            separately)) {
+      return separately();
+    }
   }
   ConvStats out;
   out.y = empty_nhwc(s.y, x);
@@ -460,6 +543,16 @@ at::Tensor conv_backward_filter(const at::Tensor& x, const at::Tensor& dy, at::I
   if (prologue.defined()) {
     check_channel(prologue.scale, "prologue scale", s.x[1], x);
     check_channel(prologue.bias, "prologue bias", s.x[1], x);
+    const auto separately = [&] {
+      return conv_backward_filter(bn_apply(x, prologue.scale, prologue.bias, true), dy, w_sizes, geometry);
+    };
+    Prologue fused = prologue;
+    fused.run = PrologueRun::kFused;
+    if (run_separately(
+            Pattern::kBackwardFilter, s, x, prologue.run,
+            [&] { conv_backward_filter(x, dy, w_sizes, geometry, fused); }, separately)) {
+      return separately();
+    }
   }
   at::Tensor dw = empty_nhwc(s.w, x);
   std::vector<int64_t> uids{kX, kDy, kDw};
@@ -641,5 +734,11 @@ std::string fused_conv_unsupported_reason(const at::Tensor& x) {
 }
 
 std::string last_plan_description() { return thread_plans().last; }
+
+std::vector<std::string> take_prologue_choices() {
+  std::vector<std::string> out;
+  out.swap(thread_plans().choices);
+  return out;
+}
 
 }  // namespace rn50::ops

@@ -2,6 +2,7 @@
 // start-up table names before the model runs fusion: bn's path instead.
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "ops/fused_conv.h"
 
@@ -31,5 +32,6 @@ std::string fused_conv_unsupported_reason(const at::Tensor& x) {
   return x.is_cuda() ? "this rn50 was built without CUDA" : "on the CPU";
 }
 std::string last_plan_description() { return ""; }
+std::vector<std::string> take_prologue_choices() { return {}; }
 
 }  // namespace rn50::ops

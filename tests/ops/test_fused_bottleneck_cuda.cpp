@@ -1,9 +1,9 @@
 // tests/ops/test_fused_bottleneck_cuda.cpp (GPU machine only): the fused-convolution bottleneck in training against
 // float64 on fresh random inputs, next to the unfused float16 path's own error (ATen's convolutions and BatchNorm):
 // the output, the input's gradient, every weight's and every BatchNorm affine's gradient, the running statistics;
-// with and without a downsample, stride 1 and 2; the weight gradients on a side stream, eager and in a CUDA graph,
-// against them in line. Also: bfloat16 and evaluation refused with a reason, the probe changes nothing. Prints each
-// case's errors, so that the log shows the margins.
+// with and without a downsample, stride 1 and 2, each prologue form; the weight gradients on a side stream, eager and
+// in a CUDA graph, against them in line. Also: bfloat16 and evaluation refused with a reason, the probe changes
+// nothing. Prints each case's errors, so that the log shows the margins.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -121,13 +121,8 @@ TEST_F(FusedBottleneckCuda, MatchesFloat64AsCloselyAsTheUnfusedPath) {
         at::randn({n, b.width * 4, size / b.stride, size / b.stride}, at::TensorOptions(at::kCUDA))
             .to(at::kHalf)
             .contiguous(kChannelsLast);
-    const BottleneckParams p = make_params(b);
-    const BottleneckParams pu = copy_params(p, at::kFloat), pr = copy_params(p, at::kDouble);
-
-    const at::Tensor xf = x16.detach().clone().requires_grad_(true);
-    const at::Tensor out_f = bottleneck_forward(xf, p);
-    const auto grads_f = torch::autograd::grad({out_f}, wrt(xf, p), {dout16});
-
+    const BottleneckParams p0 = make_params(b);
+    const BottleneckParams pu = copy_params(p0, at::kFloat), pr = copy_params(p0, at::kDouble);
     const at::Tensor xu = x16.detach().clone().requires_grad_(true);
     const at::Tensor out_u = reference(xu, pu);
     const auto grads_u = torch::autograd::grad({out_u}, wrt(xu, pu), {dout16});
@@ -136,31 +131,39 @@ TEST_F(FusedBottleneckCuda, MatchesFloat64AsCloselyAsTheUnfusedPath) {
     const at::Tensor out_r = reference(xr, pr);
     const auto grads_r = torch::autograd::grad({out_r}, wrt(xr, pr), {dout16.to(at::kDouble)});
 
-    std::printf("block in %lld width %lld stride %lld at %lldx%lld%s:\n", static_cast<long long>(b.in),
-                static_cast<long long>(b.width), static_cast<long long>(b.stride), static_cast<long long>(size),
-                static_cast<long long>(size), b.downsample() ? " +downsample" : "");
-    const double ef = rel_err(out_f, out_r), eu = rel_err(out_u, out_r);
-    std::printf("  out: fused %.2e, unfused %.2e\n", ef, eu);
-    EXPECT_LT(ef, 2 * eu + 1e-3);
-    EXPECT_TRUE(out_f.is_contiguous(kChannelsLast));
-    for (size_t i = 0; i < grads_r.size(); ++i) {
-      const double gf = rel_err(grads_f[i], grads_r[i]), gu = rel_err(grads_u[i], grads_r[i]);
-      const char* name = kNames[i];
-      std::printf("  %-10s fused %.2e, unfused %.2e\n", name, gf, gu);
-      // The unfused path's own distance from float64 with room for the fused path's other rounding order (its
-      // BatchNorm statistics come from float sums of the rounded convolution output).
-      EXPECT_LT(gf, 2 * gu + 2e-3) << name;
-      EXPECT_EQ(grads_f[i].scalar_type(), wrt(xf, p)[i].scalar_type()) << name;
-    }
-    const std::vector<std::pair<const BatchNormState*, const BatchNormState*>> bns = {
-        {&p.bn1, &pr.bn1}, {&p.bn2, &pr.bn2}, {&p.bn3, &pr.bn3}};
-    for (const auto& [got, want] : bns) {
-      const double em = rel_err(got->running_mean, want->running_mean);
-      const double ev = rel_err(got->running_var, want->running_var);
-      std::printf("  running mean %.2e var %.2e\n", em, ev);
-      EXPECT_LT(em, 1e-3);
-      EXPECT_LT(ev, 1e-3);
-      EXPECT_EQ(got->num_batches_tracked.item<int64_t>(), 1);
+    // Each place the prologues can run (ops/conv_prologue.h): fused, separate, and timed (whichever of those won).
+    for (const PrologueRun run : {PrologueRun::kFused, PrologueRun::kSeparate, PrologueRun::kTimed}) {
+      BottleneckParams p = copy_params(p0, at::kFloat);
+      p.prologue = run;
+      const at::Tensor xf = x16.detach().clone().requires_grad_(true);
+      const at::Tensor out_f = bottleneck_forward(xf, p);
+      const auto grads_f = torch::autograd::grad({out_f}, wrt(xf, p), {dout16});
+      std::printf("block in %lld width %lld stride %lld at %lldx%lld%s, prologues %s:\n", static_cast<long long>(b.in),
+                  static_cast<long long>(b.width), static_cast<long long>(b.stride), static_cast<long long>(size),
+                  static_cast<long long>(size), b.downsample() ? " +downsample" : "", to_string(run));
+      const double ef = rel_err(out_f, out_r), eu = rel_err(out_u, out_r);
+      std::printf("  out: fused %.2e, unfused %.2e\n", ef, eu);
+      EXPECT_LT(ef, 2 * eu + 1e-3);
+      EXPECT_TRUE(out_f.is_contiguous(kChannelsLast));
+      for (size_t i = 0; i < grads_r.size(); ++i) {
+        const double gf = rel_err(grads_f[i], grads_r[i]), gu = rel_err(grads_u[i], grads_r[i]);
+        const char* name = kNames[i];
+        std::printf("  %-10s fused %.2e, unfused %.2e\n", name, gf, gu);
+        // The unfused path's own distance from float64 with room for the fused path's other rounding order (its
+        // BatchNorm statistics come from float sums of the rounded convolution output).
+        EXPECT_LT(gf, 2 * gu + 2e-3) << name;
+        EXPECT_EQ(grads_f[i].scalar_type(), wrt(xf, p)[i].scalar_type()) << name;
+      }
+      const std::vector<std::pair<const BatchNormState*, const BatchNormState*>> bns = {
+          {&p.bn1, &pr.bn1}, {&p.bn2, &pr.bn2}, {&p.bn3, &pr.bn3}};
+      for (const auto& [got, want] : bns) {
+        const double em = rel_err(got->running_mean, want->running_mean);
+        const double ev = rel_err(got->running_var, want->running_var);
+        std::printf("  running mean %.2e var %.2e\n", em, ev);
+        EXPECT_LT(em, 1e-3);
+        EXPECT_LT(ev, 1e-3);
+        EXPECT_EQ(got->num_batches_tracked.item<int64_t>(), 1);
+      }
     }
   }
 }

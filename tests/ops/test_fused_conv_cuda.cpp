@@ -2,8 +2,8 @@
 // float64 on fresh random inputs: forward with and without the scale-bias-ReLU prologue and its statistics, the
 // weight gradient with the prologue, the data gradient with dReLU and BatchNorm's backward weights (through to the
 // BatchNorm's input gradient against autograd), the finalize, apply and input-gradient kernels, a captured CUDA graph
-// against eager, every op repeating bit for bit under deterministic cuDNN. Prints each case's relative errors, so that
-// the log shows the margins.
+// against eager, every op repeating bit for bit under deterministic cuDNN; the prologue run separately, and the timed
+// choice between the two forms. Prints each case's relative errors, so that the log shows the margins.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -143,6 +143,104 @@ TEST_F(FusedConvCuda, WeightGradientWithPrologueMatchesFloat64) {
       }
     }
   }
+}
+
+// The prologue as a pass of its own (bn_apply, then the plain pattern: PrologueRun::kSeparate) against float64, the
+// same tolerance as the fused form: the activation's rounding to the data's dtype is within it. bfloat16's weight
+// gradient, which cuDNN cannot fuse, runs this way.
+TEST_F(FusedConvCuda, SeparatePrologueMatchesFloat64) {
+  for (const at::ScalarType t : {at::kHalf, at::kBFloat16}) {
+    for (const Case& s : kCases) {
+      at::manual_seed(19);
+      const at::Tensor x = randn_nhwc({s.n, s.c, s.size, s.size}, t);
+      const at::Tensor w = randn_nhwc({s.k, s.c, s.kernel, s.kernel}, t, 1.0 / std::sqrt(s.c * s.kernel * s.kernel));
+      const int64_t out = (s.size + 2 * s.padding() - s.kernel) / s.stride + 1;
+      const at::Tensor dy = randn_nhwc({s.n, s.k, out, out}, t);
+      const Prologue p{channel_param(s.c, 0.5, 1.5), channel_param(s.c, -0.5, 0.5), PrologueRun::kSeparate};
+      const ConvGeometry g{s.stride, s.padding()};
+      const ConvStats f = conv_forward_stats(x, w, g, p);
+      const at::Tensor ref = at::conv2d(prologue_ref(x, p), w.to(at::kDouble), {}, s.stride, s.padding());
+      const at::Tensor yd = f.y.to(at::kDouble);
+      const double e_y = rel_err(f.y, ref), e_sq = rel_err(f.sq_sum, (yd * yd).sum({0, 2, 3}));
+      const double e_sum = (f.sum.to(at::kDouble) - yd.sum({0, 2, 3})).abs().max().item<double>() /
+                           yd.abs().sum({0, 2, 3}).max().item<double>();
+      const at::Tensor dw = conv_backward_filter(x, dy, w.sizes(), g, p);
+      const auto grads = at::convolution_backward(dy.to(at::kDouble), prologue_ref(x, p), w.to(at::kDouble),
+                                                  std::nullopt, {s.stride, s.stride}, {s.padding(), s.padding()},
+                                                  {1, 1}, false, {0, 0}, 1, {false, true, false});
+      const double e_dw = rel_err(dw, std::get<1>(grads));
+      std::printf("separate prologue %s %s: y %.2e, sum %.2e, sq_sum %.2e, dw %.2e\n", dtype_name(t), str(s).c_str(),
+                  e_y, e_sum, e_sq, e_dw);
+      EXPECT_TRUE(f.y.is_contiguous(kChannelsLast) && dw.is_contiguous(kChannelsLast)) << str(s);
+      EXPECT_LT(e_y, tol_out(t)) << str(s);
+      EXPECT_LT(e_sum, kTolSums) << str(s);
+      EXPECT_LT(e_sq, kTolSums) << str(s);
+      EXPECT_LT(e_dw, tol_out(t)) << str(s);
+    }
+  }
+}
+
+// PrologueRun::kTimed times both forms once per pattern and shape, logs one line naming the pair of times and the one
+// kept, and reuses the choice (no second line); under a CUDA graph's capture it replays as the eager call. bfloat16's
+// weight gradient, with no fused plan, is run separately and says so. Shapes of this test's own, so that no other test
+// has chosen for them on this thread.
+TEST_F(FusedConvCuda, TimedPrologueChoosesOnceLogsAndReplaysInAGraph) {
+  take_prologue_choices();
+  at::manual_seed(20);
+  const Case s{6, 48, 20, 40, 3, 1};
+  const ConvGeometry g{1, 1};
+  const at::Tensor x = randn_nhwc({s.n, s.c, s.size, s.size}, at::kHalf);
+  const at::Tensor w = randn_nhwc({s.k, s.c, 3, 3}, at::kHalf, 1.0 / std::sqrt(s.c * 9.0));
+  const at::Tensor dy = randn_nhwc({s.n, s.k, s.size, s.size}, at::kHalf);
+  const Prologue p{channel_param(s.c, 0.5, 1.5), channel_param(s.c, -0.5, 0.5), PrologueRun::kTimed};
+  const ConvStats eager = conv_forward_stats(x, w, g, p);
+  const at::Tensor dw = conv_backward_filter(x, dy, w.sizes(), g, p);
+  std::vector<std::string> lines = take_prologue_choices();
+  ASSERT_EQ(lines.size(), 2U);
+  for (const std::string& line : lines) {
+    std::printf("%s\n", line.c_str());
+    EXPECT_NE(line.find("ms fused"), std::string::npos) << line;
+    EXPECT_NE(line.find("ms separately"), std::string::npos) << line;
+    EXPECT_TRUE(line.find("prologue fused") != std::string::npos ||
+                line.find("prologue separately") != std::string::npos)
+        << line;
+  }
+  EXPECT_EQ(lines[0].rfind("conv+stats x 6x48x20x20, w 40x48x3x3", 0), 0U) << lines[0];
+  EXPECT_EQ(lines[1].rfind("wgrad x 6x48x20x20, w 40x48x3x3", 0), 0U) << lines[1];
+  EXPECT_LT(rel_err(eager.y, at::conv2d(prologue_ref(x, p), w.to(at::kDouble), {}, 1, 1)), tol_out(at::kHalf));
+  const auto grads = at::convolution_backward(dy.to(at::kDouble), prologue_ref(x, p), w.to(at::kDouble), std::nullopt,
+                                              {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1, {false, true, false});
+  EXPECT_LT(rel_err(dw, std::get<1>(grads)), tol_out(at::kHalf));
+
+  const at::Tensor again = conv_backward_filter(x, dy, w.sizes(), g, p);
+  EXPECT_TRUE(take_prologue_choices().empty());
+  // Weight gradients may add split sums in any order: equal up to float accumulation, not bit for bit.
+  EXPECT_LT(rel_err(again, dw), 1e-3);
+
+  at::Tensor input = at::zeros_like(x);
+  ConvStats captured;
+  at::Tensor captured_dw;
+  cuda::CudaGraph graph;
+  graph.capture([&] {
+    captured = conv_forward_stats(input, w, g, p);
+    captured_dw = conv_backward_filter(input, dy, w.sizes(), g, p);
+  });
+  input.copy_(x);
+  graph.replay();
+  torch::cuda::synchronize();
+  EXPECT_TRUE(at::equal(captured.y, eager.y));
+  EXPECT_TRUE(at::allclose(captured.sum, eager.sum, 1e-5, 1e-3));
+  EXPECT_LT(rel_err(captured_dw, dw), 1e-3);
+  EXPECT_TRUE(take_prologue_choices().empty());
+
+  const at::Tensor xb = x.to(at::kBFloat16), dyb = dy.to(at::kBFloat16);
+  const at::Tensor dwb = conv_backward_filter(xb, dyb, w.sizes(), g, p);
+  lines = take_prologue_choices();
+  ASSERT_EQ(lines.size(), 1U);
+  std::printf("%s\n", lines[0].c_str());
+  EXPECT_NE(lines[0].find("prologue separately"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("fused: no plan"), std::string::npos) << lines[0];
+  EXPECT_LT(rel_err(dwb, std::get<1>(grads)), tol_out(at::kBFloat16));
 }
 
 // The BatchNorm before the convolution in training: its input x, batch statistics from x itself; the reference is
