@@ -42,13 +42,15 @@ SWITCHES = {
     "cuda_graph": (["--cuda-graph=on"], ["--cuda-graph=off"]),
     "fusion": (["--fusion=conv"], ["--fusion=off"]),
     "wgrad_stream": (["--wgrad-stream=on"], ["--wgrad-stream=off"]),
+    "conv_prologue": (["--conv-prologue=timed"], ["--conv-prologue=fused"]),
     "loader": (["--workers=-1", "--pin-memory=on", "--prefetch=4"], ["--workers=0", "--pin-memory=off", "--prefetch=1"]),
 }
 
 
-# A switch that acts only with another on (the weight gradients' second stream is fusion: conv's): not run alone on
-# the baseline, where it would equal the baseline; measured by removing it from the full set.
-REQUIRES = {"wgrad_stream": "fusion"}
+# A switch that acts only with another on (the weight gradients' second stream and the prologues' timed placement are
+# fusion: conv's): not run alone on the baseline, where it would equal the baseline; measured by removing it from the
+# full set.
+REQUIRES = {"wgrad_stream": "fusion", "conv_prologue": "fusion"}
 
 
 def applies(data, switch):
@@ -329,6 +331,7 @@ SWITCH_WORDS = {
     "cuda_graph": ("CUDA graph", "eager"),
     "fusion": ("BatchNorm fused into the convolutions", "separate BatchNorm, add and ReLU kernels"),
     "wgrad_stream": ("weight gradients beside the data gradients", "weight gradients in line"),
+    "conv_prologue": ("each prologue fused or separate, the faster per shape", "every prologue fused"),
     "loader": ("pinned all-core prefetching loader", "decoding on the training thread into pageable memory"),
 }
 
@@ -507,8 +510,8 @@ def main():
     log_dir = os.path.join(opts.out, "logs")
     os.makedirs(log_dir, exist_ok=True)
     cpu = opts.device == "cpu"
-    # fp16 autocast needs CUDA, and the CPU has no streams (nor fusion: conv) for wgrad_stream.
-    names = [s for s in SWITCHES if not (cpu and s in ("fp16", "wgrad_stream"))]
+    # fp16 autocast needs CUDA, and the CPU has no streams (nor fusion: conv) for wgrad_stream or conv_prologue.
+    names = [s for s in SWITCHES if not (cpu and s in ("fp16", "wgrad_stream", "conv_prologue"))]
 
     command_started = time.monotonic()  # the whole command's time, against the 10-minute goal
     data_root = opts.data_root

@@ -2,7 +2,7 @@
 # bench/gpu_session.sh: one GPU-machine session: build against pip LibTorch, run every test (the GPU
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
-#   STAGES="build test cudatests dptest dpshared mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode hostile ncu curves
+#   STAGES="build test cudatests dptest dpshared mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode datapath hostile ncu curves
 #           pinning decodeprobe doctor baseline ptx roundtrip ablation ports opbench ab checkhost"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
 #   gpudecode makes the JPEG files when the jpeg stage did not run; JPEG_NOISE=20: ImageNet-sized files, see $jpeg;
@@ -277,6 +277,63 @@ PY
   else
     echo "gpudecode: no $jpeg (the jpeg stage makes it): no training run"
   fi
+  pack
+fi
+if has datapath; then  # JPEG training at the fused speed on 16 cores and on 8 (taskset: an instance with 8 cores a GPU),
+  # CPU and GPU decoding, against synthetic data of the same steps, and the doctor's verdict on each core count: epochs
+  # of 200 steps of 256 (DATAPATH_COPIES x 12,800 ImageNet-sized files: the copies are hard links, decoded again each
+  # time; what is measured is the rate, not what is learnt).
+  dp=/tmp/datapath
+  if [[ ! -d $dp/train ]]; then
+    "$build/rn50" make-sample --out /tmp/datapath_one --classes 16 --per-class 800 --val-per-class 1 --size 375 \
+      --noise 20 > "$OUT/make_datapath.log" 2>&1 || tail -3 "$OUT/make_datapath.log"
+    mkdir -p "$dp/train" "$dp/val"
+    for c in $(seq "${DATAPATH_COPIES:-4}"); do
+      for d in /tmp/datapath_one/train/*/; do cp -al "$d" "$dp/train/$(basename "$d")_$c"; done
+      for d in /tmp/datapath_one/val/*/; do cp -al "$d" "$dp/val/$(basename "$d")_$c"; done
+    done
+  fi
+  echo "datapath: $(find "$dp/train" -name '*.JPEG' | wc -l) files, $(du -sh /tmp/datapath_one/train | cut -f1) once" \
+    | tee -a "$OUT/table.txt"
+  n_dp=$(find "$dp/train" -name '*.JPEG' | wc -l)
+  dprun() {  # name, cores (taskset), train args: 4 epochs, the first not measured
+    local name=$1 cores=$2
+    rm -rf "/tmp/runs/$name" "$OUT/$name.jsonl"
+    taskset -c "$cores" "$build/rn50" train --config configs/optimized.yaml --device cuda:0 --epochs 4 --warmup-epochs 0 \
+      --log-every 100000 --validate=off --checkpoint=off --out-dir "/tmp/runs/$name" "${@:3}" > "$OUT/$name.log" 2>&1 \
+      || tail -3 "$OUT/$name.log"
+    cp "/tmp/runs/$name/metrics.jsonl" "$OUT/$name.jsonl" 2>/dev/null
+  }
+  for rep in $(seq "${DATAPATH_REPS:-1}"); do
+    dprun dp_synthetic_$rep 0-15 --data synthetic --synthetic-images "$n_dp"
+    dprun dp_cpu16_$rep 0-15 --data-root "$dp" --decode cpu
+    dprun dp_gpu16_$rep 0-15 --data-root "$dp" --decode gpu
+    dprun dp_cpu8_$rep 0-7 --data-root "$dp" --decode cpu
+    dprun dp_gpu8_$rep 0-7 --data-root "$dp" --decode gpu
+  done
+  for cores in 0-15 0-7; do
+    taskset -c $cores "$build/rn50" doctor --json --data-root "$dp" > "$OUT/dp_doctor_$cores.json" 2> "$OUT/dp_doctor_$cores.err"
+    python3 -c "import json, sys
+for r in json.load(open(sys.argv[1])):
+    if r['section'] in ('cpu', 'compute', 'verdict') or 'decode' in r['check']:
+        print(sys.argv[2], r['check'], '|', r['value'], '|', r['verdict'], '|', r['note'][:160])" \
+      "$OUT/dp_doctor_$cores.json" "cores $cores:" | tee -a "$OUT/table.txt"
+  done
+  python3 - "$OUT" <<'PY' | tee -a "$OUT/table.txt"
+import glob, json, os, statistics, sys
+def rates(name):  # images/s of the epochs after the first, every rep
+    out = []
+    for f in sorted(glob.glob(os.path.join(sys.argv[1], name + "_[0-9].jsonl"))):
+        out += [r["images_per_s"] for r in map(json.loads, open(f)) if r.get("type") == "epoch" and r["epoch"] >= 2]
+    return out
+base = rates("dp_synthetic")
+for name in ["dp_synthetic", "dp_cpu16", "dp_gpu16", "dp_cpu8", "dp_gpu8"]:
+    v = rates(name)
+    if not v or not base:
+        print(f"{name}: no measured epochs"); continue
+    print(f"{name:13s} {statistics.mean(v):7.0f} img/s {[round(x) for x in v]}  "
+          f"{100 * (1 - statistics.mean(v) / statistics.mean(base)):5.1f}% below synthetic (goal 3%)")
+PY
   pack
 fi
 if has hostile; then  # a folder with make-sample --damaged against the same folder without: counts and peak memory

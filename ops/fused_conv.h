@@ -94,8 +94,8 @@ std::string fused_conv_unsupported_reason(const at::Tensor& x);
 // "engine 23 (4 candidates, 0.412 ms)" or the reason none was found.
 std::string last_plan_description();
 
-// The choices PrologueRun::kTimed made on this thread since the last call, one line each (pattern, shapes, both
-// times, the one kept), for the log; cleared.
+// The choices PrologueRun::kTimed made (on any thread: each thread chooses for itself) since the last call, one line
+// each (pattern, shapes, both times, the one kept), for the log; cleared.
 std::vector<std::string> take_prologue_choices();
 
 }  // namespace rn50::ops

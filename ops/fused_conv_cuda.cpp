@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -207,13 +208,24 @@ using Key = std::tuple<int, int, int, std::vector<int64_t>, std::vector<int64_t>
 struct ThreadPlans {
   std::map<Key, std::unique_ptr<Cached>> plans;
   std::string last;
-  std::map<Key, bool> separate;      // PrologueRun::kTimed's choices: the prologue as a pass of its own
-  std::vector<std::string> choices;  // those choices' log lines, until take_prologue_choices()
+  std::map<Key, bool> separate;  // PrologueRun::kTimed's choices: the prologue as a pass of its own
 };
 
 ThreadPlans& thread_plans() {
   thread_local ThreadPlans state;
   return state;
+}
+
+// The timed choices' log lines, until take_prologue_choices(): one list for the process, since the weight gradients
+// are chosen on autograd's backward thread and logged by the thread that ran the probe.
+struct ChoiceLog {
+  std::mutex mutex;
+  std::vector<std::string> lines;
+};
+
+ChoiceLog& choice_log() {
+  static ChoiceLog log;
+  return log;
 }
 
 const char* pattern_name(Pattern p) {
@@ -491,7 +503,11 @@ bool run_separately(Pattern pattern, const Shapes& s, const at::Tensor& like, Pr
     std::snprintf(text, sizeof(text), "%s: prologue %s, %.3f ms fused, %.3f ms separately",
                   shape_text(pattern, s).c_str(), choice ? "separately" : "fused", fused_ms, separate_ms);
   }
-  tp.choices.emplace_back(text);
+  {
+    ChoiceLog& log = choice_log();
+    const std::lock_guard<std::mutex> lock(log.mutex);
+    log.lines.emplace_back(text);
+  }
   tp.separate.emplace(key, choice);
   return choice;
 }
@@ -736,8 +752,10 @@ std::string fused_conv_unsupported_reason(const at::Tensor& x) {
 std::string last_plan_description() { return thread_plans().last; }
 
 std::vector<std::string> take_prologue_choices() {
+  ChoiceLog& log = choice_log();
+  const std::lock_guard<std::mutex> lock(log.mutex);
   std::vector<std::string> out;
-  out.swap(thread_plans().choices);
+  out.swap(log.lines);
   return out;
 }
 

@@ -2,7 +2,7 @@
 """tests/bench/test_ablation.py: runs bench/ablation.py --quick (the whole matrix on the CPU) and checks what it
 writes: ablation.json, report.md (headline with the ratio next to the source's 2.7x, costs, both pictures
 referenced) and the two SVG pictures, parsed as XML. Also the GPU matrix's shape: a switch that needs another
-(wgrad_stream, fusion: conv's) is only removed from the full set, never run alone on the baseline.
+(wgrad_stream and conv_prologue, fusion: conv's) is only removed from the full set, never run alone on the baseline.
 
   tests/bench/test_ablation.py --rn50 build/rn50 --out DIR --work DIR
 """
@@ -33,8 +33,9 @@ def main():
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     import ablation
     labels = [label for label, _ in ablation.configurations(list(ablation.SWITCHES))]
-    check("all-wgrad_stream" in labels and "+wgrad_stream" not in labels,
-          f"wgrad_stream: expected only all-wgrad_stream in the GPU matrix, got {labels}")
+    for switch in ablation.REQUIRES:
+        check(f"all-{switch}" in labels and f"+{switch}" not in labels,
+              f"{switch}: expected only all-{switch} in the GPU matrix, got {labels}")
     check(len(labels) == 2 * len(ablation.SWITCHES) + 2 - len(ablation.REQUIRES),
           f"{len(labels)} configurations for {len(ablation.SWITCHES)} switches")
     for name in ["report.md", "images_per_s.svg", "step_split.svg", "ablation.json"]:
