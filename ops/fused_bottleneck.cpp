@@ -160,18 +160,6 @@ c10::optional<at::Tensor> maybe(const at::Tensor& t) {
 
 }  // namespace
 
-const char* to_string(PrologueRun run) {
-  switch (run) {
-    case PrologueRun::kTimed:
-      return "timed";
-    case PrologueRun::kFused:
-      return "fused";
-    case PrologueRun::kSeparate:
-      return "separate";
-  }
-  return "?";
-}
-
 std::string bottleneck_input_unsupported_reason(const at::Tensor& x) {
   const std::string why = fused_conv_unsupported_reason(x);
   if (!why.empty()) return why;

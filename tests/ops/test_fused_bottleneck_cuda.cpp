@@ -144,20 +144,21 @@ TEST_F(FusedBottleneckCuda, MatchesFloat64AsCloselyAsTheUnfusedPath) {
       const double ef = rel_err(out_f, out_r), eu = rel_err(out_u, out_r);
       // Outputs on the other side of the final ReLU from float64's: each flips a term of every gradient behind it.
       const auto flips = [&](const at::Tensor& out) { return ((out > 0) != (out_r > 0)).sum().item<int64_t>(); };
-      std::printf("  out: fused %.2e, unfused %.2e; ReLU flips against float64: fused %lld, unfused %lld\n", ef, eu,
+      std::printf("  out: rn50 %.2e, unfused %.2e; ReLU flips against float64: rn50 %lld, unfused %lld\n", ef, eu,
                   static_cast<long long>(flips(out_f)), static_cast<long long>(flips(out_u)));
       EXPECT_LT(ef, 2 * eu + 1e-3);
       EXPECT_TRUE(out_f.is_contiguous(kChannelsLast));
       // The unfused path's own distance from float64 with room for the fused path's other rounding order (its
-      // BatchNorm statistics come from float sums of the rounded convolution output): twice it, three times where each
-      // BatchNorm sees only 32 values a channel (4x4 at stride 2, 2x2), whose gradients a few ReLU flips move by 1e-2
-      // (on the H200 the separate prologues' bn3.w at 4x4/2 measured 1.81e-2 against the unfused 7.9e-3, the fused
-      // form 8.3e-3, all else alike).
-      const double room = n * (size / b.stride) * (size / b.stride) <= 32 ? 3.0 : 2.0;
+      // BatchNorm statistics come from float sums of the rounded convolution output): twice it; three times for the
+      // separate and timed prologues where each BatchNorm sees only 32 values a channel (4x4 at stride 2, 2x2), whose
+      // gradients a few ReLU flips move by 1e-2 (on the H200 the separate prologues' bn3.w at 4x4/2 measured 1.81e-2
+      // against the unfused 7.9e-3, the fused form 8.3e-3, all else alike).
+      const bool tiny = n * (size / b.stride) * (size / b.stride) <= 32;
+      const double room = tiny && run != PrologueRun::kFused ? 3.0 : 2.0;
       for (size_t i = 0; i < grads_r.size(); ++i) {
         const double gf = rel_err(grads_f[i], grads_r[i]), gu = rel_err(grads_u[i], grads_r[i]);
         const char* name = kNames[i];
-        std::printf("  %-10s fused %.2e, unfused %.2e\n", name, gf, gu);
+        std::printf("  %-10s rn50 %.2e, unfused %.2e\n", name, gf, gu);
         EXPECT_LT(gf, room * gu + 2e-3) << name;
         EXPECT_EQ(grads_f[i].scalar_type(), wrt(xf, p)[i].scalar_type()) << name;
       }

@@ -212,8 +212,10 @@ TEST_F(FusedConvCuda, TimedPrologueChoosesOnceLogsAndReplaysInAGraph) {
                                               {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1, {false, true, false});
   EXPECT_LT(rel_err(dw, std::get<1>(grads)), tol_out(at::kHalf));
 
+  const ConvStats forward_again = conv_forward_stats(x, w, g, p);
   const at::Tensor again = conv_backward_filter(x, dy, w.sizes(), g, p);
-  EXPECT_TRUE(take_prologue_choices().empty());
+  EXPECT_TRUE(take_prologue_choices().empty());  // both choices kept: neither timed again
+  EXPECT_TRUE(at::equal(forward_again.y, eager.y));
   // Weight gradients may add split sums in any order: equal up to float accumulation, not bit for bit.
   EXPECT_LT(rel_err(again, dw), 1e-3);
 
