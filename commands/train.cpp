@@ -67,7 +67,7 @@ void adapt_to_launch(Config& config, const LaunchEnv& launch) {
                       "(each process takes cuda:LOCAL_RANK)");
   }
   if (config.workers == -1 && launch.local_world_size > 1) {
-    config.workers = std::max(1, usable_cores() / launch.local_world_size);
+    config.workers = automatic_workers(config, usable_cores() / launch.local_world_size);
   }
 }
 

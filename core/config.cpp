@@ -89,6 +89,28 @@ ConfigKey bool_key(const char* name, bool Config::*member, const char* help) {
           [=](const Config& c) { return std::string(c.*member ? "on" : "off"); }, /*on_off=*/true};
 }
 
+// decode_cpu_share: auto, or a fraction (its range is checked with the other keys').
+ConfigKey cpu_share_key(const char* name, DecodeCpuShare Config::*member, const char* help) {
+  return {name, help,
+          [=](Config& c, const std::string& v) {
+            if (trim(v) == "auto") {
+              c.*member = DecodeCpuShare{true, 0};
+              return;
+            }
+            const std::string t = trim(v);
+            errno = 0;
+            char* end = nullptr;
+            const double x = std::strtod(t.c_str(), &end);
+            if (t.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(x))
+              bad_value(name, v, "auto or a number");
+            c.*member = DecodeCpuShare{false, x};
+          },
+          [=](const Config& c) {
+            const DecodeCpuShare& share = c.*member;
+            return share.automatic ? std::string("auto") : format_double(share.fraction);
+          }};
+}
+
 // UTF-8 as RFC 3629 allows it (no overlong forms, surrogates or code points past U+10FFFF).
 bool valid_utf8(const std::string& s) {
   size_t i = 0;
@@ -259,6 +281,10 @@ std::vector<ConfigKey> make_keys() {
       int_key("decode_ahead_batches", &C::decode_ahead_batches,
               "decode: gpu with decode_ahead: batches handed to the decode thread ahead of their step, 1 to 4 (each "
               "holds a batch of decoded images on the device)"),
+      cpu_share_key("decode_cpu_share", &C::decode_cpu_share,
+                    "decode: gpu: the images the decode threads decode themselves, the rest left to the GPU: auto "
+                    "(as many as keep them two batches ahead; workers -1 then leaves two cores to the training and "
+                    "GPU decode threads) or a share of each batch, 0 to 1"),
       bool_key("strict_data", &C::strict_data, "stop at the first unreadable image instead of skipping it"),
       int_key("max_image_bytes", &C::max_image_bytes,
               "an image file larger than this is a bad sample, never read (a photo is a few MB)"),
@@ -471,6 +497,8 @@ void validate(Config& c) {
   require(c.decode_memory_mb >= 0 && c.decode_memory_mb <= kMaxDecodeMemoryMb, "decode_memory_mb",
           "must be 0 (automatic) to " + std::to_string(kMaxDecodeMemoryMb) + " (16 TiB)");
   require(c.decode_ahead_batches >= 1 && c.decode_ahead_batches <= 4, "decode_ahead_batches", "must be 1 to 4");
+  require(c.decode_cpu_share.automatic || (c.decode_cpu_share.fraction >= 0 && c.decode_cpu_share.fraction <= 1),
+          "decode_cpu_share", "must be auto or 0 to 1");
   require(c.synthetic_images >= c.batch_size || c.data != DataSource::kSynthetic, "synthetic_images",
           "must be at least batch_size");
   require(c.synthetic_images <= (int64_t{1} << 40), "synthetic_images", "must be at most 2^40");
@@ -522,7 +550,12 @@ void validate(Config& c) {
 
   require(c.mig.empty() || c.mig == "list" || cuda || c.device == "auto", "mig", "needs a CUDA device");
 
-  if (c.workers == -1) c.workers = usable_cores();
+  if (c.workers == -1) c.workers = automatic_workers(c, usable_cores());
+}
+
+int automatic_workers(const Config& config, int cores) {
+  const bool leave_two = config.decode == Decode::kGpu && config.decode_cpu_share.automatic;
+  return std::max(1, leave_two ? cores - 2 : cores);
 }
 
 namespace {

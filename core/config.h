@@ -33,6 +33,13 @@ std::string name_of(ConvPrologue value);
 std::string name_of(OptimizerKind value);
 std::string name_of(DistBackend value);
 
+// decode: gpu: the images the decode threads decode themselves (docs/gpu-decoding.md): a fixed share of each
+// batch, or automatic (as many as keep the threads ahead of the GPU decoder).
+struct DecodeCpuShare {
+  bool automatic = false;
+  double fraction = 0;  // when not automatic: 0 (none, the default) to 1
+};
+
 struct Config {
   // model
   std::string model = "resnet50";
@@ -52,6 +59,7 @@ struct Config {
   bool decode_yuv = false;       // decode: gpu: YCbCr planes out of the hardware decoder, converted in rn50's kernel
   bool decode_ahead = true;  // decode: gpu in training: batch k+N submitted right after step k (off: before its own)
   int decode_ahead_batches = 3;  // that N (docs/gpu-decoding.md: why 3)
+  DecodeCpuShare decode_cpu_share;  // decode: gpu: auto, or 0 to 1 of each batch decoded by the decode threads
   bool strict_data = false;
   int64_t max_image_bytes = kDefaultMaxImageBytes;    // larger files are bad samples, never read
   int64_t max_image_pixels = kDefaultMaxImagePixels;  // width x height above this: a bad sample, never decoded
@@ -132,6 +140,11 @@ void apply_overrides(Config& config, const std::map<std::string, std::string>& v
 // Checks ranges and combinations; throws ConfigError naming the key. Resolves automatic values
 // (workers = -1) that do not need a device.
 void validate(Config& config);
+
+// The decode threads of workers: -1 for a process given `cores` usable cores: all of them, but with decode: gpu and
+// decode_cpu_share: auto two fewer (at least one), left to the training thread and the GPU decoder's, whose host
+// work the threads decoding as much as they can would otherwise crowd out.
+int automatic_workers(const Config& config, int cores);
 
 // The resolved configuration as YAML (every key, in table order), and as rows for the start-up table.
 std::string to_yaml(const Config& config);

@@ -67,6 +67,10 @@ void ImageDataset::load_encoded(size_t, uint64_t, EncodedSample&, DecodeBudget*)
   throw std::logic_error("this image source hands out decoded pixels only");
 }
 
+void ImageDataset::decode_encoded(const EncodedSample&, uint8_t*, WorkerScratch&) const {
+  throw std::logic_error("this image source hands out decoded pixels only");
+}
+
 JpegFolderDataset::JpegFolderDataset(ImageFolder folder, SampleTransform transform, SampleLimits limits)
     : folder_(std::move(folder)), transform_(transform), limits_(limits) {
   if (folder_.labels.size() != folder_.files.size())
@@ -88,17 +92,33 @@ void JpegFolderDataset::load(size_t index, uint64_t epoch, uint8_t* out, WorkerS
     check_pixels(info, limits_.max_pixels);
     codecs::check_first_scan_length(info);  // as the GPU path checks it: both count such a file
     const SampleGeometry geometry = sample_geometry(transform_, info.width, info.height, epoch, index);
-    const DecodeBudget::Hold hold = scratch.budget
-                                        ? scratch.budget->acquire(codecs::decode_memory_bytes(
-                                              info, geometry.rect, transform_.image_size, transform_.image_size))
-                                        : DecodeBudget::Hold();
-    const TrimOnExit trim{scratch.decode};  // before the hold ends
-    // The whole scan, not only the crop's rows: both paths count the same files, whatever the crop.
-    if (info.arithmetic) codecs::check_arithmetic_scans(scratch.file.data(), scratch.file.size());
-    codecs::decode_crop_resize(scratch.file.data(), scratch.file.size(), geometry.rect, transform_.image_size,
-                               transform_.image_size, geometry.flip, out, scratch.decode);
+    decode_checked(scratch.file.data(), scratch.file.size(), info, geometry, out, scratch, /*check_scans=*/true);
   } catch (const DecodeError& e) {
     throw DecodeError(path + ": " + e.what());
+  }
+}
+
+void JpegFolderDataset::decode_checked(const uint8_t* bytes, size_t size, const codecs::JpegInfo& info,
+                                       const SampleGeometry& geometry, uint8_t* out, WorkerScratch& scratch,
+                                       bool check_scans) const {
+  const DecodeBudget::Hold hold = scratch.budget
+                                      ? scratch.budget->acquire(codecs::decode_memory_bytes(
+                                            info, geometry.rect, transform_.image_size, transform_.image_size))
+                                      : DecodeBudget::Hold();
+  const TrimOnExit trim{scratch.decode};  // before the hold ends
+  // The whole scan, not only the crop's rows: both paths count the same files, whatever the crop.
+  if (check_scans && info.arithmetic) codecs::check_arithmetic_scans(bytes, size);
+  codecs::decode_crop_resize(bytes, size, geometry.rect, transform_.image_size, transform_.image_size, geometry.flip,
+                             out, scratch.decode);
+}
+
+void JpegFolderDataset::decode_encoded(const EncodedSample& sample, uint8_t* out, WorkerScratch& scratch) const {
+  // load_encoded checked the size, the first scan and an arithmetic file's scans already.
+  try {
+    decode_checked(sample.bytes.data(), sample.bytes.size(), sample.info, sample.geometry, out, scratch,
+                   /*check_scans=*/false);
+  } catch (const DecodeError& e) {
+    throw DecodeError(folder_.files.at(sample.index) + ": " + e.what());
   }
 }
 

@@ -46,6 +46,9 @@ struct EncodedSample {
   codecs::JpegInfo info;
   SampleGeometry geometry;
   size_t index = 0;  // dataset index: names the file when the device cannot decode it
+  // The loader's threads decoded it already (decode: gpu with a CPU share, data/loader.h): its finished image is in
+  // the batch's pixel buffer at its position, and the device only normalises it.
+  bool predecoded = false;
 };
 
 // Per-thread state of a loader worker: reused buffers, so that the steady state allocates nothing.
@@ -70,6 +73,10 @@ class ImageDataset {
   // rn50::DecodeError when the file cannot be read or its header is not a usable JPEG's. Sources that only
   // hand out pixels keep this default, which throws std::logic_error.
   virtual void load_encoded(size_t index, uint64_t epoch, EncodedSample& out, DecodeBudget* budget = nullptr) const;
+  // Decodes a sample load_encoded read into the image load() would have written (the same crop and flip) at `out`,
+  // holding its decoded bytes of scratch.budget while it decodes. Throws rn50::DecodeError when libjpeg cannot
+  // decode it; the default throws std::logic_error, as load_encoded's does.
+  virtual void decode_encoded(const EncodedSample& sample, uint8_t* out, WorkerScratch& scratch) const;
 };
 
 class JpegFolderDataset final : public ImageDataset {
@@ -80,10 +87,16 @@ class JpegFolderDataset final : public ImageDataset {
   std::string describe(size_t index) const override { return folder_.files[index]; }
   void load(size_t index, uint64_t epoch, uint8_t* out, WorkerScratch& scratch) const override;
   void load_encoded(size_t index, uint64_t epoch, EncodedSample& out, DecodeBudget* budget = nullptr) const override;
+  void decode_encoded(const EncodedSample& sample, uint8_t* out, WorkerScratch& scratch) const override;
   const std::vector<std::string>& classes() const { return folder_.classes; }
   const SampleTransform& transform() const { return transform_; }
 
  private:
+  // Decodes a checked header's sample into the finished image, within the budget; check_scans: an arithmetic-coded
+  // file's scans first (load_encoded checked them already).
+  void decode_checked(const uint8_t* bytes, size_t size, const codecs::JpegInfo& info, const SampleGeometry& geometry,
+                      uint8_t* out, WorkerScratch& scratch, bool check_scans) const;
+
   ImageFolder folder_;
   SampleTransform transform_;
   SampleLimits limits_;

@@ -23,14 +23,15 @@ BatchPool::BatchPool(int slots, int batch_size, int image_size, std::shared_ptr<
   if (batch_size < 1) throw ConfigError("batch size must be at least 1 (got " + std::to_string(batch_size) + ")");
   if (image_size < 1) throw ConfigError("image size must be at least 1 (got " + std::to_string(image_size) + ")");
   if (!allocator_) throw std::invalid_argument("BatchPool: no allocator");
-  const bool encoded = content == BatchContent::kEncoded;
+  const bool pixels = content != BatchContent::kEncoded;
+  const bool encoded = content != BatchContent::kPixels;
   const size_t image_bytes = static_cast<size_t>(batch_size) * image_size * image_size * 3;
   const size_t label_bytes = static_cast<size_t>(batch_size) * sizeof(int64_t);
   try {
     for (int s = 0; s < slots; ++s) {
       images_.push_back(nullptr);
       labels_.push_back(nullptr);
-      if (!encoded) images_.back() = static_cast<uint8_t*>(allocator_->allocate(image_bytes));
+      if (pixels) images_.back() = static_cast<uint8_t*>(allocator_->allocate(image_bytes));
       labels_.back() = static_cast<int64_t*>(allocator_->allocate(label_bytes));
     }
     if (encoded) {
@@ -63,17 +64,34 @@ std::vector<int> replacement_sources(const std::vector<bool>& decoded) {
   return source;
 }
 
+bool decode_on_cpu(const CpuDecodeShare& share, int64_t i, int64_t ready) {
+  switch (share.mode) {
+    case CpuDecodeShare::Mode::kOff:
+      return false;
+    case CpuDecodeShare::Mode::kFixed: {
+      // Evenly spread: 0.5 takes every second position, 0.25 every fourth, 1 all of them.
+      const auto before = static_cast<int64_t>(static_cast<double>(i) * share.fraction);
+      const auto after = static_cast<int64_t>(static_cast<double>(i + 1) * share.fraction);
+      return after > before;
+    }
+    case CpuDecodeShare::Mode::kAuto:
+      return ready >= share.ready_batches;
+  }
+  return false;
+}
+
 struct BatchLoader::State {
   State(const ImageDataset& dataset_in, std::vector<size_t> order_in, uint64_t epoch_in,
         const LoaderOptions& options_in, BatchPool& pool_in, BadSampleHandler handler_in,
-        std::atomic<int64_t>& bad_count_in)
+        std::atomic<int64_t>& bad_count_in, std::atomic<int64_t>& cpu_decoded_in)
       : dataset(dataset_in),
         order(std::move(order_in)),
         epoch(epoch_in),
         options(options_in),
         pool(pool_in),
         on_bad_sample(std::move(handler_in)),
-        bad_count(bad_count_in) {}
+        bad_count(bad_count_in),
+        cpu_decoded(cpu_decoded_in) {}
 
   // --- fixed for the epoch ---
   const ImageDataset& dataset;
@@ -83,6 +101,7 @@ struct BatchLoader::State {
   BatchPool& pool;
   const BadSampleHandler on_bad_sample;
   std::atomic<int64_t>& bad_count;
+  std::atomic<int64_t>& cpu_decoded;
   int64_t batch_size = 0;
   int slots = 0;
   int64_t num_batches = 0;
@@ -94,6 +113,9 @@ struct BatchLoader::State {
   // --- work distribution ---
   std::atomic<int64_t> next_unit{0};  // units are claimed in order, so the oldest batches finish first
   std::atomic<bool> stop{false};
+  // The CPU share's kAuto: batches finished by the workers and handed out by next() (their difference: the batches
+  // waiting).
+  std::atomic<int64_t> batches_finished{0}, batches_handed_out{0};
 
   // --- guarded by mutex ---
   std::mutex mutex;
@@ -165,6 +187,20 @@ struct BatchLoader::State {
     if (on_bad_sample) on_bad_sample(dataset.describe(index), reason);
   }
 
+  // An encoded sample that the CPU share takes, decoded into `image`. libjpeg's failure leaves it compressed: the
+  // device's routes try it and report it if nothing decodes it, so the counts are those without the share.
+  void decode_share(int64_t i, EncodedSample& encoded, uint8_t* image, WorkerScratch& scratch) {
+    encoded.predecoded = false;
+    if (image == nullptr || !decode_on_cpu(options.cpu_share, i, batches_finished.load() - batches_handed_out.load()))
+      return;
+    try {
+      dataset.decode_encoded(encoded, image, scratch);
+      encoded.predecoded = true;
+      cpu_decoded.fetch_add(1);
+    } catch (const DecodeError&) {
+    }
+  }
+
   // Fills one image (or, for encoded pools, one encoded sample) and label for order position `position`,
   // replacing a bad sample by the next positions.
   void load_position(int64_t position, uint8_t* image, EncodedSample* encoded, int64_t* label, WorkerScratch& scratch) {
@@ -175,9 +211,10 @@ struct BatchLoader::State {
       std::string reason;
       if (!known_bad_reason(index, reason)) {
         try {
-          if (encoded != nullptr)
+          if (encoded != nullptr) {
             dataset.load_encoded(index, epoch, *encoded, scratch.budget);
-          else
+            decode_share(position % batch_size, *encoded, image, scratch);
+          } else
             dataset.load(index, epoch, image, scratch);
           *label = dataset.label(index);
           return;
@@ -243,7 +280,10 @@ struct BatchLoader::State {
         std::lock_guard<std::mutex> lock(mutex);
         complete = ++slot_units_done[slot] == units_per_batch;
       }
-      if (complete) batch_done.notify_all();
+      if (complete) {
+        batches_finished.fetch_add(1);
+        batch_done.notify_all();
+      }
     }
   }
 
@@ -302,8 +342,16 @@ BatchLoader::BatchLoader(const ImageDataset& dataset, std::vector<size_t> order,
                               std::to_string(dataset_size));
   }
 
-  state_ =
-      std::make_unique<State>(dataset, std::move(order), epoch, options, pool, std::move(on_bad_sample), bad_samples_);
+  const CpuDecodeShare& share = options.cpu_share;
+  if (share.mode != CpuDecodeShare::Mode::kOff && (pool.images(0) == nullptr || pool.encoded(0) == nullptr))
+    throw std::logic_error("BatchLoader: a CPU decode share needs a pool of encoded samples with pixel room");
+  if (share.mode == CpuDecodeShare::Mode::kFixed && !(share.fraction >= 0 && share.fraction <= 1))
+    throw ConfigError("the CPU decode share must be 0 to 1 (got " + std::to_string(share.fraction) + ")");
+  if (share.mode == CpuDecodeShare::Mode::kAuto && share.ready_batches < 1)
+    throw ConfigError("the automatic CPU decode share needs ready_batches >= 1");
+
+  state_ = std::make_unique<State>(dataset, std::move(order), epoch, options, pool, std::move(on_bad_sample),
+                                   bad_samples_, cpu_decoded_);
   State& s = *state_;
   const int64_t n = static_cast<int64_t>(s.order.size());
   s.batch_size = options.batch_size;
@@ -378,6 +426,7 @@ std::optional<HostBatch> BatchLoader::next() {
       });
       throw_if_failed();
       s.next_batch = b + 1;
+      s.batches_handed_out.store(b + 1);
     }
   }
   if (s.threads.empty()) {

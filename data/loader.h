@@ -31,8 +31,9 @@ struct HostBatch {
   EncodedSample* encoded = nullptr;  // encoded pools: the samples' bytes, headers and crops (images is null)
 };
 
-// What a pool's slots hold: decoded images (decode: cpu), or compressed samples for the GPU (decode: gpu).
-enum class BatchContent { kPixels, kEncoded };
+// What a pool's slots hold: decoded images (decode: cpu), compressed samples for the GPU (decode: gpu), or both
+// (decode: gpu with a CPU share: the loader's threads decode some of the samples themselves, CpuDecodeShare).
+enum class BatchContent { kPixels, kEncoded, kEncodedWithPixels };
 
 // `slots` buffers of one batch each, allocated once and reused every epoch.
 class BatchPool {
@@ -46,7 +47,7 @@ class BatchPool {
   int batch_size() const { return batch_size_; }
   int image_size() const { return image_size_; }
   bool pinned() const { return allocator_->pinned(); }
-  uint8_t* images(int slot) const { return images_[slot]; }  // null in encoded pools
+  uint8_t* images(int slot) const { return images_[slot]; }  // null in kEncoded pools
   int64_t* labels(int slot) const { return labels_[slot]; }
   EncodedSample* encoded(int slot) { return encoded_.empty() ? nullptr : encoded_[slot].data(); }
 
@@ -65,6 +66,23 @@ class BatchPool {
 // rn50::DecodeError when none decoded.
 std::vector<int> replacement_sources(const std::vector<bool>& decoded);
 
+// decode: gpu with a CPU share: which samples of a batch the loader's threads decode themselves into the pool's
+// pixel room (EncodedSample::predecoded), the rest left compressed for the GPU. Where cores are too few to decode
+// every image, both decoders work, and the GPU's decoding takes less of the step's SMs.
+struct CpuDecodeShare {
+  enum class Mode { kOff, kFixed, kAuto };
+  Mode mode = Mode::kOff;
+  double fraction = 0;  // kFixed: this share of each batch's positions, spread evenly over it (0 to 1)
+  // kAuto: a thread decodes its next sample itself while at least `ready_batches` finished batches wait for the
+  // consumer, and only reads it otherwise: the share settles where the threads just keep that far ahead. Every
+  // thread switches at once (a cap on the threads decoding would leave the others reading nearly every sample).
+  int ready_batches = 2;
+};
+
+// Whether position `i` of a batch is decoded on the CPU under `share` while `ready` finished batches wait: kFixed
+// takes i when floor((i + 1) * fraction) passes an integer.
+bool decode_on_cpu(const CpuDecodeShare& share, int64_t i, int64_t ready);
+
 struct LoaderOptions {
   int batch_size = 256;
   int workers = 0;  // decode threads; 0 decodes on the calling thread inside next()
@@ -77,6 +95,9 @@ struct LoaderOptions {
   // The decoded bytes the decode threads may hold at once (data/decode_budget.h), shared with every loader given the
   // same budget (a run's training and validation loaders decode at the same time at an epoch's end). Null: no bound.
   std::shared_ptr<DecodeBudget> decode_budget;
+  // Needs a kEncodedWithPixels pool unless kOff. A sample libjpeg fails is left compressed for the device's routes,
+  // which report it if nothing decodes it: the same bad-sample counts as without the share.
+  CpuDecodeShare cpu_share;
 };
 
 // Called once for every bad sample that is skipped (its description and the reason), from whichever thread met it;
@@ -86,7 +107,8 @@ using BadSampleHandler = std::function<void(const std::string& what, const std::
 // Loads one epoch. Batch b goes to pool slot b % slots; workers fill at most `slots` batches ahead of
 // the consumer. A bad sample is reported, counted and replaced by the next sample in the order, unless
 // strict, in which case next() throws rn50::DecodeError naming the file. With an encoded pool the workers
-// only read files and headers (ImageDataset::load_encoded); what fails there is replaced the same way.
+// only read files and headers (ImageDataset::load_encoded); what fails there is replaced the same way. With a
+// CPU share they also decode some samples (ImageDataset::decode_encoded).
 class BatchLoader {
  public:
   BatchLoader(const ImageDataset& dataset, std::vector<size_t> order, uint64_t epoch, const LoaderOptions& options,
@@ -101,6 +123,8 @@ class BatchLoader {
   // Hands a batch's buffer back, once its contents are no longer needed (after the device copy finished).
   void release(const HostBatch& batch);
   int64_t bad_samples() const { return bad_samples_.load(); }
+  // Samples the CPU share decoded so far (EncodedSample::predecoded).
+  int64_t cpu_decoded() const { return cpu_decoded_.load(); }
   // Decode threads started, and how many of them were pinned (LoaderOptions::pin_first_cpu).
   int worker_threads() const { return worker_threads_; }
   int pinned_workers() const { return pinned_workers_; }
@@ -113,6 +137,7 @@ class BatchLoader {
   int worker_threads_ = 0;
   int pinned_workers_ = 0;
   std::atomic<int64_t> bad_samples_{0};
+  std::atomic<int64_t> cpu_decoded_{0};
 };
 
 }  // namespace rn50::data

@@ -70,6 +70,7 @@ data::LoaderOptions FolderData::loader_options(bool train) const {
   options.drop_last = train;
   options.strict = options_.strict_data;
   options.decode_budget = decode_budget_;
+  options.cpu_share = options_.decode_cpu_share;
   return options;
 }
 

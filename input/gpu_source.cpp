@@ -55,8 +55,11 @@ class GpuDecodeSource final : public InputSource {
     // The decoder holds up to held_batches of a pool's batches (their labels are copied from the pool).
     const int slots = options.prefetch + GpuJpegDecoder::held_batches(decoder);
     auto pool = [&] {
-      return std::make_unique<data::BatchPool>(slots, options.batch_size, options.image_size, host,
-                                               data::BatchContent::kEncoded);
+      // With a CPU share the decode threads write some finished images into the pool's pixel room.
+      const bool share = options.decode_cpu_share.mode != data::CpuDecodeShare::Mode::kOff;
+      return std::make_unique<data::BatchPool>(
+          slots, options.batch_size, options.image_size, host,
+          share ? data::BatchContent::kEncodedWithPixels : data::BatchContent::kEncoded);
     };
     train_pool_ = pool();
     if (info_.val_images > 0) val_pool_ = pool();
@@ -68,8 +71,18 @@ class GpuDecodeSource final : public InputSource {
 
   std::vector<std::pair<std::string, std::string>> describe() const override {
     const char* queues = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    const data::CpuDecodeShare& share = options_.decode_cpu_share;
+    const std::string cpu_share =
+        share.mode == data::CpuDecodeShare::Mode::kAuto
+            ? strprintf("automatic: %d decode threads decode images while %d batches wait, else only read files",
+                        options_.workers, share.ready_batches)
+        : share.mode == data::CpuDecodeShare::Mode::kFixed
+            ? strprintf("%.3g of each batch decoded by the %d decode threads", share.fraction, options_.workers)
+            : std::string("none: the decode threads only read files");
     return {{"(decode)", decoder_->describe()},
-            {"(cuda hardware queues)", queues ? queues : "CUDA's default (8)"}, data_.describe_decode_budget(),
+            {"(decode cpu share)", cpu_share},
+            {"(cuda hardware queues)", queues ? queues : "CUDA's default (8)"},
+            data_.describe_decode_budget(),
             {"(train images)", std::to_string(info_.train_images)}};
   }
 
@@ -201,6 +214,7 @@ class GpuDecodeSource final : public InputSource {
     add("gpu_decode_hardware", static_cast<double>(c.hardware));
     add("gpu_decode_hybrid", static_cast<double>(c.hybrid));
     add("gpu_decode_cpu_fallback", static_cast<double>(c.cpu_fallback));
+    add("gpu_decode_loader_cpu", static_cast<double>(c.loader_cpu));
     // The decoder's host work (mostly on its own thread) and its thread's waits for the device; the training
     // thread's waits in finish_into for a batch's decode and for the device.
     add("gpu_decode_host_s", c.host_s);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/loader.h"
 
 namespace rn50::input {
 
@@ -46,6 +47,8 @@ struct InputOptions {
   bool decode_yuv = false;
   bool decode_ahead = true;
   int decode_ahead_batches = 3;
+  // Which images the decode threads decode themselves (kOff: none, they only read files).
+  data::CpuDecodeShare decode_cpu_share;
   // Synthetic batches
   int64_t synthetic_images = 25600;  // images per epoch, over all ranks
 };

@@ -4,6 +4,8 @@
 # errors show before GPU time is spent. The .cu files are checked with nvcc.
 #   TORCH_INCLUDE=DIR   the pip wheel's torch/include (on the GPU machine: tar czf - -C "$(python3 -c 'import torch,
 #                       os; print(os.path.dirname(torch.__file__))')" include); default /work/torch211/include
+#   NVJPEG_INCLUDE=DIR  a folder with nvjpeg.h where the CUDA install has none (Debian's non-free nvidia-cuda-dev:
+#                       apt-get download it, dpkg-deb --fsys-tarfile it, take usr/include/nvjpeg.h)
 #   NVML_INCLUDE=DIR    a folder with nvml.h where the CUDA install has none (CUDA's cuda_nvml_dev archive; pip's
 #                       nvidia-nvml-dev): monitor/nvml_real.cpp is checked against it
 #   scripts/check-cuda-sources.sh [FILE...]   (default: every CUDA-only source)
@@ -14,8 +16,9 @@ torch_include=${TORCH_INCLUDE:-/work/torch211/include}
 cuda=${CUDA_HOME:-/usr/local/cuda}
 [[ -d "$torch_include/ATen" ]] || { echo "no LibTorch headers in $torch_include (set TORCH_INCLUDE)"; exit 2; }
 nvml_include=${NVML_INCLUDE:-$cuda/targets/x86_64-linux/include}
+nvjpeg_include=${NVJPEG_INCLUDE:-$cuda/targets/x86_64-linux/include}
 flags=(-std=c++17 -fsyntax-only -I"$root" -isystem "$torch_include" -isystem "$torch_include/torch/csrc/api/include"
-       -isystem "$cuda/include" -isystem "$cuda/targets/x86_64-linux/include" -isystem "$nvml_include"
+       -isystem "$cuda/include" -isystem "$cuda/targets/x86_64-linux/include" -isystem "$nvml_include" -isystem "$nvjpeg_include"
        -DUSE_C10D_NCCL -DRN50_HAVE_NVJPEG=1
        -DRN50_SASS_ARCHS='"90"' -DRN50_PTX_ARCHS='"90"' -DRN50_TORCH_ARCHS='"sm_90"' -Wall -Wextra -Wno-unused-parameter)
 if (($#)); then
@@ -33,7 +36,7 @@ failed=0
 skipped=()
 for f in "${files[@]}"; do
   # nvJPEG's and NVML's headers come with some CUDA installs only (the GPU machine has them in pip's packages).
-  if { grep -q '#include <nvjpeg.h>\|gpu_decoder_impl.h' "$f" && [[ ! -e "$cuda/targets/x86_64-linux/include/nvjpeg.h" ]]; } ||
+  if { grep -q '#include <nvjpeg.h>\|gpu_decoder_impl.h' "$f" && [[ ! -e "$nvjpeg_include/nvjpeg.h" ]]; } ||
      { grep -q '#include <nvml.h>' "$f" && [[ ! -e "$nvml_include/nvml.h" ]]; }; then
     skipped+=("$f")
     continue

@@ -54,6 +54,11 @@ input::InputOptions input_options(const Config& c, const LaunchEnv& launch) {
   o.decode_yuv = c.decode_yuv;
   o.decode_ahead = c.decode_ahead;
   o.decode_ahead_batches = c.decode_ahead_batches;
+  using Share = data::CpuDecodeShare::Mode;
+  o.decode_cpu_share.mode = c.decode_cpu_share.automatic        ? Share::kAuto
+                            : c.decode_cpu_share.fraction > 0.0 ? Share::kFixed
+                                                                : Share::kOff;
+  o.decode_cpu_share.fraction = c.decode_cpu_share.fraction;
   o.synthetic_images = c.synthetic_images;
   return o;
 }

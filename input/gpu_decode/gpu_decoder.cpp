@@ -155,6 +155,7 @@ void GpuJpegDecoder::Impl::add_job_counts() {
   counts.hardware += c.hardware;
   counts.hybrid += c.hybrid;
   counts.cpu_fallback += c.cpu_fallback;
+  counts.loader_cpu += c.loader_cpu;
   counts.bad += c.bad;
   counts.host_s += c.host_s;
   counts.wait_s += c.wait_s;
@@ -196,22 +197,33 @@ void GpuJpegDecoder::Impl::queue_decode(const data::HostBatch& batch, Slot& slot
   scratch.reasons.assign(n, std::string());
   timed(job_counts.route_s, [&] {
     scratch.layouts.assign(n, ChromaLayout{});
-    for (int i = 0; i < n; ++i) scratch.routes[i] = route_of(batch.encoded[i], scratch.layouts[i]);
+    for (int i = 0; i < n; ++i) {
+      const data::EncodedSample& s = batch.encoded[i];
+      scratch.routes[i] = s.predecoded ? Route::kPredecoded : route_of(s, scratch.layouts[i]);
+    }
   });
+  const size_t finished = static_cast<size_t>(out_size) * out_size * 3;
   size_t total = 0;
   for (int i = 0; i < n; ++i) {
     const data::EncodedSample& s = batch.encoded[i];
     scratch.offsets[i] = total;
+    if (scratch.routes[i] == Route::kPredecoded) {
+      total += aligned(finished);
+      scratch.plans[i] = input::plan_identity(out_size);
+      continue;
+    }
     // Room for the whole image, or for libjpeg's finished one if nvJPEG fails later.
     const size_t whole = static_cast<size_t>(s.info.width) * static_cast<size_t>(s.info.height) * 3;
-    total += aligned(std::max(whole, static_cast<size_t>(out_size) * out_size * 3));
+    total += aligned(std::max(whole, finished));
     if (scratch.routes[i] != Route::kCpu)
       scratch.plans[i] = input::plan_resample(s.info.width, s.info.height, s.geometry, out_size);
   }
   uint8_t* base = slot.decoded.reserve(std::max<size_t>(total, 1), device, decode_stream.stream());
   RN50_CUDA_CHECK(cudaEventRecord(slot.decode_started.get(), decode_stream.stream()));
 
-  // The default backend first, then the hardware batch, then the default backend again for what that failed.
+  // The loader's finished images first (copies only), then the default backend, the hardware batch, and the
+  // default backend again for what that failed.
+  upload_predecoded(batch, base);
   decode_hybrid(batch, base);
   decode_hardware(batch, slot, base);
   decode_hybrid(batch, base);

@@ -24,6 +24,7 @@ struct GpuDecodeCounts {
   int64_t hardware = 0;      // nvJPEG's hardware engines, in one batched call
   int64_t hybrid = 0;        // nvJPEG's default backend, one by one: what the engines refuse (progressive, ...)
   int64_t cpu_fallback = 0;  // libjpeg on the decode thread: what nvJPEG refuses (CMYK, streams it cannot parse)
+  int64_t loader_cpu = 0;    // decoded by the loader's threads (decode_cpu_share): finished images, only uploaded
   int64_t bad = 0;           // nothing decoded them: replaced by another image of the batch
   // The decoder's host work: on its own thread routing, nvJPEG's host side and libjpeg; on the caller's, queuing
   // the crop kernel in finish_into.
@@ -76,7 +77,8 @@ class GpuJpegDecoder {
   GpuJpegDecoder(const GpuJpegDecoder&) = delete;
   GpuJpegDecoder& operator=(const GpuJpegDecoder&) = delete;
 
-  // Hands batch.encoded[0, batch.size) to the decode thread and returns: nvJPEG decodes it on a stream of its own
+  // Hands batch.encoded[0, batch.size) to the decode thread and returns (a sample marked predecoded is a finished
+  // image in batch.images, uploaded as it is): nvJPEG decodes it on a stream of its own
   // while the steps queued before its use train. The batch's memory must stay as it is until `release` gets it
   // back (once the device is done with it). A sample nothing could decode goes to on_bad and is replaced by the
   // next decoded sample of the batch, label included (batch.labels is rewritten). More than slots(options)

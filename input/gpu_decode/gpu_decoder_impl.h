@@ -194,6 +194,10 @@ struct GpuJpegDecoder::Impl {
 
   void decode_hybrid(const data::HostBatch& batch, uint8_t* base);
 
+  // The images the loader's threads finished (Route::kPredecoded), copied from the host batch into the slot's
+  // buffer: one copy per run of neighbours, which lie side by side on both ends.
+  void upload_predecoded(const data::HostBatch& batch, uint8_t* base);
+
   // libjpeg makes the finished out_size image (the CPU path's own crop, resize and flip); the kernel then only
   // normalises it, through the identity plan.
   void decode_cpu(const data::HostBatch& batch, Slot& slot, uint8_t* base);

@@ -3,6 +3,7 @@
 // refuses (CMYK, streams it cannot parse).
 #include <algorithm>
 #include <exception>
+#include <stdexcept>
 #include <string>
 
 #include "core/log.h"
@@ -199,6 +200,30 @@ void GpuJpegDecoder::Impl::decode_hybrid(const data::HostBatch& batch, uint8_t* 
       scratch.routes[i] = Route::kCpu;
       scratch.reasons[i] = "nvJPEG: " + nvjpeg_status_name(status);
     }
+  }
+}
+
+void GpuJpegDecoder::Impl::upload_predecoded(const data::HostBatch& batch, uint8_t* base) {
+  const size_t image_bytes = static_cast<size_t>(out_size) * out_size * 3;
+  const int n = static_cast<int>(batch.size);
+  for (int i = 0; i < n;) {
+    if (scratch.routes[i] != Route::kPredecoded) {
+      ++i;
+      continue;
+    }
+    if (batch.images == nullptr)
+      throw std::invalid_argument("GpuJpegDecoder: a predecoded sample in a batch without pixel room");
+    int end = i + 1;
+    while (end < n && scratch.routes[end] == Route::kPredecoded &&
+           scratch.offsets[end] == scratch.offsets[end - 1] + image_bytes)
+      ++end;
+    const size_t count = static_cast<size_t>(end - i);
+    // The host batch stays unchanged until retire() hands it back, after the device has read it.
+    RN50_CUDA_CHECK(cudaMemcpyAsync(base + scratch.offsets[i], batch.images + image_bytes * static_cast<size_t>(i),
+                                    image_bytes * count, cudaMemcpyHostToDevice, decode_stream.stream()));
+    for (int k = i; k < end; ++k) scratch.decoded[k] = true;
+    job_counts.loader_cpu += static_cast<int64_t>(count);
+    i = end;
   }
 }
 

@@ -187,6 +187,7 @@ constexpr size_t kAlignment = 256;
 inline size_t aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
 
 // Which decoder takes an image: the hardware engines (batched), nvJPEG's default backend, or libjpeg.
-enum class Route { kHardware, kHybrid, kCpu };
+// kPredecoded: the loader's threads decoded it (decode_cpu_share); only uploaded.
+enum class Route { kHardware, kHybrid, kCpu, kPredecoded };
 
 }  // namespace rn50::input

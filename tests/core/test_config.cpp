@@ -91,6 +91,9 @@ TEST(Config, RangesBoundValuesThatWouldExhaustMemoryOrOverflow) {
                                                                     {"workers", "100000"},
                                                                     {"decode_memory_mb", "-1"},
                                                                     {"decode_memory_mb", "16777217"},
+                                                                    {"decode_cpu_share", "1.5"},
+                                                                    {"decode_cpu_share", "-0.1"},
+                                                                    {"decode_cpu_share", "half"},
                                                                     {"price_per_hour", "1e300"},
                                                                     {"synthetic_images", "9223372036854775807"}};
   for (const auto& [key, value] : hostile) {
@@ -126,6 +129,25 @@ TEST(Config, AutoWorkersResolveToUsableCores) {
   EXPECT_GE(c.workers, 1);
 }
 
+// decode: gpu with decode_cpu_share: auto leaves two cores to the training thread and the GPU decoder's; any other
+// setting takes them all, and an explicit workers value stays as it is.
+TEST(Config, AutoWorkersLeaveTwoCoresToAnAutomaticCpuShare) {
+  Config c;
+  apply_overrides(c, {{"decode", "gpu"}, {"decode_cpu_share", "auto"}});
+  EXPECT_TRUE(c.decode_cpu_share.automatic);
+  EXPECT_EQ(automatic_workers(c, 8), 6);
+  EXPECT_EQ(automatic_workers(c, 2), 1);
+  c.decode_cpu_share = DecodeCpuShare{false, 0.5};
+  EXPECT_EQ(automatic_workers(c, 8), 8);
+  c.decode_cpu_share.automatic = true;
+  c.decode = Decode::kCpu;
+  EXPECT_EQ(automatic_workers(c, 8), 8);
+  Config given;
+  apply_overrides(given, {{"decode_cpu_share", "auto"}, {"workers", "5"}, {"data_root", "/data"}});
+  validate(given);
+  EXPECT_EQ(given.workers, 5);
+}
+
 // bench-decode and the doctor build the GPU decoder with its own defaults; bench-decode --step-ms says it measures
 // training's order.
 TEST(Config, TheGpuDecodersDefaultDepthIsTrainings) {
@@ -136,6 +158,7 @@ TEST(Config, YamlDumpReadsBackIdentically) {
   Config c;
   apply_overrides(c, {{"batch_size", "48"},
                       {"decode_memory_mb", "512"},
+                      {"decode_cpu_share", "0.375"},
                       {"lr", "0.0375"},
                       {"tf32", "off"},
                       {"lr_milestones", "1,2,3"},
@@ -146,6 +169,11 @@ TEST(Config, YamlDumpReadsBackIdentically) {
   EXPECT_EQ(to_yaml(back), to_yaml(c));
   EXPECT_EQ(back.data_root, "/tmp/x y");
   EXPECT_EQ(back.decode_memory_mb, 512);
+  EXPECT_EQ(back.decode_cpu_share.fraction, 0.375);
+  apply_overrides(c, {{"decode_cpu_share", "auto"}});
+  Config automatic;
+  apply_yaml_text(automatic, to_yaml(c), "dump");
+  EXPECT_TRUE(automatic.decode_cpu_share.automatic);
   EXPECT_EQ(back.lr_milestones, (std::vector<int>{1, 2, 3}));
 }
 

@@ -395,11 +395,11 @@ TEST(BatchLoader, StopsPromptlyWhenDestroyedMidEpoch) {
 }
 
 // 18 generated JPEGs of 3 classes in `tmp`, as training samples of 24 x 24.
-JpegFolderDataset generated_dataset(const test::TempDir& tmp) {
+JpegFolderDataset generated_dataset(const test::TempDir& tmp, int classes = 3, int per_class = 6) {
   samples::SampleSpec spec;
   spec.out_dir = tmp.str();
-  spec.classes = 3;
-  spec.per_class = 6;
+  spec.classes = classes;
+  spec.per_class = per_class;
   spec.val_per_class = 0;
   spec.size = 32;
   samples::make_sample_dataset(spec);
@@ -482,6 +482,216 @@ TEST(BatchLoader, EncodedBatchesCarryTheSamplesOfPixelBatches) {
     EXPECT_EQ(reported, (std::set<std::string>{truncated, png}));
     EXPECT_EQ(labels, pixels.labels);
   }
+}
+
+TEST(DecodeOnCpu, FixedSharesSpreadEvenlyAndAutoFollowsTheBatchesWaiting) {
+  auto taken = [](double fraction, int n) {
+    CpuDecodeShare share;
+    share.mode = CpuDecodeShare::Mode::kFixed;
+    share.fraction = fraction;
+    std::vector<int> positions;
+    for (int i = 0; i < n; ++i)
+      if (decode_on_cpu(share, i, 0)) positions.push_back(i);
+    return positions;
+  };
+  EXPECT_EQ(taken(0.5, 8), (std::vector<int>{1, 3, 5, 7}));
+  EXPECT_EQ(taken(0.25, 8), (std::vector<int>{3, 7}));
+  EXPECT_EQ(taken(1.0, 5), (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(taken(0.0, 5), std::vector<int>{});
+  for (const double fraction : {0.1, 0.3, 0.55, 0.9})  // floor(n * fraction) of every n positions
+    EXPECT_EQ(taken(fraction, 256).size(), static_cast<size_t>(256 * fraction)) << fraction;
+  CpuDecodeShare automatic;
+  automatic.mode = CpuDecodeShare::Mode::kAuto;
+  automatic.ready_batches = 2;
+  EXPECT_FALSE(decode_on_cpu(automatic, 0, 1));
+  EXPECT_TRUE(decode_on_cpu(automatic, 0, 2));
+  EXPECT_TRUE(decode_on_cpu(automatic, 5, 4));
+  EXPECT_FALSE(decode_on_cpu(CpuDecodeShare{}, 0, 100));  // kOff
+}
+
+// A copy of a generated file whose scan data is damaged past its first bytes: its header and first scan pass the
+// loader's checks (load_encoded takes it), libjpeg refuses it (restart markers where none are declared).
+std::vector<uint8_t> damaged_scan(const std::vector<uint8_t>& good) {
+  size_t sos = 0;
+  for (size_t k = 2; k + 3 < good.size(); ++k) {
+    if (good[k] == 0xFF && good[k + 1] == 0xDA) {
+      sos = k;
+      break;
+    }
+  }
+  const size_t data = sos + 2 + (static_cast<size_t>(good[sos + 2]) << 8 | good[sos + 3]);
+  std::vector<uint8_t> bad = good;
+  const size_t middle = data + (good.size() - 2 - data) / 2;
+  for (size_t k = middle; k + 1 < middle + 16 && k + 3 < bad.size(); k += 2) {
+    bad[k] = 0xFF;
+    bad[k + 1] = 0xD3;
+  }
+  return bad;
+}
+
+// decode: gpu with a fixed CPU share: the loader decodes exactly the share's positions, each into the image the
+// pixel path makes for it; the rest stay compressed. A file libjpeg refuses stays compressed too (the device's
+// routes report it), so the loader's bad-sample count is the one without the share.
+TEST(BatchLoader, FixedCpuShareDecodesItsPositionsAsThePixelPathDoes) {
+  test::TempDir tmp;
+  const JpegFolderDataset dataset = generated_dataset(tmp);
+  const std::string truncated = dataset.describe(4), damaged = dataset.describe(9);
+  const std::vector<uint8_t> bytes = test::read_bytes(truncated);
+  test::write_bytes(truncated, std::vector<uint8_t>(bytes.begin(), bytes.begin() + bytes.size() / 2));
+  test::write_bytes(damaged, damaged_scan(test::read_bytes(damaged)));
+  {
+    EncodedSample sample;
+    dataset.load_encoded(9, 1, sample);  // the header and first scan pass
+    WorkerScratch scratch;
+    std::vector<uint8_t> out(24 * 24 * 3);
+    ASSERT_THROW(dataset.decode_encoded(sample, out.data(), scratch), DecodeError);
+  }
+  const size_t image_bytes = 24 * 24 * 3;
+  const std::vector<size_t> order = epoch_order(dataset.size(), 5, 1, true);
+
+  for (int workers : {0, 3}) {
+    BatchPool pool(3, 4, 24, pageable(), BatchContent::kEncodedWithPixels);
+    ASSERT_NE(pool.images(0), nullptr);
+    LoaderOptions o = options(4, workers);
+    o.cpu_share.mode = CpuDecodeShare::Mode::kFixed;
+    o.cpu_share.fraction = 0.5;
+    BatchLoader loader(dataset, order, 1, o, pool, nullptr);
+    int64_t predecoded = 0, damaged_seen = 0;
+    WorkerScratch scratch;
+    std::vector<uint8_t> expected(image_bytes);
+    while (std::optional<HostBatch> batch = loader.next()) {
+      ASSERT_NE(batch->images, nullptr);
+      for (int64_t i = 0; i < batch->size; ++i) {
+        const EncodedSample& sample = batch->encoded[i];
+        EXPECT_EQ(batch->labels[i], dataset.label(sample.index));
+        const bool share = decode_on_cpu(o.cpu_share, i, 0);
+        const bool refused = dataset.describe(sample.index) == damaged;
+        damaged_seen += refused;
+        EXPECT_EQ(sample.predecoded, share && !refused) << "batch " << batch->index << " position " << i;
+        if (!sample.predecoded) continue;
+        ++predecoded;
+        dataset.load(sample.index, 1, expected.data(), scratch);  // the pixel path's image of the sample
+        EXPECT_TRUE(
+            std::equal(batch->images + i * image_bytes, batch->images + (i + 1) * image_bytes, expected.begin()))
+            << "batch " << batch->index << " position " << i;
+      }
+      loader.release(*batch);
+    }
+    EXPECT_EQ(damaged_seen, 1);          // left to the device, not counted here
+    EXPECT_EQ(loader.bad_samples(), 1);  // the truncated file only
+    EXPECT_EQ(loader.cpu_decoded(), predecoded);
+    EXPECT_GE(predecoded, 8);  // positions 1 and 3 of each batch (9 of 18), less the damaged file on one
+  }
+}
+
+// Delegates to a folder dataset; counts the CPU share's decodes and the most at once (each made to last 3 ms).
+class CountingDataset final : public ImageDataset {
+ public:
+  explicit CountingDataset(const JpegFolderDataset& inner) : inner_(inner) {}
+  mutable std::atomic<int> now{0}, most{0}, decodes{0};
+  size_t size() const override { return inner_.size(); }
+  int64_t label(size_t index) const override { return inner_.label(index); }
+  std::string describe(size_t index) const override { return inner_.describe(index); }
+  void load(size_t index, uint64_t epoch, uint8_t* out, WorkerScratch& scratch) const override {
+    inner_.load(index, epoch, out, scratch);
+  }
+  void load_encoded(size_t index, uint64_t epoch, EncodedSample& out, DecodeBudget* budget) const override {
+    inner_.load_encoded(index, epoch, out, budget);
+  }
+  void decode_encoded(const EncodedSample& sample, uint8_t* out, WorkerScratch& scratch) const override {
+    const int at_once = ++now;
+    int seen = most.load();
+    while (at_once > seen && !most.compare_exchange_weak(seen, at_once)) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    inner_.decode_encoded(sample, out, scratch);
+    ++decodes;
+    --now;
+  }
+
+ private:
+  const JpegFolderDataset& inner_;
+};
+
+// The automatic share: while the consumer is slow (the GPU decoder keeps up, the threads are ahead) the threads
+// decode most samples themselves, several at once; each such image is the pixel path's.
+TEST(BatchLoader, AutomaticCpuShareDecodesWhileTheThreadsAreAhead) {
+  test::TempDir tmp;
+  const JpegFolderDataset inner = generated_dataset(tmp, 4, 16);
+  const std::vector<size_t> order = epoch_order(inner.size(), 5, 0, true);
+  const size_t image_bytes = 24 * 24 * 3;
+  WorkerScratch scratch;
+  std::vector<uint8_t> expected(image_bytes);
+
+  for (const int workers : {1, 4}) {
+    CountingDataset dataset(inner);
+    BatchPool pool(6, 4, 24, pageable(), BatchContent::kEncodedWithPixels);
+    LoaderOptions o = options(4, workers);
+    o.cpu_share.mode = CpuDecodeShare::Mode::kAuto;
+    o.cpu_share.ready_batches = 2;
+    BatchLoader loader(dataset, order, 0, o, pool, nullptr);
+    int64_t predecoded = 0, samples = 0;
+    while (std::optional<HostBatch> batch = loader.next()) {
+      for (int64_t i = 0; i < batch->size; ++i) {
+        ++samples;
+        if (!batch->encoded[i].predecoded) continue;
+        ++predecoded;
+        inner.load(batch->encoded[i].index, 0, expected.data(), scratch);
+        EXPECT_TRUE(
+            std::equal(batch->images + i * image_bytes, batch->images + (i + 1) * image_bytes, expected.begin()));
+      }
+      loader.release(*batch);
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));  // a step: the threads get ahead
+    }
+    std::printf("[ measured ] %d threads: %lld of %lld samples decoded by the loader, %d at most at once\n", workers,
+                static_cast<long long>(predecoded), static_cast<long long>(samples), dataset.most.load());
+    EXPECT_EQ(samples, 64);
+    EXPECT_EQ(loader.cpu_decoded(), predecoded);
+    EXPECT_EQ(dataset.decodes.load(), predecoded);
+    EXPECT_GE(predecoded, samples / 2);  // 16 batches, a 40 ms step each: from the third batch on, ahead
+    if (workers == 1)
+      EXPECT_EQ(dataset.most.load(), 1);
+    else
+      EXPECT_GE(dataset.most.load(), 2);  // 3 ms decodes on 4 threads overlap
+  }
+}
+
+// ... and while the consumer waits for every batch (the threads are behind) they only read: the feedback that
+// leaves the GPU the images the threads cannot decode in time.
+TEST(BatchLoader, AutomaticCpuShareOnlyReadsWhileTheConsumerWaits) {
+  test::TempDir tmp;
+  const JpegFolderDataset inner = generated_dataset(tmp, 4, 16);
+  CountingDataset dataset(inner);
+  BatchPool pool(6, 4, 24, pageable(), BatchContent::kEncodedWithPixels);
+  LoaderOptions o = options(4, 1);
+  o.cpu_share.mode = CpuDecodeShare::Mode::kAuto;
+  BatchLoader loader(dataset, epoch_order(inner.size(), 5, 0, true), 0, o, pool, nullptr);
+  int64_t samples = 0;
+  while (std::optional<HostBatch> batch = loader.next()) {
+    samples += batch->size;
+    loader.release(*batch);
+  }
+  std::printf("[ measured ] a consumer that never waits: %lld of %lld samples decoded by the loader\n",
+              static_cast<long long>(loader.cpu_decoded()), static_cast<long long>(samples));
+  EXPECT_EQ(samples, 64);
+  EXPECT_LE(loader.cpu_decoded(), samples / 4);  // two batches ahead are rarely waiting
+}
+
+TEST(BatchLoader, CpuShareNeedsPixelRoomAndAShareOfOneAtMost) {
+  FakeDataset dataset(8);
+  BatchPool encoded(2, 4, kImage, pageable(), BatchContent::kEncoded);
+  LoaderOptions o = options(4, 0);
+  o.cpu_share.mode = CpuDecodeShare::Mode::kAuto;
+  EXPECT_THROW(BatchLoader(dataset, identity(8), 0, o, encoded, nullptr), std::logic_error);
+  BatchPool pixels(2, 4, kImage, pageable());
+  EXPECT_THROW(BatchLoader(dataset, identity(8), 0, o, pixels, nullptr), std::logic_error);
+  BatchPool both(2, 4, kImage, pageable(), BatchContent::kEncodedWithPixels);
+  o.cpu_share.mode = CpuDecodeShare::Mode::kFixed;
+  o.cpu_share.fraction = 1.5;
+  EXPECT_THROW(BatchLoader(dataset, identity(8), 0, o, both, nullptr), ConfigError);
+  o.cpu_share.mode = CpuDecodeShare::Mode::kAuto;
+  o.cpu_share.ready_batches = 0;
+  EXPECT_THROW(BatchLoader(dataset, identity(8), 0, o, both, nullptr), ConfigError);
 }
 
 TEST(ReplacementSources, TakeTheNextDecodedPositionCyclically) {

@@ -291,6 +291,8 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   expect_exit_2_naming("make-sample --out " + path("noisy") + " --noise -1",
                        "noise must be in 0..100 grey levels (got -1)");
   expect_exit_2_naming("train --data-root /x --decode-ahead-batches 5", "decode_ahead_batches");
+  expect_exit_2_naming("train --data-root /x --decode-cpu-share 1.5", "decode_cpu_share");
+  expect_exit_2_naming("train --data-root /x --decode-cpu-share most", "auto or a number");
   // A model that takes one image size only refuses another before the first step.
   const std::string vit = "train --data synthetic --device cpu --model vit_b_16 --image-size 64 --val-resize 64";
   expect_exit_2_naming(vit + " --out-dir " + path("vit"),
@@ -379,8 +381,20 @@ TEST_F(Cli, GpuDecodeCountsBadImagesAsTheCpuPathDoes) {
   EXPECT_EQ(epoch["gpu_decode_hardware"].get<double>() + epoch["gpu_decode_hybrid"].get<double>() +
                 epoch["gpu_decode_cpu_fallback"].get<double>(),
             33.0);
+  EXPECT_EQ(epoch["gpu_decode_loader_cpu"].get<double>(), 0.0);
   EXPECT_NE(r.output.find("nvJPEG"), std::string::npos) << r.output;  // the (decode) row of the start-up table
   EXPECT_NE(r.output.find("truncated.JPEG"), std::string::npos) << r.output;
+  // With half of each batch decoded by the loader's threads: the same bad files, every image decoded once by one
+  // of the routes, and 5 of each batch of 11 by the loader (floor(11 / 2); a bad file's position takes the next
+  // file, decoded there all the same).
+  const Result shared = rn50(args + " --decode-cpu-share 0.5 --out-dir " + path("run_shared"));
+  ASSERT_EQ(shared.code, 0) << shared.output;
+  const auto half = records(path("run_shared") + "/metrics.jsonl", "epoch").at(0);
+  EXPECT_EQ(half["bad_samples"], 3);
+  EXPECT_EQ(half["gpu_decode_hardware"].get<double>() + half["gpu_decode_hybrid"].get<double>() +
+                half["gpu_decode_cpu_fallback"].get<double>() + half["gpu_decode_loader_cpu"].get<double>(),
+            33.0);
+  EXPECT_EQ(half["gpu_decode_loader_cpu"].get<double>(), 15.0);
 }
 
 // decode: gpu without validation: each epoch's last N steps submit the next epoch's first N batches (N:

@@ -39,5 +39,18 @@ TEST(Options, TheAutomaticDecodeBudgetIsEachLocalProcesssShare) {
       << ranked.decode_budget_origin;
 }
 
+// decode_cpu_share: 0 is off (the threads only read files), a fraction is the fixed share, auto the automatic one.
+TEST(Options, TheCpuDecodeShareMapsToTheLoadersModes) {
+  Config config;
+  using Mode = data::CpuDecodeShare::Mode;
+  EXPECT_EQ(input_options(config, LaunchEnv{}).decode_cpu_share.mode, Mode::kOff);
+  config.decode_cpu_share = DecodeCpuShare{false, 0.25};
+  const input::InputOptions fixed = input_options(config, LaunchEnv{});
+  EXPECT_EQ(fixed.decode_cpu_share.mode, Mode::kFixed);
+  EXPECT_EQ(fixed.decode_cpu_share.fraction, 0.25);
+  config.decode_cpu_share = DecodeCpuShare{true, 0};
+  EXPECT_EQ(input_options(config, LaunchEnv{}).decode_cpu_share.mode, Mode::kAuto);
+}
+
 }  // namespace
 }  // namespace rn50::trainer

@@ -265,6 +265,65 @@ TEST_F(GeneratedJpegs, GpuPathMatchesTheCpuPathForTheSameCrops) {
   }
 }
 
+// decode_cpu_share: samples the loader decoded (predecoded, their finished images in batch.images) are uploaded and
+// only normalised: the CPU path's pixels exactly (at most 0.01 level: the normalisation's rounding); the others decode
+// on the device as before, within its tolerance. Neighbouring predecoded samples go up in one copy; a predecoded
+// sample in a batch without pixel room fails its batch.
+TEST_F(GeneratedJpegs, LoaderDecodedSamplesAreUploadedAsTheyAre) {
+  const int size = 64;
+  const data::JpegFolderDataset set = dataset(true, size);
+  const int64_t n = static_cast<int64_t>(set.size());
+  const size_t image_bytes = static_cast<size_t>(size) * size * 3;
+  for (bool planar : {false, true}) {
+    input::GpuDecoderOptions options;
+    options.planar = planar;
+    input::GpuJpegDecoder decoder(0, static_cast<int>(n), size, options);
+    std::vector<data::EncodedSample> samples(static_cast<size_t>(n));
+    std::vector<int64_t> labels(static_cast<size_t>(n));
+    std::vector<uint8_t> pixels(image_bytes * static_cast<size_t>(n));
+    data::WorkerScratch scratch;
+    int64_t predecoded = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      set.load_encoded(static_cast<size_t>(i), 2, samples[i]);
+      labels[i] = i;
+      samples[i].predecoded = i % 3 != 1;  // runs of two: 0, 2-3, 5-6, ...
+      if (!samples[i].predecoded) continue;
+      set.decode_encoded(samples[i], pixels.data() + image_bytes * static_cast<size_t>(i), scratch);
+      ++predecoded;
+    }
+    data::HostBatch batch;
+    batch.labels = labels.data();
+    batch.size = n;
+    batch.encoded = samples.data();
+    batch.images = pixels.data();
+    at::Tensor x = at::empty({n, 3, size, size}, at::TensorOptions(at::kCUDA).dtype(at::kFloat));
+    at::Tensor y = at::empty({n}, at::TensorOptions(at::kCUDA).dtype(at::kLong));
+    decoder.decode_into(
+        batch, x, y, [](size_t, const std::string& reason) { ADD_FAILURE() << reason; }, [](const data::HostBatch&) {});
+    decoder.drain();
+    const input::GpuDecodeCounts counts = decoder.take_counts();
+    EXPECT_EQ(counts.loader_cpu, predecoded);
+    EXPECT_EQ(counts.hardware + counts.hybrid + counts.cpu_fallback + counts.loader_cpu, n);
+    EXPECT_EQ(counts.bad, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      std::vector<uint8_t> cpu(image_bytes);
+      set.load(static_cast<size_t>(i), 2, cpu.data(), scratch);
+      const Difference d = difference(levels_of(x[i]), cpu);
+      const std::string name = file_stem(set.describe(static_cast<size_t>(i)));
+      std::printf("[ measured ] %-20s %s %s: mean %.3f max %.3f\n", name.c_str(), planar ? "planar" : "rgb   ",
+                  samples[i].predecoded ? "loader" : "device", d.mean, d.max);
+      if (samples[i].predecoded)
+        EXPECT_LE(d.max, 0.01) << name;
+      else
+        expect_close_to_cpu(d, name, "");
+    }
+    batch.images = nullptr;
+    EXPECT_THROW(decoder.decode_into(
+                     batch, x, y, [](size_t, const std::string&) {}, [](const data::HostBatch&) {}),
+                 std::invalid_argument);
+  }
+}
+
 // As validation calls it (decode_into): batches back to back, no drain between them, so that a batch is decoded
 // while the one before may still be on the device (each slot's nvJPEG state and buffer reused only after its
 // kernel). Every batch, checked after the last, against the CPU path.
