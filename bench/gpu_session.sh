@@ -280,7 +280,7 @@ PY
   pack
 fi
 if has datapath; then  # JPEG training at the fused speed on 16 cores and on 8 (taskset: an instance with 8 cores a GPU),
-  # CPU and GPU decoding, against synthetic data of the same steps, and the doctor's verdict on each core count: epochs
+  # CPU and GPU decoding and both at once (decode_cpu_share: auto), against synthetic data of the same steps, and the doctor's verdict on each core count: epochs
   # of 200 steps of 256 (DATAPATH_COPIES x 12,800 ImageNet-sized files: the copies are hard links, decoded again each
   # time; what is measured is the rate, not what is learnt).
   dp=/tmp/datapath
