@@ -3,7 +3,7 @@
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
 #   STAGES="build test cudatests dptest dpshared mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode datapath hostile ncu curves
-#           pinning decodeprobe doctor baseline ptx roundtrip ablation ports opbench ab checkhost"
+#           pinning decodeprobe doctor baseline ptx roundtrip ablation ports opbench stemab ab checkhost"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
 #   gpudecode makes the JPEG files when the jpeg stage did not run; JPEG_NOISE=20: ImageNet-sized files, see $jpeg;
 #   GPUDECODE_AHEAD="3": gpudecode also trains with decode_ahead_batches 3; ports: PORTS_MODELS, PORTS_UNFUSED,
@@ -490,7 +490,14 @@ if has ports; then  # the model ports against PyTorch in this call (bench/ports_
 fi
 if has opbench; then  # rn50's own ops against ATen's, kernel by kernel (the binaries the build stage made)
   ab_built
-  for b in "$build"/bench/rn50_bench_max_pool; do [[ -x $b ]] && "$b" 2>&1 | tee -a "$OUT/opbench.txt"; done; pack
+  for b in "$build"/bench/rn50_bench_max_pool "$build"/bench/rn50_bench_stem; do
+    [[ -x $b ]] && "$b" 2>&1 | tee -a "$OUT/opbench.txt"
+  done; pack
+fi
+if has stemab; then  # stem_channels in training, one build: 3 (the image's) against STEM_CHANNELS (8), synthetic data
+  OUT="$OUT/stemab" OLD="$PWD" SKIP_BUILD=1 CONFIGS=synthetic REPS="${AB_REPS:-2}" \
+    NEW_ARGS="--stem-channels=${STEM_CHANNELS:-8}" OLD_ARGS="--stem-channels=3" bench/ab_speed.sh > "$OUT/stemab.txt" 2>&1
+  tail -4 "$OUT/stemab.txt"; pack
 fi
 if has ab; then  # this tree against AB_OLD (built in the background since the build stage), AB_CONFIGS (synthetic)
   ab_built || { echo "the old tree's build failed"; tail -5 "$OUT/ab_old_build.log"; }

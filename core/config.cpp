@@ -379,6 +379,9 @@ std::vector<ConfigKey> make_keys() {
                  "and in their weight gradients: fused (in the convolution), separate (a pass of its own, then the "
                  "plain convolution), or timed (the faster of the two, timed once per pattern and shape before the "
                  "step is captured; logged)"),
+      int_key("stem_channels", &C::stem_channels,
+              "ResNets: the stem convolution's input channels: 3 (the image's), or 4 or 8 (zero channels added to the "
+              "image and the weight each step: the same results, on cuDNN's faster channels-last kernels)"),
       string_key("mig", &C::mig,
                  "MIG pinning: 'list' prints the GPU's MIG instances; a MIG UUID or instance index pins the run to "
                  "it (CUDA_VISIBLE_DEVICES=MIG-...) before CUDA starts"),
@@ -497,6 +500,7 @@ void validate(Config& c) {
   require(c.decode_memory_mb >= 0 && c.decode_memory_mb <= kMaxDecodeMemoryMb, "decode_memory_mb",
           "must be 0 (automatic) to " + std::to_string(kMaxDecodeMemoryMb) + " (16 TiB)");
   require(c.decode_ahead_batches >= 1 && c.decode_ahead_batches <= 4, "decode_ahead_batches", "must be 1 to 4");
+  require(c.stem_channels == 3 || c.stem_channels == 4 || c.stem_channels == 8, "stem_channels", "must be 3, 4 or 8");
   require(c.decode_cpu_share.automatic || (c.decode_cpu_share.fraction >= 0 && c.decode_cpu_share.fraction <= 1),
           "decode_cpu_share", "must be auto or 0 to 1");
   require(c.synthetic_images >= c.batch_size || c.data != DataSource::kSynthetic, "synthetic_images",

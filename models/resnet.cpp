@@ -21,6 +21,7 @@
 
 #include "core/log.h"
 #include "models/blocks.h"
+#include "models/stem.h"
 #include "ops/fused_batch_norm.h"
 #include "ops/fused_bottleneck.h"
 #include "ops/fused_conv.h"
@@ -170,7 +171,10 @@ class ResNet final : public Classifier {
   }
 
   at::Tensor forward(const at::Tensor& images) override {
-    at::Tensor x = bn_act(bn1_, conv1_->forward(images), {}, true, mode_);
+    const at::Tensor stem = mode_.stem_channels > images.size(1)
+                                ? stem_conv(images, conv1_->weight, mode_.stem_channels)
+                                : conv1_->forward(images);
+    at::Tensor x = bn_act(bn1_, stem, {}, true, mode_);
     // fusion: off stays torchvision's op; bn and conv take rn50's max-pool where it runs (ATen's op elsewhere).
     x = mode_.fusion == Fusion::kOff
             ? torch::nn::functional::max_pool2d(x, torch::nn::functional::MaxPool2dFuncOptions(3).stride(2).padding(1))

@@ -72,6 +72,7 @@ models::ModelOptions model_options(const Config& c, int64_t num_classes) {
                                               : models::Fusion::kOff;
   o.bn_kernels = c.fusion_kernels == FusionKernels::kRn50 ? ops::BnKernels::kOwn : ops::BnKernels::kAuto;
   o.wgrad_stream = c.wgrad_stream;
+  o.stem_channels = c.stem_channels;
   o.conv_prologue = c.conv_prologue == ConvPrologue::kFused      ? ops::PrologueRun::kFused
                     : c.conv_prologue == ConvPrologue::kSeparate ? ops::PrologueRun::kSeparate
                                                                  : ops::PrologueRun::kTimed;

@@ -22,13 +22,6 @@ using rn50::test::Timing;
 
 constexpr int kRepeats = 30;  // graph replays; the median is printed
 
-// --batch N: the one option.
-int64_t parse_batch(int argc, char** argv) {
-  if (argc == 1) return 256;
-  if (argc == 3 && std::string(argv[1]) == "--batch") return std::stoll(argv[2]);
-  throw std::invalid_argument("usage: rn50_bench_max_pool [--batch N]");
-}
-
 at::Tensor pool(const at::Tensor& x, bool own) {
   return own ? rn50::ops::max_pool2d(x, kStemMaxPool) : at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false);
 }
@@ -37,7 +30,7 @@ at::Tensor pool(const at::Tensor& x, bool own) {
 
 int main(int argc, char** argv) {
   try {
-    const int64_t batch = parse_batch(argc, argv);
+    const int64_t batch = rn50::test::batch_option(argc, argv, "rn50_bench_max_pool");
     if (!torch::cuda::is_available()) {
       std::fprintf(stderr, "rn50_bench_max_pool: no CUDA device\n");
       return 1;

@@ -1,13 +1,17 @@
 // bench/ops/graph_timing.h: GPU time per call of a benchmark's body, captured in a CUDA graph and replayed
-// between events (the trainer replays a graph too, so host launch time is not counted); for the rn50_bench_* tools.
+// between events (the trainer replays a graph too, so host launch time is not counted), and the --batch option; for
+// the rn50_bench_* tools.
 #pragma once
 
 #include <ATen/cuda/CUDAContext.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <functional>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "cuda/cuda_check.h"
@@ -15,6 +19,13 @@
 #include "cuda/device_ops.h"
 
 namespace rn50::test {
+
+// The one option of the single-op benchmarks: --batch N (default 256).
+inline int64_t batch_option(int argc, char** argv, const char* tool) {
+  if (argc == 1) return 256;
+  if (argc == 3 && std::string(argv[1]) == "--batch") return std::stoll(argv[2]);
+  throw std::invalid_argument(std::string("usage: ") + tool + " [--batch N]");
+}
 
 struct Timing {
   double seconds = 0;  // per call, median

@@ -203,7 +203,9 @@ TEST(DataParallelWorker, Run) {
       if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
     }
   }
-  if (backend == "shm") EXPECT_EQ(dist->comm().backend(), "shm");
+  if (backend == "shm") {
+    EXPECT_EQ(dist->comm().backend(), "shm");
+  }
   {
     // Rank 0's weights reach every rank (rank 1's differ before), channels-last ones included.
     torch::NoGradGuard no_grad;

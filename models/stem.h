@@ -1,0 +1,15 @@
+// models/stem.h: stem_conv, ResNet's stem convolution (7x7, stride 2, padding 3) with the image's channels
+// zero-padded to more (stem_channels): cuDNN's channels-last kernels for 3 input channels are far slower than those
+// for 4 or 8 (docs/switches.md, stem_channels).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace rn50::models {
+
+// conv2d(images, weight, stride 2, padding 3), with images [N, C, H, W] and weight [F, C, 7, 7] both given
+// `channels` - C zero channels first when `channels` > C: the same output and, through the padding's backward, the
+// same weight gradient. The padded copies keep their inputs' memory format.
+at::Tensor stem_conv(const at::Tensor& images, const at::Tensor& weight, int64_t channels);
+
+}  // namespace rn50::models
