@@ -1,6 +1,7 @@
 // doctor/pipeline_verdict.cpp: the data-pipeline verdict's rule and wording.
 #include "doctor/pipeline_verdict.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/log.h"
@@ -34,10 +35,23 @@ ReportRow data_pipeline_verdict(const PipelineRates& rates) {
                         in_training)
             : "data-bound: ";
   if (rates.gpu_decode) {
-    // Above the model's rate, not equal to it: the decode shares the GPU with the training step.
-    row.note = head + threads + "; " + gpu +
-               (*rates.gpu_decode > rates.model ? ", more than the model consumes: try --decode gpu"
-                                                : ", no more than the model consumes: data-bound either way");
+    // Above the model's rate, not equal to it: the decode shares the GPU with the training step. Where it is not, the
+    // decode threads beside it (decode_cpu_share: auto, two cores left to the training and decode threads) may
+    // make up the difference: the two rates add, each decoder taking its own images.
+    const double threads_beside = in_training * std::max(0, rates.cores - 2) / std::max(1, rates.cores);
+    if (*rates.gpu_decode > rates.model)
+      row.note = head + threads + "; " + gpu +
+                 ", more than the model consumes: try --decode gpu (--decode-cpu-share auto lets the decode threads "
+                 "decode what they can beside it)";
+    else if (*rates.gpu_decode + threads_beside > rates.model)
+      row.note = head + threads + "; " + gpu +
+                 strprintf(
+                     ", no more than the model consumes alone, but with the decode threads' %.0f img/s beside "
+                     "it: try --decode gpu --decode-cpu-share auto",
+                     threads_beside);
+    else
+      row.note = head + threads + "; " + gpu +
+                 ", no more than the model consumes, nor with the decode threads: " + "data-bound either way";
   } else if (!rates.gpu_decode_unavailable.empty()) {
     row.note = head + threads + "; GPU decoding is not available here (" + rates.gpu_decode_unavailable + ")";
   } else {

@@ -28,7 +28,8 @@ constexpr double kLoaderShareOfDecodeRate = 0.9;
 
 // ok when the CPU keeps up with that share; warn ("tight") when the benchmark's rate reaches the model's but the
 // loader's share would not; bad when even the benchmark's does not. warn and bad say how many decode threads would
-// keep up and whether GPU decoding, as measured, would (more than the model's rate: it shares the GPU with the step).
+// keep up and whether GPU decoding, as measured, would (more than the model's rate: it shares the GPU with the step),
+// or GPU decoding with the decode threads beside it (decode_cpu_share: auto, on all cores but two).
 ReportRow data_pipeline_verdict(const PipelineRates& rates);
 
 }  // namespace rn50::doctor

@@ -29,9 +29,11 @@ TEST(PipelineVerdict, ADecodeRateJustAboveTheModelsIsTight) {
     EXPECT_EQ(row.verdict, "warn") << cpu;
     EXPECT_EQ(row.note.rfind("tight: a training run's loader gets about ", 0), 0U) << row.note;
     // 6100 / (670 * 0.9) = 10.1: eleven threads
-    EXPECT_NE(row.note.find("about 11 decode threads would keep up (this process may use 4); GPU decoding alone "
-                            "measured 21689 img/s, more than the model consumes: try --decode gpu"),
-              std::string::npos)
+    EXPECT_NE(
+        row.note.find("about 11 decode threads would keep up (this process may use 4); GPU decoding alone "
+                      "measured 21689 img/s, more than the model consumes: try --decode gpu (--decode-cpu-share auto "
+                      "lets the decode threads decode what they can beside it)"),
+        std::string::npos)
         << row.note;
   }
   EXPECT_NE(data_pipeline_verdict(rates(6700, 670)).note.find("about 6030 img/s of it"), std::string::npos);
@@ -49,15 +51,31 @@ TEST(PipelineVerdict, DataBoundCountsTheThreadsNeededAndOffersGpuDecoding) {
 TEST(PipelineVerdict, DataBoundButGpuDecodingWouldFeedTheModel) {
   EXPECT_EQ(data_pipeline_verdict(rates(2600, 670, 14116.0)).note,
             "data-bound: about 11 decode threads would keep up (this process may use 4); GPU decoding alone "
-            "measured 14116 img/s, more than the model consumes: try --decode gpu");
+            "measured 14116 img/s, more than the model consumes: try --decode gpu (--decode-cpu-share auto lets "
+            "the decode threads decode what they can beside it)");
 }
 
 TEST(PipelineVerdict, DataBoundEitherWayWhenGpuDecodingIsNoFaster) {
-  for (double gpu : {5000.0, 6100.0}) {  // equal is not enough: decoding shares the GPU with the step
+  // The decode threads beside it, on 2 of the 4 cores: 2600 * 0.9 * 2 / 4 = 1170 img/s; 4900 + 1170 is not above 6100.
+  for (double gpu : {3000.0, 4900.0}) {
     const ReportRow row = data_pipeline_verdict(rates(2600, 670, gpu));
     EXPECT_EQ(row.verdict, "bad");
-    EXPECT_NE(row.note.find("no more than the model consumes: data-bound either way"), std::string::npos) << row.note;
+    EXPECT_NE(row.note.find("no more than the model consumes, nor with the decode threads: data-bound either way"),
+              std::string::npos)
+        << row.note;
     EXPECT_EQ(row.note.find("or GPU decoding"), std::string::npos) << row.note;
+  }
+}
+
+// GPU decoding alone no faster than the model, but with the decode threads' share beside it: both decoders.
+TEST(PipelineVerdict, BothDecodersWhereNeitherAloneKeepsUp) {
+  for (double gpu : {5000.0, 6100.0}) {  // equal is not enough alone: decoding shares the GPU with the step
+    const ReportRow row = data_pipeline_verdict(rates(2600, 670, gpu));
+    EXPECT_EQ(row.verdict, "bad");
+    EXPECT_NE(row.note.find("no more than the model consumes alone, but with the decode threads' 1170 img/s beside "
+                            "it: try --decode gpu --decode-cpu-share auto"),
+              std::string::npos)
+        << row.note;
   }
 }
 
