@@ -232,12 +232,19 @@ class GpuDecodeSource final : public InputSource {
     add("gpu_decode_crop_s", c.crop_s);
     add("gpu_decode_new_buffers", static_cast<double>(c.new_buffers));
     out.bad_samples += c.bad;
-    if (c.hybrid + c.cpu_fallback + c.bad > 0) {
-      log_info(
-          strprintf("gpu decode: %lld images on the hardware decoder, %lld on nvJPEG's default backend, %lld by "
-                    "libjpeg, %lld undecodable",
-                    static_cast<long long>(c.hardware), static_cast<long long>(c.hybrid),
-                    static_cast<long long>(c.cpu_fallback), static_cast<long long>(c.bad)));
+    if (c.hybrid + c.cpu_fallback + c.bad + c.loader_cpu > 0) {
+      const int64_t all = c.hardware + c.hybrid + c.cpu_fallback + c.loader_cpu;
+      const std::string share =
+          c.loader_cpu > 0
+              ? strprintf(", %lld (%.1f%%) by the decode threads (decode_cpu_share)",
+                          static_cast<long long>(c.loader_cpu),
+                          all > 0 ? 100.0 * static_cast<double>(c.loader_cpu) / static_cast<double>(all) : 0.0)
+              : std::string();
+      log_info(strprintf("gpu decode: %lld images on the hardware decoder, %lld on nvJPEG's default backend, %lld by "
+                         "libjpeg, %lld undecodable",
+                         static_cast<long long>(c.hardware), static_cast<long long>(c.hybrid),
+                         static_cast<long long>(c.cpu_fallback), static_cast<long long>(c.bad)) +
+               share);
     }
   }
 
