@@ -381,7 +381,7 @@ std::vector<ConfigKey> make_keys() {
                  "step is captured; logged)"),
       int_key("stem_channels", &C::stem_channels,
               "ResNets: the stem convolution's input channels: 3 (the image's), or 4 or 8 (zero channels added to the "
-              "image and the weight each step: the same results, on cuDNN's faster channels-last kernels)"),
+              "image and the weight each step: the same results, on cuDNN's kernels for those channel counts)"),
       string_key("mig", &C::mig,
                  "MIG pinning: 'list' prints the GPU's MIG instances; a MIG UUID or instance index pins the run to "
                  "it (CUDA_VISIBLE_DEVICES=MIG-...) before CUDA starts"),

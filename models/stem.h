@@ -1,6 +1,6 @@
 // models/stem.h: stem_conv, ResNet's stem convolution (7x7, stride 2, padding 3) with the image's channels
-// zero-padded to more (stem_channels): cuDNN's channels-last kernels for 3 input channels are far slower than those
-// for 4 or 8 (docs/switches.md, stem_channels).
+// zero-padded to more (stem_channels), so that cuDNN may pick its channels-last kernels for 4 or 8 channels instead of
+// those for 3, which a profile suggests are slow (docs/switches.md, stem_channels).
 #pragma once
 
 #include <ATen/core/Tensor.h>
