@@ -73,6 +73,10 @@ struct PoolPlan {
   int vec = 1;                // channels a thread covers: 16 bytes' worth, or 1 (channels no multiple, misaligned)
   bool small_window = false;  // kh, kw <= kSmallWindow: the forward loads the whole window before comparing
   bool few_covers = false;    // at most kFewCovers^2 outputs cover an input: the backward loads their positions first
+  // few_covers: their gradients too, in the same round trip, before knowing which point at the input (one memory
+  // latency a thread instead of two; gradients no lane takes are read too, mostly from cache, as neighbours share
+  // them). false: each gradient only once its position says it is needed.
+  bool gradients_with_positions = true;
   int forward_items = 0, backward_items = 0;  // output (input) pixels times channel vectors
   int forward_blocks = 1, backward_blocks = 1;
   FastDiv vectors, out_w, out_h, in_w, in_h, stride_h, stride_w;

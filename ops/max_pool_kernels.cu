@@ -21,11 +21,11 @@ __global__ void __launch_bounds__(cuda::launch::kThreads)
   pool_impl::forward_thread<T, VEC, kSmall>(p, first_item(), grid_step(), x, y, positions);
 }
 
-template <typename T, int VEC, bool kFew>
+template <typename T, int VEC, bool kFew, bool kEager>
 __global__ void __launch_bounds__(cuda::launch::kThreads)
     max_pool_backward_kernel(PoolPlan p, const T* __restrict__ dy, const uint8_t* __restrict__ positions,
                              T* __restrict__ dx) {
-  pool_impl::backward_thread<T, VEC, kFew>(p, first_item(), grid_step(), dy, positions, dx);
+  pool_impl::backward_thread<T, VEC, kFew, kEager>(p, first_item(), grid_step(), dy, positions, dx);
 }
 
 bool misaligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % cuda::launch::kVectorBytes != 0; }
@@ -56,11 +56,14 @@ void forward_with(const PoolPlan& p, const T* x, T* y, uint8_t* positions, cudaS
 
 template <typename T, int VEC>
 void backward_with(const PoolPlan& p, const T* dy, const uint8_t* positions, T* dx, cudaStream_t stream) {
-  if (p.few_covers) {
-    max_pool_backward_kernel<T, VEC, true>
+  if (p.few_covers && p.gradients_with_positions) {
+    max_pool_backward_kernel<T, VEC, true, true>
+        <<<p.backward_blocks, cuda::launch::kThreads, 0, stream>>>(p, dy, positions, dx);
+  } else if (p.few_covers) {
+    max_pool_backward_kernel<T, VEC, true, false>
         <<<p.backward_blocks, cuda::launch::kThreads, 0, stream>>>(p, dy, positions, dx);
   } else {
-    max_pool_backward_kernel<T, VEC, false>
+    max_pool_backward_kernel<T, VEC, false, false>
         <<<p.backward_blocks, cuda::launch::kThreads, 0, stream>>>(p, dy, positions, dx);
   }
   RN50_CUDA_CHECK(cudaGetLastError());

@@ -192,8 +192,9 @@ RN50_HD inline bool any_hit(const Positions<VEC>& pos, int position) {
 
 // The covering outputs in row-major order, summed in float from zero: ATen's CUDA kernels' order, so that float32
 // results equal theirs. With kFew (at most kFewCovers^2 covering outputs) the positions of all are loaded first, then
-// the gradients of those that point here, then the sums; a gradient no lane takes is not read.
-template <typename T, int VEC, bool kFew>
+// the gradients of those that point here, then the sums; a gradient no lane takes is not read. With kEager as well,
+// the gradients are loaded with the positions (PoolPlan::gradients_with_positions); the sums are the same.
+template <typename T, int VEC, bool kFew, bool kEager = false>
 RN50_HD inline void backward_item(const PoolPlan& p, int item, const T* __restrict__ dy,
                                   const uint8_t* __restrict__ positions, T* __restrict__ dx) {
   const PoolShape& s = p.s;
@@ -218,13 +219,15 @@ RN50_HD inline void backward_item(const PoolPlan& p, int item, const T* __restri
       const int oy = rows.begin + j / M, ox = cols.begin + j % M;
       hit[j] = oy < rows.end && ox < cols.end;
       position[j] = (iy - (oy * s.sh - s.ph)) * s.kw + (ix - (ox * s.sw - s.pw));
-      if (hit[j]) pos[j] = load_positions<VEC>(positions + (image + static_cast<int64_t>(oy) * p.ow + ox) * s.c + c0);
+      const int64_t at = (image + static_cast<int64_t>(oy) * p.ow + ox) * s.c + c0;
+      if (hit[j]) pos[j] = load_positions<VEC>(positions + at);
+      if (kEager && hit[j]) g[j] = load_pack<T, VEC>(dy + at);
     }
     RN50_UNROLL
     for (int j = 0; j < M * M; ++j) {
       hit[j] = hit[j] && any_hit(pos[j], position[j]);
       const int oy = rows.begin + j / M, ox = cols.begin + j % M;
-      if (hit[j]) g[j] = load_pack<T, VEC>(dy + (image + static_cast<int64_t>(oy) * p.ow + ox) * s.c + c0);
+      if (!kEager && hit[j]) g[j] = load_pack<T, VEC>(dy + (image + static_cast<int64_t>(oy) * p.ow + ox) * s.c + c0);
     }
     RN50_UNROLL
     for (int j = 0; j < M * M; ++j) {
@@ -259,11 +262,11 @@ RN50_HD inline void forward_thread(const PoolPlan& p, int64_t first, int64_t ste
   }
 }
 
-template <typename T, int VEC, bool kFew>
+template <typename T, int VEC, bool kFew, bool kEager = false>
 RN50_HD inline void backward_thread(const PoolPlan& p, int64_t first, int64_t step, const T* __restrict__ dy,
                                     const uint8_t* __restrict__ positions, T* __restrict__ dx) {
   for (int64_t i = first; i < p.backward_items; i += step) {
-    backward_item<T, VEC, kFew>(p, static_cast<int>(i), dy, positions, dx);
+    backward_item<T, VEC, kFew, kEager>(p, static_cast<int>(i), dy, positions, dx);
   }
 }
 

@@ -1,7 +1,7 @@
 // bench/ops/bench_max_pool.cpp: rn50_bench_max_pool, a benchmark (not a test): ResNet-50's stem max-pool (3x3,
 // stride 2, padding 1 on [batch, 64, 112, 112] channels-last float16) as ATen's max_pool2d and as rn50's kernels,
 // forward and forward+backward, each captured in a CUDA graph (bench/ops/graph_timing.h); one line each with the median
-// milliseconds per call.
+// milliseconds per call; then rn50's backward kernel alone in its two load orders.
 #include <ATen/cuda/CUDAContext.h>
 #include <torch/torch.h>
 
@@ -13,6 +13,7 @@
 #include "bench/ops/graph_timing.h"
 #include "cuda/device_ops.h"
 #include "ops/max_pool.h"
+#include "ops/max_pool_kernels.h"
 
 namespace {
 
@@ -24,6 +25,46 @@ constexpr int kRepeats = 30;  // graph replays; the median is printed
 
 at::Tensor pool(const at::Tensor& x, bool own) {
   return own ? rn50::ops::max_pool2d(x, kStemMaxPool) : at::max_pool2d(x, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false);
+}
+
+// rn50's backward kernel alone in its two forms (PoolPlan::gradients_with_positions): each covering output's gradient
+// loaded only once its position says it is needed, or with the positions. Same sums, so the same input gradients.
+void backward_kernel_variants(const std::vector<at::Tensor>& x, const std::vector<at::Tensor>& dy, int sets) {
+  namespace k = rn50::ops::kernels;
+  k::PoolShape s;
+  s.n = x[0].size(0), s.c = x[0].size(1), s.h = x[0].size(2), s.w = x[0].size(3);
+  s.kh = s.kw = 3, s.sh = s.sw = 2, s.ph = s.pw = 1;
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
+  std::vector<at::Tensor> positions, dx;
+  for (int i = 0; i < sets; ++i) {
+    positions.push_back(at::empty(dy[i].sizes(), dy[i].options().dtype(at::kByte), at::MemoryFormat::ChannelsLast));
+    const at::Tensor y = at::empty_like(dy[i]);
+    k::PoolPlan p = k::make_pool_plan(s, 2, true);
+    k::max_pool_forward<__half>(p, static_cast<const __half*>(x[i].data_ptr()), static_cast<__half*>(y.data_ptr()),
+                                static_cast<uint8_t*>(positions[i].data_ptr()), stream);
+  }
+  std::vector<at::Tensor> results;
+  double seconds[2] = {0, 0};
+  for (const bool eager : {false, true}) {
+    k::PoolPlan p = k::make_pool_plan(s, 2, true);
+    p.gradients_with_positions = eager;
+    dx.assign(static_cast<size_t>(sets), at::Tensor());
+    for (int i = 0; i < sets; ++i) dx[i] = at::empty_like(x[i]);
+    const Timing t = time_calls(
+        [&](int i) {
+          k::max_pool_backward<__half>(p, static_cast<const __half*>(dy[i].data_ptr()),
+                                       static_cast<const uint8_t*>(positions[i].data_ptr()),
+                                       static_cast<__half*>(dx[i].data_ptr()), stream);
+        },
+        sets, kRepeats);
+    seconds[eager] = t.seconds;
+    results.push_back(dx[0].clone());
+  }
+  std::printf(
+      "rn50 backward kernel: gradients after their positions %.3f ms, with them %.3f ms (%.2fx); input "
+      "gradients %s\n",
+      seconds[0] * 1e3, seconds[1] * 1e3, seconds[0] / seconds[1],
+      torch::equal(results[0], results[1]) ? "equal" : "DIFFER");
 }
 
 }  // namespace
@@ -78,6 +119,7 @@ int main(int argc, char** argv) {
     }
     std::printf("rn50 against ATen: forward %.2fx, forward+backward %.2fx as fast\n",
                 forward[0].seconds / forward[1].seconds, both[0].seconds / both[1].seconds);
+    backward_kernel_variants(x, dy, sets);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rn50_bench_max_pool: %s\n", e.what());

@@ -37,8 +37,10 @@ template <typename T, int VEC>
 void emulate_backward(const PoolPlan& p, const T* dy, const uint8_t* positions, T* dx) {
   const int64_t threads = static_cast<int64_t>(p.backward_blocks) * kThreads;
   for (int64_t t = 0; t < threads; ++t) {
-    if (p.few_covers) {
-      pool_impl::backward_thread<T, VEC, true>(p, t, threads, dy, positions, dx);
+    if (p.few_covers && p.gradients_with_positions) {
+      pool_impl::backward_thread<T, VEC, true, true>(p, t, threads, dy, positions, dx);
+    } else if (p.few_covers) {
+      pool_impl::backward_thread<T, VEC, true, false>(p, t, threads, dy, positions, dx);
     } else {
       pool_impl::backward_thread<T, VEC, false>(p, t, threads, dy, positions, dx);
     }
@@ -181,6 +183,7 @@ struct Variant {
   bool misalign = false;
   bool unrolled = true;  // false: the element-by-element paths on a shape the unrolled ones take
   int blocks = 0;        // a grid this small (0: the plan's), so that each thread loops over several items
+  bool eager = true;     // PoolPlan::gradients_with_positions: the backward's gradients loaded with the positions
 };
 
 template <typename T>
@@ -189,11 +192,13 @@ void run_case(const PoolShape& s, const Variant& variant, std::mt19937& rng) {
   PoolPlan p = make_pool_plan(s, sizeof(T), !variant.misalign);
   if (!variant.unrolled) p.small_window = p.few_covers = false;
   if (variant.blocks > 0) p.forward_blocks = p.backward_blocks = variant.blocks;
+  p.gradients_with_positions = variant.eager;
   const std::string what = std::string(dtype<T>()) + " [" + std::to_string(s.n) + "," + std::to_string(s.c) + "," +
                            std::to_string(s.h) + "," + std::to_string(s.w) + "] k" + std::to_string(s.kh) + "x" +
                            std::to_string(s.kw) + " s" + std::to_string(s.sh) + "x" + std::to_string(s.sw) + " p" +
                            std::to_string(s.ph) + "x" + std::to_string(s.pw) + " vec " + std::to_string(p.vec) +
-                           (p.small_window ? " small" : "") + (p.few_covers ? " few" : "") + " blocks " +
+                           (p.small_window ? " small" : "") + (p.few_covers ? " few" : "") +
+                           (p.few_covers && !p.gradients_with_positions ? " lazy" : "") + " blocks " +
                            std::to_string(p.forward_blocks) + "/" + std::to_string(p.backward_blocks);
   SCOPED_TRACE(what);
   const int64_t inputs = s.n * s.c * s.h * s.w, outputs = s.n * s.c * p.oh * p.ow;
@@ -266,6 +271,7 @@ void run_all() {
     run_case<T>(s, {/*misalign=*/true}, rng);
     run_case<T>(s, {false, /*unrolled=*/false}, rng);
     run_case<T>(s, {false, true, /*blocks=*/2}, rng);
+    run_case<T>(s, {false, true, 0, /*eager=*/false}, rng);
   }
 }
 
