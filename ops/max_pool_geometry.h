@@ -75,8 +75,9 @@ struct PoolPlan {
   bool few_covers = false;    // at most kFewCovers^2 outputs cover an input: the backward loads their positions first
   // few_covers: their gradients too, in the same round trip, before knowing which point at the input (one memory
   // latency a thread instead of two; gradients no lane takes are read too, mostly from cache, as neighbours share
-  // them). false: each gradient only once its position says it is needed.
-  bool gradients_with_positions = true;
+  // them). false (the measured default, until rn50_bench_max_pool has timed both): each gradient only once its
+  // position says it is needed.
+  bool gradients_with_positions = false;
   int forward_items = 0, backward_items = 0;  // output (input) pixels times channel vectors
   int forward_blocks = 1, backward_blocks = 1;
   FastDiv vectors, out_w, out_h, in_w, in_h, stride_h, stride_w;
