@@ -44,12 +44,12 @@ int64_t parse_int(const std::string& key, const std::string& raw) {
   return x;
 }
 
-double parse_double(const std::string& key, const std::string& raw) {
+double parse_double(const std::string& key, const std::string& raw, const char* expected = "a number") {
   const std::string v = trim(raw);
   errno = 0;
   char* end = nullptr;
   const double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(x)) bad_value(key, raw, "a number");
+  if (v.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(x)) bad_value(key, raw, expected);
   return x;
 }
 
@@ -93,17 +93,8 @@ ConfigKey bool_key(const char* name, bool Config::*member, const char* help) {
 ConfigKey cpu_share_key(const char* name, DecodeCpuShare Config::*member, const char* help) {
   return {name, help,
           [=](Config& c, const std::string& v) {
-            if (trim(v) == "auto") {
-              c.*member = DecodeCpuShare{true, 0};
-              return;
-            }
-            const std::string t = trim(v);
-            errno = 0;
-            char* end = nullptr;
-            const double x = std::strtod(t.c_str(), &end);
-            if (t.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(x))
-              bad_value(name, v, "auto or a number");
-            c.*member = DecodeCpuShare{false, x};
+            c.*member = trim(v) == "auto" ? DecodeCpuShare{true, 0}
+                                          : DecodeCpuShare{false, parse_double(name, v, "auto or a number")};
           },
           [=](const Config& c) {
             const DecodeCpuShare& share = c.*member;

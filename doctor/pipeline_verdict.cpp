@@ -37,7 +37,8 @@ ReportRow data_pipeline_verdict(const PipelineRates& rates) {
   if (rates.gpu_decode) {
     // Above the model's rate, not equal to it: the decode shares the GPU with the training step. Where it is not, the
     // decode threads beside it (decode_cpu_share: auto, two cores left to the training and decode threads) may
-    // make up the difference: the two rates add, each decoder taking its own images.
+    // make up the difference: the two rates are taken to add, each decoder taking its own images (not yet measured
+    // in training).
     const double threads_beside = in_training * std::max(0, rates.cores - 2) / std::max(1, rates.cores);
     if (*rates.gpu_decode > rates.model)
       row.note = head + threads + "; " + gpu +
@@ -51,7 +52,7 @@ ReportRow data_pipeline_verdict(const PipelineRates& rates) {
                      threads_beside);
     else
       row.note = head + threads + "; " + gpu +
-                 ", no more than the model consumes, nor with the decode threads: " + "data-bound either way";
+                 ", no more than the model consumes, nor with the decode threads: data-bound either way";
   } else if (!rates.gpu_decode_unavailable.empty()) {
     row.note = head + threads + "; GPU decoding is not available here (" + rates.gpu_decode_unavailable + ")";
   } else {
