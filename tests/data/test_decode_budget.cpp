@@ -100,7 +100,8 @@ TEST(DecodeBudget, TakesItsCallersInTurn) {
   auto first = std::make_unique<DecodeBudget::Hold>(budget.acquire(60));
   std::atomic<int> order{0}, large_at{-1}, small_at{-1};
   std::thread large([&] {
-    const DecodeBudget::Hold hold = budget.acquire(80);
+    // 95: the small one cannot fit beside it either, so it cannot count itself before the large one does.
+    const DecodeBudget::Hold hold = budget.acquire(95);
     large_at = order++;
     std::this_thread::sleep_for(20ms);
   });
