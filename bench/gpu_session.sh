@@ -3,7 +3,7 @@
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
 #   STAGES="build test cudatests dptest dpshared mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode datapath hostile ncu curves
-#           pinning decodeprobe doctor baseline ptx roundtrip ablation ports opbench stemab ab checkhost"
+#           pinning decodeprobe doctor baseline ptx roundtrip ablation ports opbench stemab castab ab checkhost"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
 #   gpudecode makes the JPEG files when the jpeg stage did not run; JPEG_NOISE=20: ImageNet-sized files, see $jpeg;
 #   GPUDECODE_AHEAD="3": gpudecode also trains with decode_ahead_batches 3; ports: PORTS_MODELS, PORTS_UNFUSED,
@@ -498,6 +498,11 @@ if has stemab; then  # stem_channels in training, one build: 3 (the image's) aga
   OUT="$OUT/stemab" OLD="$PWD" SKIP_BUILD=1 CONFIGS=synthetic REPS="${AB_REPS:-2}" \
     NEW_ARGS="--stem-channels=${STEM_CHANNELS:-8}" OLD_ARGS="--stem-channels=3" bench/ab_speed.sh > "$OUT/stemab.txt" 2>&1
   tail -4 "$OUT/stemab.txt"; pack
+fi
+if has castab; then  # batched_casts in training, one build: off (a cast per weight) against on, synthetic data
+  OUT="$OUT/castab" OLD="$PWD" SKIP_BUILD=1 CONFIGS=synthetic REPS="${AB_REPS:-2}" \
+    NEW_ARGS="--batched-casts=on" OLD_ARGS="--batched-casts=off" bench/ab_speed.sh > "$OUT/castab.txt" 2>&1
+  tail -4 "$OUT/castab.txt"; pack
 fi
 if has ab; then  # this tree against AB_OLD (built in the background since the build stage), AB_CONFIGS (synthetic)
   ab_built || { echo "the old tree's build failed"; tail -5 "$OUT/ab_old_build.log"; }

@@ -373,6 +373,11 @@ std::vector<ConfigKey> make_keys() {
       int_key("stem_channels", &C::stem_channels,
               "ResNets: the stem convolution's input channels: 3 (the image's), or 4 or 8 (zero channels added to the "
               "image and the weight each step: the same results, on cuDNN's kernels for those channel counts)"),
+      bool_key("batched_casts", &C::batched_casts,
+               "fusion: conv: the bottlenecks' float16 weight copies made in one launch before the forward and their "
+               "gradients cast back to float32 in one after the backward, instead of a cast per weight each way (the "
+               "same values; one process only: under data parallel the gradients would reach the buckets only at the "
+               "backward's end, so it stays off there, logged)"),
       string_key("mig", &C::mig,
                  "MIG pinning: 'list' prints the GPU's MIG instances; a MIG UUID or instance index pins the run to "
                  "it (CUDA_VISIBLE_DEVICES=MIG-...) before CUDA starts"),

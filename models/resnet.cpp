@@ -26,6 +26,7 @@
 #include "ops/fused_bottleneck.h"
 #include "ops/fused_conv.h"
 #include "ops/max_pool.h"
+#include "ops/weight_cast.h"
 
 namespace rn50::models {
 namespace {
@@ -75,15 +76,24 @@ class Block : public nn::Module {
     }
   }
 
-  at::Tensor forward(const at::Tensor& x) {
+  // `copies`: float16 copies of fused_weights() made beforehand (batched_casts), or empty: the fused op casts them.
+  at::Tensor forward(const at::Tensor& x, at::ArrayRef<at::Tensor> copies = {}) {
+    ran_fused_ = false;
     if (mode_.fusion == Fusion::kConv && bottleneck_ && is_training()) {
-      const ops::BottleneckParams p = params();
+      ops::BottleneckParams p = params();
+      if (!copies.empty()) {
+        p.w1 = copies[0];
+        p.w2 = copies[1];
+        p.w3 = copies[2];
+        if (p.wd.defined()) p.wd = copies[3];
+      }
       // A grouped block (ResNeXt) never runs fused: said once, as cuDNN's refusals are. The other static reasons
       // (layout, dtype, device, a BatchNorm in evaluation) are checked on every call: they are cheap and can change
       // between calls; the start-up table names the one that holds for the whole run.
       if (const std::string why = ops::bottleneck_geometry_unsupported_reason(p); !why.empty()) {
         log_fallback_once(where_, why);
       } else if (ops::bottleneck_unsupported_reason(x, p).empty() && fused_conv_ready(x, p)) {
+        ran_fused_ = true;
         return ops::bottleneck_forward(x, p);
       }
     }
@@ -97,6 +107,15 @@ class Block : public nn::Module {
 
   // The BatchNorm whose output joins the identity: zeroed for zero_init_residual.
   nn::BatchNorm2d last_bn() const { return bottleneck_ ? bn3_ : bn2_; }
+
+  // The convolution weights the fused op casts to float16 (conv1, conv2, conv3, then the downsample's) if the last
+  // forward ran it; none otherwise.
+  std::vector<at::Tensor> fused_weights() const {
+    if (!ran_fused_) return {};
+    std::vector<at::Tensor> w = {conv1_->weight, conv2_->weight, conv3_->weight};
+    if (!downsample_.is_empty()) w.push_back(downsample_conv_->weight);
+    return w;
+  }
 
  private:
   ops::BottleneckParams params() const {
@@ -136,7 +155,8 @@ class Block : public nn::Module {
   int64_t stride_;
   int64_t groups_;
   ModelOptions mode_;
-  std::string where_;  // e.g. "layer2.0", for logs
+  std::string where_;       // e.g. "layer2.0", for logs
+  bool ran_fused_ = false;  // whether the last forward ran the fused op
   std::map<std::pair<std::vector<int64_t>, int>, bool> ready_;
   nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
   nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
@@ -179,7 +199,8 @@ class ResNet final : public Classifier {
     x = mode_.fusion == Fusion::kOff
             ? torch::nn::functional::max_pool2d(x, torch::nn::functional::MaxPool2dFuncOptions(3).stride(2).padding(1))
             : ops::max_pool2d(x, ops::kStemMaxPool);
-    for (const auto& block : blocks_) x = block->forward(x);
+    const std::vector<std::vector<at::Tensor>> copies = weight_copies();
+    for (size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i]->forward(x, copies[i]);
     x = x.mean({2, 3});  // global average pool; keeps the batch dimension
     return fc_->forward(x);
   }
@@ -205,10 +226,11 @@ class ResNet final : public Classifier {
       const std::string why_conv = ops::bottleneck_input_unsupported_reason(x);
       if (!why_conv.empty()) log_warn("fusion: conv runs the bottlenecks with fusion: bn's kernels: " + why_conv);
       const std::string wgrad = mode_.wgrad_stream ? "on a second stream" : "in line";
+      const std::string casts = mode_.batched_casts ? "batched" : "one per weight";
       conv = why_conv.empty() ? "conv: bottlenecks on cuDNN's graph API (plans built on the first step; weight "
                                 "gradients " +
-                                    wgrad + "; prologues " + ops::to_string(mode_.conv_prologue) +
-                                    "); other BatchNorms and evaluation: "
+                                    wgrad + "; prologues " + ops::to_string(mode_.conv_prologue) + "; weight casts " +
+                                    casts + "); other BatchNorms and evaluation: "
                               : "conv: bottlenecks as bn (" + why_conv + "); ";
     }
     // The stem's max-pool on x: 64 channels as the stem's output has; its window, dtype and layout decide, not H and W.
@@ -226,6 +248,29 @@ class ResNet final : public Classifier {
   }
 
  private:
+  // batched_casts: the float16 copies of the weights of every block whose last forward ran the fused op, made in one
+  // launch (ops/weight_cast.h), one list per block (empty: the block casts its own). The first training step, which
+  // plans the fused blocks, casts per weight; so does a block that stops running fused (its copy goes unused).
+  std::vector<std::vector<at::Tensor>> weight_copies() const {
+    std::vector<std::vector<at::Tensor>> per_block(blocks_.size());
+    if (mode_.fusion != Fusion::kConv || !mode_.batched_casts || !is_training()) return per_block;
+    std::vector<at::Tensor> weights;
+    for (const auto& block : blocks_) {
+      for (const at::Tensor& w : block->fused_weights()) weights.push_back(w);
+    }
+    // The fused op runs in float16 only; weights of another dtype (a model cast whole) stay with its own casts.
+    if (weights.empty() || !ops::cast_weights_unsupported_reason(weights, at::kHalf).empty()) return per_block;
+    const std::vector<at::Tensor> copies = ops::cast_weights(weights, at::kHalf);
+    size_t next = 0;
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      const size_t n = blocks_[i]->fused_weights().size();
+      per_block[i].assign(copies.begin() + static_cast<std::ptrdiff_t>(next),
+                          copies.begin() + static_cast<std::ptrdiff_t>(next + n));
+      next += n;
+    }
+    return per_block;
+  }
+
   // torchvision's initialisation: Kaiming normal (fan_out) convolutions, BatchNorm at (1, 0), the
   // classifier with nn.Linear's default; optionally the residual branch's last BatchNorm at 0.
   void initialise(const ModelOptions& options) {

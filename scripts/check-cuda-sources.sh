@@ -26,7 +26,7 @@ if (($#)); then
 else
   files=(cuda/cuda_support.cpp cuda/device_ops.cpp ops/fused_batch_norm_cuda.cpp ops/cudnn_handle.cpp ops/cudnn_graph.cpp
          ops/fused_conv_cuda.cpp ops/current_stream.cpp ops/fused_bottleneck.cpp ops/fused_batch_norm.cpp
-         ops/max_pool_cuda.cpp ops/max_pool.cpp
+         ops/max_pool_cuda.cpp ops/max_pool.cpp ops/weight_cast_cuda.cpp ops/weight_cast.cpp
          input/async_upload.cpp input/gpu_decode/gpu_decoder.cpp input/gpu_decode/gpu_decoder_routes.cpp
          bench/decode/gpu_decode_bench.cpp trainer/cuda_step_timer.cpp parallel/nccl_group.cpp monitor/nvml_real.cpp
          $(git ls-files 'tests/*cuda*.cpp' 'tests/input/gpu_decode/test_gpu_*.cpp' 'bench/ops/*.cpp')

@@ -63,7 +63,7 @@ input::InputOptions input_options(const Config& c, const LaunchEnv& launch) {
   return o;
 }
 
-models::ModelOptions model_options(const Config& c, int64_t num_classes) {
+models::ModelOptions model_options(const Config& c, int64_t num_classes, int world) {
   models::ModelOptions o;
   o.num_classes = num_classes;
   o.zero_init_residual = c.zero_init_residual;
@@ -73,6 +73,8 @@ models::ModelOptions model_options(const Config& c, int64_t num_classes) {
   o.bn_kernels = c.fusion_kernels == FusionKernels::kRn50 ? ops::BnKernels::kOwn : ops::BnKernels::kAuto;
   o.wgrad_stream = c.wgrad_stream;
   o.stem_channels = c.stem_channels;
+  // Data parallel's buckets start their all-reduces as gradients arrive; batched casts deliver them all at the end.
+  o.batched_casts = c.batched_casts && world == 1;
   o.conv_prologue = c.conv_prologue == ConvPrologue::kFused      ? ops::PrologueRun::kFused
                     : c.conv_prologue == ConvPrologue::kSeparate ? ops::PrologueRun::kSeparate
                                                                  : ops::PrologueRun::kTimed;

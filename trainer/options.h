@@ -29,7 +29,8 @@ at::ScalarType compute_dtype(Precision precision);
 // The input's options for this process of `launch`: its decode budget is decode_memory_mb, or its share of the
 // memory with the other processes of the launch on this host.
 input::InputOptions input_options(const Config& config, const LaunchEnv& launch);
-models::ModelOptions model_options(const Config& config, int64_t num_classes);
+// The model's options; `world`: the processes of a data-parallel run (batched_casts stays off with more than one).
+models::ModelOptions model_options(const Config& config, int64_t num_classes, int world = 1);
 StepOptions step_options(const Config& config);
 // The optimizer for `model`: its no-decay names come from the model (unless decay_bn_and_bias).
 OptimizerOptions optimizer_options(const Config& config, const models::Classifier& model);

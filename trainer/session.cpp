@@ -179,7 +179,10 @@ void Session::build_model() {
   const Config& config = config_;
   const input::DatasetInfo& info = source->info();
   torch::manual_seed(static_cast<uint64_t>(config.seed));
-  model = models::create(config.model, model_options(config, static_cast<int64_t>(info.classes.size())));
+  if (config.batched_casts && world() > 1 && primary()) {
+    log_warn("batched_casts: off: under data parallel each gradient goes to its bucket as it arrives");
+  }
+  model = models::create(config.model, model_options(config, static_cast<int64_t>(info.classes.size()), world()));
   if (const int64_t fixed = model->fixed_image_size(); fixed > 0 && config.image_size != fixed) {
     throw ConfigError(strprintf("config key 'image_size': %s takes %lld px images only, not %d", config.model.c_str(),
                                 static_cast<long long>(fixed), config.image_size));

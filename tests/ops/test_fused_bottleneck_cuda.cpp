@@ -13,6 +13,7 @@
 
 #include "cuda/device_ops.h"
 #include "ops/fused_bottleneck.h"
+#include "ops/weight_cast_backend.h"
 #include "tests/support/cuda_test.h"
 
 namespace rn50::ops {
@@ -222,6 +223,29 @@ TEST_F(FusedBottleneckCuda, WeightGradientsOnASideStreamMatchInLineBitForBit) {
       EXPECT_TRUE(at::equal(second[i], first[i])) << name << ": in line, run to run";
       EXPECT_TRUE(at::equal(side[i], first[i])) << name << ": side stream against in line";
       EXPECT_TRUE(at::equal(captured[i], eager2[i])) << name << ": replayed side stream against eager in line";
+    }
+  }
+}
+
+// batched_casts (ops/weight_cast.h) hands the op float16 weights and converts their gradients in one launch only where
+// a gradient has its weight's strides (otherwise a copy each): the op's weight gradients, as autograd::grad gets them
+// before any layout fix-up of a parameter's .grad, must come back in float16 and in their weights' layout.
+TEST_F(FusedBottleneckCuda, WeightGradientsComeInTheirWeightsDtypeAndLayout) {
+  at::manual_seed(34);
+  for (const Block& b : {Block{256, 128, 2, 16}, Block{256, 64, 1, 16}}) {
+    const BottleneckParams p = copy_params(make_params(b), at::kHalf);
+    const at::Tensor x = at::relu(at::randn({8, b.in, b.size, b.size}, at::TensorOptions(at::kCUDA)))
+                             .to(at::kHalf)
+                             .contiguous(kChannelsLast)
+                             .requires_grad_(true);
+    const at::Tensor out = bottleneck_forward(x, p);
+    std::vector<at::Tensor> weights = {p.w1, p.w2, p.w3};
+    if (p.wd.defined()) weights.push_back(p.wd);
+    const std::vector<at::Tensor> grads = torch::autograd::grad({out}, weights, {at::randn_like(out)});
+    for (size_t i = 0; i < weights.size(); ++i) {
+      ASSERT_TRUE(weights[i].is_contiguous(kChannelsLast));
+      EXPECT_EQ(grads[i].scalar_type(), at::kHalf) << kNames[i + 1];
+      EXPECT_TRUE(detail::same_dense_layout(grads[i], weights[i])) << kNames[i + 1];
     }
   }
 }

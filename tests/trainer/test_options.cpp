@@ -1,5 +1,6 @@
 // tests/trainer/test_options.cpp: the parts' options from the configuration: the input's decode budget from
-// decode_memory_mb, or from the memory shared by the processes of a launch on this host.
+// decode_memory_mb, or from the memory shared by the processes of a launch on this host; the decode threads' share
+// modes; batched_casts for one process only.
 #include "trainer/options.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include "core/config.h"
 #include "core/launch_env.h"
 #include "data/decode_budget.h"
+#include "models/model.h"
 
 namespace rn50::trainer {
 namespace {
@@ -50,6 +52,16 @@ TEST(Options, TheCpuDecodeShareMapsToTheLoadersModes) {
   EXPECT_EQ(fixed.decode_cpu_share.fraction, 0.25);
   config.decode_cpu_share = DecodeCpuShare{true, 0};
   EXPECT_EQ(input_options(config, LaunchEnv{}).decode_cpu_share.mode, Mode::kAuto);
+}
+
+// batched_casts holds every weight gradient until the backward's end: one process only.
+TEST(Options, BatchedCastsAreForOneProcessOnly) {
+  Config config;
+  EXPECT_FALSE(model_options(config, 10).batched_casts);
+  config.batched_casts = true;
+  EXPECT_TRUE(model_options(config, 10).batched_casts);
+  EXPECT_TRUE(model_options(config, 10, 1).batched_casts);
+  EXPECT_FALSE(model_options(config, 10, 2).batched_casts);
 }
 
 }  // namespace
