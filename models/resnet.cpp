@@ -78,7 +78,7 @@ class Block : public nn::Module {
 
   // `copies`: float16 copies of fused_weights() made beforehand (batched_casts), or empty: the fused op casts them.
   at::Tensor forward(const at::Tensor& x, at::ArrayRef<at::Tensor> copies = {}) {
-    ran_fused_ = false;
+    if (is_training()) ran_fused_ = false;  // an evaluation in between leaves the training steps' batching as it was
     if (mode_.fusion == Fusion::kConv && bottleneck_ && is_training()) {
       ops::BottleneckParams p = params();
       if (!copies.empty()) {
@@ -109,7 +109,7 @@ class Block : public nn::Module {
   nn::BatchNorm2d last_bn() const { return bottleneck_ ? bn3_ : bn2_; }
 
   // The convolution weights the fused op casts to float16 (conv1, conv2, conv3, then the downsample's) if the last
-  // forward ran it; none otherwise.
+  // training forward ran it; none otherwise.
   std::vector<at::Tensor> fused_weights() const {
     if (!ran_fused_) return {};
     std::vector<at::Tensor> w = {conv1_->weight, conv2_->weight, conv3_->weight};
@@ -156,7 +156,7 @@ class Block : public nn::Module {
   int64_t groups_;
   ModelOptions mode_;
   std::string where_;       // e.g. "layer2.0", for logs
-  bool ran_fused_ = false;  // whether the last forward ran the fused op
+  bool ran_fused_ = false;  // whether the last training forward ran the fused op
   std::map<std::pair<std::vector<int64_t>, int>, bool> ready_;
   nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
   nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -14,9 +15,13 @@
 namespace rn50::ops {
 namespace {
 
-// The kernels take a pair when both sides are one dense block of memory laid out alike.
+bool aligned16(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; }
+
+// The kernels take a pair when both sides are one dense block of memory laid out alike, and 16-byte aligned: one
+// misaligned tensor would send its whole launch through the element-wise path, so it is copied on its own instead
+// (only views into a buffer are misaligned; the caching allocator's blocks are 512-byte aligned).
 bool kernel_takes(const at::Tensor& src, const at::Tensor& dst) {
-  return src.is_cuda() && src.numel() > 0 && detail::same_dense_layout(src, dst);
+  return src.is_cuda() && src.numel() > 0 && detail::same_dense_layout(src, dst) && aligned16(src) && aligned16(dst);
 }
 
 // dst[i] = src[i] for every i where src[i] is defined: the pairs the kernels take in as few launches as there are

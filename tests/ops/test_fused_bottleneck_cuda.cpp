@@ -233,19 +233,26 @@ TEST_F(FusedBottleneckCuda, WeightGradientsOnASideStreamMatchInLineBitForBit) {
 TEST_F(FusedBottleneckCuda, WeightGradientsComeInTheirWeightsDtypeAndLayout) {
   at::manual_seed(34);
   for (const Block& b : {Block{256, 128, 2, 16}, Block{256, 64, 1, 16}}) {
-    const BottleneckParams p = copy_params(make_params(b), at::kHalf);
+    BottleneckParams p = make_params(b);  // BatchNorm's parameters and statistics stay float32, as in the model
+    for (at::Tensor* w : {&p.w1, &p.w2, &p.w3, &p.wd}) {
+      if (w->defined()) *w = w->detach().to(at::kHalf).requires_grad_(true);
+    }
     const at::Tensor x = at::relu(at::randn({8, b.in, b.size, b.size}, at::TensorOptions(at::kCUDA)))
                              .to(at::kHalf)
                              .contiguous(kChannelsLast)
                              .requires_grad_(true);
     const at::Tensor out = bottleneck_forward(x, p);
     std::vector<at::Tensor> weights = {p.w1, p.w2, p.w3};
-    if (p.wd.defined()) weights.push_back(p.wd);
+    std::vector<const char*> names = {kNames[1], kNames[2], kNames[3]};
+    if (p.wd.defined()) {
+      weights.push_back(p.wd);
+      names.push_back(kNames[10]);
+    }
     const std::vector<at::Tensor> grads = torch::autograd::grad({out}, weights, {at::randn_like(out)});
     for (size_t i = 0; i < weights.size(); ++i) {
       ASSERT_TRUE(weights[i].is_contiguous(kChannelsLast));
-      EXPECT_EQ(grads[i].scalar_type(), at::kHalf) << kNames[i + 1];
-      EXPECT_TRUE(detail::same_dense_layout(grads[i], weights[i])) << kNames[i + 1];
+      EXPECT_EQ(grads[i].scalar_type(), at::kHalf) << names[i];
+      EXPECT_TRUE(detail::same_dense_layout(grads[i], weights[i])) << names[i];
     }
   }
 }

@@ -1,7 +1,8 @@
 // tests/ops/test_weight_cast_cuda.cpp (GPU machine only): cast_weights on a CUDA device (the multi-tensor kernel, 64
-// tensors a launch) against w.to(dtype) and grad.to(float32) per tensor, bit for bit, on fresh random weights: more
-// weights than one launch takes, sizes that end inside a vector and a chunk, a misaligned view and a strided one
-// (the per-tensor path), values past float16's range; eager and replayed from a CUDA graph on new values.
+// tensors a launch) against w.to(dtype) and grad.to(float32) per tensor, bit for bit, on fresh random weights, float16
+// and bfloat16: more weights than one launch takes, sizes that end inside a vector and a chunk, values past float16's
+// range, alone and mixed with a misaligned view and a strided one (those two copied one by one); eager and replayed
+// from a CUDA graph on new values.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -18,14 +19,14 @@ constexpr auto kChannelsLast = at::MemoryFormat::ChannelsLast;
 
 class CastWeightsCuda : public test::CudaTest {};
 
-// 150 weights: ResNet-like 4-D ones channels-last, odd sizes, a view 4 bytes into a buffer (misaligned for 16-byte
-// accesses), a strided view (not dense), and large values that overflow float16.
-std::vector<at::Tensor> fresh_weights() {
+// 150 weights: ResNet-like 4-D ones channels-last, odd sizes, large values that overflow float16, and unless
+// `aligned_only`, views 4 bytes into a buffer (misaligned for 16-byte accesses) and strided ones (not dense).
+std::vector<at::Tensor> fresh_weights(bool aligned_only) {
   const auto f = at::TensorOptions(at::kCUDA).dtype(at::kFloat);
   std::vector<at::Tensor> w;
   const int64_t odd[] = {1, 7, 9, 8191, 8193, 3 * 8192 + 5};
   for (int i = 0; i < 150; ++i) {
-    switch (i % 5) {
+    switch (aligned_only && (i % 5 == 2 || i % 5 == 3) ? 1 : i % 5) {
       case 0:
         w.push_back(at::randn({64, 16 + i, 3, 3}, f).contiguous(kChannelsLast));
         break;
@@ -46,24 +47,24 @@ std::vector<at::Tensor> fresh_weights() {
   return w;
 }
 
-// The copies and the float32 gradients for fresh float16 gradients `g`, through cast_weights.
+// The copies in g's dtype and the float32 gradients for the gradients `g`, through cast_weights.
 std::vector<at::Tensor> run(const std::vector<at::Tensor>& weights, const std::vector<at::Tensor>& g) {
-  const std::vector<at::Tensor> copies = cast_weights(weights, at::kHalf);
+  const std::vector<at::Tensor> copies = cast_weights(weights, g.front().scalar_type());
   std::vector<at::Tensor> got = torch::autograd::grad(copies, weights, g);
   got.insert(got.begin(), copies.begin(), copies.end());
   return got;
 }
 
-TEST_F(CastWeightsCuda, KernelsGiveEachTensorsCastsBitForBit) {
+void expect_each_tensors_casts(bool aligned_only, at::ScalarType dtype) {
   at::manual_seed(21);
-  const std::vector<at::Tensor> weights = fresh_weights();
+  const std::vector<at::Tensor> weights = fresh_weights(aligned_only);
   std::vector<at::Tensor> g;
-  for (const at::Tensor& w : weights) g.push_back(at::randn_like(w).to(at::kHalf));
+  for (const at::Tensor& w : weights) g.push_back(at::randn_like(w).to(dtype));
   const std::vector<at::Tensor> got = run(weights, g);
   const size_t n = weights.size();
   int overflowed = 0;
   for (size_t i = 0; i < n; ++i) {
-    const at::Tensor want = weights[i].detach().to(at::kHalf);
+    const at::Tensor want = weights[i].detach().to(dtype);
     overflowed += want.isinf().sum().item<int>();
     EXPECT_TRUE(at::equal(got[i], want)) << "copy " << i;
     EXPECT_EQ(got[n + i].scalar_type(), at::kFloat);
@@ -73,14 +74,23 @@ TEST_F(CastWeightsCuda, KernelsGiveEachTensorsCastsBitForBit) {
     }
     EXPECT_TRUE(at::equal(got[n + i], g[i].to(at::kFloat))) << "gradient " << i;
   }
-  EXPECT_GT(overflowed, 0);  // the large weights did reach infinity, in both paths alike
+  if (dtype == at::kHalf) EXPECT_GT(overflowed, 0);  // the large weights did reach infinity, in both paths alike
+}
+
+TEST_F(CastWeightsCuda, KernelsGiveEachTensorsCastsBitForBit) {
+  for (const at::ScalarType dtype : {at::kHalf, at::kBFloat16}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    expect_each_tensors_casts(true, dtype);   // every launch 8 elements a vector
+    expect_each_tensors_casts(false, dtype);  // misaligned and strided views beside them, copied on their own
+  }
 }
 
 TEST_F(CastWeightsCuda, ReplayedFromAGraphConvertsTheNewValues) {
   at::manual_seed(22);
-  const std::vector<at::Tensor> weights = fresh_weights();
+  const std::vector<at::Tensor> weights = fresh_weights(false);
   std::vector<at::Tensor> g;
   for (const at::Tensor& w : weights) g.push_back(at::zeros_like(w).to(at::kHalf));
+  run(weights, g);  // eagerly first: the autograd engine's device thread and the kernels' modules start outside capture
   std::vector<at::Tensor> captured;
   cuda::CudaGraph graph;
   graph.capture([&] { captured = run(weights, g); });

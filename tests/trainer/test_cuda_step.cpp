@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -324,14 +325,14 @@ TEST_F(Cuda, AsyncUploadDeliversTheHostBytesAndReleasesEachBatch) {
 }
 
 // How one run of steps is set up: the precision and the memory layout.
-// Both steps take the same `steps` fresh random batches (8 images at 64 px, 10 classes), at learning rate lr(step);
+// The steps take the same `steps` fresh random batches (8 images at 64 px, 10 classes), at learning rate lr(step);
 // every loss finite.
-void train_side_by_side(trainer::TrainStep& first, trainer::TrainStep& second, trainer::StepTimer& timer, int steps,
+void train_side_by_side(const std::vector<trainer::TrainStep*>& train_steps, trainer::StepTimer& timer, int steps,
                         const std::function<double(int)>& lr) {
   for (int step = 0; step < steps; ++step) {
     const auto x = torch::randn({8, 3, 64, 64}, torch::kCUDA);
     const auto y = torch::randint(10, {8}, torch::TensorOptions(torch::kCUDA).dtype(torch::kLong));
-    for (auto* s : {&first, &second}) {
+    for (trainer::TrainStep* s : train_steps) {
       s->images().copy_(x);
       s->labels().copy_(y);
       timer.begin_step();
@@ -377,7 +378,7 @@ double max_weight_difference(const StepRun& run) {
   std::vector<at::Tensor> initial;
   for (const auto& p : first_model->parameters()) initial.push_back(p.detach().clone());
 
-  train_side_by_side(first, second, *timer, 8, [](int step) { return 0.01 * (step + 1); });
+  train_side_by_side({&first, &second}, *timer, 8, [](int step) { return 0.01 * (step + 1); });
   timer->take_totals();
   EXPECT_TRUE(second.graphed()) << second.graph_status();
   EXPECT_FALSE(first.graphed());
@@ -646,11 +647,12 @@ bool graph_has_node(const at::Tensor& out, const std::string& part) {
   return false;
 }
 
-// batched_casts against a cast per weight: two copies of ResNet-50 (fusion: conv, fp16 with loss scaling,
-// channels-last, the CUDA graph; 64 px, batch 8) take the same 6 steps on fresh random batches. Every parameter and
-// BatchNorm statistic afterwards is equal bit for bit: both cast with round-to-nearest-even, and deterministic cuDNN
-// orders the fused sums. An eager forward afterwards shows the batched model's graph has the one cast op and the other's
-// has not, so that the comparison is not of two per-weight runs.
+// batched_casts against a cast per weight: three copies of ResNet-50 (fusion: conv, fp16 with loss scaling,
+// channels-last, the CUDA graph; 64 px, batch 8) take the same 6 steps on fresh random batches, two casting per weight
+// (the control: equal to each other, else the comparison below would fail for a reason other than the casts) and one
+// batched. Every parameter and BatchNorm statistic afterwards is equal bit for bit: both cast with round-to-nearest-
+// even, and deterministic cuDNN orders the fused sums. An eager forward afterwards shows the batched model's graph has
+// the one cast op and the others' have not, so that the comparison is not of per-weight runs only.
 TEST_F(CudaDeterministic, BatchedWeightCastsTrainAsCastsPerWeightBitForBit) {
   torch::manual_seed(6);
   Config config;
@@ -661,40 +663,48 @@ TEST_F(CudaDeterministic, BatchedWeightCastsTrainAsCastsPerWeightBitForBit) {
   config.zero_init_residual = false;
   Config batched_config = config;
   batched_config.batched_casts = true;
-  auto first_model = models::create("resnet50", trainer::model_options(config, 10));
-  auto second_model = models::create("resnet50", trainer::model_options(batched_config, 10));
+  const std::vector<Config> configs = {config, config, batched_config};
+  std::vector<std::shared_ptr<models::Classifier>> models;
+  for (const Config& c : configs) models.push_back(models::create("resnet50", trainer::model_options(c, 10)));
   {
     torch::NoGradGuard g;
-    for (size_t i = 0; i < first_model->parameters().size(); ++i)
-      second_model->parameters()[i].copy_(first_model->parameters()[i]);
+    for (size_t m = 1; m < models.size(); ++m) {
+      for (size_t i = 0; i < models[0]->parameters().size(); ++i)
+        models[m]->parameters()[i].copy_(models[0]->parameters()[i]);
+    }
   }
-  for (auto* m : {first_model.get(), second_model.get()}) {
-    m->to(torch::kCUDA);
-    models::to_channels_last(*m);
-  }
-  trainer::Sgd first_sgd(*first_model, 0.9, 1e-4, false), second_sgd(*second_model, 0.9, 1e-4, false);
   auto timer = trainer::make_cuda_step_timer();
-  trainer::TrainStep first(*first_model, first_sgd, step_options(config), torch::kCUDA, *timer);
-  trainer::TrainStep second(*second_model, second_sgd, step_options(batched_config), torch::kCUDA, *timer);
-  const at::Tensor initial = first_model->parameters()[0].detach().clone();
-  train_side_by_side(first, second, *timer, 6, [](int) { return 0.05; });
+  std::vector<std::unique_ptr<trainer::Sgd>> sgds;
+  std::vector<std::unique_ptr<trainer::TrainStep>> steps;
+  for (size_t m = 0; m < models.size(); ++m) {
+    models[m]->to(torch::kCUDA);
+    models::to_channels_last(*models[m]);
+    sgds.push_back(std::make_unique<trainer::Sgd>(*models[m], 0.9, 1e-4, false));
+    steps.push_back(std::make_unique<trainer::TrainStep>(*models[m], *sgds[m], step_options(configs[m]), torch::kCUDA,
+                                                         *timer));
+  }
+  const at::Tensor initial = models[0]->parameters()[0].detach().clone();
+  train_side_by_side({steps[0].get(), steps[1].get(), steps[2].get()}, *timer, 6, [](int) { return 0.05; });
   timer->take_totals();
-  EXPECT_TRUE(first.graphed()) << first.graph_status();
-  EXPECT_TRUE(second.graphed()) << second.graph_status();
-  EXPECT_GT(rel_err(first_model->parameters()[0], initial), 1e-3);
-  const auto a = first_model->named_parameters(), b = second_model->named_parameters();
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::equal(a[i].value(), b[i].value())) << a[i].key();
-  const auto ab = first_model->named_buffers(), bb = second_model->named_buffers();
-  for (size_t i = 0; i < ab.size(); ++i) EXPECT_TRUE(at::equal(ab[i].value(), bb[i].value())) << ab[i].key();
+  for (const auto& s : steps) EXPECT_TRUE(s->graphed()) << s->graph_status();
+  EXPECT_GT(rel_err(models[0]->parameters()[0], initial), 1e-3);
+  for (size_t m = 1; m < models.size(); ++m) {
+    SCOPED_TRACE(m == 1 ? "control: two models casting per weight" : "batched against per weight");
+    const auto a = models[0]->named_parameters(), b = models[m]->named_parameters();
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(at::equal(a[i].value(), b[i].value())) << a[i].key();
+    const auto ab = models[0]->named_buffers(), bb = models[m]->named_buffers();
+    for (size_t i = 0; i < ab.size(); ++i) EXPECT_TRUE(at::equal(ab[i].value(), bb[i].value())) << ab[i].key();
+  }
 
-  const at::Tensor x = torch::randn({8, 3, 64, 64}, torch::kCUDA).to(at::kHalf).contiguous(at::MemoryFormat::ChannelsLast);
+  const at::Tensor x =
+      torch::randn({8, 3, 64, 64}, torch::kCUDA).to(at::kHalf).contiguous(at::MemoryFormat::ChannelsLast);
   compat::set_cuda_autocast(true, at::kHalf);
-  const at::Tensor per_weight = first_model->forward(x), batched = second_model->forward(x);
+  const at::Tensor per_weight = models[0]->forward(x), batched = models[2]->forward(x);
   compat::set_cuda_autocast(false, at::kHalf);
   compat::clear_autocast_cache();
   EXPECT_FALSE(graph_has_node(per_weight, "CastWeights"));
   EXPECT_TRUE(graph_has_node(batched, "CastWeights"));
-  EXPECT_NE(second_model->describe_fusion(x).find("weight casts batched"), std::string::npos);
+  EXPECT_NE(models[2]->describe_fusion(x).find("weight casts batched"), std::string::npos);
 }
 
 TEST_F(CudaDeterministic, GraphReplayMatchesEagerStepsFp32ChannelsLast) {
