@@ -499,6 +499,8 @@ void validate(Config& c) {
   require(c.stem_channels == 3 || c.stem_channels == 4 || c.stem_channels == 8, "stem_channels", "must be 3, 4 or 8");
   require(c.decode_cpu_share.automatic || (c.decode_cpu_share.fraction >= 0 && c.decode_cpu_share.fraction <= 1),
           "decode_cpu_share", "must be auto or 0 to 1");
+  require(c.decode == Decode::kGpu || (!c.decode_cpu_share.automatic && c.decode_cpu_share.fraction == 0),
+          "decode_cpu_share", "needs decode: gpu (with decode: cpu the decode threads decode every image already)");
   require(c.synthetic_images >= c.batch_size || c.data != DataSource::kSynthetic, "synthetic_images",
           "must be at least batch_size");
   require(c.synthetic_images <= (int64_t{1} << 40), "synthetic_images", "must be at most 2^40");

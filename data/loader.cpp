@@ -187,8 +187,9 @@ struct BatchLoader::State {
     if (on_bad_sample) on_bad_sample(dataset.describe(index), reason);
   }
 
-  // An encoded sample that the CPU share takes, decoded into `image`. libjpeg's failure leaves it compressed: the
-  // device's routes try it and report it if nothing decodes it, so the counts are those without the share.
+  // An encoded sample that the CPU share takes, decoded into `image`. Any failure (libjpeg's, a header that
+  // disagrees with libjpeg, memory) leaves it compressed: the device's routes try it and report it if nothing decodes
+  // it, as they catch the same, so the counts are those without the share.
   void decode_share(int64_t i, EncodedSample& encoded, uint8_t* image, WorkerScratch& scratch) {
     encoded.predecoded = false;
     if (image == nullptr || !decode_on_cpu(options.cpu_share, i, batches_finished.load() - batches_handed_out.load()))
@@ -197,7 +198,7 @@ struct BatchLoader::State {
       dataset.decode_encoded(encoded, image, scratch);
       encoded.predecoded = true;
       cpu_decoded.fetch_add(1);
-    } catch (const DecodeError&) {
+    } catch (const std::exception&) {
     }
   }
 

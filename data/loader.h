@@ -28,7 +28,8 @@ struct HostBatch {
   int64_t size = 0;                  // images in this batch (the last validation batch may be short)
   int64_t index = 0;                 // batch number within the epoch
   int slot = 0;                      // buffer slot in the pool
-  EncodedSample* encoded = nullptr;  // encoded pools: the samples' bytes, headers and crops (images is null)
+  EncodedSample* encoded = nullptr;  // encoded pools: the samples' bytes, headers and crops (images: null, or the
+                                     // pixel room of kEncodedWithPixels)
 };
 
 // What a pool's slots hold: decoded images (decode: cpu), compressed samples for the GPU (decode: gpu), or both

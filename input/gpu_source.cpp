@@ -15,6 +15,7 @@
 #include "core/clock.h"
 #include "core/errors.h"
 #include "core/log.h"
+#include "cuda/cuda_support.h"
 #include "input/folder_data.h"
 #include "input/gpu_decode/gpu_decoder.h"
 
@@ -55,10 +56,12 @@ class GpuDecodeSource final : public InputSource {
     // The decoder holds up to held_batches of a pool's batches (their labels are copied from the pool).
     const int slots = options.prefetch + GpuJpegDecoder::held_batches(decoder);
     auto pool = [&] {
-      // With a CPU share the decode threads write some finished images into the pool's pixel room.
+      // With a CPU share the decode threads write some finished images into the pool's pixel room, which the
+      // device copies from: pinned even with pin_memory off, since a copy from pageable memory would hold the decode
+      // thread until the stream's earlier work is done.
       const bool share = options.decode_cpu_share.mode != data::CpuDecodeShare::Mode::kOff;
       return std::make_unique<data::BatchPool>(
-          slots, options.batch_size, options.image_size, host,
+          slots, options.batch_size, options.image_size, share ? cuda::make_pinned_allocator() : host,
           share ? data::BatchContent::kEncodedWithPixels : data::BatchContent::kEncoded);
     };
     train_pool_ = pool();

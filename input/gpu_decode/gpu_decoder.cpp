@@ -107,9 +107,10 @@ GpuJpegDecoder::Impl::~Impl() {
 }
 
 // Waits for the device to be done with the slot's batch and hands the batch back; its waits and device times go
-// to `counts`. Outside the pipeline's lock, on the decode thread or in drain(). The host batch goes back even
-// when the wait fails: the device never reads it (only the decode thread did, when decoding it), so its loader
-// may refill it whatever happened on the device.
+// to `counts`. Outside the pipeline's lock, on the decode thread or in drain(). The host batch goes back once the
+// slot's kernel is done: the device reads only the images the loader decoded (decode_cpu_share), copied before that
+// kernel. It goes back when the wait fails too: a failed wait is a dead context, which runs no more copies, so its
+// loader may refill it whatever happened on the device.
 void GpuJpegDecoder::Impl::retire(Slot& slot) {
   const data::HostBatch batch = *slot.in_flight;
   slot.in_flight.reset();

@@ -156,9 +156,9 @@ struct GpuJpegDecoder::Impl {
   }
 
   // Waits for the device to be done with the slot's batch and hands the batch back; its waits and device times go
-  // to `counts`. Outside the pipeline's lock, on the decode thread or in drain(). The host batch goes back even
-  // when the wait fails: the device never reads it (only the decode thread did, when decoding it), so its loader
-  // may refill it whatever happened on the device.
+  // to `counts`. Outside the pipeline's lock, on the decode thread or in drain(). The host batch goes back once the
+  // slot's kernel is done (the device reads only the loader-decoded images of it, copied before that kernel), and
+  // when the wait fails too (a dead context runs no more copies).
   void retire(Slot& slot);
 
   void add_device_times(const GpuDecodeCounts& times);

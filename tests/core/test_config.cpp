@@ -143,9 +143,27 @@ TEST(Config, AutoWorkersLeaveTwoCoresToAnAutomaticCpuShare) {
   c.decode = Decode::kCpu;
   EXPECT_EQ(automatic_workers(c, 8), 8);
   Config given;
-  apply_overrides(given, {{"decode_cpu_share", "auto"}, {"workers", "5"}, {"data_root", "/data"}});
+  apply_overrides(given, {{"decode", "gpu"}, {"device", "cuda:0"}, {"decode_cpu_share", "auto"}, {"workers", "5"},
+                          {"data_root", "/data"}});
   validate(given);
   EXPECT_EQ(given.workers, 5);
+}
+
+// The share splits the GPU decoder's work; with decode: cpu there is nothing to split, and a share is refused by name
+// (the loader would refuse it later, without naming the key).
+TEST(Config, ACpuDecodeShareNeedsGpuDecoding) {
+  for (const char* share : {"auto", "0.5"}) {
+    Config c;
+    c.data_root = "/data";
+    apply_overrides(c, {{"decode_cpu_share", share}});
+    const std::string e = error_of([&] { validate(c); });
+    EXPECT_NE(e.find("config key 'decode_cpu_share'"), std::string::npos) << e;
+    EXPECT_NE(e.find("needs decode: gpu"), std::string::npos) << e;
+  }
+  Config off;
+  off.data_root = "/data";
+  apply_overrides(off, {{"decode_cpu_share", "0"}});
+  validate(off);
 }
 
 // bench-decode and the doctor build the GPU decoder with its own defaults; bench-decode --step-ms says it measures

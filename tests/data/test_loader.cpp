@@ -584,11 +584,10 @@ TEST(BatchLoader, FixedCpuShareDecodesItsPositionsAsThePixelPathDoes) {
   }
 }
 
-// Delegates to a folder dataset; counts the CPU share's decodes and the most at once (each made to last 3 ms).
-class CountingDataset final : public ImageDataset {
+// A folder dataset's samples through another dataset, whose CPU-share decode the tests below change.
+class DelegatingDataset : public ImageDataset {
  public:
-  explicit CountingDataset(const JpegFolderDataset& inner) : inner_(inner) {}
-  mutable std::atomic<int> now{0}, most{0}, decodes{0};
+  explicit DelegatingDataset(const JpegFolderDataset& inner) : inner_(inner) {}
   size_t size() const override { return inner_.size(); }
   int64_t label(size_t index) const override { return inner_.label(index); }
   std::string describe(size_t index) const override { return inner_.describe(index); }
@@ -598,6 +597,16 @@ class CountingDataset final : public ImageDataset {
   void load_encoded(size_t index, uint64_t epoch, EncodedSample& out, DecodeBudget* budget) const override {
     inner_.load_encoded(index, epoch, out, budget);
   }
+
+ protected:
+  const JpegFolderDataset& inner_;
+};
+
+// Counts the CPU share's decodes and the most at once (each made to last 3 ms).
+class CountingDataset final : public DelegatingDataset {
+ public:
+  using DelegatingDataset::DelegatingDataset;
+  mutable std::atomic<int> now{0}, most{0}, decodes{0};
   void decode_encoded(const EncodedSample& sample, uint8_t* out, WorkerScratch& scratch) const override {
     const int at_once = ++now;
     int seen = most.load();
@@ -608,9 +617,6 @@ class CountingDataset final : public ImageDataset {
     ++decodes;
     --now;
   }
-
- private:
-  const JpegFolderDataset& inner_;
 };
 
 // The automatic share: while the consumer is slow (the GPU decoder keeps up, the threads are ahead) the threads
@@ -675,6 +681,46 @@ TEST(BatchLoader, AutomaticCpuShareOnlyReadsWhileTheConsumerWaits) {
               static_cast<long long>(loader.cpu_decoded()), static_cast<long long>(samples));
   EXPECT_EQ(samples, 64);
   EXPECT_LE(loader.cpu_decoded(), samples / 4);  // two batches ahead are rarely waiting
+}
+
+// Its CPU-share decode of one sample fails with an error that is not a DecodeError (as a header that disagrees with
+// libjpeg's reading of it raises std::invalid_argument).
+class OneRefusalDataset final : public DelegatingDataset {
+ public:
+  OneRefusalDataset(const JpegFolderDataset& inner, size_t refused) : DelegatingDataset(inner), refused_(refused) {}
+  void decode_encoded(const EncodedSample& sample, uint8_t* out, WorkerScratch& scratch) const override {
+    if (sample.index == refused_) throw std::invalid_argument("the frame header and libjpeg disagree");
+    inner_.decode_encoded(sample, out, scratch);
+  }
+
+ private:
+  size_t refused_;
+};
+
+// Whatever the CPU share's decode throws, the sample stays compressed for the device's routes (which catch the same
+// and count it there): not a bad sample here, and the epoch goes on.
+TEST(BatchLoader, AnyFailureOfTheCpuShareLeavesTheSampleCompressed) {
+  test::TempDir tmp;
+  const JpegFolderDataset inner = generated_dataset(tmp);
+  const OneRefusalDataset dataset(inner, 5);
+  BatchPool pool(3, 4, 24, pageable(), BatchContent::kEncodedWithPixels);
+  LoaderOptions o = options(4, 2);
+  o.cpu_share.mode = CpuDecodeShare::Mode::kFixed;
+  o.cpu_share.fraction = 1.0;
+  BatchLoader loader(dataset, epoch_order(dataset.size(), 5, 1, true), 1, o, pool, nullptr);
+  int64_t samples = 0, compressed = 0;
+  while (std::optional<HostBatch> batch = loader.next()) {
+    for (int64_t i = 0; i < batch->size; ++i) {
+      ++samples;
+      const bool refused = batch->encoded[i].index == 5;
+      compressed += !batch->encoded[i].predecoded;
+      EXPECT_EQ(batch->encoded[i].predecoded, !refused) << "sample " << batch->encoded[i].index;
+    }
+    loader.release(*batch);
+  }
+  EXPECT_EQ(compressed, 1);
+  EXPECT_EQ(loader.bad_samples(), 0);
+  EXPECT_EQ(loader.cpu_decoded(), samples - 1);
 }
 
 TEST(BatchLoader, CpuShareNeedsPixelRoomAndAShareOfOneAtMost) {

@@ -2,6 +2,7 @@
 // kernel against its CPU reference; whole batches of generated JPEGs (baseline, progressive, grey, CMYK, small and
 // large) against the CPU path's images, one batch at a time, back to back and submitted ahead.
 #include <atomic>
+#include <cstring>
 
 #include "codecs/jpeg_header.h"
 #include "core/host_memory.h"
@@ -322,6 +323,44 @@ TEST_F(GeneratedJpegs, LoaderDecodedSamplesAreUploadedAsTheyAre) {
                      batch, x, y, [](size_t, const std::string&) {}, [](const data::HostBatch&) {}),
                  std::invalid_argument);
   }
+}
+
+// decode_cpu_share's hazard: an asynchronous copy reads the pixel room, and the loader refills a batch's slot as soon
+// as the decoder hands the batch back. Batches back to back (more than the decoder's slots, no drain between), every
+// sample decoded by the "loader" into page-locked memory, each batch's pixels overwritten the moment it is handed
+// back: every image must still be the CPU path's (a hand-back before its copy completed would upload the overwrite).
+TEST_F(GeneratedJpegs, LoaderDecodedPixelsAreCopiedBeforeTheirBatchIsHandedBack) {
+  const int size = 64;
+  const int kBatches = input::GpuJpegDecoder::slots({}) + 2;
+  const data::JpegFolderDataset set = dataset(true, size);
+  RotatedBatches batches(set, kBatches);  // keeps a reference to `set`
+  const int64_t n = batches.size();
+  const size_t batch_bytes = static_cast<size_t>(n) * size * size * 3;
+  input::GpuJpegDecoder decoder(0, static_cast<int>(n), size);
+  std::vector<at::Tensor> rooms, images;
+  data::WorkerScratch scratch;
+  int overwritten = 0;
+  for (int b = 0; b < kBatches; ++b) {
+    rooms.push_back(at::empty({static_cast<int64_t>(batch_bytes)}, at::TensorOptions(at::kByte).pinned_memory(true)));
+    data::HostBatch batch = batches.batch(b);
+    batch.images = rooms.back().data_ptr<uint8_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      set.decode_encoded(batch.encoded[i], batch.images + batch_bytes / static_cast<size_t>(n) * i, scratch);
+      batch.encoded[i].predecoded = true;
+    }
+    images.push_back(at::empty({n, 3, size, size}, at::TensorOptions(at::kCUDA).dtype(at::kFloat)));
+    at::Tensor y = at::empty({n}, at::TensorOptions(at::kCUDA).dtype(at::kLong));
+    decoder.decode_into(
+        batch, images.back(), y, [](size_t, const std::string& reason) { ADD_FAILURE() << reason; },
+        [&](const data::HostBatch& handed_back) {
+          std::memset(handed_back.images, 0xff, batch_bytes);  // as the loader's next batch would
+          ++overwritten;
+        });
+  }
+  decoder.drain();
+  EXPECT_EQ(overwritten, kBatches);
+  EXPECT_EQ(decoder.take_counts().loader_cpu, n * kBatches);
+  for (int b = 0; b < kBatches; ++b) batches.expect_matches_cpu(b, images[b], size);
 }
 
 // As validation calls it (decode_into): batches back to back, no drain between them, so that a batch is decoded
