@@ -381,6 +381,7 @@ if has ncu; then  # step time by kernel class: ncu over eager steps, the last NC
   # replay passes; the split then prints each class's and kernel's time-weighted rates). The GPU's tensor-pipe metric
   # names are listed into ncu_tensor_metrics.txt first.
   # NCU_METRICS=auto: DRAM throughput and whichever tensor-pipe activity metrics this GPU's ncu lists.
+  # NCU_LAYERS=1: a second profile per run, each kernel renamed after its NVTX range (cuda/nvtx.h), split per layer.
   ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   "$ncu_bin" --query-metrics 2>/dev/null | grep -iE "tensor|dram__throughput" > "$OUT/ncu_tensor_metrics.txt"
   ncu_metrics=${NCU_METRICS:-}
@@ -404,6 +405,18 @@ if has ncu; then  # step time by kernel class: ncu over eager steps, the last NC
         --validate=off --checkpoint=off --log-every 100000 --fusion "$f" --out-dir "/tmp/runs/$name" "${extra[@]}" \
         > "$OUT/$name.csv" 2> "$OUT/$name.err" || echo "ncu $m $f: exit $?"
       pack
+      if [[ -n ${NCU_LAYERS:-} ]]; then
+        rm -rf "/tmp/runs/$name"
+        timeout "${NCU_TIMEOUT:-150}" "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv --nvtx \
+          --print-nvtx-rename kernel \
+          "$build/rn50" train --config configs/optimized.yaml --model "$m" --data synthetic --device cuda:0 \
+          --synthetic-images 3072 --epochs 1 --warmup-epochs 0 --max-steps "${NCU_STEPS:-10}" --cuda-graph=off \
+          --validate=off --checkpoint=off --log-every 100000 --fusion "$f" --out-dir "/tmp/runs/$name" "${extra[@]}" \
+          > "$OUT/layers_$name.csv" 2> "$OUT/layers_$name.err" || echo "ncu layers $m $f: exit $?"
+        python3 bench/ncu_kernel_classes.py --last-steps "${NCU_LAST:-4}" --ranges "$OUT/layers_$name.csv" |
+          tee "$OUT/ncu_layers_$name.txt"
+        pack
+      fi
     done
   done
   python3 bench/ncu_kernel_classes.py --last-steps "${NCU_LAST:-4}" --top 25 ${ncu_metrics:+--rates} "$OUT"/ncu_*.csv |
@@ -495,11 +508,13 @@ if has opbench; then  # rn50's own ops against ATen's, kernel by kernel (the bin
   done; pack
 fi
 if has stemab; then  # stem_channels in training, one build: 3 (the image's) against STEM_CHANNELS (8), synthetic data
+  ab_built || true  # the other tree's background build (stage ab) would share the CPU with the timed runs
   OUT="$OUT/stemab" OLD="$PWD" SKIP_BUILD=1 CONFIGS=synthetic REPS="${AB_REPS:-2}" \
     NEW_ARGS="--stem-channels=${STEM_CHANNELS:-8}" OLD_ARGS="--stem-channels=3" bench/ab_speed.sh > "$OUT/stemab.txt" 2>&1
   tail -4 "$OUT/stemab.txt"; pack
 fi
 if has castab; then  # batched_casts in training, one build: off (a cast per weight) against on, synthetic data
+  ab_built || true
   OUT="$OUT/castab" OLD="$PWD" SKIP_BUILD=1 CONFIGS=synthetic REPS="${AB_REPS:-2}" \
     NEW_ARGS="--batched-casts=on" OLD_ARGS="--batched-casts=off" bench/ab_speed.sh > "$OUT/castab.txt" 2>&1
   tail -4 "$OUT/castab.txt"; pack

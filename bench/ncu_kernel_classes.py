@@ -12,7 +12,12 @@ start-up work (autotuning, plan building, the first steps) never enters the spli
 Without it every kernel in the file counts (for a window cut with ncu's --launch-skip / --launch-count).
 --rates: profiled with more metrics than the time (percentages of peak such as
 dram__throughput.avg.pct_of_peak_sustained_elapsed), each class and top kernel with their time-weighted means.
+--ranges: profiled with `ncu --nvtx --print-nvtx-rename kernel`, which names each kernel after the innermost NVTX
+range it was launched in (rn50's: "stem forward", "layer2.0 forward", "layer2.0 backward", "head forward", "weight
+casts"; cuda/nvtx.h): the time of each layer forward and backward, in the model's order, then the kernels outside
+any range by class (the stem's and head's backward, the loss, the optimizer).
 """
+import re
 import argparse
 import collections
 import csv
@@ -136,6 +141,48 @@ def print_rates(path, args):
             print(f'  {label[:86]:<86} {ms:8.3f} ' + ' '.join(f'{rates.get(k, float("nan")):22.1f}' for k in metrics))
 
 
+RANGE = re.compile(r'(stem|head|layer\d+\.\d+) (forward|backward)|weight casts|bottleneck backward')
+
+
+def layer_order(layer):
+    """stem, layer1.0, layer1.1, ..., layer4.2, head: the model's order."""
+    if layer == 'stem':
+        return (0, 0, 0)
+    if layer == 'head':
+        return (2, 0, 0)
+    stage, block = layer[len('layer'):].split('.')
+    return (1, int(stage), int(block))
+
+
+def print_ranges(path, args):
+    """Each layer's forward and backward time a step, then what ran outside rn50's ranges, by class."""
+    kernels = read_kernels(path)
+    if args.last_steps:
+        kernels = last_steps(kernels, args.last_steps)
+    per = args.last_steps or 1
+    layers, other, outside = collections.defaultdict(lambda: [0.0, 0.0]), collections.Counter(), collections.Counter()
+    for name, ns in kernels:
+        m = RANGE.search(name)
+        if m and m.group(1):
+            layers[m.group(1)][m.group(2) == 'backward'] += ns
+        elif m:
+            other[m.group(0)] += ns
+        else:
+            outside[classify(name)] += ns
+    total = sum(ns for _, ns in kernels)
+    print(f'{path} {len(kernels)} kernels, {total / 1e6 / per:.2f} ms a step; ms a step per range')
+    print(f'  {"layer":<12} {"forward":>8} {"backward":>9} {"both":>8} {"share":>6}')
+    for layer in sorted(layers, key=layer_order):
+        f, b = (t / 1e6 / per for t in layers[layer])
+        print(f'  {layer:<12} {f:8.3f} {b:9.3f} {f + b:8.3f} {100 * (f + b) * 1e6 * per / total:5.1f}%')
+    for name, ns in other.most_common():
+        print(f'  {name:<31} {ns / 1e6 / per:8.3f} {100 * ns / total:5.1f}%')
+    for c, ns in outside.most_common():
+        print(f'  outside: {c:<22} {ns / 1e6 / per:8.3f} {100 * ns / total:5.1f}%')
+    if not layers:
+        print('  no kernel carries a range name: was ncu run with --nvtx --print-nvtx-rename kernel?')
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--last-steps', type=int, default=0, help='only the last N whole steps (0: every kernel)')
@@ -143,6 +190,8 @@ def main():
     ap.add_argument('--rates', action='store_true',
                     help="each class's and top kernel's other metrics (percentages of peak: tensor pipes, DRAM), "
                          'weighted by the kernels\' time')
+    ap.add_argument('--ranges', action='store_true',
+                    help='per NVTX range (ncu --nvtx --print-nvtx-rename kernel): each layer forward and backward')
     ap.add_argument('files', nargs='+')
     args = ap.parse_args()
     failed = False
@@ -158,6 +207,9 @@ def main():
 
 def summarise(path, args):
     """One file's split by class and its kernels that took longest."""
+    if args.ranges:
+        print_ranges(path, args)
+        return
     if args.rates:
         print_rates(path, args)
         return

@@ -10,6 +10,15 @@
 #include <memory>
 
 #include "cuda/cuda_check.h"
+#include "cuda/nvtx.h"
+
+// NVTX 3 is header-only (it finds a profiler's library at the first call); a toolkit without it gets no ranges.
+#if __has_include(<nvtx3/nvToolsExt.h>)
+#include <nvtx3/nvToolsExt.h>
+#define RN50_NVTX 1
+#else
+#define RN50_NVTX 0
+#endif
 
 namespace rn50::cuda {
 namespace {
@@ -89,5 +98,13 @@ bool can_access_peer(int a, int b) {
   RN50_CUDA_CHECK(cudaDeviceCanAccessPeer(&peer, a, b));
   return peer != 0;
 }
+
+#if RN50_NVTX
+NvtxRange::NvtxRange(const char* name) { nvtxRangePushA(name); }
+NvtxRange::~NvtxRange() { nvtxRangePop(); }
+#else
+NvtxRange::NvtxRange(const char*) {}
+NvtxRange::~NvtxRange() = default;
+#endif
 
 }  // namespace rn50::cuda

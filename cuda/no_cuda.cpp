@@ -2,6 +2,7 @@
 #include "core/errors.h"
 #include "cuda/cuda_support.h"
 #include "cuda/device_ops.h"
+#include "cuda/nvtx.h"
 
 #include <stdexcept>
 #include <string>
@@ -25,6 +26,9 @@ std::optional<CudaVersions> cuda_versions() { return std::nullopt; }
 std::optional<DeviceFacts> device_facts(int) { return std::nullopt; }
 int device_count() { return 0; }
 bool can_access_peer(int, int) { return false; }
+
+NvtxRange::NvtxRange(const char*) {}
+NvtxRange::~NvtxRange() = default;
 
 }  // namespace rn50::cuda
 

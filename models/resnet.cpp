@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "cuda/nvtx.h"
 #include "models/blocks.h"
 #include "models/stem.h"
 #include "ops/fused_batch_norm.h"
@@ -52,7 +53,13 @@ class Block : public nn::Module {
  public:
   Block(bool bottleneck, int64_t in, int64_t planes, int64_t stride, int64_t groups, int64_t width_per_group,
         const ModelOptions& mode, std::string where)
-      : bottleneck_(bottleneck), stride_(stride), groups_(groups), mode_(mode), where_(std::move(where)) {
+      : bottleneck_(bottleneck),
+        stride_(stride),
+        groups_(groups),
+        mode_(mode),
+        where_(std::move(where)),
+        forward_range_(where_ + " forward"),
+        backward_range_(where_ + " backward") {
     const int64_t expansion = bottleneck ? 4 : 1;
     const int64_t out = planes * expansion;
     if (bottleneck) {
@@ -78,6 +85,7 @@ class Block : public nn::Module {
 
   // `copies`: float16 copies of fused_weights() made beforehand (batched_casts), or empty: the fused op casts them.
   at::Tensor forward(const at::Tensor& x, at::ArrayRef<at::Tensor> copies = {}) {
+    const cuda::NvtxRange profiled(forward_range_.c_str());
     if (is_training()) ran_fused_ = false;  // an evaluation in between leaves the training steps' batching as it was
     if (mode_.fusion == Fusion::kConv && bottleneck_ && is_training()) {
       ops::BottleneckParams p = params();
@@ -134,6 +142,7 @@ class Block : public nn::Module {
     p.groups = groups_;
     p.wgrad_stream = mode_.wgrad_stream;
     p.prologue = mode_.conv_prologue;
+    p.backward_range = backward_range_;
     return p;
   }
 
@@ -156,6 +165,7 @@ class Block : public nn::Module {
   int64_t groups_;
   ModelOptions mode_;
   std::string where_;       // e.g. "layer2.0", for logs
+  std::string forward_range_, backward_range_;  // profilers' names for its work (cuda/nvtx.h)
   bool ran_fused_ = false;  // whether the last training forward ran the fused op
   std::map<std::pair<std::vector<int64_t>, int>, bool> ready_;
   nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
@@ -191,16 +201,21 @@ class ResNet final : public Classifier {
   }
 
   at::Tensor forward(const at::Tensor& images) override {
-    const at::Tensor stem = mode_.stem_channels > images.size(1)
-                                ? stem_conv(images, conv1_->weight, mode_.stem_channels)
-                                : conv1_->forward(images);
-    at::Tensor x = bn_act(bn1_, stem, {}, true, mode_);
-    // fusion: off stays torchvision's op; bn and conv take rn50's max-pool where it runs (ATen's op elsewhere).
-    x = mode_.fusion == Fusion::kOff
-            ? torch::nn::functional::max_pool2d(x, torch::nn::functional::MaxPool2dFuncOptions(3).stride(2).padding(1))
-            : ops::max_pool2d(x, ops::kStemMaxPool);
+    at::Tensor x;
+    {
+      const cuda::NvtxRange profiled("stem forward");
+      const at::Tensor stem = mode_.stem_channels > images.size(1)
+                                  ? stem_conv(images, conv1_->weight, mode_.stem_channels)
+                                  : conv1_->forward(images);
+      x = bn_act(bn1_, stem, {}, true, mode_);
+      // fusion: off stays torchvision's op; bn and conv take rn50's max-pool where it runs (ATen's op elsewhere).
+      x = mode_.fusion == Fusion::kOff ? torch::nn::functional::max_pool2d(
+                                             x, torch::nn::functional::MaxPool2dFuncOptions(3).stride(2).padding(1))
+                                       : ops::max_pool2d(x, ops::kStemMaxPool);
+    }
     const std::vector<std::vector<at::Tensor>> copies = weight_copies();
     for (size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i]->forward(x, copies[i]);
+    const cuda::NvtxRange profiled("head forward");
     x = x.mean({2, 3});  // global average pool; keeps the batch dimension
     return fc_->forward(x);
   }
@@ -260,6 +275,7 @@ class ResNet final : public Classifier {
     }
     // The fused op runs in float16 only; weights of another dtype (a model cast whole) stay with its own casts.
     if (weights.empty() || !ops::cast_weights_unsupported_reason(weights, at::kHalf).empty()) return per_block;
+    const cuda::NvtxRange profiled("weight casts");
     const std::vector<at::Tensor> copies = ops::cast_weights(weights, at::kHalf);
     size_t next = 0;
     for (size_t i = 0; i < blocks_.size(); ++i) {

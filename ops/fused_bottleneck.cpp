@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "cuda/nvtx.h"
 #include "ops/fused_batch_norm_backend.h"
 #include "ops/fused_conv.h"
 #include "ops/side_stream.h"
@@ -26,6 +27,7 @@ struct BlockSettings {
   bool downsample = false;
   bool wgrad_stream = true;
   PrologueRun prologue = PrologueRun::kTimed;
+  std::string backward_range;
 };
 
 BatchNormState with_affine(const BatchNormState& s, const at::Tensor& weight, const at::Tensor& bias) {
@@ -94,6 +96,7 @@ class BottleneckFunction : public torch::autograd::Function<BottleneckFunction> 
     ctx->saved_data["downsample"] = s.downsample;
     ctx->saved_data["wgrad_stream"] = s.wgrad_stream;
     ctx->saved_data["prologue"] = static_cast<int64_t>(s.prologue);
+    ctx->saved_data["range"] = s.backward_range;
     ctx->saved_data["eps3"] = s.bn3.eps;
     ctx->saved_data["epsd"] = s.bnd.eps;
     return {out};
@@ -110,6 +113,9 @@ class BottleneckFunction : public torch::autograd::Function<BottleneckFunction> 
     const bool downsample = ctx->saved_data["downsample"].toBool();
     const ConvGeometry one{1, 0}, three{stride, 1}, down{stride, 0};
     const auto prologue = static_cast<PrologueRun>(ctx->saved_data["prologue"].toInt());
+    // The backward runs on autograd's device thread: the block's range is pushed there, around its kernels.
+    const std::string range = ctx->saved_data["range"].toStringRef();
+    const cuda::NvtxRange profiled(range.empty() ? "bottleneck backward" : range.c_str());
     const at::Tensor dout = grad_outputs[0].contiguous(kChannelsLast);
     // The data gradients are the chain the next block waits for; each weight gradient needs only its layer's output
     // gradient, so it can run beside that chain. Joined before returning: autograd hands the weight gradients on at
@@ -197,7 +203,7 @@ std::string bottleneck_unsupported_reason(const at::Tensor& x, const BottleneckP
 at::Tensor bottleneck_forward(const at::Tensor& x, const BottleneckParams& p) {
   const std::string why = bottleneck_unsupported_reason(x, p);
   if (!why.empty()) throw std::invalid_argument("fused bottleneck: " + why);
-  BlockSettings s{p.bn1, p.bn2, p.bn3, p.bnd, p.stride, p.wd.defined(), p.wgrad_stream, p.prologue};
+  BlockSettings s{p.bn1, p.bn2, p.bn3, p.bnd, p.stride, p.wd.defined(), p.wgrad_stream, p.prologue, p.backward_range};
   const bool down = p.wd.defined();
   return BottleneckFunction::apply(x, half_weight(p.w1, x), half_weight(p.w2, x), half_weight(p.w3, x),
                                    down ? maybe(half_weight(p.wd, x)) : c10::nullopt, p.bn1.weight, p.bn1.bias,

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """tests/bench/test_ncu_kernel_classes.py: bench/ncu_kernel_classes.py on made-up ncu CSV (no GPU): each class by
-kernel name, the time units, and --last-steps cutting whole steps at the fused SGD or AdamW kernel.
+kernel name, the time units, --last-steps cutting whole steps at the fused SGD or AdamW kernel, and --ranges' per-layer
+table from kernels named after rn50's NVTX ranges.
 
   python3 tests/bench/test_ncu_kernel_classes.py
 """
+import argparse
+import contextlib
 import importlib.util
+import io
 import os
 import tempfile
 import unittest
@@ -107,6 +111,42 @@ class Steps(unittest.TestCase):
         try:
             with self.assertRaises(SystemExit):
                 ncu.read_kernels(path)
+        finally:
+            os.unlink(path)
+
+
+class Ranges(unittest.TestCase):
+    def test_layers_in_the_models_order_forward_and_backward_and_the_rest_by_class(self):
+        step = [("stem forward", "usecond", "1"), ("layer1.0 forward", "usecond", "2"),
+                ("layer10.2 forward", "usecond", "3"), ("layer2.1 forward", "usecond", "4"),
+                ("head forward", "usecond", "1"), ("layer2.1 backward", "usecond", "5"),
+                ("layer1.0 backward", "usecond", "6"), ("weight casts", "usecond", "1"),
+                ("void at::native::max_pool_backward_nhwc<c10::Half>", "usecond", "2"), (SGD, "usecond", "1")]
+        path = write_csv(step * 3)
+        try:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                ncu.print_ranges(path, argparse.Namespace(last_steps=2))
+            lines = out.getvalue().splitlines()
+            self.assertIn("20 kernels, 0.03 ms a step", lines[0])  # the last 2 of 3 steps, 26 us each
+            rows = [line.split() for line in lines[2:]]
+            self.assertEqual([r[0] for r in rows[:5]], ["stem", "layer1.0", "layer2.1", "layer10.2", "head"])
+            self.assertEqual(rows[1][1:4], ["0.002", "0.006", "0.008"])  # layer1.0: forward, backward, both
+            self.assertEqual(rows[2][1:4], ["0.004", "0.005", "0.009"])
+            text = out.getvalue()
+            self.assertIn("weight casts", text)
+            self.assertIn("outside: elementwise/other", text)  # the max-pool's backward, outside any range
+            self.assertIn("outside: optimizer", text)
+        finally:
+            os.unlink(path)
+
+    def test_a_profile_without_ranges_says_so(self):
+        path = write_csv([("sm90_xmma_fprop", "usecond", "2"), (SGD, "usecond", "1")])
+        try:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                ncu.print_ranges(path, argparse.Namespace(last_steps=0))
+            self.assertIn("--print-nvtx-rename kernel", out.getvalue())
         finally:
             os.unlink(path)
 
