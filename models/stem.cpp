@@ -3,16 +3,19 @@
 
 #include <ATen/ATen.h>
 
-#include <vector>
 
 namespace rn50::models {
 
+at::Tensor pad_channels(const at::Tensor& t, int64_t channels) {
+  const int64_t pad = channels - t.size(1);
+  if (pad <= 0) return t;
+  // Pads run from the last dimension back: W, H, then C (after the existing channels). constant_pad_nd allocates its
+  // output in its input's suggested memory format.
+  return at::constant_pad_nd(t, {0, 0, 0, 0, 0, pad});
+}
+
 at::Tensor stem_conv(const at::Tensor& images, const at::Tensor& weight, int64_t channels) {
-  const int64_t pad = channels - images.size(1);
-  if (pad <= 0) return at::conv2d(images, weight, {}, {2, 2}, {3, 3});
-  // Pads run from the last dimension back: W, H, then C (after the existing channels).
-  const std::vector<int64_t> zeros = {0, 0, 0, 0, 0, pad};
-  return at::conv2d(at::constant_pad_nd(images, zeros), at::constant_pad_nd(weight, zeros), {}, {2, 2}, {3, 3});
+  return at::conv2d(pad_channels(images, channels), pad_channels(weight, channels), {}, {2, 2}, {3, 3});
 }
 
 }  // namespace rn50::models

@@ -9,7 +9,11 @@ namespace rn50::models {
 
 // conv2d(images, weight, stride 2, padding 3), with images [N, C, H, W] and weight [F, C, 7, 7] both given
 // `channels` - C zero channels first when `channels` > C: the same output and, through the padding's backward, the
-// same weight gradient. The padded copies keep their inputs' memory format.
+// same weight gradient.
 at::Tensor stem_conv(const at::Tensor& images, const at::Tensor& weight, int64_t channels);
+
+// t [N, C, H, W] with zero channels after its C up to `channels` (t itself when it has as many): a copy in t's memory
+// format, so that a channels-last image reaches cuDNN as channels-last (else it would transpose it first).
+at::Tensor pad_channels(const at::Tensor& t, int64_t channels);
 
 }  // namespace rn50::models

@@ -179,6 +179,10 @@ void Session::build_model() {
   const Config& config = config_;
   const input::DatasetInfo& info = source->info();
   torch::manual_seed(static_cast<uint64_t>(config.seed));
+  if (config.stem_channels != 3 && config.model.rfind("res", 0) != 0 && primary()) {
+    log_warn(strprintf("stem_channels: %d: only the ResNets' stem convolution is padded; %s ignores it",
+                       config.stem_channels, config.model.c_str()));
+  }
   if (config.batched_casts && world() > 1 && primary()) {
     log_warn("batched_casts: off: under data parallel each gradient goes to its bucket as it arrives");
   }

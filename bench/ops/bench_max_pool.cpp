@@ -29,6 +29,8 @@ at::Tensor pool(const at::Tensor& x, bool own) {
 
 // rn50's backward kernel alone in its two forms (PoolPlan::gradients_with_positions): each covering output's gradient
 // loaded only once its position says it is needed, or with the positions. Same sums, so the same input gradients.
+// Each form is timed twice, the order alternating (default, eager, eager, default), so that drift in clocks or
+// temperature favours neither; the mean of its two medians is printed.
 void backward_kernel_variants(const std::vector<at::Tensor>& x, const std::vector<at::Tensor>& dy, int sets) {
   namespace k = rn50::ops::kernels;
   k::PoolShape s;
@@ -45,7 +47,7 @@ void backward_kernel_variants(const std::vector<at::Tensor>& x, const std::vecto
   }
   std::vector<at::Tensor> results;
   double seconds[2] = {0, 0};
-  for (const bool eager : {false, true}) {
+  for (const bool eager : {false, true, true, false}) {
     k::PoolPlan p = k::make_pool_plan(s, 2, true);
     p.gradients_with_positions = eager;
     dx.assign(static_cast<size_t>(sets), at::Tensor());
@@ -57,7 +59,7 @@ void backward_kernel_variants(const std::vector<at::Tensor>& x, const std::vecto
                                        static_cast<__half*>(dx[i].data_ptr()), stream);
         },
         sets, kRepeats);
-    seconds[eager] = t.seconds;
+    seconds[eager] += t.seconds / 2;
     results.push_back(dx[0].clone());
   }
   std::printf(

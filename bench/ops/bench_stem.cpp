@@ -2,7 +2,9 @@
 // padding 3, 64 filters on [batch, 3, 224, 224] float16 channels-last, cuDNN autotuned as configs/optimized.yaml runs
 // it) with the image's 3 channels and zero-padded to 4 and 8 (stem_channels), forward and forward + weight gradient,
 // each captured in a CUDA graph (bench/ops/graph_timing.h), padding included; one line each with the median
-// milliseconds per call, and whether each padded form's output and weight gradient equal the unpadded ones'.
+// milliseconds per call, and whether each padded form's output and weight gradient equal the unpadded ones'. Then the
+// padded forms' forward on an image padded beforehand, and the padding alone: whether a gain is cuDNN's kernel and
+// what the pad costs (an input path writing the padded image directly would save that).
 #include <ATen/cuda/CUDAContext.h>
 #include <torch/torch.h>
 
@@ -73,6 +75,17 @@ int main(int argc, char** argv) {
                   channels, forward.seconds * 1e3, base_forward / forward.seconds, both.seconds * 1e3,
                   base_both / both.seconds, y_off, dw_off,
                   forward.graph && both.graph ? "" : " (timed eagerly: capture failed, see stderr)");
+    }
+    for (const int channels : {4, 8}) {
+      std::vector<at::Tensor> padded;
+      for (const at::Tensor& image : x) padded.push_back(rn50::models::pad_channels(image, channels));
+      const at::Tensor padded_weight = rn50::models::pad_channels(weight.detach(), channels);
+      const Timing conv_alone = time_calls(
+          [&](int i) { at::conv2d(padded[i], padded_weight, {}, {2, 2}, {3, 3}); }, sets, kRepeats);
+      const Timing pad_alone = time_calls([&](int i) { rn50::models::pad_channels(x[i], channels); }, sets, kRepeats);
+      std::printf("%d input channels, image padded beforehand: forward %.3f ms (%.2fx against 3); the image's padding "
+                  "alone %.3f ms\n",
+                  channels, conv_alone.seconds * 1e3, base_forward / conv_alone.seconds, pad_alone.seconds * 1e3);
     }
     return 0;
   } catch (const std::exception& e) {

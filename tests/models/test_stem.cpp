@@ -1,6 +1,6 @@
 // tests/models/test_stem.cpp: the stem convolution with zero-padded input channels (stem_channels) against the plain
-// one: outputs and weight gradients on fresh random inputs, the memory format kept, and a ResNet's logits and
-// gradients with stem_channels 4 and 8 against 3.
+// one: outputs and weight gradients on fresh random inputs, the padded copies' layout (channels-last kept, float16
+// too) and zeros, and a ResNet's logits and gradients with stem_channels 4 and 8 against 3.
 #include "models/stem.h"
 
 #include <gtest/gtest.h>
@@ -35,6 +35,28 @@ TEST(StemConv, ZeroChannelsGiveTheSameOutputAndWeightGradient) {
       EXPECT_LT(relative(dw, dw3), 1e-5) << channels << " channels, channels_last " << channels_last;
       EXPECT_EQ(y.is_contiguous(at::MemoryFormat::ChannelsLast), channels_last);
     }
+  }
+}
+
+// The point of the padding: cuDNN's channels-last kernels for 4 or 8 channels. A padded copy in NCHW would have it
+// transpose the image first, so the copies keep the layout (the image and the weight; float16 too, as autocast
+// hands the image over), and the extra channels are zeros.
+TEST(StemConv, PaddedCopiesKeepTheLayoutAndAddZeros) {
+  for (const auto dtype : {at::kFloat, at::kHalf}) {
+    const at::Tensor image = torch::randn({2, 3, 16, 16}).to(dtype).contiguous(at::MemoryFormat::ChannelsLast);
+    const at::Tensor weight = torch::randn({64, 3, 7, 7}).contiguous(at::MemoryFormat::ChannelsLast);
+    for (const int64_t channels : {4, 8}) {
+      const at::Tensor x = pad_channels(image, channels), w = pad_channels(weight, channels);
+      EXPECT_EQ(x.sizes(), (std::vector<int64_t>{2, channels, 16, 16}));
+      EXPECT_EQ(w.sizes(), (std::vector<int64_t>{64, channels, 7, 7}));
+      EXPECT_TRUE(x.is_contiguous(at::MemoryFormat::ChannelsLast)) << channels;
+      EXPECT_TRUE(w.is_contiguous(at::MemoryFormat::ChannelsLast)) << channels;
+      EXPECT_TRUE(w.to(at::kHalf).is_contiguous(at::MemoryFormat::ChannelsLast));  // autocast's cast keeps it
+      EXPECT_TRUE(torch::equal(x.narrow(1, 0, 3), image));
+      EXPECT_EQ(x.narrow(1, 3, channels - 3).abs().max().item<double>(), 0.0);
+      EXPECT_EQ(w.narrow(1, 3, channels - 3).abs().max().item<double>(), 0.0);
+    }
+    EXPECT_TRUE(pad_channels(image, 3).is_same(image));
   }
 }
 

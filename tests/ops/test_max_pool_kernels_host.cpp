@@ -272,6 +272,8 @@ void run_all() {
     run_case<T>(s, {false, /*unrolled=*/false}, rng);
     run_case<T>(s, {false, true, /*blocks=*/2}, rng);
     run_case<T>(s, {false, true, 0, /*eager=*/true}, rng);
+    run_case<T>(s, {/*misalign=*/true, true, 0, /*eager=*/true}, rng);  // the eager order on scalar loads
+    run_case<T>(s, {false, true, /*blocks=*/2, /*eager=*/true}, rng);   // and looping over several items a thread
   }
 }
 
