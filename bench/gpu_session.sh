@@ -282,8 +282,11 @@ fi
 if has datapath; then  # JPEG training at the fused speed on 16 cores and on 8 (taskset: an instance with 8 cores a GPU),
   # CPU and GPU decoding and both at once (decode_cpu_share: auto), against synthetic data of the same steps, and the doctor's verdict on each core count: epochs
   # of 200 steps of 256 (DATAPATH_COPIES x 12,800 ImageNet-sized files: the copies are hard links, decoded again each
-  # time; what is measured is the rate, not what is learnt).
+  # time; what is measured is the rate, not what is learnt). DATAPATH_RUNS picks runs (default every one: synthetic
+  # cpu16 gpu16 cpu8 gpu8 share8 share16, about 50 s each), so that the stage fits one call beside a build;
+  # DATAPATH_DOCTOR_CORES the doctor's core sets (default "0-15 0-7"; empty: none).
   dp=/tmp/datapath
+  dp_runs=" ${DATAPATH_RUNS:-synthetic cpu16 gpu16 cpu8 gpu8 share8 share16} "
   if [[ ! -d $dp/train ]]; then
     "$build/rn50" make-sample --out /tmp/datapath_one --classes 16 --per-class 800 --val-per-class 1 --size 375 \
       --noise 20 > "$OUT/make_datapath.log" 2>&1 || tail -3 "$OUT/make_datapath.log"
@@ -297,7 +300,8 @@ if has datapath; then  # JPEG training at the fused speed on 16 cores and on 8 (
     | tee -a "$OUT/table.txt"
   n_dp=$(find "$dp/train" -name '*.JPEG' | wc -l)
   dprun() {  # name, cores (taskset), train args: 4 epochs, the first not measured
-    local name=$1 cores=$2
+    local name=$1 cores=$2 short=${1#dp_}
+    [[ $dp_runs == *" ${short%_*} "* ]] || return 0
     rm -rf "/tmp/runs/$name" "$OUT/$name.jsonl"
     taskset -c "$cores" "$build/rn50" train --config configs/optimized.yaml --device cuda:0 --epochs 4 --warmup-epochs 0 \
       --log-every 100000 --validate=off --checkpoint=off --out-dir "/tmp/runs/$name" "${@:3}" > "$OUT/$name.log" 2>&1 \
@@ -314,7 +318,7 @@ if has datapath; then  # JPEG training at the fused speed on 16 cores and on 8 (
     dprun dp_share8_$rep 0-7 --data-root "$dp" --decode gpu --decode-cpu-share auto
     dprun dp_share16_$rep 0-15 --data-root "$dp" --decode gpu --decode-cpu-share auto
   done
-  for cores in 0-15 0-7; do
+  for cores in ${DATAPATH_DOCTOR_CORES-0-15 0-7}; do  # DATAPATH_DOCTOR_CORES="": no doctor runs
     taskset -c $cores "$build/rn50" doctor --json --data-root "$dp" > "$OUT/dp_doctor_$cores.json" 2> "$OUT/dp_doctor_$cores.err"
     python3 -c "import json, sys
 for r in json.load(open(sys.argv[1])):
