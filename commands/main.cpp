@@ -8,6 +8,7 @@
 
 #include "commands/command.h"
 #include "core/build_info.h"
+#include "core/crash_report.h"
 #include "core/errors.h"
 #include "core/log.h"
 
@@ -50,6 +51,7 @@ void usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  rn50::print_stack_on_fatal_signals();
   if (argc >= 2 && (std::string(argv[1]) == "--version" || std::string(argv[1]) == "version")) {
     for (const auto& [name, value] : rn50::build_facts()) std::printf("%-10s %s\n", name.c_str(), value.c_str());
     return 0;

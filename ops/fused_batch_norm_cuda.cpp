@@ -196,9 +196,11 @@ struct ThreadCudnn {
   std::map<PlanKey, std::unique_ptr<CudnnPlan>> plans;
 };
 
+// Never destroyed, as the handle they were made with (ops/cudnn_handle.cpp: cuDNN calls from thread-local destructors
+// at exit crashed).
 ThreadCudnn& thread_cudnn() {
-  thread_local ThreadCudnn state;
-  return state;
+  thread_local auto* state = new ThreadCudnn();
+  return *state;
 }
 
 std::string refusal(const char* call, cudnnStatus_t status) {

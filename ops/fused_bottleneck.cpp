@@ -233,7 +233,7 @@ std::string prepare_bottleneck(const at::Tensor& x, const BottleneckParams& p) {
     const c10::AutoGradMode grad_mode(true);  // the probe's backward builds the backward plans
     BottleneckParams q{copy_w(p.w1),   copy_w(p.w2),   copy_w(p.w3),   copy_w(p.wd), copy_bn(p.bn1),
                        copy_bn(p.bn2), copy_bn(p.bn3), copy_bn(p.bnd), p.stride,     p.groups,
-                       p.dilation,     p.wgrad_stream, p.prologue};
+                       p.dilation,     p.wgrad_stream, p.prologue,     p.backward_range};
     const at::Tensor input = x.detach().clone(kChannelsLast).requires_grad_(true);
     const at::Tensor y = bottleneck_forward(input, q);
     std::vector<at::Tensor> wrt{input, q.w1, q.w2, q.w3};

@@ -27,7 +27,7 @@ struct BottleneckParams {
   int64_t dilation = 1;
   bool wgrad_stream = true;
   PrologueRun prologue = PrologueRun::kTimed;
-  std::string backward_range;  // profilers' name for the block's backward (cuda/nvtx.h), e.g. "layer2.0 backward"
+  std::string backward_range{};  // profilers' name for the block's backward (cuda/nvtx.h), e.g. "layer2.0 backward"
 };
 
 // relu(bn3(conv3(relu(bn2(conv2(relu(bn1(conv1(x)))))))) + identity), identity = bnd(convd(x)) or x, with batch

@@ -211,9 +211,11 @@ struct ThreadPlans {
   std::map<Key, bool> separate;  // PrologueRun::kTimed's choices: the prologue as a pass of its own
 };
 
+// Never destroyed, as the handle they were made with (ops/cudnn_handle.cpp: cuDNN calls from thread-local destructors
+// at exit crashed).
 ThreadPlans& thread_plans() {
-  thread_local ThreadPlans state;
-  return state;
+  thread_local auto* state = new ThreadPlans();
+  return *state;
 }
 
 // The timed choices' log lines, until take_prologue_choices(): one list for the process, since the weight gradients

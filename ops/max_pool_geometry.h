@@ -75,9 +75,9 @@ struct PoolPlan {
   bool few_covers = false;    // at most kFewCovers^2 outputs cover an input: the backward loads their positions first
   // few_covers: their gradients too, in the same round trip, before knowing which point at the input (one memory
   // latency a thread instead of two; gradients no lane takes are read too, mostly from cache, as neighbours share
-  // them). false (the measured default, until rn50_bench_max_pool has timed both): each gradient only once its
-  // position says it is needed.
-  bool gradients_with_positions = false;
+  // them): 0.430 against 0.456 ms at batch 256 on an H200 (rn50_bench_max_pool, 2026-12-05). false: each gradient
+  // only once its position says it is needed.
+  bool gradients_with_positions = true;
   int forward_items = 0, backward_items = 0;  // output (input) pixels times channel vectors
   int forward_blocks = 1, backward_blocks = 1;
   FastDiv vectors, out_w, out_h, in_w, in_h, stride_h, stride_w;

@@ -648,7 +648,7 @@ bool graph_has_node(const at::Tensor& out, const std::string& part) {
 }
 
 // batched_casts against a cast per weight: three copies of ResNet-50 (fusion: conv, fp16 with loss scaling,
-// channels-last, the CUDA graph; 64 px, batch 8) take the same 6 steps on fresh random batches, two casting per weight
+// channels-last, the CUDA graph; 64 px, batch 8) take the same 16 steps on fresh random batches, two casting per weight
 // (the control: equal to each other, else the comparison below would fail for a reason other than the casts) and one
 // batched. Every parameter and BatchNorm statistic afterwards is equal bit for bit: both cast with round-to-nearest-
 // even, and deterministic cuDNN orders the fused sums. An eager forward afterwards shows the batched model's graph has
@@ -683,11 +683,22 @@ TEST_F(CudaDeterministic, BatchedWeightCastsTrainAsCastsPerWeightBitForBit) {
     steps.push_back(std::make_unique<trainer::TrainStep>(*models[m], *sgds[m], step_options(configs[m]), torch::kCUDA,
                                                          *timer));
   }
-  const at::Tensor initial = models[0]->parameters()[0].detach().clone();
-  train_side_by_side({steps[0].get(), steps[1].get(), steps[2].get()}, *timer, 6, [](int) { return 0.05; });
+  std::vector<at::Tensor> initial;
+  for (const auto& p : models[0]->parameters()) initial.push_back(p.detach().clone());
+  // 16 steps: the loss scaler starts at 2^16 and skips the steps that overflow, halving it each time.
+  train_side_by_side({steps[0].get(), steps[1].get(), steps[2].get()}, *timer, 16, [](int) { return 0.05; });
   timer->take_totals();
   for (const auto& s : steps) EXPECT_TRUE(s->graphed()) << s->graph_status();
-  EXPECT_GT(rel_err(models[0]->parameters()[0], initial), 1e-3);
+  // The comparison means something only if steps were taken: the convolution weights' change, all together.
+  double change = 0, size = 0;
+  for (size_t i = 0; i < initial.size(); ++i) {
+    if (initial[i].dim() != 4) continue;
+    change += (models[0]->parameters()[i] - initial[i]).pow(2).sum().item<double>();
+    size += initial[i].pow(2).sum().item<double>();
+  }
+  std::printf("[ diff     ] batched_casts: the convolution weights moved %.3g relative over the steps\n",
+              std::sqrt(change / size));
+  EXPECT_GT(std::sqrt(change / size), 1e-4);
   for (size_t m = 1; m < models.size(); ++m) {
     SCOPED_TRACE(m == 1 ? "control: two models casting per weight" : "batched against per weight");
     const auto a = models[0]->named_parameters(), b = models[m]->named_parameters();
