@@ -270,19 +270,19 @@ class ResNet final : public Classifier {
     std::vector<std::vector<at::Tensor>> per_block(blocks_.size());
     if (mode_.fusion != Fusion::kConv || !mode_.batched_casts || !is_training()) return per_block;
     std::vector<at::Tensor> weights;
-    for (const auto& block : blocks_) {
-      for (const at::Tensor& w : block->fused_weights()) weights.push_back(w);
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      per_block[i] = blocks_[i]->fused_weights();
+      weights.insert(weights.end(), per_block[i].begin(), per_block[i].end());
     }
     // The fused op runs in float16 only; weights of another dtype (a model cast whole) stay with its own casts.
-    if (weights.empty() || !ops::cast_weights_unsupported_reason(weights, at::kHalf).empty()) return per_block;
+    if (weights.empty() || !ops::cast_weights_unsupported_reason(weights, at::kHalf).empty()) {
+      return std::vector<std::vector<at::Tensor>>(blocks_.size());
+    }
     const cuda::NvtxRange profiled("weight casts");
     const std::vector<at::Tensor> copies = ops::cast_weights(weights, at::kHalf);
     size_t next = 0;
-    for (size_t i = 0; i < blocks_.size(); ++i) {
-      const size_t n = blocks_[i]->fused_weights().size();
-      per_block[i].assign(copies.begin() + static_cast<std::ptrdiff_t>(next),
-                          copies.begin() + static_cast<std::ptrdiff_t>(next + n));
-      next += n;
+    for (std::vector<at::Tensor>& block : per_block) {
+      for (at::Tensor& w : block) w = copies[next++];  // each block's weights, now their copies, in the same order
     }
     return per_block;
   }
