@@ -54,6 +54,11 @@ uint64_t DecodeBudget::in_flight() const {
   return in_flight_;
 }
 
+uint64_t DecodeBudget::waiting() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return next_ticket_ - serving_;
+}
+
 uint64_t DecodeBudget::peak_in_flight() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return peak_;

@@ -40,6 +40,8 @@ class DecodeBudget {
 
   uint64_t capacity() const { return capacity_; }
   uint64_t in_flight() const;
+  // Calls waiting in acquire() now (tests wait on it rather than on sleeps).
+  uint64_t waiting() const;
   // The most ever held at once: at most capacity(), unless one image larger than that went ahead alone.
   uint64_t peak_in_flight() const;
 

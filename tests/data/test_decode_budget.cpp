@@ -99,24 +99,31 @@ TEST(DecodeBudget, TakesItsCallersInTurn) {
   DecodeBudget budget(100);
   auto first = std::make_unique<DecodeBudget::Hold>(budget.acquire(60));
   std::atomic<int> order{0}, large_at{-1}, small_at{-1};
+  // Waits (at most 10 s) until `n` calls wait in the budget: the order is then fixed, however slow the machine.
+  const auto wait_for_waiting = [&](uint64_t n) {
+    for (int i = 0; i < 10000 && budget.waiting() < n; ++i) std::this_thread::sleep_for(1ms);
+    EXPECT_EQ(budget.waiting(), n);
+  };
   std::thread large([&] {
     // 95: the small one cannot fit beside it either, so it cannot count itself before the large one does.
     const DecodeBudget::Hold hold = budget.acquire(95);
     large_at = order++;
     std::this_thread::sleep_for(20ms);
   });
-  std::this_thread::sleep_for(50ms);  // the large one waits first
+  wait_for_waiting(1);  // the large one waits first
   std::thread small([&] {
     const DecodeBudget::Hold hold = budget.acquire(10);  // would fit beside the first hold
     small_at = order++;
   });
-  std::this_thread::sleep_for(50ms);
+  wait_for_waiting(2);
+  std::this_thread::sleep_for(20ms);
   EXPECT_EQ(small_at.load(), -1);
   first.reset();
   large.join();
   small.join();
   EXPECT_EQ(large_at.load(), 0);
   EXPECT_EQ(small_at.load(), 1);
+  EXPECT_EQ(budget.waiting(), 0u);
 }
 
 // Holds its image's "decoded size" (index-dependent) of the loader's budget while it "decodes", counted by the test.
