@@ -29,9 +29,9 @@ void normalize_into(const at::Tensor& images, at::Tensor& out, const float scale
   TORCH_CHECK(images.is_cuda() && images.scalar_type() == at::kByte && images.dim() == 4 && images.size(3) == 3 &&
                   images.is_contiguous(),
               "normalize_into: expected contiguous uint8 NHWC images on the GPU");
-  TORCH_CHECK(out.is_cuda() && out.dim() == 4 && out.size(0) == images.size(0) && out.size(1) == 3 &&
-                  out.size(2) == images.size(1) && out.size(3) == images.size(2),
-              "normalize_into: output must be [N, 3, H, W] matching the images");
+  TORCH_CHECK(out.is_cuda() && out.dim() == 4 && out.size(0) == images.size(0) && out.size(1) >= 3 &&
+                  out.size(1) <= 8 && out.size(2) == images.size(1) && out.size(3) == images.size(2),
+              "normalize_into: output must be [N, C, H, W] matching the images, C from 3 to 8");
   const bool channels_last = !out.is_contiguous() && out.is_contiguous(at::MemoryFormat::ChannelsLast);
   TORCH_CHECK(channels_last || out.is_contiguous(), "normalize_into: output must be NCHW or channels-last contiguous");
   kernels::OutType type = kernels::OutType::F32;
@@ -42,7 +42,8 @@ void normalize_into(const at::Tensor& images, at::Tensor& out, const float scale
   else
     TORCH_CHECK(out.scalar_type() == at::kFloat, "normalize_into: output must be float, half or bfloat16");
   kernels::normalize_images(images.data_ptr<uint8_t>(), out.data_ptr(), type, images.size(0), images.size(1),
-                            images.size(2), channels_last, scale, shift, at::cuda::getCurrentCUDAStream());
+                            images.size(2), static_cast<int>(out.size(1)), channels_last, scale, shift,
+                            at::cuda::getCurrentCUDAStream());
 }
 
 // ---- fused updates -----------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ namespace rn50::cuda {
 void use_side_stream(int device);
 
 // Writes normalised images (x / 255 - mean) / std from device uint8 NHWC into `out`, a preallocated
-// [N, 3, H, W] float, half or bfloat16 tensor in NCHW or channels-last layout, in one kernel.
+// [N, C, H, W] float, half or bfloat16 tensor in NCHW or channels-last layout, in one kernel; C is 3, or up to 8 with
+// zeros past the third (a ResNet stem's padded input).
 void normalize_into(const at::Tensor& images_u8_nhwc, at::Tensor& out, const float scale[3], const float shift[3]);
 
 // The table a fused update reads: every parameter's value, gradient and state buffers by address, in chunks for the

@@ -10,21 +10,16 @@
 namespace rn50::cuda::kernels {
 namespace {
 
-// One thread per pixel: three bytes in, three values out.
+// One thread per pixel: three bytes in, `channels` values out (zeros past the third).
 template <typename T>
 __global__ void normalize_kernel(const uint8_t* __restrict__ in, T* __restrict__ out, int64_t pixels, int64_t plane,
-                                 bool channels_last, Affine affine) {
+                                 int channels, bool channels_last, Affine affine) {
   for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < pixels; p += int64_t(gridDim.x) * blockDim.x) {
     const uint8_t* px = in + 3 * p;
-    if (channels_last) {
-#pragma unroll
-      for (int c = 0; c < 3; ++c) out[3 * p + c] = to_out<T>(px[c] * affine.scale[c] - affine.shift[c]);
-    } else {
-      const int64_t image = p / plane, offset = p % plane;
-#pragma unroll
-      for (int c = 0; c < 3; ++c) {
-        out[(image * 3 + c) * plane + offset] = to_out<T>(px[c] * affine.scale[c] - affine.shift[c]);
-      }
+    const int64_t image = p / plane, offset = p % plane;
+    for (int c = 0; c < channels; ++c) {
+      const T value = c < 3 ? to_out<T>(px[c] * affine.scale[c] - affine.shift[c]) : to_out<T>(0.0f);
+      out[channels_last ? channels * p + c : (image * channels + c) * plane + offset] = value;
     }
   }
 }
@@ -68,7 +63,8 @@ __global__ void fused_adamw_kernel(UpdateChunks c, float beta1, float beta2, flo
 }  // namespace
 
 void normalize_images(const uint8_t* in, void* out, OutType type, int64_t images, int64_t height, int64_t width,
-                      bool channels_last, const float scale[3], const float shift[3], cudaStream_t stream) {
+                      int out_channels, bool channels_last, const float scale[3], const float shift[3],
+                      cudaStream_t stream) {
   Affine affine{};
   for (int c = 0; c < 3; ++c) {
     affine.scale[c] = scale[c];
@@ -80,15 +76,15 @@ void normalize_images(const uint8_t* in, void* out, OutType type, int64_t images
   switch (type) {
     case OutType::F32:
       normalize_kernel<<<blocks, threads, 0, stream>>>(in, static_cast<float*>(out), pixels, height * width,
-                                                       channels_last, affine);
+                                                       out_channels, channels_last, affine);
       break;
     case OutType::F16:
       normalize_kernel<<<blocks, threads, 0, stream>>>(in, static_cast<__half*>(out), pixels, height * width,
-                                                       channels_last, affine);
+                                                       out_channels, channels_last, affine);
       break;
     case OutType::BF16:
       normalize_kernel<<<blocks, threads, 0, stream>>>(in, static_cast<__nv_bfloat16*>(out), pixels, height * width,
-                                                       channels_last, affine);
+                                                       out_channels, channels_last, affine);
       break;
   }
   RN50_CUDA_CHECK(cudaGetLastError());

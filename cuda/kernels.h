@@ -11,9 +11,11 @@ namespace rn50::cuda::kernels {
 
 enum class OutType { F32, F16, BF16 };
 
-// uint8 NHWC images -> (x / 255 - mean) / std, written as NCHW (channels_last false) or NHWC memory.
+// uint8 NHWC images -> (x / 255 - mean) / std, written as NCHW (channels_last false) or NHWC memory of
+// `out_channels` (3 to 8) channels, those past the image's 3 zeros (a ResNet stem's padded input, models/stem.h).
 void normalize_images(const uint8_t* in, void* out, OutType type, int64_t images, int64_t height, int64_t width,
-                      bool channels_last, const float scale[3], const float shift[3], cudaStream_t stream);
+                      int out_channels, bool channels_last, const float scale[3], const float shift[3],
+                      cudaStream_t stream);
 
 // One parameter tensor of a fused update: its value, gradient and up to two state buffers (SGD: momentum; AdamW:
 // the first and second moments).

@@ -153,7 +153,7 @@ class GpuDecodeSource final : public InputSource {
     const std::unique_ptr<data::BatchLoader> loader = data_.val_loader(*val_pool_);
     const AbandonDecodesOnError abandon_on_error(*decoder_);
     while (const std::optional<data::HostBatch> batch = loader->next()) {
-      at::Tensor x = at::empty({batch->size, 3, options_.image_size, options_.image_size},
+      at::Tensor x = at::empty({batch->size, context_.image_channels, options_.image_size, options_.image_size},
                                at::TensorOptions(context_.device).dtype(context_.image_dtype),
                                context_.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
       at::Tensor y = at::empty({batch->size}, at::TensorOptions(context_.device).dtype(at::kLong));

@@ -75,8 +75,11 @@ struct DatasetInfo {
 struct InputContext {
   c10::Device device = c10::kCPU;
   int rank = 0, world = 1, local_rank = 0;  // data parallel: each rank takes 1/world of every epoch
-  at::ScalarType image_dtype = at::kFloat;  // the step's input tensor: [batch, 3, size, size] of this dtype
+  at::ScalarType image_dtype = at::kFloat;  // the step's input tensor: [batch, channels, size, size] of this dtype
   bool channels_last = false;
+  // The input's channels: the image's 3, or more for a model whose stem takes them (models::input_channels), the
+  // ones past 3 written as zeros by every source, so that the model need not copy the batch to pad it.
+  int64_t image_channels = 3;
 };
 
 // Called with each validation batch, on the device, in the step's input dtype and layout.

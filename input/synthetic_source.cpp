@@ -24,6 +24,7 @@ class SyntheticSource final : public InputSource {
     const int size = options.image_size;
     for (int i = 0; i < kSyntheticBatches; ++i) {
       at::Tensor images = at::randn({options.batch_size, 3, size, size}, gen, at::TensorOptions(at::kFloat));
+      if (context.image_channels > 3) images = at::constant_pad_nd(images, {0, 0, 0, 0, 0, context.image_channels - 3});
       at::Tensor labels = at::randint(kSyntheticClasses, {options.batch_size}, gen, at::TensorOptions(at::kLong));
       images = images.to(context.device, context.image_dtype);
       if (context.channels_last) images = images.contiguous(at::MemoryFormat::ChannelsLast);

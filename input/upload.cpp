@@ -24,8 +24,9 @@ void InputUploader::normalize_into(const at::Tensor& images_nhwc_u8, at::Tensor&
     return;
   }
   // (x / 255 - mean) / std, computed in NHWC where the channel is the last, broadcast dimension; the
-  // permute gives the NCHW view, and copy_ writes it in out's layout.
-  out.copy_(images_nhwc_u8.to(at::kFloat).mul_(scale_).sub_(shift_).permute({0, 3, 1, 2}));
+  // permute gives the NCHW view, and copy_ writes it in out's layout. Channels past the image's 3 are zeros.
+  out.narrow(1, 0, 3).copy_(images_nhwc_u8.to(at::kFloat).mul_(scale_).sub_(shift_).permute({0, 3, 1, 2}));
+  if (out.size(1) > 3) out.narrow(1, 3, out.size(1) - 3).zero_();
 }
 
 std::pair<at::Tensor, at::Tensor> InputUploader::upload(const data::HostBatch& batch, int image_size) {

@@ -18,8 +18,8 @@ class InputUploader {
   // Blocking copy: returns (images uint8 NHWC, labels int64) on the device. The host buffer may be
   // reused as soon as this returns.
   std::pair<at::Tensor, at::Tensor> upload(const data::HostBatch& batch, int image_size);
-  // Normalises uint8 NHWC images that are already on the device into `out` ([N,3,H,W], its own dtype
-  // and layout): one kernel on CUDA, ATen ops elsewhere.
+  // Normalises uint8 NHWC images that are already on the device into `out` ([N,C,H,W], its own dtype
+  // and layout; C is 3, or more with zeros past the third): one kernel on CUDA, ATen ops elsewhere.
   void normalize_into(const at::Tensor& images_nhwc_u8, at::Tensor& out) const;
 
  private:

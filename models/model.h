@@ -57,6 +57,14 @@ struct ModelOptions {
 // Builds a registered model. Throws rn50::ConfigError naming the model when it is unknown.
 std::shared_ptr<Classifier> create(const std::string& name, const ModelOptions& options);
 
+// Whether the named model's stem takes stem_channels (the ResNets); the others ignore the option.
+bool takes_stem_channels(const std::string& name);
+
+// The image channels a training input of the named model is given: its stem_channels where it takes them, else 3.
+// Every model's forward takes 3-channel images; one with stem_channels > 3 also takes that many without copying them
+// (the channels past 3 meet zero weights, so they must be finite; the sources write zeros there).
+int64_t input_channels(const std::string& name, int64_t stem_channels);
+
 // The registered names, in registry order.
 std::vector<std::string> names();
 

@@ -1,4 +1,5 @@
 // models/registry.cpp: the table of trainable models. Porting a model: one new file and one line here.
+#include <algorithm>
 #include <functional>
 #include <utility>
 
@@ -27,14 +28,20 @@ namespace {
 
 using Factory = std::function<std::shared_ptr<Classifier>(const ModelOptions&)>;
 
-const std::vector<std::pair<std::string, Factory>>& registry() {
-  static const std::vector<std::pair<std::string, Factory>> table = {
-      {"resnet18", [](const ModelOptions& o) { return make_resnet(18, o); }},
-      {"resnet34", [](const ModelOptions& o) { return make_resnet(34, o); }},
-      {"resnet50", [](const ModelOptions& o) { return make_resnet(50, o); }},
-      {"resnet101", [](const ModelOptions& o) { return make_resnet(101, o); }},
-      {"resnet152", [](const ModelOptions& o) { return make_resnet(152, o); }},
-      {"resnext50_32x4d", [](const ModelOptions& o) { return make_resnet(50, o, 32, 4); }},
+struct Entry {
+  std::string name;
+  Factory factory;
+  bool stem_channels = false;  // the stem takes ModelOptions::stem_channels (models/stem.h)
+};
+
+const std::vector<Entry>& registry() {
+  static const std::vector<Entry> table = {
+      {"resnet18", [](const ModelOptions& o) { return make_resnet(18, o); }, true},
+      {"resnet34", [](const ModelOptions& o) { return make_resnet(34, o); }, true},
+      {"resnet50", [](const ModelOptions& o) { return make_resnet(50, o); }, true},
+      {"resnet101", [](const ModelOptions& o) { return make_resnet(101, o); }, true},
+      {"resnet152", [](const ModelOptions& o) { return make_resnet(152, o); }, true},
+      {"resnext50_32x4d", [](const ModelOptions& o) { return make_resnet(50, o, 32, 4); }, true},
       {"convnext_tiny", make_convnext_tiny},
       {"vit_b_16", make_vit_b_16},
       {"efficientnet_b0", make_efficientnet_b0},
@@ -43,20 +50,30 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
   return table;
 }
 
-}  // namespace
-
-std::shared_ptr<Classifier> create(const std::string& name, const ModelOptions& options) {
-  for (const auto& [entry, factory] : registry()) {
-    if (entry == name) return factory(options);
+const Entry& find(const std::string& name) {
+  for (const Entry& entry : registry()) {
+    if (entry.name == name) return entry;
   }
   std::string known;
   for (const auto& n : names()) known += (known.empty() ? "" : ", ") + n;
   throw ConfigError("config key 'model': unknown model '" + name + "' (known: " + known + ")");
 }
 
+}  // namespace
+
+std::shared_ptr<Classifier> create(const std::string& name, const ModelOptions& options) {
+  return find(name).factory(options);
+}
+
+bool takes_stem_channels(const std::string& name) { return find(name).stem_channels; }
+
+int64_t input_channels(const std::string& name, int64_t stem_channels) {
+  return takes_stem_channels(name) ? std::max<int64_t>(3, stem_channels) : 3;
+}
+
 std::vector<std::string> names() {
   std::vector<std::string> out;
-  for (const auto& entry : registry()) out.push_back(entry.first);
+  for (const auto& entry : registry()) out.push_back(entry.name);
   return out;
 }
 

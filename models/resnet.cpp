@@ -204,9 +204,9 @@ class ResNet final : public Classifier {
     at::Tensor x;
     {
       const cuda::NvtxRange profiled("stem forward");
-      const at::Tensor stem = mode_.stem_channels > images.size(1)
-                                  ? stem_conv(images, conv1_->weight, mode_.stem_channels)
-                                  : conv1_->forward(images);
+      // Images of 3 channels are padded here; the training sources write stem_channels ones (input_channels()).
+      const at::Tensor stem = mode_.stem_channels > 3 ? stem_conv(images, conv1_->weight, mode_.stem_channels)
+                                                      : conv1_->forward(images);
       x = bn_act(bn1_, stem, {}, true, mode_);
       // fusion: off stays torchvision's op; bn and conv take rn50's max-pool where it runs (ATen's op elsewhere).
       x = mode_.fusion == Fusion::kOff ? torch::nn::functional::max_pool2d(

@@ -15,6 +15,8 @@ at::Tensor pad_channels(const at::Tensor& t, int64_t channels) {
 }
 
 at::Tensor stem_conv(const at::Tensor& images, const at::Tensor& weight, int64_t channels) {
+  TORCH_CHECK(images.dim() == 4 && images.size(1) <= channels, "the stem takes at most ", channels,
+              " image channels, got images of shape ", images.sizes());
   return at::conv2d(pad_channels(images, channels), pad_channels(weight, channels), {}, {2, 2}, {3, 3});
 }
 

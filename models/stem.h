@@ -7,9 +7,10 @@
 
 namespace rn50::models {
 
-// conv2d(images, weight, stride 2, padding 3), with images [N, C, H, W] and weight [F, C, 7, 7] both given
-// `channels` - C zero channels first when `channels` > C: the same output and, through the padding's backward, the
-// same weight gradient.
+// conv2d(images, weight, stride 2, padding 3), with images [N, C, H, W] and weight [F, C', 7, 7] each given zero
+// channels up to `channels` first: the same output and, through the padding's backward, the same weight gradient.
+// Images that come with `channels` channels already (the training sources write them, the channels past C' zero) are
+// not copied; any finite values there give the same result, as they meet zero weights.
 at::Tensor stem_conv(const at::Tensor& images, const at::Tensor& weight, int64_t channels);
 
 // t [N, C, H, W] with zero channels after its C up to `channels` (t itself when it has as many): a copy in t's memory

@@ -89,6 +89,7 @@ StepOptions step_options(const Config& c) {
   o.image_size = c.image_size;
   o.input_dtype = compute_dtype(c.precision);
   o.channels_last = c.channels_last;
+  o.image_channels = models::input_channels(c.model, c.stem_channels);
   o.loss_scaling = c.precision == Precision::kFp16;
   o.cuda_graph = c.cuda_graph;
   o.clip_grad_norm = c.clip_grad_norm;

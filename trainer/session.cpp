@@ -114,6 +114,7 @@ Session::Session(const Config& config, const LaunchEnv& launch, std::unique_ptr<
   context.local_rank = launch.local_rank;
   context.image_dtype = compute_dtype(config.precision);
   context.channels_last = config.channels_last;
+  context.image_channels = models::input_channels(config.model, config.stem_channels);
   source = source_in ? std::move(source_in) : input::create_input_source(input, context);
   build_model();
   if (primary()) {
@@ -179,7 +180,7 @@ void Session::build_model() {
   const Config& config = config_;
   const input::DatasetInfo& info = source->info();
   torch::manual_seed(static_cast<uint64_t>(config.seed));
-  if (config.stem_channels != 3 && config.model.rfind("res", 0) != 0 && primary()) {
+  if (config.stem_channels != 3 && !models::takes_stem_channels(config.model) && primary()) {
     log_warn(strprintf("stem_channels: %d: only the ResNets' stem convolution is padded; %s ignores it",
                        config.stem_channels, config.model.c_str()));
   }

@@ -24,8 +24,8 @@ TrainStep::TrainStep(models::Classifier& model, Optimizer& optimizer, const Step
       mixup_(options.mixup) {
   // The input arrives in the autocast dtype: the first convolution would cast it anyway.
   const auto on_device = at::TensorOptions(device);
-  images_ =
-      at::zeros({options.batch_size, 3, options.image_size, options.image_size}, on_device.dtype(options.input_dtype));
+  images_ = at::zeros({options.batch_size, options.image_channels, options.image_size, options.image_size},
+                      on_device.dtype(options.input_dtype));
   if (options.channels_last) images_ = images_.contiguous(at::MemoryFormat::ChannelsLast);
   labels_ = at::zeros({options.batch_size}, on_device.dtype(at::kLong));
   loss_ = at::zeros({}, on_device.dtype(at::kFloat));

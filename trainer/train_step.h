@@ -37,10 +37,11 @@ struct StepOptions {
   at::ScalarType input_dtype =
       at::kFloat;  // the step's input: the autocast dtype (the first convolution's), or float32
   bool channels_last = false;
-  bool loss_scaling = false;  // fp16: a dynamic loss scale, the update skipped on overflow
-  bool cuda_graph = false;    // capture the whole step after warm-up and replay it
-  std::string no_graph;       // why this step cannot be captured (Gloo's host-blocking all-reduce); empty: it can
-  double clip_grad_norm = 0;  // > 0: gradients scaled to at most this global L2 norm before the update
+  int64_t image_channels = 3;  // 3, or the stem's zero-padded channels that the sources write (models::input_channels)
+  bool loss_scaling = false;   // fp16: a dynamic loss scale, the update skipped on overflow
+  bool cuda_graph = false;     // capture the whole step after warm-up and replay it
+  std::string no_graph;        // why this step cannot be captured (Gloo's host-blocking all-reduce); empty: it can
+  double clip_grad_norm = 0;   // > 0: gradients scaled to at most this global L2 norm before the update
   MixupOptions mixup;
   ExecutorOptions executor;
 };

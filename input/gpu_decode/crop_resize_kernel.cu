@@ -11,7 +11,7 @@ namespace {
 
 template <typename T>
 __global__ void crop_resize_normalize_kernel(const ResampleJob* __restrict__ jobs, int out_size, T* __restrict__ out,
-                                             bool channels_last, cuda::kernels::Affine affine) {
+                                             int channels, bool channels_last, cuda::kernels::Affine affine) {
   __shared__ ResampleJob job;  // every thread of the block works on the same image
   const int64_t n = blockIdx.y;
   if (threadIdx.x == 0) job = jobs[n];
@@ -22,21 +22,20 @@ __global__ void crop_resize_normalize_kernel(const ResampleJob* __restrict__ job
   const int x = static_cast<int>(p % out_size), y = static_cast<int>(p / out_size);
   float rgb[3];
   resample::output_pixel(job.image, job.plan, x, y, out_size, rgb);
-#pragma unroll
-  for (int c = 0; c < 3; ++c) {
-    const T value = cuda::kernels::to_out<T>(rgb[c] * affine.scale[c] - affine.shift[c]);
+  for (int c = 0; c < channels; ++c) {
+    const T value = cuda::kernels::to_out<T>(c < 3 ? rgb[c] * affine.scale[c] - affine.shift[c] : 0.0f);
     if (channels_last)
-      out[(n * plane + p) * 3 + c] = value;
+      out[(n * plane + p) * channels + c] = value;
     else
-      out[(n * 3 + c) * plane + p] = value;
+      out[(n * channels + c) * plane + p] = value;
   }
 }
 
 }  // namespace
 
 void crop_resize_normalize(const ResampleJob* jobs, int64_t images, int out_size, void* out,
-                           cuda::kernels::OutType type, bool channels_last, const float scale[3], const float shift[3],
-                           cudaStream_t stream) {
+                           cuda::kernels::OutType type, int out_channels, bool channels_last, const float scale[3],
+                           const float shift[3], cudaStream_t stream) {
   if (images == 0) return;
   cuda::kernels::Affine affine{};
   for (int c = 0; c < 3; ++c) {
@@ -49,15 +48,15 @@ void crop_resize_normalize(const ResampleJob* jobs, int64_t images, int out_size
   switch (type) {
     case cuda::kernels::OutType::F32:
       crop_resize_normalize_kernel<<<grid, threads, 0, stream>>>(jobs, out_size, static_cast<float*>(out),
-                                                                 channels_last, affine);
+                                                                 out_channels, channels_last, affine);
       break;
     case cuda::kernels::OutType::F16:
       crop_resize_normalize_kernel<<<grid, threads, 0, stream>>>(jobs, out_size, static_cast<__half*>(out),
-                                                                 channels_last, affine);
+                                                                 out_channels, channels_last, affine);
       break;
     case cuda::kernels::OutType::BF16:
       crop_resize_normalize_kernel<<<grid, threads, 0, stream>>>(jobs, out_size, static_cast<__nv_bfloat16*>(out),
-                                                                 channels_last, affine);
+                                                                 out_channels, channels_last, affine);
       break;
   }
   RN50_CUDA_CHECK(cudaGetLastError());

@@ -18,11 +18,11 @@ struct ResampleJob {
   input::ResamplePlan plan;
 };
 
-// For each of the `images` jobs (a device array), writes output image n of `out`, an [images, 3, out_size,
-// out_size] tensor of `type` in NCHW (channels_last false) or NHWC memory: the levels that output_pixel gives,
-// times scale[c] minus shift[c].
+// For each of the `images` jobs (a device array), writes output image n of `out`, an [images, out_channels,
+// out_size, out_size] tensor of `type` in NCHW (channels_last false) or NHWC memory: the levels that output_pixel
+// gives, times scale[c] minus shift[c], and zeros in the channels past 3 (a ResNet stem's padded input).
 void crop_resize_normalize(const ResampleJob* jobs, int64_t images, int out_size, void* out,
-                           cuda::kernels::OutType type, bool channels_last, const float scale[3], const float shift[3],
-                           cudaStream_t stream);
+                           cuda::kernels::OutType type, int out_channels, bool channels_last, const float scale[3],
+                           const float shift[3], cudaStream_t stream);
 
 }  // namespace rn50::input::kernels

@@ -279,8 +279,8 @@ void GpuJpegDecoder::Impl::finish_into(at::Tensor& images, at::Tensor& labels) {
   RN50_CUDA_CHECK(cudaMemcpyAsync(slot.jobs_device.data_ptr(), slot.jobs_host.get(), sizeof(kernels::ResampleJob) * n,
                                   cudaMemcpyHostToDevice, compute));
   kernels::crop_resize_normalize(static_cast<const kernels::ResampleJob*>(slot.jobs_device.data_ptr()), count, out_size,
-                                 images.data_ptr(), output_type(images), is_channels_last(images), norm.scale,
-                                 norm.shift, compute);
+                                 images.data_ptr(), output_type(images), static_cast<int>(images.size(1)),
+                                 is_channels_last(images), norm.scale, norm.shift, compute);
   RN50_CUDA_CHECK(
       cudaMemcpyAsync(labels.data_ptr(), slot.labels_host.get(), sizeof(int64_t) * n, cudaMemcpyHostToDevice, compute));
   RN50_CUDA_CHECK(cudaEventRecord(slot.kernel_done.get(), compute));
@@ -316,8 +316,10 @@ void GpuJpegDecoder::Impl::check_batch(const data::HostBatch& batch) const {
 
 void GpuJpegDecoder::Impl::check_outputs(int n, const at::Tensor& images, const at::Tensor& labels) const {
   TORCH_CHECK(images.is_cuda() && images.device().index() == device && images.dim() == 4 && images.size(0) == n &&
-                  images.size(1) == 3 && images.size(2) == out_size && images.size(3) == out_size,
-              "GpuJpegDecoder: images must be [", n, ", 3, ", out_size, ", ", out_size, "] on cuda:", device);
+                  images.size(1) >= 3 && images.size(1) <= 8 && images.size(2) == out_size &&
+                  images.size(3) == out_size,
+              "GpuJpegDecoder: images must be [", n, ", C, ", out_size, ", ", out_size,
+              "] with C from 3 to 8 on cuda:", device);
   TORCH_CHECK(images.is_contiguous() || images.is_contiguous(at::MemoryFormat::ChannelsLast),
               "GpuJpegDecoder: images must be NCHW or channels-last contiguous");
   TORCH_CHECK(labels.is_cuda() && labels.scalar_type() == at::kLong && labels.is_contiguous() && labels.numel() == n,

@@ -85,7 +85,8 @@ class GpuJpegDecoder {
   // batches submitted and not finished is a std::logic_error.
   void submit(const data::HostBatch& batch, const BadDecodeHandler& on_bad, const ReleaseBatch& release);
   // Makes the oldest submitted batch's input, once decoded: crops, resizes, flips and normalises it into `images`
-  // ([N, 3, S, S] float, half or bfloat16 on the device, NCHW or channels-last) and copies its labels into
+  // ([N, C, S, S] float, half or bfloat16 on the device, NCHW or channels-last; C is 3, or up to 8 with zeros past
+  // the third) and copies its labels into
   // `labels` (int64 [N]), both ready in order on the current stream. First it waits until the device has run
   // what was queued before the previous finish_into. Throws what the batch's decode threw (on_bad in strict mode,
   // a CUDA or nvJPEG error; the batch was handed back to `release` then), and the decoder goes on with the next

@@ -85,5 +85,45 @@ TEST(StemConv, AResNetTrainsTheSameWithPaddedStemChannels) {
   }
 }
 
+// The training sources write the padded channels themselves (input_channels): a ResNet takes such images as they
+// are, whatever finite values the padded channels hold (they meet zero weights), and gives the 3-channel image's
+// logits and stem gradient; more channels than its stem takes is an error.
+TEST(StemConv, AResNetTakesImagesThatComePadded) {
+  torch::manual_seed(14);
+  const at::Tensor x = torch::randn({2, 3, 48, 48});
+  const at::Tensor target = torch::randint(0, 5, {2});
+  for (const int64_t channels : {4, 8}) {
+    ModelOptions options{5, false};
+    options.stem_channels = channels;
+    torch::manual_seed(15);
+    auto model = create("resnet18", options);
+    ASSERT_EQ(input_channels("resnet18", channels), channels);
+    std::vector<at::Tensor> logits, grads;
+    for (const bool padded : {false, true}) {
+      at::Tensor input = x;
+      if (padded) input = torch::cat({x, torch::randn({2, channels - 3, 48, 48})}, 1);
+      model->zero_grad();
+      logits.push_back(model->forward(input));
+      torch::nn::functional::cross_entropy(logits.back(), target).backward();
+      grads.push_back(model->named_parameters()["conv1.weight"].grad().clone());
+    }
+    EXPECT_LT(relative(logits[1].detach(), logits[0].detach()), 1e-5) << channels;
+    EXPECT_LT(relative(grads[1], grads[0]), 1e-4) << channels;
+    EXPECT_THROW(model->forward(torch::randn({2, channels + 1, 48, 48})), c10::Error);
+  }
+}
+
+TEST(StemConv, OnlyTheResNetsTakeStemChannels) {
+  for (const std::string name : {"resnet18", "resnet50", "resnext50_32x4d"}) {
+    EXPECT_TRUE(takes_stem_channels(name)) << name;
+    EXPECT_EQ(input_channels(name, 4), 4) << name;
+    EXPECT_EQ(input_channels(name, 3), 3) << name;
+  }
+  for (const std::string name : {"vit_b_16", "convnext_tiny", "efficientnet_b0", "alexnet"}) {
+    EXPECT_FALSE(takes_stem_channels(name)) << name;
+    EXPECT_EQ(input_channels(name, 4), 3) << name;
+  }
+}
+
 }  // namespace
 }  // namespace rn50::models

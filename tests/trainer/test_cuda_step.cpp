@@ -230,7 +230,8 @@ TEST_F(Cuda, GraphedStepWritesItsGradientsAtFixedAddresses) {
   EXPECT_LT(worst, 1e-3);
 }
 
-// Tolerance: fp32 output exact to 1e-6 relative; fp16 and bf16 within their rounding (1e-3, 8e-3).
+// Tolerance: fp32 output exact to 1e-6 relative; fp16 and bf16 within their rounding (1e-3, 8e-3). With 4 and 8
+// channels (a ResNet stem's padded input) the first 3 are the same and the rest exact zeros.
 TEST_F(Cuda, NormalizeKernelMatchesAtenInEveryLayoutAndDtype) {
   const auto u8 = torch::randint(0, 256, {5, 17, 23, 3}, torch::TensorOptions(torch::kCUDA).dtype(torch::kByte));
   const float scale[3] = {1 / (255 * 0.229f), 1 / (255 * 0.224f), 1 / (255 * 0.225f)};
@@ -238,16 +239,22 @@ TEST_F(Cuda, NormalizeKernelMatchesAtenInEveryLayoutAndDtype) {
   const auto ref = (u8.to(torch::kFloat) * torch::tensor({scale[0], scale[1], scale[2]}, torch::kCUDA) -
                     torch::tensor({shift[0], shift[1], shift[2]}, torch::kCUDA))
                        .permute({0, 3, 1, 2});
-  for (auto dtype : {torch::kFloat, torch::kHalf, torch::kBFloat16}) {
-    for (bool channels_last : {false, true}) {
-      auto out = torch::full({5, 3, 17, 23}, std::nan(""), torch::TensorOptions(torch::kCUDA).dtype(dtype));
-      if (channels_last) out = out.contiguous(at::MemoryFormat::ChannelsLast);
-      cuda::normalize_into(u8, out, scale, shift);
-      const double tol = dtype == torch::kFloat ? 1e-6 : (dtype == torch::kHalf ? 1e-3 : 8e-3);
-      EXPECT_FALSE(out.isnan().any().item<bool>());
-      EXPECT_LT(rel_err(out, ref), tol) << dtype << " channels_last " << channels_last;
+  for (const int64_t channels : {3, 4, 8}) {
+    for (auto dtype : {torch::kFloat, torch::kHalf, torch::kBFloat16}) {
+      for (bool channels_last : {false, true}) {
+        auto out = torch::full({5, channels, 17, 23}, std::nan(""), torch::TensorOptions(torch::kCUDA).dtype(dtype));
+        if (channels_last) out = out.contiguous(at::MemoryFormat::ChannelsLast);
+        cuda::normalize_into(u8, out, scale, shift);
+        const double tol = dtype == torch::kFloat ? 1e-6 : (dtype == torch::kHalf ? 1e-3 : 8e-3);
+        EXPECT_FALSE(out.isnan().any().item<bool>());
+        EXPECT_EQ(out.is_contiguous(at::MemoryFormat::ChannelsLast), channels_last);
+        EXPECT_LT(rel_err(out.narrow(1, 0, 3), ref), tol) << dtype << " channels_last " << channels_last;
+        if (channels > 3) EXPECT_EQ(out.narrow(1, 3, channels - 3).abs().max().item<double>(), 0.0) << channels;
+      }
     }
   }
+  auto nine = torch::zeros({5, 9, 17, 23}, torch::TensorOptions(torch::kCUDA));
+  EXPECT_THROW(cuda::normalize_into(u8, nine, scale, shift), c10::Error);
 }
 
 // A phase runs from one event to the next on the device, so it includes the device idle while the host launches:

@@ -48,32 +48,39 @@ TEST_F(GpuDecode, KernelMatchesItsCpuReferenceInEveryDtypeAndLayout) {
   const input::Normalization norm = input::imagenet_normalization();
   const float one_level = std::max({norm.scale[0], norm.scale[1], norm.scale[2]}) * 1.0001f;  // largest level step
   at::Tensor fp32;
-  for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
-    for (bool channels_last : {false, true}) {
-      at::Tensor y = at::full({n, 3, out, out}, std::nan(""), at::TensorOptions(at::kCUDA).dtype(dtype));
-      if (channels_last) y = y.contiguous(at::MemoryFormat::ChannelsLast);
-      const auto type = dtype == at::kFloat
-                            ? cuda::kernels::OutType::F32
-                            : (dtype == at::kHalf ? cuda::kernels::OutType::F16 : cuda::kernels::OutType::BF16);
-      input::kernels::crop_resize_normalize(reinterpret_cast<const input::kernels::ResampleJob*>(job_bytes.data_ptr()),
-                                            n, out, y.data_ptr(), type, channels_last, norm.scale, norm.shift,
-                                            at::cuda::getCurrentCUDAStream().stream());
-      ASSERT_FALSE(y.isnan().any().item<bool>()) << dtype << " channels_last " << channels_last;
-      EXPECT_EQ(y.is_contiguous(at::MemoryFormat::ChannelsLast), channels_last);
-      const at::Tensor got = y.to(at::kCPU, at::kFloat);
-      if (dtype == at::kFloat) {
-        const at::Tensor diff = (got - reference).abs();
-        const int64_t off = (diff > 1e-6).sum().item<int64_t>();
-        std::printf(
-            "[ measured ] kernel vs CPU reference (fp32, channels_last %d): %lld of %lld values differ, max %g\n",
-            channels_last, static_cast<long long>(off), static_cast<long long>(diff.numel()),
-            diff.max().item<double>());
-        EXPECT_LE(off, diff.numel() / 1000);
-        EXPECT_LE(diff.max().item<double>(), one_level);
-        if (!channels_last) fp32 = got;
-      } else {
-        const double rel = (got - fp32).norm().item<double>() / fp32.norm().item<double>();
-        EXPECT_LT(rel, dtype == at::kHalf ? 1e-3 : 8e-3) << dtype << " channels_last " << channels_last;
+  // 4 channels: a ResNet stem's padded input (stem_channels), the fourth written as zeros.
+  for (const int64_t channels : {3, 4}) {
+    for (auto dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+      for (bool channels_last : {false, true}) {
+        at::Tensor y = at::full({n, channels, out, out}, std::nan(""), at::TensorOptions(at::kCUDA).dtype(dtype));
+        if (channels_last) y = y.contiguous(at::MemoryFormat::ChannelsLast);
+        const auto type = dtype == at::kFloat
+                              ? cuda::kernels::OutType::F32
+                              : (dtype == at::kHalf ? cuda::kernels::OutType::F16 : cuda::kernels::OutType::BF16);
+        input::kernels::crop_resize_normalize(
+            reinterpret_cast<const input::kernels::ResampleJob*>(job_bytes.data_ptr()), n, out, y.data_ptr(), type,
+            static_cast<int>(channels), channels_last, norm.scale, norm.shift,
+            at::cuda::getCurrentCUDAStream().stream());
+        ASSERT_FALSE(y.isnan().any().item<bool>()) << dtype << " channels_last " << channels_last << " " << channels;
+        EXPECT_EQ(y.is_contiguous(at::MemoryFormat::ChannelsLast), channels_last);
+        if (channels > 3) EXPECT_EQ(y.narrow(1, 3, channels - 3).abs().max().item<double>(), 0.0);
+        const at::Tensor got = y.narrow(1, 0, 3).to(at::kCPU, at::kFloat);
+        if (dtype == at::kFloat) {
+          const at::Tensor diff = (got - reference).abs();
+          const int64_t off = (diff > 1e-6).sum().item<int64_t>();
+          std::printf(
+              "[ measured ] kernel vs CPU reference (fp32, channels_last %d, %lld channels): %lld of %lld values "
+              "differ, max %g\n",
+              channels_last, static_cast<long long>(channels), static_cast<long long>(off),
+              static_cast<long long>(diff.numel()), diff.max().item<double>());
+          EXPECT_LE(off, diff.numel() / 1000);
+          EXPECT_LE(diff.max().item<double>(), one_level);
+          if (!channels_last && channels == 3) fp32 = got;
+          if (channels > 3) EXPECT_TRUE(torch::equal(got, fp32));  // the same kernel arithmetic either way
+        } else {
+          const double rel = (got - fp32).norm().item<double>() / fp32.norm().item<double>();
+          EXPECT_LT(rel, dtype == at::kHalf ? 1e-3 : 8e-3) << dtype << " channels_last " << channels_last;
+        }
       }
     }
   }
