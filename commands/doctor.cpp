@@ -122,9 +122,9 @@ struct StepRate {
 };
 
 // Images/s of the model's training steps on synthetic data: on a GPU with configs/optimized.yaml's compute switches
-// (fp16, channels-last, cuDNN autotuning, CUDA graph, fusion: conv), so that the data-pipeline verdict compares the
-// decode rate with what the fastest run consumes; fp32 on the CPU (64 px with --quick, where the model takes any
-// size). `while_busy` runs once while the timed steps are queued.
+// (fp16, channels-last, cuDNN autotuning, CUDA graph, fusion: conv, stem_channels 4, batched casts), so that the
+// data-pipeline verdict compares the decode rate with what the fastest run consumes; fp32 on the CPU (64 px with
+// --quick, where the model takes any size). `while_busy` runs once while the timed steps are queued.
 StepRate training_rate(const std::string& name, const c10::Device& device, bool quick,
                        const std::function<void()>& while_busy = {}) {
   const bool gpu = device.is_cuda();
@@ -132,6 +132,8 @@ StepRate training_rate(const std::string& name, const c10::Device& device, bool 
   models::ModelOptions model_options;
   // fusion: conv falls back to bn, then off, as in training.
   model_options.fusion = gpu ? models::Fusion::kConv : models::Fusion::kOff;
+  model_options.stem_channels = gpu ? 4 : 3;
+  model_options.batched_casts = gpu;
   auto model = models::create(name, model_options);
   trainer::StepOptions options;
   options.batch_size = gpu ? 256 : 8;
@@ -139,6 +141,7 @@ StepRate training_rate(const std::string& name, const c10::Device& device, bool 
   options.image_size = fixed > 0 ? fixed : (gpu ? 224 : (quick ? 64 : 224));
   options.input_dtype = gpu ? at::kHalf : at::kFloat;
   options.channels_last = gpu;
+  options.image_channels = models::input_channels(name, model_options.stem_channels);
   options.loss_scaling = gpu;
   options.cuda_graph = gpu;
   if (gpu) options.executor.autocast = at::kHalf;
@@ -152,6 +155,7 @@ StepRate training_rate(const std::string& name, const c10::Device& device, bool 
   trainer::TrainStep step(*model, sgd, options, device, *timer);
   const int batch = options.batch_size;
   step.images().normal_();
+  if (options.image_channels > 3) step.images().narrow(1, 3, options.image_channels - 3).zero_();  // as sources write
   step.labels().random_(0, 1000);
   const int warmup = device.is_cuda() ? 8 : 1, steps = device.is_cuda() ? (quick ? 10 : 30) : (quick ? 2 : 4);
   for (int i = 0; i < warmup; ++i) step.run(0.01);
@@ -195,26 +199,41 @@ std::pair<double, double> storage_read_mb_per_s(const std::string& root, int64_t
 
 std::string fmt_rate(double x) { return format_rate(x) + " img/s"; }
 
-// decode: gpu's stage alone on the doctor's JPEGs (batches of 256, nvJPEG and rn50's kernel), as a row; its train
-// rate where it ran, otherwise why not in `unavailable`. One measurement, though the rate differs between decoders
-// (docs/gpu-decoding.md).
-std::optional<double> gpu_decode_rate(std::vector<Row>& rows, const std::vector<std::vector<uint8_t>>& jpegs,
-                                      int device, bool quick, std::string& unavailable) {
+struct GpuDecodeRates {
+  std::optional<double> alone;        // decode: gpu's stage alone
+  std::optional<double> in_training;  // what training with it would get (doctor::gpu_decode_in_training)
+};
+
+// decode: gpu's stage on the doctor's JPEGs (batches of 256, nvJPEG and rn50's kernel), alone and beside a simulated
+// step of the model's step time (`model_rate` at batch 256), as rows; its rates where it ran, otherwise why not in
+// `unavailable`. One decoder's measurement, though the rate differs between decoders (docs/gpu-decoding.md).
+GpuDecodeRates gpu_decode_rates(std::vector<Row>& rows, const std::vector<std::vector<uint8_t>>& jpegs, int device,
+                                bool quick, double model_rate, std::string& unavailable) {
+  constexpr int kBatch = 256;
   const char* check = "JPEG decode+augment on the GPU";
   if (!input::built_with_nvjpeg()) {
     rows.push_back({"gpu", check, "not in this build", "info", "nvJPEG was not found when rn50 was built"});
     unavailable = "this build has no nvJPEG";
-    return std::nullopt;
+    return {};
   }
   try {
-    const auto g = bench::run_gpu_decode_bench(jpegs, 224, 256, quick ? 0.5 : 2.0, device);
+    const double step_ms = model_rate > 0 ? 1e3 * kBatch / model_rate : 0;
+    const auto g = bench::run_gpu_decode_bench(jpegs, 224, kBatch, quick ? 0.5 : 2.0, device, step_ms);
     const std::string routes = g.routes.substr(0, g.routes.find(','));  // its first clause: the library and engines
-    rows.push_back({"gpu", check, fmt_rate(g.train_per_s), "info", "decode: gpu, batches of 256; " + routes});
-    return g.train_per_s;
+    rows.push_back({"gpu", check, fmt_rate(g.train_per_s), "info", "alone; decode: gpu, batches of 256; " + routes});
+    GpuDecodeRates rates{g.train_per_s, std::nullopt};
+    if (step_ms > 0 && g.step_ms > 0 && g.decode_ahead_ms > 0) {
+      rates.in_training = doctor::gpu_decode_in_training(model_rate, kBatch, g.step_ms, g.decode_ahead_ms);
+      rows.push_back({"gpu", "... beside the model's step", fmt_rate(*rates.in_training), "info",
+                      strprintf("what training would get: a simulated step of %.1f ms (the model's %.1f) took %.1f ms "
+                                "a batch with the decode submitted %d ahead",
+                                g.step_ms, step_ms, g.decode_ahead_ms, g.decode_ahead_batches)});
+    }
+    return rates;
   } catch (const std::exception& e) {
     rows.push_back({"gpu", check, "failed", "warn", e.what()});
     unavailable = "its measurement failed";
-    return std::nullopt;
+    return {};
   }
 }
 
@@ -251,7 +270,7 @@ class Doctor {
     open_nvml();
     rows_.push_back(driver_row());
     if (cuda_) {
-      progress("the GPU: links, health, copies, matrix units, GPU decoding");
+      progress("the GPU: links, health, copies");
       gpu_rows();
     } else {
       rows_.push_back({"gpu", "CUDA device", cuda::built_with_cuda() ? "none visible" : "none (CPU-only build)", "info",
@@ -259,6 +278,10 @@ class Doctor {
     }
     progress("training steps of " + options_.model);
     compute_rows();
+    if (cuda_) {
+      progress("GPU decoding, alone and beside a step of the model's time");
+      gpu_decode_rows();
+    }
     verdict_rows();
     std::printf("%s", format_report(rows_, options_.json).c_str());
     return 0;
@@ -339,7 +362,15 @@ class Doctor {
     nvml_rows();
     const size_t health_rows_at = rows_.size();  // the NVML health rows follow the MIG row
     copy_and_health_rows(health_rows_at);
-    gpu_decode_ = gpu_decode_rate(rows_, jpegs_, device_.index(), quick_, gpu_decode_unavailable_);
+    gpu_decode_rows_at_ = rows_.size();  // measured after the model (gpu_decode_rows), reported here
+  }
+
+  // decode: gpu alone and beside a step of the model's time, measured once the model's rate is known; its rows go
+  // with the GPU's.
+  void gpu_decode_rows() {
+    std::vector<Row> rows;
+    gpu_decode_ = gpu_decode_rates(rows, jpegs_, device_.index(), quick_, step_rate_, gpu_decode_unavailable_);
+    rows_.insert(rows_.begin() + static_cast<std::ptrdiff_t>(gpu_decode_rows_at_), rows.begin(), rows.end());
   }
 
   // The MIG row of the device open_nvml found, or why NVML has none.
@@ -414,7 +445,8 @@ class Doctor {
     });
     step_rate_ = rate.images_per_s;
     rows_.push_back({"compute",
-                     cuda_ ? options_.model + " training (fp16, channels-last, autotune, graph, fusion: conv, b256)"
+                     cuda_ ? options_.model +
+                                 " training (fp16, channels-last, autotune, graph, fusion: conv, stem 4, b256)"
                            : strprintf("%s training (fp32, CPU, %lld px)", options_.model.c_str(),
                                        static_cast<long long>(rate.image_size)),
                      fmt_rate(step_rate_), "info", "synthetic data: compute alone"});
@@ -422,8 +454,8 @@ class Doctor {
   }
 
   void verdict_rows() {
-    rows_.push_back(data_pipeline_verdict(
-        {decode_.train_all_threads, decode_.train_per_core, cores_, step_rate_, gpu_decode_, gpu_decode_unavailable_}));
+    rows_.push_back(data_pipeline_verdict({decode_.train_all_threads, decode_.train_per_core, cores_, step_rate_,
+                                           gpu_decode_.alone, gpu_decode_unavailable_, gpu_decode_.in_training}));
     if (options_.price_per_hour <= 0) return;
     const double price = options_.price_per_hour;
     const double epoch_hours = kImageNetTrainImages / step_rate_ / 3600.0;
@@ -445,7 +477,8 @@ class Doctor {
   std::unique_ptr<monitor::NvmlApi> nvml_;          // where the driver's NVML opens
   std::string nvml_why_not_;                        // why it does not
   std::optional<monitor::NvmlDevice> nvml_device_;  // the CUDA device's, where there is one
-  std::optional<double> gpu_decode_;                // decode: gpu's stage alone, where measured
+  GpuDecodeRates gpu_decode_;                       // decode: gpu's stage, where measured
+  size_t gpu_decode_rows_at_ = 0;                   // where its rows go
   std::string gpu_decode_unavailable_;
   const ProcessLimits limits_;
   double step_rate_ = 0;

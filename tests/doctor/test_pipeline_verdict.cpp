@@ -1,6 +1,7 @@
 // tests/doctor/test_pipeline_verdict.cpp: the doctor's data-pipeline verdict for each case of CPU and GPU decoding.
 #include <gtest/gtest.h>
 
+#include "core/log.h"
 #include "doctor/pipeline_verdict.h"
 
 namespace rn50::doctor {
@@ -8,7 +9,7 @@ namespace {
 
 PipelineRates rates(double cpu_all_cores, double cpu_per_core, std::optional<double> gpu_decode = std::nullopt,
                     std::string unavailable = "") {
-  return {cpu_all_cores, cpu_per_core, 4, 6100, gpu_decode, std::move(unavailable)};
+  return {cpu_all_cores, cpu_per_core, 4, 6100, gpu_decode, std::move(unavailable), std::nullopt};
 }
 
 TEST(PipelineVerdict, TheCpuKeepsUp) {
@@ -90,6 +91,54 @@ TEST(PipelineVerdict, AZeroPerCoreRateGivesNoThreadCount) {
   const ReportRow row = data_pipeline_verdict(rates(0, 0));
   EXPECT_EQ(row.verdict, "bad");
   EXPECT_EQ(row.note, "data-bound: one core decoded nothing, or GPU decoding (--decode gpu)");
+}
+
+// Beside the step: the step's time plus what the decode added to the simulated step, never faster than the model.
+TEST(PipelineVerdict, TrainingWithGpuDecodingGetsTheStepPlusWhatTheDecodeAdds) {
+  // 8,960 img/s at 256 a batch: a 28.57 ms step.
+  EXPECT_DOUBLE_EQ(gpu_decode_in_training(8960, 256, 28.0, 27.5), 8960);  // hidden inside the step
+  EXPECT_DOUBLE_EQ(gpu_decode_in_training(8960, 256, 28.0, 28.0), 8960);
+  // 2 ms added: 256 / 30.571 ms = 8,374 img/s (the H200's 8-core training got about 8,400).
+  EXPECT_NEAR(gpu_decode_in_training(8960, 256, 28.0, 30.0), 256e3 / (256e3 / 8960 + 2.0), 1e-9);
+  EXPECT_NEAR(gpu_decode_in_training(8960, 256, 28.0, 30.0), 8373.8, 0.1);
+  EXPECT_EQ(gpu_decode_in_training(0, 256, 28.0, 30.0), 0);
+}
+
+PipelineRates beside(double cpu_all_cores, double cpu_per_core, double in_training) {
+  PipelineRates r = rates(cpu_all_cores, cpu_per_core, 21876.0);
+  r.gpu_decode_beside_step = in_training;
+  return r;
+}
+
+// Measured beside the step, GPU decoding keeps up within 3% of the model's rate (6100: 5917 and up); its rate alone,
+// far above the model's, no longer decides.
+TEST(PipelineVerdict, BesideTheStepWithinThreePercentKeepsUp) {
+  for (const double in_training : {5917.0, 6100.0}) {
+    const ReportRow row = data_pipeline_verdict(beside(2600, 670, in_training));
+    EXPECT_EQ(row.verdict, "bad");
+    EXPECT_NE(row.note.find(strprintf("training with GPU decoding would get about %.0f img/s (measured beside a step; "
+                                      "21876 alone), within 3%% of the model's rate: try --decode gpu",
+                                      in_training)),
+              std::string::npos)
+        << row.note;
+  }
+}
+
+// Short of 3% below the model beside the step: the decode threads' share beside it (2600 * 0.9 * 2 / 4 = 1170) may
+// make up the rest; where it does not, data-bound either way, though alone the GPU decodes 3.6x the model's rate.
+TEST(PipelineVerdict, BesideTheStepShortOfTheModelNamesBothDecodersOrNeither) {
+  const ReportRow both = data_pipeline_verdict(beside(2600, 670, 5000));
+  EXPECT_NE(
+      both.note.find("about 5000 img/s (measured beside a step; 21876 alone), short of the model's rate alone, "
+                     "but with the decode threads' 1170 img/s beside it: try --decode gpu --decode-cpu-share auto"),
+      std::string::npos)
+      << both.note;
+  const ReportRow neither = data_pipeline_verdict(beside(2600, 670, 4700));  // 4700 + 1170 < 5917
+  EXPECT_NE(neither.note.find("short of the model's rate, with the decode threads' 1170 img/s beside it too: "
+                              "data-bound either way (--decode gpu --decode-cpu-share auto comes closest)"),
+            std::string::npos)
+      << neither.note;
+  EXPECT_EQ(neither.verdict, "bad");
 }
 
 // A CPU trains ResNet-50 at a few images a second: "consumes 0" would hide it.
