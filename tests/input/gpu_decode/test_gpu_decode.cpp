@@ -76,7 +76,7 @@ TEST_F(GpuDecode, KernelMatchesItsCpuReferenceInEveryDtypeAndLayout) {
           EXPECT_LE(off, diff.numel() / 1000);
           EXPECT_LE(diff.max().item<double>(), one_level);
           if (!channels_last && channels == 3) fp32 = got;
-          if (channels > 3) EXPECT_TRUE(torch::equal(got, fp32));  // the same kernel arithmetic either way
+          if (channels > 3) EXPECT_TRUE(at::equal(got, fp32));  // the same kernel arithmetic either way
         } else {
           const double rel = (got - fp32).norm().item<double>() / fp32.norm().item<double>();
           EXPECT_LT(rel, dtype == at::kHalf ? 1e-3 : 8e-3) << dtype << " channels_last " << channels_last;
@@ -271,6 +271,40 @@ TEST_F(GeneratedJpegs, GpuPathMatchesTheCpuPathForTheSameCrops) {
       }
     }
   }
+}
+
+// stem_channels 4: a batch decoded into 4 channels (channels-last float16, as configs/optimized.yaml trains) holds the
+// 3-channel float batch's images in its first 3 (within float16's rounding, 1e-3 relative) and zeros in the fourth.
+TEST_F(GeneratedJpegs, FourChannelBatchesHoldTheSameImagesAndZeros) {
+  const int size = 64;
+  const data::JpegFolderDataset set = dataset(false, size);
+  const int64_t n = static_cast<int64_t>(set.size());
+  input::GpuJpegDecoder decoder(0, static_cast<int>(n), size);
+  std::vector<data::EncodedSample> samples(static_cast<size_t>(n));
+  std::vector<int64_t> labels(static_cast<size_t>(n), 1);
+  std::vector<at::Tensor> outputs;
+  for (const int64_t channels : {3, 4}) {
+    for (int64_t i = 0; i < n; ++i) set.load_encoded(static_cast<size_t>(i), 0, samples[i]);
+    data::HostBatch batch;
+    batch.labels = labels.data();
+    batch.size = n;
+    batch.encoded = samples.data();
+    at::Tensor x = at::full({n, channels, size, size}, std::nan(""),
+                            at::TensorOptions(at::kCUDA).dtype(channels == 3 ? at::kFloat : at::kHalf));
+    if (channels == 4) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+    at::Tensor y = at::empty({n}, at::TensorOptions(at::kCUDA).dtype(at::kLong));
+    decoder.decode_into(
+        batch, x, y, [](size_t, const std::string& reason) { ADD_FAILURE() << reason; },
+        [](const data::HostBatch&) {});
+    decoder.drain();
+    outputs.push_back(x.to(at::kCPU, at::kFloat));
+  }
+  ASSERT_FALSE(outputs[1].isnan().any().item<bool>());
+  EXPECT_EQ(outputs[1].narrow(1, 3, 1).abs().max().item<double>(), 0.0);
+  const at::Tensor first3 = outputs[1].narrow(1, 0, 3);
+  const double rel = (first3 - outputs[0]).norm().item<double>() / outputs[0].norm().item<double>();
+  std::printf("[ measured ] 4-channel float16 against 3-channel float32: %.2e relative\n", rel);
+  EXPECT_LT(rel, 1e-3);
 }
 
 // decode_cpu_share: samples the loader decoded (predecoded, their finished images in batch.images) are uploaded and
