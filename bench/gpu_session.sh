@@ -323,7 +323,7 @@ if has datapath; then  # JPEG training at the fused speed on 16 cores and on 8 (
     python3 -c "import json, sys
 for r in json.load(open(sys.argv[1])):
     if r['section'] in ('cpu', 'compute', 'verdict') or 'decode' in r['check']:
-        print(sys.argv[2], r['check'], '|', r['value'], '|', r['verdict'], '|', r['note'][:160])" \
+        print(sys.argv[2], r['check'], '|', r['value'], '|', r['verdict'], '|', r['note'][:400])" \
       "$OUT/dp_doctor_$cores.json" "cores $cores:" | tee -a "$OUT/table.txt"
   done
   python3 - "$OUT" <<'PY' | tee -a "$OUT/table.txt"

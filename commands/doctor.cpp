@@ -224,7 +224,7 @@ GpuDecodeRates gpu_decode_rates(std::vector<Row>& rows, const std::vector<std::v
     GpuDecodeRates rates{g.train_per_s, std::nullopt};
     if (step_ms > 0 && g.step_ms > 0 && g.decode_ahead_ms > 0) {
       rates.in_training = doctor::gpu_decode_in_training(model_rate, kBatch, g.step_ms, g.decode_ahead_ms);
-      rows.push_back({"gpu", "... beside the model's step", fmt_rate(*rates.in_training), "info",
+      rows.push_back({"gpu", "GPU decode beside the model's step", fmt_rate(*rates.in_training), "info",
                       strprintf("what training would get: a simulated step of %.1f ms (the model's %.1f) took %.1f ms "
                                 "a batch with the decode submitted %d ahead",
                                 g.step_ms, step_ms, g.decode_ahead_ms, g.decode_ahead_batches)});
