@@ -16,10 +16,17 @@ __global__ void normalize_kernel(const uint8_t* __restrict__ in, T* __restrict__
                                  int channels, bool channels_last, Affine affine) {
   for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < pixels; p += int64_t(gridDim.x) * blockDim.x) {
     const uint8_t* px = in + 3 * p;
-    const int64_t image = p / plane, offset = p % plane;
-    for (int c = 0; c < channels; ++c) {
-      const T value = c < 3 ? to_out<T>(px[c] * affine.scale[c] - affine.shift[c]) : to_out<T>(0.0f);
-      out[channels_last ? channels * p + c : (image * channels + c) * plane + offset] = value;
+    if (channels_last) {
+#pragma unroll
+      for (int c = 0; c < 3; ++c) out[channels * p + c] = to_out<T>(px[c] * affine.scale[c] - affine.shift[c]);
+      for (int c = 3; c < channels; ++c) out[channels * p + c] = to_out<T>(0.0f);
+    } else {
+      const int64_t image = p / plane, offset = p % plane;
+#pragma unroll
+      for (int c = 0; c < 3; ++c) {
+        out[(image * channels + c) * plane + offset] = to_out<T>(px[c] * affine.scale[c] - affine.shift[c]);
+      }
+      for (int c = 3; c < channels; ++c) out[(image * channels + c) * plane + offset] = to_out<T>(0.0f);
     }
   }
 }

@@ -22,12 +22,19 @@ __global__ void crop_resize_normalize_kernel(const ResampleJob* __restrict__ job
   const int x = static_cast<int>(p % out_size), y = static_cast<int>(p / out_size);
   float rgb[3];
   resample::output_pixel(job.image, job.plan, x, y, out_size, rgb);
-  for (int c = 0; c < channels; ++c) {
-    const T value = cuda::kernels::to_out<T>(c < 3 ? rgb[c] * affine.scale[c] - affine.shift[c] : 0.0f);
+#pragma unroll
+  for (int c = 0; c < 3; ++c) {
+    const T value = cuda::kernels::to_out<T>(rgb[c] * affine.scale[c] - affine.shift[c]);
     if (channels_last)
       out[(n * plane + p) * channels + c] = value;
     else
       out[(n * channels + c) * plane + p] = value;
+  }
+  for (int c = 3; c < channels; ++c) {  // a ResNet stem's padded channels
+    if (channels_last)
+      out[(n * plane + p) * channels + c] = cuda::kernels::to_out<T>(0.0f);
+    else
+      out[(n * channels + c) * plane + p] = cuda::kernels::to_out<T>(0.0f);
   }
 }
 
