@@ -14,6 +14,12 @@ double gpu_decode_in_training(double model_rate, int batch, double step_alone_ms
   return 1e3 * batch / (step_ms + std::max(0.0, batch_ms - step_alone_ms));
 }
 
+double gpu_decode_with_cpu_share(double model_rate, double gpu_in_training, double threads_rate) {
+  if (model_rate <= 0 || gpu_in_training <= 0) return 0;
+  const double gpu_share = std::max(0.0, 1 - threads_rate / model_rate);
+  return model_rate / (1 + (model_rate / gpu_in_training - 1) * gpu_share);
+}
+
 ReportRow data_pipeline_verdict(const PipelineRates& rates) {
   ReportRow row{
       "verdict", "data pipeline",
@@ -46,28 +52,29 @@ ReportRow data_pipeline_verdict(const PipelineRates& rates) {
                         in_training)
             : "data-bound: ";
   if (beside) {
-    // Measured beside the step, the rate is what training would get: within the goal's 3% of the model's is enough.
-    // Short of it, the decode threads beside the GPU decoder (decode_cpu_share: auto, two cores left to the training
-    // and decode threads) may make up the difference, the two rates taken to add (on 8 cores of an H200 the share
-    // recovered 1.6 of 7.6 points, docs/doctor.md).
+    // Measured beside the step, each path's rate is what training would get, and within the goal's 3% of the model's
+    // is enough: the CPU's loader, GPU decoding, or both (decode_cpu_share: auto, the decode threads on all cores but
+    // two taking their share of the images; gpu_decode_with_cpu_share). The fastest is named.
     const double threads_beside = in_training * std::max(0, rates.cores - 2) / std::max(1, rates.cores);
     const double enough = rates.model * kKeepsUpShareOfModel;
-    if (*beside >= enough)
+    const double cpu_path = std::min(rates.model, in_training);
+    const double both = gpu_decode_with_cpu_share(rates.model, *beside, threads_beside);
+    const std::string share =
+        strprintf("with the decode threads taking about %.0f%% of the images beside it, about %.0f img/s",
+                  100 * std::min(1.0, threads_beside / rates.model), both);
+    if (*beside >= enough && *beside >= cpu_path)
       row.note = head + threads + "; " + gpu +
                  ", within 3% of the model's rate: try --decode gpu (--decode-cpu-share auto lets the decode threads "
                  "decode what they can beside it)";
-    else if (*beside + threads_beside >= enough)
-      row.note = head + threads + "; " + gpu +
-                 strprintf(
-                     ", short of the model's rate alone, but with the decode threads' %.0f img/s beside it: try "
-                     "--decode gpu --decode-cpu-share auto",
-                     threads_beside);
+    else if (both >= enough && both >= cpu_path)
+      row.note = head + threads + "; " + gpu + ", short of the model's rate alone; " + share +
+                 ": try --decode gpu --decode-cpu-share auto";
+    else if (cpu_path >= std::max(*beside, both))
+      row.note = head + threads + "; " + gpu + "; " + share + ": GPU decoding would not feed more than the CPU";
     else
-      row.note = head + threads + "; " + gpu +
-                 strprintf(
-                     ", short of the model's rate, with the decode threads' %.0f img/s beside it too: "
-                     "data-bound either way (--decode gpu --decode-cpu-share auto comes closest)",
-                     threads_beside);
+      row.note = head + threads + "; " + gpu + ", short of the model's rate; " + share +
+                 ": data-bound either way (--decode gpu" + (both > *beside ? " --decode-cpu-share auto" : "") +
+                 " comes closest)";
   } else if (rates.gpu_decode) {
     // Above the model's rate, not equal to it: the decode shares the GPU with the training step. Where it is not, the
     // decode threads beside it (decode_cpu_share: auto, two cores left to the training and decode threads) may

@@ -28,6 +28,13 @@ struct PipelineRates {                 // images/s, as the doctor measured them
 // thread's hardware-decode calls beside the step; docs/doctor.md).
 double gpu_decode_in_training(double model_rate, int batch, double step_alone_ms, double batch_ms);
 
+// With decode_cpu_share: auto the decode threads decode `threads_rate` images/s of the model's `model_rate` (their
+// share of each batch), the GPU decoder the rest, so the time GPU decoding alone added to the step
+// (`gpu_in_training`, gpu_decode_in_training's rate) shrinks by the threads' share. On 8 cores of an H200: a doctor
+// all-core rate of 4,738 gives the threads 3,198 (36%; the run decoded 35.7% on the threads), and GPU decoding's
+// 8,296 in training becomes 8,527 against the 8,445 measured (docs/doctor.md).
+double gpu_decode_with_cpu_share(double model_rate, double gpu_in_training, double threads_rate);
+
 // GPU decoding "keeps up" when training with it comes within this fraction of the model's rate: the JPEG goal's 3%
 // (bench/results/README.md). A rate measured beside the step cannot exceed the model's, so the margin is needed.
 constexpr double kKeepsUpShareOfModel = 0.97;

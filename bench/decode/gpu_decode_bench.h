@@ -36,10 +36,11 @@ struct GpuDecodeBenchResult {
 // would, for about `seconds` per measurement: host work, nvJPEG and the kernel, until the device is done. With
 // step_ms > 0, also measures the train batches with a simulated step of about step_ms (matrix products) in two
 // orders (see step_then_decode_ms, decode_ahead_ms).
-// decoder: the decoder's options (input/gpu_decode/gpu_decoder.h).
+// decoder: the decoder's options (input/gpu_decode/gpu_decoder.h); out_channels: the batches' channels (3, or a
+// ResNet stem's padded count, models::input_channels, which training writes).
 // Throws rn50::ConfigError in builds without nvJPEG, rn50::DecodeError when a file does not decode.
 GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>>& files, int out_size, int batch_size,
                                           double seconds, int device, double step_ms = 0,
-                                          const input::GpuDecoderOptions& decoder = {});
+                                          const input::GpuDecoderOptions& decoder = {}, int out_channels = 3);
 
 }  // namespace rn50::bench
