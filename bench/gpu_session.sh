@@ -3,7 +3,7 @@
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
 #   STAGES="build test cudatests dptest dpshared mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode datapath hostile ncu curves
-#           pinning decodeprobe doctor baseline ptx roundtrip ablation ports opbench stemab castab ab checkhost"
+#           pinning decodeprobe decodeload doctor baseline ptx roundtrip ablation ports opbench stemab castab ab checkhost"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
 #   gpudecode makes the JPEG files when the jpeg stage did not run; JPEG_NOISE=20: ImageNet-sized files, see $jpeg;
 #   GPUDECODE_AHEAD="3": gpudecode also trains with decode_ahead_batches 3; ports: PORTS_MODELS, PORTS_UNFUSED,
@@ -455,6 +455,19 @@ if has decodeprobe; then  # does nvJPEG's decode overlap a step queued before it
     CUDA_DEVICE_MAX_CONNECTIONS=8 jpeg_run jpeg_gpu_decode_connections8 --decode gpu
     epoch_keys /tmp/runs/jpeg_gpu_decode_connections8/metrics.jsonl wall_s gpu_decode_h | tee -a "$OUT/table.txt"
   fi
+  pack
+fi
+if has decodeload; then  # what bounds GPU decoding on 8 cores: the step beside it, the CPU's other work, or neither?
+  # DECODELOAD_STEP_MS: the model's step (256 / its images/s); DECODELOAD_CORES; DECODELOAD_THREADS: the CPU load.
+  for load in 0 ${DECODELOAD_THREADS:-6}; do
+    for step in 0 ${DECODELOAD_STEP_MS:-28.6}; do
+      echo "cores ${DECODELOAD_CORES:-0-7}, step ${step} ms, ${load} CPU decode threads:" | tee -a "$OUT/decode_load.txt"
+      taskset -c "${DECODELOAD_CORES:-0-7}" "$build/rn50" bench-decode --decode gpu --files 256 --seconds 3 \
+        --step-ms "$step" --cpu-load "$load" 2>&1 \
+        | grep -E "^train|beside|decode thread|submitted" | tee -a "$OUT/decode_load.txt"
+    done
+  done
+  cat "$OUT/decode_load.txt" >> "$OUT/table.txt"
   pack
 fi
 if has doctor; then  # the instance check, table and JSON

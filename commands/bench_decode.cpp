@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -70,7 +71,16 @@ int bench_gpu(const cxxopts::ParseResult& parsed, const std::vector<std::vector<
   decoder.hardware_no_pipeline = parsed.count("nvjpeg-no-pipeline") > 0;
   decoder.planar = parsed.count("decode-yuv") > 0;
   const int batch_size = parsed["batch-size"].as<int>();
+  const int cpu_load = parsed["cpu-load"].as<int>();
+  if (cpu_load < 0) throw ConfigError("--cpu-load must not be negative");
+  // Decode threads busy beside the GPU's decoder, as the loader's keep a training run's CPU (decode_cpu_share).
+  std::unique_ptr<bench::CpuDecodeLoad> load;
+  if (cpu_load > 0) load = std::make_unique<bench::CpuDecodeLoad>(jpegs, size, cpu_load);
   const auto g = bench::run_gpu_decode_bench(jpegs, size, batch_size, seconds, gpu_index(device), step_ms, decoder);
+  if (load) {
+    std::printf("beside %d CPU decode threads on rn50's train path, which decoded %.0f img/s meanwhile\n", cpu_load,
+                load->stop());
+  }
   print_gpu_decode_bench(g, jpegs, size);
   if (repeat == 1) return 0;
   // A new decoder (nvJPEG handle and states) each time: decoders of one process can differ by more than 1.5x
@@ -130,6 +140,10 @@ int bench_decode_command(int argc, char** argv) {
       "queued right before each decode, and with each decode submitted as many batches ahead as training does (0: not)",
       cxxopts::value<double>()->default_value("0"))(
       "nvjpeg-no-pipeline", "--decode gpu: the hardware decoder with NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE")(
+      "cpu-load",
+      "--decode gpu: this many threads decode the files on the CPU meanwhile (as the loader's decode threads keep a "
+      "training run's CPU busy), to see whether GPU decoding slows with them",
+      cxxopts::value<int>()->default_value("0"))(
       "decode-yuv",
       "--decode gpu: the hardware decoder hands out YCbCr planes, converted in rn50's kernel (as the "
       "config key decode_yuv)")("device", "--decode gpu: the GPU",
@@ -152,6 +166,7 @@ int bench_decode_command(int argc, char** argv) {
   if (repeat < 1) throw ConfigError("--repeat must be at least 1 (got " + std::to_string(repeat) + ")");
   if (repeat > 1 && decode != Decode::kGpu) throw ConfigError("--repeat is for --decode gpu");
   if (parsed.count("pin") && decode != Decode::kCpu) throw ConfigError("--pin is for CPU decoding (--decode cpu)");
+  if (parsed["cpu-load"].as<int>() != 0 && decode != Decode::kGpu) throw ConfigError("--cpu-load is for --decode gpu");
   const int files = parsed["files"].as<int>();
   const auto jpegs = parsed.count("data-root") ? bench::read_jpegs(parsed["data-root"].as<std::string>(), files)
                                                : bench::make_benchmark_jpegs(files, 500, 375, 7);

@@ -11,6 +11,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 #include <random>
+#include <stdexcept>
 #include <thread>
 
 #include "codecs/jpeg_codec.h"
@@ -178,6 +179,44 @@ DecodeBenchResult run_decode_bench(const std::vector<std::vector<uint8_t>>& file
     result.train_all_threads_pinned = result.pinned_failures == 0 ? pinned : 0.0;
   }
   return result;
+}
+
+CpuDecodeLoad::CpuDecodeLoad(const std::vector<std::vector<uint8_t>>& files, int output_size, int threads)
+    : files_(files), output_size_(output_size) {
+  if (files.empty() || threads < 1 || output_size < 1) throw std::invalid_argument("CpuDecodeLoad: nothing to decode");
+  for (const auto& f : files) infos_.push_back(codecs::read_jpeg_header(f.data(), f.size()));
+  started_ = Clock::now();
+  for (int t = 0; t < threads; ++t) threads_.emplace_back([this, t, threads] { run(t, threads); });
+}
+
+CpuDecodeLoad::~CpuDecodeLoad() {
+  try {
+    stop();
+  } catch (...) {  // a thread's error is stop()'s to report; a destructor does not throw
+  }
+}
+
+void CpuDecodeLoad::run(int thread, int threads) {
+  TrainDecoder decode{files_, infos_, output_size_, {}};
+  try {
+    for (int64_t i = thread; !stopping_.load(std::memory_order_relaxed); i += threads) {
+      decode(i);
+      decoded_.fetch_add(1, std::memory_order_relaxed);
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    if (!error_) error_ = std::current_exception();
+  }
+}
+
+double CpuDecodeLoad::stop() {
+  if (rate_ < 0) {
+    stopping_ = true;
+    for (std::thread& t : threads_) t.join();
+    rate_ = static_cast<double>(decoded_.load()) / seconds_since(started_);
+  }
+  if (error_) std::rethrow_exception(error_);
+  return rate_;
 }
 
 }  // namespace rn50::bench

@@ -1,9 +1,16 @@
 // bench/decode/cpu_decode_bench.h: how many images per second this CPU decodes and augments, per core and on all cores.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <exception>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "codecs/jpeg_codec.h"
 
 namespace rn50::bench {
 
@@ -38,5 +45,34 @@ struct DecodeBenchResult {
 // twice, the second time with pinned threads. Throws DecodeError if a file is bad.
 DecodeBenchResult run_decode_bench(const std::vector<std::vector<uint8_t>>& files, int output_size, int threads,
                                    double seconds, bool also_pinned = false);
+
+// `threads` threads decoding `files` (cycled) on rn50's train path, as the loader's decode threads do, from
+// construction until stop(): a CPU as busy as training keeps it, beside another measurement (bench-decode --decode gpu
+// --cpu-load N: is GPU decoding slowed by the CPU's other work?). The files must be JPEGs that decode.
+class CpuDecodeLoad {
+ public:
+  CpuDecodeLoad(const std::vector<std::vector<uint8_t>>& files, int output_size, int threads);
+  ~CpuDecodeLoad();
+  CpuDecodeLoad(const CpuDecodeLoad&) = delete;
+  CpuDecodeLoad& operator=(const CpuDecodeLoad&) = delete;
+
+  // Stops the threads (the first call; later ones return the same) and returns the images/s they decoded together.
+  // Throws what a thread threw (a file that did not decode).
+  double stop();
+
+ private:
+  void run(int thread, int threads);
+
+  const std::vector<std::vector<uint8_t>>& files_;
+  const int output_size_;
+  std::vector<codecs::JpegInfo> infos_;  // each file's header
+  std::atomic<bool> stopping_{false};
+  std::atomic<int64_t> decoded_{0};
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
+  std::chrono::steady_clock::time_point started_;
+  double rate_ = -1;                  // < 0: not stopped yet
+  std::vector<std::thread> threads_;  // last: they start once the rest is made
+};
 
 }  // namespace rn50::bench

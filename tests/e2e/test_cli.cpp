@@ -288,6 +288,7 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   expect_exit_2_naming("bench-decode --decode gpu --files 1 --repeat 0", "--repeat must be at least 1 (got 0)");
   expect_exit_2_naming("bench-decode --files 1 --repeat 2", "--repeat is for --decode gpu");
   expect_exit_2_naming("bench-decode --decode gpu --files 1 --pin", "--pin is for CPU decoding");
+  expect_exit_2_naming("bench-decode --files 1 --cpu-load 2", "--cpu-load is for --decode gpu");
   expect_exit_2_naming("make-sample --out " + path("noisy") + " --noise -1",
                        "noise must be in 0..100 grey levels (got -1)");
   expect_exit_2_naming("train --data-root /x --decode-ahead-batches 5", "decode_ahead_batches");
