@@ -51,11 +51,13 @@ ReportRow data_pipeline_verdict(const PipelineRates& rates) {
       tight ? strprintf("tight: a training run's loader gets about %.0f img/s of it, less than the model consumes; ",
                         in_training)
             : "data-bound: ";
+  // The decode threads beside the GPU decoder (decode_cpu_share: auto): all cores but two, which are left to the
+  // training and decode threads.
+  const double threads_beside = in_training * std::max(0, rates.cores - 2) / std::max(1, rates.cores);
   if (beside) {
     // Measured beside the step, each path's rate is what training would get, and within the goal's 3% of the model's
-    // is enough: the CPU's loader, GPU decoding, or both (decode_cpu_share: auto, the decode threads on all cores but
-    // two taking their share of the images; gpu_decode_with_cpu_share). The fastest is named.
-    const double threads_beside = in_training * std::max(0, rates.cores - 2) / std::max(1, rates.cores);
+    // is enough: the CPU's loader, GPU decoding, or both (the decode threads taking their share of the images;
+    // gpu_decode_with_cpu_share). The fastest is named.
     const double enough = rates.model * kKeepsUpShareOfModel;
     const double cpu_path = std::min(rates.model, in_training);
     const double both = gpu_decode_with_cpu_share(rates.model, *beside, threads_beside);
@@ -76,10 +78,9 @@ ReportRow data_pipeline_verdict(const PipelineRates& rates) {
                  ": data-bound either way (--decode gpu" + (both > *beside ? " --decode-cpu-share auto" : "") +
                  " comes closest)";
   } else if (rates.gpu_decode) {
-    // Above the model's rate, not equal to it: the decode shares the GPU with the training step. Where it is not, the
-    // decode threads beside it (decode_cpu_share: auto, two cores left to the training and decode threads) may
-    // make up the difference: the two rates are taken to add, each decoder taking its own images.
-    const double threads_beside = in_training * std::max(0, rates.cores - 2) / std::max(1, rates.cores);
+    // A report without the rate beside the step. Above the model's rate, not equal to it: the decode shares the GPU
+    // with the training step. Where it is not, the decode threads beside it may make up the difference, the two rates
+    // taken to add: an upper bound (on the H200's 8 cores the share gave less than the sum, docs/doctor.md).
     if (*rates.gpu_decode > rates.model)
       row.note = head + threads + "; " + gpu +
                  ", more than the model consumes: try --decode gpu (--decode-cpu-share auto lets the decode threads "
