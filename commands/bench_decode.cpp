@@ -10,11 +10,14 @@
 #include <vector>
 
 #include "commands/command.h"
+#include "commands/model_step.h"
 #include "core/affinity.h"
 #include "core/config.h"
 #include "core/errors.h"
 #include "core/launch_env.h"
 #include "core/log.h"
+#include "cuda/device_ops.h"
+#include "models/model.h"
 #include "bench/decode/cpu_decode_bench.h"
 #include "bench/decode/gpu_decode_bench.h"
 #include "monitor/utilisation.h"
@@ -42,17 +45,18 @@ void print_gpu_decode_bench(const bench::GpuDecodeBenchResult& g, const std::vec
       "per batch, from CUDA events: submit to ready %.2f ms (nvJPEG's host calls included), crop kernel "
       "%.2f ms\n",
       g.decode_latency_ms_per_batch, g.crop_ms_per_batch);
-  if (g.step_ms > 0) {                                            // measured only with --step-ms
+  if (g.step_ms > 0) {                                            // measured only with --step-ms or --step-model
     const double decode_ms = 1e3 * g.batch_size / g.train_per_s;  // a train batch alone, from above
     auto verdict = [&](double ms) {
       return ms - g.step_ms < 0.5 * decode_ms ? "overlaps the step" : "does not overlap the step";
     };
-    std::printf("with a simulated step of %.2f ms (decode alone %.2f ms per batch), per batch:\n", g.step_ms,
-                decode_ms);
+    std::printf("with a step of %.2f ms (decode alone %.2f ms per batch), per batch:\n", g.step_ms, decode_ms);
     std::printf("  each decode queued right after the step before its use:   %.2f ms: decoding %s\n",
                 g.step_then_decode_ms, verdict(g.step_then_decode_ms));
     std::printf("  each decode submitted %d batches ahead (training's default): %.2f ms: decoding %s\n",
                 g.decode_ahead_batches, g.decode_ahead_ms, verdict(g.decode_ahead_ms));
+    std::printf("  nvJPEG's hardware calls beside the step: %.1f us per image (alone %.1f)\n",
+                g.ahead_hardware_us_per_image, g.hardware_us_per_image);
   }
 }
 
@@ -65,8 +69,28 @@ int bench_gpu(const cxxopts::ParseResult& parsed, const std::vector<std::vector<
     throw ConfigError("--decode gpu needs a CUDA --device (got '" + device + "')");
   }
   init_logging("", 0);
-  const double step_ms = parsed["step-ms"].as<double>();
+  double step_ms = parsed["step-ms"].as<double>();
   if (step_ms < 0) throw ConfigError("--step-ms must not be negative");
+  // --step-model: that model's own training step beside the decode (the doctor's), its time measured here.
+  std::unique_ptr<ModelStep> model_step;
+  int out_channels = 3;
+  if (parsed.count("step-model")) {
+    const std::string model = parsed["step-model"].as<std::string>();
+    const auto known = models::names();
+    if (std::find(known.begin(), known.end(), model) == known.end())
+      throw ConfigError("--step-model: unknown model '" + model + "'");
+    if (step_ms > 0) throw ConfigError("--step-ms and --step-model exclude each other");
+    cuda::use_side_stream(gpu_index(device));
+    model_step = std::make_unique<ModelStep>(model, device, false, parsed.count("step-eager") == 0);
+    step_ms = 1e3 * model_step->batch_size() / model_step->images_per_s(false);
+    out_channels = static_cast<int>(models::input_channels(model, ModelStep::kStemChannels));
+    std::printf("beside %s's training step (%s): %.2f ms a step of %d\n", model.c_str(),
+                parsed.count("step-eager") ? "eager" : "CUDA graph", step_ms, model_step->batch_size());
+  } else if (parsed.count("step-eager")) {
+    throw ConfigError("--step-eager is for --step-model");
+  }
+  bench::QueueStep queue_step;
+  if (model_step) queue_step = [&] { model_step->queue(); };
   input::GpuDecoderOptions decoder;
   decoder.hardware_no_pipeline = parsed.count("nvjpeg-no-pipeline") > 0;
   decoder.planar = parsed.count("decode-yuv") > 0;
@@ -76,7 +100,8 @@ int bench_gpu(const cxxopts::ParseResult& parsed, const std::vector<std::vector<
   // Decode threads busy beside the GPU's decoder, as the loader's keep a training run's CPU (decode_cpu_share).
   std::unique_ptr<bench::CpuDecodeLoad> load;
   if (cpu_load > 0) load = std::make_unique<bench::CpuDecodeLoad>(jpegs, size, cpu_load);
-  const auto g = bench::run_gpu_decode_bench(jpegs, size, batch_size, seconds, gpu_index(device), step_ms, decoder);
+  const auto g = bench::run_gpu_decode_bench(jpegs, size, batch_size, seconds, gpu_index(device), step_ms, decoder,
+                                             out_channels, queue_step);
   if (load) {
     std::printf("beside %d CPU decode threads on rn50's train path, which decoded %.0f img/s meanwhile\n", cpu_load,
                 load->stop());
@@ -139,6 +164,10 @@ int bench_decode_command(int argc, char** argv) {
       "--decode gpu: also time the train batches with a simulated step of this many ms (matrix products), "
       "queued right before each decode, and with each decode submitted as many batches ahead as training does (0: not)",
       cxxopts::value<double>()->default_value("0"))(
+      "step-model",
+      "--decode gpu: as --step-ms, with this registered model's own training step (the doctor's: configs/"
+      "optimized.yaml's compute switches, batch 256, a CUDA graph) instead of matrix products",
+      cxxopts::value<std::string>())("step-eager", "--step-model: its step without the CUDA graph")(
       "nvjpeg-no-pipeline", "--decode gpu: the hardware decoder with NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE")(
       "cpu-load",
       "--decode gpu: this many threads decode the files on the CPU meanwhile (as the loader's decode threads keep a "
@@ -167,6 +196,7 @@ int bench_decode_command(int argc, char** argv) {
   if (repeat > 1 && decode != Decode::kGpu) throw ConfigError("--repeat is for --decode gpu");
   if (parsed.count("pin") && decode != Decode::kCpu) throw ConfigError("--pin is for CPU decoding (--decode cpu)");
   if (parsed["cpu-load"].as<int>() != 0 && decode != Decode::kGpu) throw ConfigError("--cpu-load is for --decode gpu");
+  if (parsed.count("step-model") && decode != Decode::kGpu) throw ConfigError("--step-model is for --decode gpu");
   const int files = parsed["files"].as<int>();
   const auto jpegs = parsed.count("data-root") ? bench::read_jpegs(parsed["data-root"].as<std::string>(), files)
                                                : bench::make_benchmark_jpegs(files, 500, 375, 7);

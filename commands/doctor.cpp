@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "commands/command.h"
+#include "commands/model_step.h"
 #include "doctor/driver_row.h"
 #include "doctor/host_view.h"
 #include "doctor/limit_rows.h"
@@ -39,9 +40,6 @@
 #include "monitor/devices.h"
 #include "cuda/device_ops.h"
 #include "core/cost.h"
-#include "trainer/sgd.h"
-#include "trainer/step_timer.h"
-#include "trainer/train_step.h"
 #include "bench/decode/cpu_decode_bench.h"
 #include "bench/decode/gpu_decode_bench.h"
 #include "input/gpu_decode/gpu_decoder.h"
@@ -115,61 +113,8 @@ Row as_row(const char* section, const monitor::HealthRow& health) {
   return {section, health.check, health.value, health.verdict, health.note};
 }
 
-// The training rate's measurement: the model and the image size it ran at.
-struct StepRate {
-  double images_per_s = 0;
-  int64_t image_size = 0;
-};
-
 // configs/optimized.yaml's stem_channels, which the doctor's model and GPU decode rows use on a GPU.
-constexpr int64_t kDoctorStemChannels = 4;
-
-// Images/s of the model's training steps on synthetic data: on a GPU with configs/optimized.yaml's compute switches
-// (fp16, channels-last, cuDNN autotuning, CUDA graph, fusion: conv, stem_channels 4, batched casts), so that the
-// data-pipeline verdict compares the decode rate with what the fastest run consumes; fp32 on the CPU (64 px with
-// --quick, where the model takes any size). `while_busy` runs once while the timed steps are queued.
-StepRate training_rate(const std::string& name, const c10::Device& device, bool quick,
-                       const std::function<void()>& while_busy = {}) {
-  const bool gpu = device.is_cuda();
-  at::globalContext().setBenchmarkCuDNN(gpu);
-  models::ModelOptions model_options;
-  // fusion: conv falls back to bn, then off, as in training.
-  model_options.fusion = gpu ? models::Fusion::kConv : models::Fusion::kOff;
-  model_options.stem_channels = gpu ? kDoctorStemChannels : 3;
-  model_options.batched_casts = gpu;
-  auto model = models::create(name, model_options);
-  trainer::StepOptions options;
-  options.batch_size = gpu ? 256 : 8;
-  const int64_t fixed = model->fixed_image_size();
-  options.image_size = fixed > 0 ? fixed : (gpu ? 224 : (quick ? 64 : 224));
-  options.input_dtype = gpu ? at::kHalf : at::kFloat;
-  options.channels_last = gpu;
-  options.image_channels = models::input_channels(name, model_options.stem_channels);
-  options.loss_scaling = gpu;
-  options.cuda_graph = gpu;
-  if (gpu) options.executor.autocast = at::kHalf;
-  options.executor.label_smoothing = 0.1;
-  model->to(device);
-  if (gpu) models::to_channels_last(*model);
-  trainer::Sgd sgd(*model, 0.9, 1e-4, false);
-  std::unique_ptr<trainer::StepTimer> timer =
-      gpu ? trainer::make_cuda_step_timer()
-          : std::unique_ptr<trainer::StepTimer>(std::make_unique<trainer::HostStepTimer>());
-  trainer::TrainStep step(*model, sgd, options, device, *timer);
-  const int batch = options.batch_size;
-  step.images().normal_();
-  if (options.image_channels > 3) step.images().narrow(1, 3, options.image_channels - 3).zero_();  // as sources write
-  step.labels().random_(0, 1000);
-  const int warmup = device.is_cuda() ? 8 : 1, steps = device.is_cuda() ? (quick ? 10 : 30) : (quick ? 2 : 4);
-  for (int i = 0; i < warmup; ++i) step.run(0.01);
-  sync(device);
-  const auto t = Clock::now();
-  for (int i = 0; i < steps; ++i) step.run(0.01);
-  if (while_busy) while_busy();
-  step.run(0.01).item<double>();  // waits for the device
-  timer->take_totals();
-  return {(steps + 1) * batch / seconds_since(t), options.image_size};
-}
+constexpr int64_t kDoctorStemChannels = ModelStep::kStemChannels;
 
 // Reads every file once with the page cache dropped for it first (posix_fadvise), then again cached.
 std::pair<double, double> storage_read_mb_per_s(const std::string& root, int64_t limit_bytes, int64_t* files_read) {
@@ -207,11 +152,15 @@ struct GpuDecodeRates {
   std::optional<double> in_training;  // what training with it would get (doctor::gpu_decode_in_training)
 };
 
-// decode: gpu's stage on the doctor's JPEGs (batches of 256, nvJPEG and rn50's kernel), alone and beside a simulated
-// step of the model's step time (`model_rate` at batch 256), as rows; its rates where it ran, otherwise why not in
-// `unavailable`. One decoder's measurement, though the rate differs between decoders (docs/gpu-decoding.md).
+// decode: gpu's stage on the doctor's JPEGs (batches of 256, nvJPEG and rn50's kernel), alone and beside the model's
+// own step (`step`, whose rate is `model_rate` at batch 256), as rows; its rates where it ran, otherwise why not in
+// `unavailable`. Beside the real step, not a stand-in of its length: on an H100 with 8 cores nvJPEG's hardware calls
+// took 141 us an image in training, 33 alone and beside matrix products of the step's length, and training came 5.5%
+// below synthetic data where the stand-in predicted no loss (docs/doctor.md). One decoder's measurement, though the
+// rate differs between decoders (docs/gpu-decoding.md).
 GpuDecodeRates gpu_decode_rates(std::vector<Row>& rows, const std::vector<std::vector<uint8_t>>& jpegs, int device,
-                                bool quick, double model_rate, int channels, std::string& unavailable) {
+                                bool quick, double model_rate, int channels, const bench::QueueStep& step,
+                                std::string& unavailable) {
   constexpr int kBatch = 256;
   const char* check = "JPEG decode+augment on the GPU";
   if (!input::built_with_nvjpeg()) {
@@ -221,16 +170,19 @@ GpuDecodeRates gpu_decode_rates(std::vector<Row>& rows, const std::vector<std::v
   }
   try {
     const double step_ms = model_rate > 0 ? 1e3 * kBatch / model_rate : 0;
-    const auto g = bench::run_gpu_decode_bench(jpegs, 224, kBatch, quick ? 0.5 : 2.0, device, step_ms, {}, channels);
+    const auto g =
+        bench::run_gpu_decode_bench(jpegs, 224, kBatch, quick ? 0.5 : 2.0, device, step_ms, {}, channels, step);
     const std::string routes = g.routes.substr(0, g.routes.find(','));  // its first clause: the library and engines
     rows.push_back({"gpu", check, fmt_rate(g.train_per_s), "info", "alone; decode: gpu, batches of 256; " + routes});
     GpuDecodeRates rates{g.train_per_s, std::nullopt};
     if (step_ms > 0 && g.step_ms > 0 && g.decode_ahead_ms > 0) {
       rates.in_training = doctor::gpu_decode_in_training(model_rate, kBatch, g.step_ms, g.decode_ahead_ms);
       rows.push_back({"gpu", "GPU decode beside the model's step", fmt_rate(*rates.in_training), "info",
-                      strprintf("what training would get: a simulated step of %.1f ms (the model's %.1f) took %.1f ms "
-                                "a batch with the decode submitted %d ahead",
-                                g.step_ms, step_ms, g.decode_ahead_ms, g.decode_ahead_batches)});
+                      strprintf("what training would get: the model's step (%.1f ms alone) took %.1f ms a batch with "
+                                "the decode submitted %d ahead; nvJPEG's hardware calls %.0f us an image beside it, "
+                                "%.0f alone",
+                                g.step_ms, g.decode_ahead_ms, g.decode_ahead_batches, g.ahead_hardware_us_per_image,
+                                g.hardware_us_per_image)});
     }
     return rates;
   } catch (const std::exception& e) {
@@ -282,7 +234,7 @@ class Doctor {
     progress("training steps of " + options_.model);
     compute_rows();
     if (cuda_) {
-      progress("GPU decoding, alone and beside a step of the model's time");
+      progress("GPU decoding, alone and beside the model's step");
       gpu_decode_rows();
     }
     verdict_rows();
@@ -374,7 +326,7 @@ class Doctor {
     std::vector<Row> rows;
     gpu_decode_ = gpu_decode_rates(rows, jpegs_, device_.index(), quick_, step_rate_,
                                    static_cast<int>(models::input_channels(options_.model, kDoctorStemChannels)),
-                                   gpu_decode_unavailable_);
+                                   [&] { model_step_->queue(); }, gpu_decode_unavailable_);
     rows_.insert(rows_.begin() + static_cast<std::ptrdiff_t>(gpu_decode_rows_at_), rows.begin(), rows.end());
   }
 
@@ -440,7 +392,8 @@ class Doctor {
                            : ""});
     }
     std::optional<monitor::HealthRow> under_load;
-    const StepRate rate = training_rate(options_.model, device_, quick_, [&] {
+    model_step_ = std::make_unique<ModelStep>(options_.model, device_.str(), quick_);
+    step_rate_ = model_step_->images_per_s(quick_, [&] {
       if (!nvml_device_) return;
       try {
         under_load = monitor::under_load_row(*nvml_, *nvml_device_);
@@ -448,12 +401,11 @@ class Doctor {
         under_load = monitor::HealthRow{"under training load", "NVML failed", "warn", e.what()};
       }
     });
-    step_rate_ = rate.images_per_s;
     rows_.push_back({"compute",
                      cuda_ ? options_.model + " training (fp16, channels-last, autotune, graph, fusion: conv" +
                                  (models::takes_stem_channels(options_.model) ? ", stem 4" : "") + ", b256)"
                            : strprintf("%s training (fp32, CPU, %lld px)", options_.model.c_str(),
-                                       static_cast<long long>(rate.image_size)),
+                                       static_cast<long long>(model_step_->image_size())),
                      fmt_rate(step_rate_), "info", "synthetic data: compute alone"});
     if (under_load) rows_.push_back(as_row("compute", *under_load));
   }
@@ -482,6 +434,7 @@ class Doctor {
   std::unique_ptr<monitor::NvmlApi> nvml_;          // where the driver's NVML opens
   std::string nvml_why_not_;                        // why it does not
   std::optional<monitor::NvmlDevice> nvml_device_;  // the CUDA device's, where there is one
+  std::unique_ptr<ModelStep> model_step_;           // the model's step, timed, then run beside GPU decoding
   GpuDecodeRates gpu_decode_;                       // decode: gpu's stage, where measured
   size_t gpu_decode_rows_at_ = 0;                   // where its rows go
   std::string gpu_decode_unavailable_;

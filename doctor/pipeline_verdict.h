@@ -16,13 +16,13 @@ struct PipelineRates {                 // images/s, as the doctor measured them
   double model = 0;                    // the model's training on synthetic data (rn50 doctor --model): what it consumes
   std::optional<double> gpu_decode;    // decode: gpu's stage alone, where this build and device could measure it
   std::string gpu_decode_unavailable;  // why decode: gpu cannot run here, when it cannot (empty: it can, or unknown)
-  // What training with decode: gpu would get, from the decode measured beside a simulated step of the model's step
-  // time (gpu_decode_in_training); where measured, the verdict's GPU rate instead of gpu_decode.
+  // What training with decode: gpu would get, from the decode measured beside the model's own step
+  // (gpu_decode_in_training); where measured, the verdict's GPU rate instead of gpu_decode.
   std::optional<double> gpu_decode_beside_step;
 };
 
 // The images/s a training run with decode: gpu gets, at most the model's `model_rate` with batches of `batch`: the
-// step's time plus what a decode queued beside a simulated step of `step_alone_ms` added to it (`batch_ms`, a batch
+// step's time plus what a decode queued beside a step of `step_alone_ms` added to it (`batch_ms`, a batch
 // decoded and cropped with that step queued, as training submits it; bench-decode --step-ms). The decode alone
 // overstates it: on an H200 with 8 cores it measured 21,876 images/s where training got about 8,400 (the decoder
 // thread's hardware-decode calls beside the step; docs/doctor.md).

@@ -30,10 +30,11 @@ using input::ReleaseBatch;
 
 namespace {
 
-// A stand-in for a training step: FP32 matrix products queued on the current stream, about `ms` of them.
-class SimulatedStep {
+// The training step the decode runs beside: a stand-in of FP32 matrix products queued on the current stream, about
+// `ms` of them, or a real step the caller queues.
+class StepBeside {
  public:
-  SimulatedStep(int device, double ms) {
+  StepBeside(int device, double ms) {
     const auto options =
         at::TensorOptions(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(device))).dtype(at::kFloat);
     a_ = at::rand({kSide, kSide}, options);
@@ -45,7 +46,9 @@ class SimulatedStep {
                                20;
     products_ = std::max(1, static_cast<int>(std::lround(ms / per_product)));
   }
+  explicit StepBeside(QueueStep real) : real_(std::move(real)) {}
   void queue() {
+    if (real_) return real_();
     for (int k = 0; k < products_; ++k) product();
   }
   // One step's time on an otherwise idle device: the median of five.
@@ -69,6 +72,7 @@ class SimulatedStep {
     end.synchronize();
     return start.elapsed_time(end);
   }
+  QueueStep real_;
   at::Tensor a_, product_;
   int products_ = 1;
 };
@@ -77,7 +81,8 @@ class SimulatedStep {
 
 GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>>& files, int out_size, int batch_size,
                                           double seconds, int device, double step_ms,
-                                          const input::GpuDecoderOptions& decoder_options, int out_channels) {
+                                          const input::GpuDecoderOptions& decoder_options, int out_channels,
+                                          const QueueStep& queue_step) {
   if (files.empty() || batch_size < 1) throw DataError("bench-decode: no files, or an empty batch");
   c10::cuda::CUDAGuard device_guard(static_cast<c10::DeviceIndex>(device));
   c10::cuda::CUDAStreamGuard stream_guard(c10::cuda::getStreamFromPool(false, static_cast<c10::DeviceIndex>(device)));
@@ -107,7 +112,7 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
   // Where the simulated step goes: right before each batch's decode (the naive order), or right after its batch's
   // input is made, with the decode of the batch submit_ahead ahead submitted after it (training's order).
   enum class StepOrder { kBeforeDecode, kDecodeAhead };
-  auto measure = [&](bool train, SimulatedStep* step, StepOrder order) {
+  auto measure = [&](bool train, StepBeside* step, StepOrder order) {
     data::SampleTransform transform;
     transform.train = train;
     transform.image_size = out_size;
@@ -187,11 +192,15 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
   }
   result.routes = decoder.describe();
   if (step_ms > 0) {
-    SimulatedStep step(device, step_ms);
+    StepBeside step = queue_step ? StepBeside(queue_step) : StepBeside(device, step_ms);
     result.step_ms = step.alone_ms();
     result.step_then_decode_ms = measure(true, &step, StepOrder::kBeforeDecode).second;
+    decoder.take_counts();  // the decode-ahead measurement's own counts below
     result.decode_ahead_ms = measure(true, &step, StepOrder::kDecodeAhead).second;
     result.decode_ahead_batches = decoder_options.submit_ahead;
+    const GpuDecodeCounts ahead = decoder.take_counts();
+    if (ahead.hardware > 0)
+      result.ahead_hardware_us_per_image = ahead.hardware_call_s * 1e6 / static_cast<double>(ahead.hardware);
   }
   return result;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,17 +31,27 @@ struct GpuDecodeBenchResult {
   double step_then_decode_ms = 0;
   double decode_ahead_ms = 0;
   int decode_ahead_batches = 0;  // that N
+  // nvJPEG's batched hardware calls per image during the decode-ahead measurement: beside a real training step they
+  // took 4x their time alone on an H100 (docs/gpu-decoding.md), beside the simulated one not.
+  double ahead_hardware_us_per_image = 0;
 };
+
+// A training step for the decode to run beside instead of the simulated one: queues one step on the current stream
+// (rn50 doctor passes the model's graphed step, so that the measurement includes how the real step and nvJPEG slow
+// each other down).
+using QueueStep = std::function<void()>;
 
 // Decodes batches of the files (cycled) into half-precision channels-last batches on `device`, as training
 // would, for about `seconds` per measurement: host work, nvJPEG and the kernel, until the device is done. With
 // step_ms > 0, also measures the train batches with a simulated step of about step_ms (matrix products) in two
-// orders (see step_then_decode_ms, decode_ahead_ms).
+// orders (see step_then_decode_ms, decode_ahead_ms); with `step` set, beside that step instead (step_ms then only
+// needs to be positive).
 // decoder: the decoder's options (input/gpu_decode/gpu_decoder.h); out_channels: the batches' channels (3, or a
 // ResNet stem's padded count, models::input_channels, which training writes).
 // Throws rn50::ConfigError in builds without nvJPEG, rn50::DecodeError when a file does not decode.
 GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>>& files, int out_size, int batch_size,
                                           double seconds, int device, double step_ms = 0,
-                                          const input::GpuDecoderOptions& decoder = {}, int out_channels = 3);
+                                          const input::GpuDecoderOptions& decoder = {}, int out_channels = 3,
+                                          const QueueStep& step = {});
 
 }  // namespace rn50::bench

@@ -6,7 +6,8 @@
 namespace rn50::bench {
 
 GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>>&, int out_size, int batch_size,
-                                          double, int device, double, const input::GpuDecoderOptions& decoder, int) {
+                                          double, int device, double, const input::GpuDecoderOptions& decoder, int,
+                                          const QueueStep&) {
   input::GpuJpegDecoder refuses(device, batch_size, out_size, decoder);  // throws ConfigError
   return {};
 }

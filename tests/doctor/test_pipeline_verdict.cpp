@@ -93,7 +93,7 @@ TEST(PipelineVerdict, AZeroPerCoreRateGivesNoThreadCount) {
   EXPECT_EQ(row.note, "data-bound: one core decoded nothing, or GPU decoding (--decode gpu)");
 }
 
-// Beside the step: the step's time plus what the decode added to the simulated step, never faster than the model.
+// Beside the step: the step's time plus what the decode added to the step beside it, never faster than the model.
 TEST(PipelineVerdict, TrainingWithGpuDecodingGetsTheStepPlusWhatTheDecodeAdds) {
   // 8,960 img/s at 256 a batch: a 28.57 ms step.
   EXPECT_DOUBLE_EQ(gpu_decode_in_training(8960, 256, 28.0, 27.5), 8960);  // hidden inside the step

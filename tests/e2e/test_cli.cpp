@@ -289,6 +289,11 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   expect_exit_2_naming("bench-decode --files 1 --repeat 2", "--repeat is for --decode gpu");
   expect_exit_2_naming("bench-decode --decode gpu --files 1 --pin", "--pin is for CPU decoding");
   expect_exit_2_naming("bench-decode --files 1 --cpu-load 2", "--cpu-load is for --decode gpu");
+  expect_exit_2_naming("bench-decode --files 1 --step-model resnet50", "--step-model is for --decode gpu");
+  expect_exit_2_naming("bench-decode --decode gpu --files 1 --step-model nope", "--step-model: unknown model 'nope'");
+  expect_exit_2_naming("bench-decode --decode gpu --files 1 --step-model resnet50 --step-ms 5",
+                       "--step-ms and --step-model exclude each other");
+  expect_exit_2_naming("bench-decode --decode gpu --files 1 --step-eager", "--step-eager is for --step-model");
   expect_exit_2_naming("make-sample --out " + path("noisy") + " --noise -1",
                        "noise must be in 0..100 grey levels (got -1)");
   expect_exit_2_naming("train --data-root /x --decode-ahead-batches 5", "decode_ahead_batches");

@@ -1,0 +1,41 @@
+// commands/model_step.h: ModelStep, a registered model's training step on synthetic data as the fastest run takes it:
+// the doctor's training rate, and the step `rn50 bench-decode --step-model` runs GPU decoding beside.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace rn50::commands {
+
+// On a GPU with configs/optimized.yaml's compute switches (fp16, channels-last, cuDNN autotuning, CUDA graph unless
+// `cuda_graph` is off, fusion: conv, stem_channels 4, batched casts, batch 256), so that what it measures is what the
+// fastest run consumes; fp32 on the CPU, batch 8 (64 px with `quick`, where the model takes any size). The step runs
+// on the current stream; on a GPU, call cuda::use_side_stream first (a graph is not captured on the default stream).
+class ModelStep {
+ public:
+  static constexpr int64_t kStemChannels = 4;  // configs/optimized.yaml's
+
+  ModelStep(const std::string& model, const std::string& device, bool quick, bool cuda_graph = true);
+  ~ModelStep();
+  ModelStep(const ModelStep&) = delete;
+  ModelStep& operator=(const ModelStep&) = delete;
+
+  // Images/s of a few steps after a warm-up (the graph's capture among them); `while_busy` runs once while they
+  // are queued.
+  double images_per_s(bool quick, const std::function<void()>& while_busy = {});
+
+  // Queues one step. Its input buffers keep their synthetic batch: a decode beside it writes its own, so the two
+  // share only the device's work, as in training.
+  void queue();
+
+  int batch_size() const;
+  int64_t image_size() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rn50::commands
