@@ -272,6 +272,9 @@ std::vector<ConfigKey> make_keys() {
       int_key("decode_ahead_batches", &C::decode_ahead_batches,
               "decode: gpu with decode_ahead: batches handed to the decode thread ahead of their step, 1 to 4 (each "
               "holds a batch of decoded images on the device)"),
+      int_key("gpu_decoders", &C::gpu_decoders,
+              "decode: gpu: decoders taking the batches in turn, 1 to 4, each with its own thread of nvJPEG calls and "
+              "its own device buffers (in training each hardware call lasts until the step beside it ends)"),
       cpu_share_key("decode_cpu_share", &C::decode_cpu_share,
                     "decode: gpu: the images the decode threads decode themselves, the rest left to the GPU: auto "
                     "(as many as keep them two batches ahead; workers -1 then leaves two cores to the training and "
@@ -496,11 +499,13 @@ void validate(Config& c) {
   require(c.decode_memory_mb >= 0 && c.decode_memory_mb <= kMaxDecodeMemoryMb, "decode_memory_mb",
           "must be 0 (automatic) to " + std::to_string(kMaxDecodeMemoryMb) + " (16 TiB)");
   require(c.decode_ahead_batches >= 1 && c.decode_ahead_batches <= 4, "decode_ahead_batches", "must be 1 to 4");
+  require(c.gpu_decoders >= 1 && c.gpu_decoders <= 4, "gpu_decoders", "must be 1 to 4");
   require(c.stem_channels == 3 || c.stem_channels == 4 || c.stem_channels == 8, "stem_channels", "must be 3, 4 or 8");
   require(c.decode_cpu_share.automatic || (c.decode_cpu_share.fraction >= 0 && c.decode_cpu_share.fraction <= 1),
           "decode_cpu_share", "must be auto or 0 to 1");
   require(c.decode == Decode::kGpu || (!c.decode_cpu_share.automatic && c.decode_cpu_share.fraction == 0),
           "decode_cpu_share", "needs decode: gpu (with decode: cpu the decode threads decode every image already)");
+  require(c.decode == Decode::kGpu || c.gpu_decoders == 1, "gpu_decoders", "needs decode: gpu");
   require(c.synthetic_images >= c.batch_size || c.data != DataSource::kSynthetic, "synthetic_images",
           "must be at least batch_size");
   require(c.synthetic_images <= (int64_t{1} << 40), "synthetic_images", "must be at most 2^40");

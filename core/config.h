@@ -59,6 +59,7 @@ struct Config {
   bool decode_yuv = false;       // decode: gpu: YCbCr planes out of the hardware decoder, converted in rn50's kernel
   bool decode_ahead = true;  // decode: gpu in training: batch k+N submitted right after step k (off: before its own)
   int decode_ahead_batches = 3;  // that N (docs/gpu-decoding.md: why 3)
+  int gpu_decoders = 1;          // decode: gpu: decoders taking batches in turn, each with its own nvJPEG thread
   DecodeCpuShare decode_cpu_share;  // decode: gpu: auto, or 0 to 1 of each batch decoded by the decode threads
   bool strict_data = false;
   int64_t max_image_bytes = kDefaultMaxImageBytes;    // larger files are bad samples, never read

@@ -8,25 +8,30 @@
 
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 #include "core/clock.h"
 #include "core/errors.h"
 #include "core/log.h"
 #include "cuda/cuda_support.h"
 #include "input/folder_data.h"
+#include "input/gpu_decode/decoder_group.h"
 #include "input/gpu_decode/gpu_decoder.h"
 
 namespace rn50::input {
 namespace {
 
+using Decoders = DecoderGroup<GpuJpegDecoder>;
+
 // On an exception out of a validation, the decoder forgets the batches it holds instead of handing them back later:
 // their loader goes as the exception unwinds. Declared after the loader, so destroyed before it.
 class AbandonDecodesOnError {
  public:
-  explicit AbandonDecodesOnError(GpuJpegDecoder& decoder)
+  explicit AbandonDecodesOnError(Decoders& decoder)
       : decoder_(decoder), exceptions_(std::uncaught_exceptions()) {}
   ~AbandonDecodesOnError() {
     if (std::uncaught_exceptions() > exceptions_) decoder_.abandon();
@@ -35,7 +40,7 @@ class AbandonDecodesOnError {
   AbandonDecodesOnError& operator=(const AbandonDecodesOnError&) = delete;
 
  private:
-  GpuJpegDecoder& decoder_;
+  Decoders& decoder_;
   int exceptions_;
 };
 
@@ -53,8 +58,8 @@ class GpuDecodeSource final : public InputSource {
     GpuDecoderOptions decoder;
     decoder.planar = options.decode_yuv;
     decoder.submit_ahead = options.decode_ahead_batches;
-    // The decoder holds up to held_batches of a pool's batches (their labels are copied from the pool).
-    const int slots = options.prefetch + GpuJpegDecoder::held_batches(decoder);
+    // Each decoder holds up to held_batches of a pool's batches (their labels are copied from the pool).
+    const int slots = options.prefetch + options.gpu_decoders * GpuJpegDecoder::held_batches(decoder);
     auto pool = [&] {
       // With a CPU share the decode threads write some finished images into the pool's pixel room, which the
       // device copies from: pinned even with pin_memory off, since a copy from pageable memory would hold the decode
@@ -69,7 +74,11 @@ class GpuDecodeSource final : public InputSource {
     // The next epoch's first batches come from a loader of their own, which needs a pool of its own (a loader fills
     // every slot of its pool). Not across a validation, which decodes through the same slots.
     if (ahead_ && options.epochs > 1 && info_.val_images == 0) ahead_pool_ = pool();
-    decoder_ = std::make_unique<GpuJpegDecoder>(context.device.index(), options.batch_size, options.image_size, decoder);
+    std::vector<std::unique_ptr<GpuJpegDecoder>> decoders;
+    for (int i = 0; i < options.gpu_decoders; ++i)
+      decoders.push_back(
+          std::make_unique<GpuJpegDecoder>(context.device.index(), options.batch_size, options.image_size, decoder));
+    decoder_ = std::make_unique<Decoders>(std::move(decoders));
   }
 
   std::vector<std::pair<std::string, std::string>> describe() const override {
@@ -262,7 +271,7 @@ class GpuDecodeSource final : public InputSource {
   int64_t next_epoch_submitted_ = 0;                      // its batches handed to the decoder
   bool next_epoch_ahead_failed_ = false;                  // a submit ahead failed: no more this epoch
   // Last: destroyed first, abandoning what it holds before the loaders and pools it reads from go.
-  std::unique_ptr<GpuJpegDecoder> decoder_;
+  std::unique_ptr<Decoders> decoder_;
   int64_t epoch_ = 0, step_ = 0, submitted_ = 0;  // submitted_: this epoch's batches handed to the decoder so far
   double wait_s_ = 0;
 };

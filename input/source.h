@@ -47,6 +47,7 @@ struct InputOptions {
   bool decode_yuv = false;
   bool decode_ahead = true;
   int decode_ahead_batches = 3;
+  int gpu_decoders = 1;  // decoders taking the batches in turn (DecoderGroup)
   // Which images the decode threads decode themselves (kOff: none, they only read files).
   data::CpuDecodeShare decode_cpu_share;
   // Synthetic batches

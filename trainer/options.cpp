@@ -54,6 +54,7 @@ input::InputOptions input_options(const Config& c, const LaunchEnv& launch) {
   o.decode_yuv = c.decode_yuv;
   o.decode_ahead = c.decode_ahead;
   o.decode_ahead_batches = c.decode_ahead_batches;
+  o.gpu_decoders = c.gpu_decoders;
   using Share = data::CpuDecodeShare::Mode;
   o.decode_cpu_share.mode = c.decode_cpu_share.automatic        ? Share::kAuto
                             : c.decode_cpu_share.fraction > 0.0 ? Share::kFixed

@@ -46,6 +46,28 @@ struct GpuDecodeCounts {
   // Buffers nvJPEG had to have freshly allocated (cudaMalloc, cudaHostAlloc: slow, and the host waits in them);
   // none once its memory pool has grown to what the batches need.
   int64_t new_buffers = 0;
+
+  // Another decoder's counts into these (DecoderGroup): sums, and the slowest call of both.
+  void add(const GpuDecodeCounts& o) {
+    hardware += o.hardware;
+    hybrid += o.hybrid;
+    cpu_fallback += o.cpu_fallback;
+    loader_cpu += o.loader_cpu;
+    bad += o.bad;
+    host_s += o.host_s;
+    wait_s += o.wait_s;
+    batch_wait_s += o.batch_wait_s;
+    pace_wait_s += o.pace_wait_s;
+    route_s += o.route_s;
+    hardware_call_s += o.hardware_call_s;
+    slowest_hardware_call_s = slowest_hardware_call_s > o.slowest_hardware_call_s ? slowest_hardware_call_s
+                                                                                   : o.slowest_hardware_call_s;
+    device_batches += o.device_batches;
+    decode_latency_s += o.decode_latency_s;
+    input_stall_s += o.input_stall_s;
+    crop_s += o.crop_s;
+    new_buffers += o.new_buffers;
+  }
 };
 
 // Called, on the decoder's thread, for a sample that no decoder could read: its dataset index and the reasons. May

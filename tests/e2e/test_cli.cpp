@@ -297,6 +297,8 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   expect_exit_2_naming("make-sample --out " + path("noisy") + " --noise -1",
                        "noise must be in 0..100 grey levels (got -1)");
   expect_exit_2_naming("train --data-root /x --decode-ahead-batches 5", "decode_ahead_batches");
+  expect_exit_2_naming("train --data-root /x --decode gpu --gpu-decoders 5", "gpu_decoders");
+  expect_exit_2_naming("train --data-root /x --gpu-decoders 2", "needs decode: gpu");
   expect_exit_2_naming("train --data-root /x --decode-cpu-share 1.5", "decode_cpu_share");
   expect_exit_2_naming("train --data-root /x --decode-cpu-share most", "auto or a number");
   // A model that takes one image size only refuses another before the first step.
@@ -413,6 +415,7 @@ TEST_F(Cli, GpuDecodeCountsBadImagesAsTheCpuPathDoes) {
 // moves an epoch's mean loss by far more). Last, 3 ahead with a CUDA graph: captured while the decode thread works
 // (LibTorch's default global capture mode refused nvJPEG's calls then), so the
 // graph must be replaying after the first epoch; its losses are compared more loosely (graph against eager steps).
+// Two decoders taking the batches in turn (gpu_decoders), with and without validation, train on the same batches.
 TEST_F(Cli, GpuDecodeSubmitsTheNextEpochsFirstBatchesDuringTheLastSteps) {
   if (!RN50_NVJPEG_BUILD) GTEST_SKIP() << "needs a build with nvJPEG, and a GPU";
   make_sample("--classes 3 --per-class 10 --val-per-class 2 --size 32");
@@ -422,16 +425,18 @@ TEST_F(Cli, GpuDecodeSubmitsTheNextEpochsFirstBatchesDuringTheLastSteps) {
   struct Case {
     int ahead;
     bool validate, graph;
+    int decoders;
   };
-  for (const Case& c : {Case{2, false, false}, Case{2, true, false}, Case{3, false, false}, Case{3, false, true}}) {
-    const auto [ahead, validate, graph] = c;
-    const std::string run =
-        path("run_" + std::to_string(ahead) + (validate ? "_validated" : "") + (graph ? "_graph" : ""));
+  for (const Case& c : {Case{2, false, false, 1}, Case{2, true, false, 1}, Case{3, false, false, 1},
+                        Case{3, false, true, 1}, Case{3, false, false, 2}, Case{2, true, false, 2}}) {
+    const auto [ahead, validate, graph, decoders] = c;
+    const std::string run = path("run_" + std::to_string(ahead) + (validate ? "_validated" : "") +
+                                 (graph ? "_graph" : "") + "_" + std::to_string(decoders));
     const Result r = rn50("train --data-root " + path("data") + " --out-dir " + run +
                           " --device cuda:0 --decode gpu --image-size 48 --val-resize 48 --batch-size 5 --workers 2"
                           " --epochs 3 --warmup-epochs 0 --decode-ahead-batches " +
                           std::to_string(ahead) + " --validate=" + (validate ? "on" : "off") +
-                          " --cuda-graph=" + (graph ? "on" : "off"));
+                          " --cuda-graph=" + (graph ? "on" : "off") + " --gpu-decoders " + std::to_string(decoders));
     ASSERT_EQ(r.code, 0) << r.output;
     std::vector<double> routed;
     losses.emplace_back();
@@ -454,12 +459,14 @@ TEST_F(Cli, GpuDecodeSubmitsTheNextEpochsFirstBatchesDuringTheLastSteps) {
       EXPECT_GE(routed[2], 30 - 5 * ahead);  // `ahead` of its batches decoded ahead at most
     }
   }
-  ASSERT_EQ(losses.size(), 4u);
+  ASSERT_EQ(losses.size(), 6u);
   for (const auto& run_losses : losses) ASSERT_EQ(run_losses.size(), 3u);
   for (size_t e = 0; e < 3; ++e) {
     EXPECT_NEAR(losses[0][e], losses[1][e], 1e-3 * losses[1][e]) << "epoch " << e + 1;
     EXPECT_NEAR(losses[2][e], losses[1][e], 1e-3 * losses[1][e]) << "epoch " << e + 1 << ", 3 batches ahead";
     EXPECT_NEAR(losses[3][e], losses[1][e], 2e-2 * losses[1][e]) << "epoch " << e + 1 << ", 3 ahead, graphed";
+    EXPECT_NEAR(losses[4][e], losses[1][e], 1e-3 * losses[1][e]) << "epoch " << e + 1 << ", 3 ahead, 2 decoders";
+    EXPECT_NEAR(losses[5][e], losses[1][e], 1e-3 * losses[1][e]) << "epoch " << e + 1 << ", validated, 2 decoders";
   }
 }
 
