@@ -283,10 +283,11 @@ if has datapath; then  # JPEG training at the fused speed on 16 cores and on 8 (
   # CPU and GPU decoding and both at once (decode_cpu_share: auto), against synthetic data of the same steps, and the doctor's verdict on each core count: epochs
   # of 200 steps of 256 (DATAPATH_COPIES x 12,800 ImageNet-sized files: the copies are hard links, decoded again each
   # time; what is measured is the rate, not what is learnt). DATAPATH_RUNS picks runs (default every one: synthetic
-  # cpu16 gpu16 cpu8 gpu8 share8 share16, about 50 s each), so that the stage fits one call beside a build;
+  # cpu16 gpu16 cpu8 gpu8 share8 share16 gpu8x2, about 50 s each; share8x2 on request; x2: gpu_decoders 2), so that
+  # the stage fits one call beside a build;
   # DATAPATH_DOCTOR_CORES the doctor's core sets (default "0-15 0-7"; empty: none).
   dp=/tmp/datapath
-  dp_runs=" ${DATAPATH_RUNS:-synthetic cpu16 gpu16 cpu8 gpu8 share8 share16} "
+  dp_runs=" ${DATAPATH_RUNS:-synthetic cpu16 gpu16 cpu8 gpu8 share8 share16 gpu8x2} "
   if [[ ! -d $dp/train ]]; then
     "$build/rn50" make-sample --out /tmp/datapath_one --classes 16 --per-class 800 --val-per-class 1 --size 375 \
       --noise 20 > "$OUT/make_datapath.log" 2>&1 || tail -3 "$OUT/make_datapath.log"
@@ -317,6 +318,9 @@ if has datapath; then  # JPEG training at the fused speed on 16 cores and on 8 (
     # Both decoders at once: the decode threads decode what they can keep ahead of, nvJPEG the rest.
     dprun dp_share8_$rep 0-7 --data-root "$dp" --decode gpu --decode-cpu-share auto
     dprun dp_share16_$rep 0-15 --data-root "$dp" --decode gpu --decode-cpu-share auto
+    # Two decoders taking the batches in turn: a hardware call lasts until the step beside it ends (gpu-decoding.md).
+    dprun dp_gpu8x2_$rep 0-7 --data-root "$dp" --decode gpu --gpu-decoders 2
+    dprun dp_share8x2_$rep 0-7 --data-root "$dp" --decode gpu --decode-cpu-share auto --gpu-decoders 2
   done
   for cores in ${DATAPATH_DOCTOR_CORES-0-15 0-7}; do  # DATAPATH_DOCTOR_CORES="": no doctor runs
     taskset -c $cores "$build/rn50" doctor --json --data-root "$dp" > "$OUT/dp_doctor_$cores.json" 2> "$OUT/dp_doctor_$cores.err"
@@ -336,7 +340,8 @@ def epochs(name):  # the epoch records after the first, every rep
 def rates(name):
     return [r["images_per_s"] for r in epochs(name)]
 base = rates("dp_synthetic")
-for name in ["dp_synthetic", "dp_cpu16", "dp_gpu16", "dp_cpu8", "dp_gpu8", "dp_share8", "dp_share16"]:
+for name in ["dp_synthetic", "dp_cpu16", "dp_gpu16", "dp_cpu8", "dp_gpu8", "dp_share8", "dp_share16", "dp_gpu8x2",
+             "dp_share8x2"]:
     v = rates(name)
     if not v or not base:
         print(f"{name}: no measured epochs"); continue
@@ -466,6 +471,12 @@ if has decodeload; then  # what bounds GPU decoding on 8 cores: the step beside 
         --step-ms "$step" --cpu-load "$load" 2>&1 \
         | grep -E "^train|beside|decode thread|submitted" | tee -a "$OUT/decode_load.txt"
     done
+  done
+  # ResNet-50's own graphed step and the same eager (what the doctor measures beside), against the stand-in above.
+  for step in "--step-model resnet50" "--step-model resnet50 --step-eager"; do
+    echo "cores ${DECODELOAD_CORES:-0-7}, $step:" | tee -a "$OUT/decode_load.txt"
+    taskset -c "${DECODELOAD_CORES:-0-7}" "$build/rn50" bench-decode --decode gpu --files 256 --seconds 3 $step 2>&1 \
+      | grep -E "^beside|^train|decode thread|submitted|hardware calls beside" | tee -a "$OUT/decode_load.txt"
   done
   cat "$OUT/decode_load.txt" >> "$OUT/table.txt"
   pack
