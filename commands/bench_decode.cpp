@@ -69,6 +69,7 @@ int bench_gpu(const cxxopts::ParseResult& parsed, const std::vector<std::vector<
     throw ConfigError("--decode gpu needs a CUDA --device (got '" + device + "')");
   }
   init_logging("", 0);
+  const int batch_size = parsed["batch-size"].as<int>();
   double step_ms = parsed["step-ms"].as<double>();
   if (step_ms < 0) throw ConfigError("--step-ms must not be negative");
   // --step-model: that model's own training step beside the decode (the doctor's), its time measured here.
@@ -80,6 +81,9 @@ int bench_gpu(const cxxopts::ParseResult& parsed, const std::vector<std::vector<
     if (std::find(known.begin(), known.end(), model) == known.end())
       throw ConfigError("--step-model: unknown model '" + model + "'");
     if (step_ms > 0) throw ConfigError("--step-ms and --step-model exclude each other");
+    if (batch_size != ModelStep::kGpuBatchSize)
+      throw ConfigError(strprintf("--step-model steps batches of %d: --batch-size must be %d too",
+                                  ModelStep::kGpuBatchSize, ModelStep::kGpuBatchSize));
     cuda::use_side_stream(gpu_index(device));
     model_step = std::make_unique<ModelStep>(model, device, false, parsed.count("step-eager") == 0);
     step_ms = 1e3 * model_step->batch_size() / model_step->images_per_s(false);
@@ -94,7 +98,6 @@ int bench_gpu(const cxxopts::ParseResult& parsed, const std::vector<std::vector<
   input::GpuDecoderOptions decoder;
   decoder.hardware_no_pipeline = parsed.count("nvjpeg-no-pipeline") > 0;
   decoder.planar = parsed.count("decode-yuv") > 0;
-  const int batch_size = parsed["batch-size"].as<int>();
   const int cpu_load = parsed["cpu-load"].as<int>();
   if (cpu_load < 0) throw ConfigError("--cpu-load must not be negative");
   // Decode threads busy beside the GPU's decoder, as the loader's keep a training run's CPU (decode_cpu_share).
@@ -196,7 +199,8 @@ int bench_decode_command(int argc, char** argv) {
   if (repeat > 1 && decode != Decode::kGpu) throw ConfigError("--repeat is for --decode gpu");
   if (parsed.count("pin") && decode != Decode::kCpu) throw ConfigError("--pin is for CPU decoding (--decode cpu)");
   if (parsed["cpu-load"].as<int>() != 0 && decode != Decode::kGpu) throw ConfigError("--cpu-load is for --decode gpu");
-  if (parsed.count("step-model") && decode != Decode::kGpu) throw ConfigError("--step-model is for --decode gpu");
+  if ((parsed.count("step-model") || parsed.count("step-eager")) && decode != Decode::kGpu)
+    throw ConfigError("--step-model and --step-eager are for --decode gpu");
   const int files = parsed["files"].as<int>();
   const auto jpegs = parsed.count("data-root") ? bench::read_jpegs(parsed["data-root"].as<std::string>(), files)
                                                : bench::make_benchmark_jpegs(files, 500, 375, 7);

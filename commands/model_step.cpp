@@ -41,7 +41,7 @@ ModelStep::ModelStep(const std::string& name, const std::string& device, bool qu
   model_options.batched_casts = gpu;
   m.model = models::create(name, model_options);
   trainer::StepOptions options;
-  options.batch_size = gpu ? 256 : 8;
+  options.batch_size = gpu ? kGpuBatchSize : 8;
   const int64_t fixed = m.model->fixed_image_size();
   options.image_size = fixed > 0 ? fixed : (gpu ? 224 : (quick ? 64 : 224));
   options.input_dtype = gpu ? at::kHalf : at::kFloat;

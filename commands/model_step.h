@@ -16,6 +16,7 @@ namespace rn50::commands {
 class ModelStep {
  public:
   static constexpr int64_t kStemChannels = 4;  // configs/optimized.yaml's
+  static constexpr int kGpuBatchSize = 256;     // the batch it steps on a GPU
 
   ModelStep(const std::string& model, const std::string& device, bool quick, bool cuda_graph = true);
   ~ModelStep();

@@ -506,6 +506,8 @@ void validate(Config& c) {
   require(c.decode == Decode::kGpu || (!c.decode_cpu_share.automatic && c.decode_cpu_share.fraction == 0),
           "decode_cpu_share", "needs decode: gpu (with decode: cpu the decode threads decode every image already)");
   require(c.decode == Decode::kGpu || c.gpu_decoders == 1, "gpu_decoders", "needs decode: gpu");
+  require(c.decode_ahead || c.gpu_decoders == 1, "gpu_decoders",
+          "needs decode_ahead (without it each batch is decoded right before its step, one at a time)");
   require(c.synthetic_images >= c.batch_size || c.data != DataSource::kSynthetic, "synthetic_images",
           "must be at least batch_size");
   require(c.synthetic_images <= (int64_t{1} << 40), "synthetic_images", "must be at most 2^40");

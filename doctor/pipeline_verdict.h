@@ -23,7 +23,7 @@ struct PipelineRates {                 // images/s, as the doctor measured them
 
 // The images/s a training run with decode: gpu gets, at most the model's `model_rate` with batches of `batch`: the
 // step's time plus what a decode queued beside a step of `step_alone_ms` added to it (`batch_ms`, a batch
-// decoded and cropped with that step queued, as training submits it; bench-decode --step-ms). The decode alone
+// decoded and cropped with that step queued, as training submits it; bench-decode --step-model). The decode alone
 // overstates it: on an H200 with 8 cores it measured 21,876 images/s where training got about 8,400 (the decoder
 // thread's hardware-decode calls beside the step; docs/doctor.md).
 double gpu_decode_in_training(double model_rate, int batch, double step_alone_ms, double batch_ms);

@@ -199,8 +199,10 @@ GpuDecodeBenchResult run_gpu_decode_bench(const std::vector<std::vector<uint8_t>
     result.decode_ahead_ms = measure(true, &step, StepOrder::kDecodeAhead).second;
     result.decode_ahead_batches = decoder_options.submit_ahead;
     const GpuDecodeCounts ahead = decoder.take_counts();
-    if (ahead.hardware > 0)
-      result.ahead_hardware_us_per_image = ahead.hardware_call_s * 1e6 / static_cast<double>(ahead.hardware);
+    // Per image routed, as hardware_us_per_image above, so that the two compare.
+    const int64_t ahead_routed = ahead.hardware + ahead.hybrid + ahead.cpu_fallback + ahead.bad;
+    if (ahead_routed > 0)
+      result.ahead_hardware_us_per_image = ahead.hardware_call_s * 1e6 / static_cast<double>(ahead_routed);
   }
   return result;
 }

@@ -31,8 +31,8 @@ struct GpuDecodeBenchResult {
   double step_then_decode_ms = 0;
   double decode_ahead_ms = 0;
   int decode_ahead_batches = 0;  // that N
-  // nvJPEG's batched hardware calls per image during the decode-ahead measurement: beside a real training step they
-  // took 4x their time alone on an H100 (docs/gpu-decoding.md), beside the simulated one not.
+  // nvJPEG's batched hardware calls per image routed during the decode-ahead measurement, as hardware_us_per_image:
+  // in training on an H100 they took 4x their time alone, beside the simulated step not (docs/gpu-decoding.md).
   double ahead_hardware_us_per_image = 0;
 };
 

@@ -97,6 +97,13 @@ class DecodePipeline {
     changed_.notify_all();
   }
 
+  // Batches taken by wait_decoded so far, failed ones included (a caller tells from it whether a throwing
+  // wait_decoded took its batch).
+  uint64_t finished_count() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return finished_;
+  }
+
   bool holds_submitted() {
     std::lock_guard<std::mutex> lock(mutex_);
     return submitted_ != finished_;

@@ -15,8 +15,9 @@
 namespace rn50::input {
 
 // Batch b goes to decoder b % N in submit order, and finish_into takes the batches back in that order, so the
-// caller sees one decoder. Decoder: GpuJpegDecoder's interface (submit, finish_into, decode_into, drain, abandon,
-// take_counts, describe).
+// caller sees one decoder. Decoder: GpuJpegDecoder's interface (submit, finish_into, finished_batches, decode_into,
+// drain, abandon, take_counts, describe). Each decoder paces its finish_into by its own previous one, N batches back,
+// so the host may run up to N + 1 steps ahead of the device (one decoder: two).
 template <class Decoder>
 class DecoderGroup {
  public:
@@ -33,12 +34,20 @@ class DecoderGroup {
   }
 
   // The oldest submitted batch's input. A batch whose decode threw is taken all the same (its decoder goes on
-  // with its next batch), so the next call asks the next decoder.
+  // with its next batch), so the next call asks the next decoder; a throw that leaves the batch with its decoder
+  // (bad tensors, a stopped decode thread) keeps the turn, so that the next call asks for the same batch.
   template <class Images, class Labels>
   void finish_into(Images& images, Labels& labels) {
     if (finished_ == submitted_) throw std::logic_error("DecoderGroup: finish_into without a submitted batch");
-    Decoder& decoder = next(finished_++);
-    decoder.finish_into(images, labels);
+    Decoder& decoder = next(finished_);
+    const uint64_t taken_before = decoder.finished_batches();
+    try {
+      decoder.finish_into(images, labels);
+    } catch (...) {
+      if (decoder.finished_batches() != taken_before) ++finished_;
+      throw;
+    }
+    ++finished_;
   }
 
   // submit, then finish_into, of one batch: only with no batch in flight (else finish_into would make an older one).

@@ -388,6 +388,8 @@ void GpuJpegDecoder::decode_into(const data::HostBatch& batch, at::Tensor& image
 
 void GpuJpegDecoder::drain() { impl_->drain(); }
 
+uint64_t GpuJpegDecoder::finished_batches() { return impl_->finished_batches(); }
+
 void GpuJpegDecoder::abandon() { impl_->abandon(); }
 
 GpuDecodeCounts GpuJpegDecoder::take_counts() {

@@ -125,6 +125,9 @@ class GpuJpegDecoder {
   // them goes). A batch submitted and not yet finished stays held, for the next finish_into.
   void drain();
   GpuDecodeCounts take_counts();
+  // Batches finish_into has taken so far, a failed decode's included; a throw that leaves its batch (bad tensors, a
+  // stopped decode thread) does not count (DecoderGroup keeps its turn by it).
+  uint64_t finished_batches();
   // The routes in use, for the start-up table.
   std::string describe() const;
 

@@ -221,6 +221,7 @@ struct GpuJpegDecoder::Impl {
   void add_seconds(double& total, double seconds);
 
   bool holds_submitted() { return pipeline->holds_submitted(); }
+  uint64_t finished_batches() { return pipeline->finished_count(); }
 
   // Every finished batch back once the device has read it. A batch submitted and not yet finished stays for the
   // next finish_into: the next epoch's first batches, decoding while this epoch's last steps train.

@@ -26,6 +26,7 @@ void GpuJpegDecoder::decode_into(const data::HostBatch&, at::Tensor&, at::Tensor
   no_nvjpeg();
 }
 void GpuJpegDecoder::drain() {}
+uint64_t GpuJpegDecoder::finished_batches() { return 0; }
 void GpuJpegDecoder::abandon() {}
 GpuDecodeCounts GpuJpegDecoder::take_counts() { return {}; }
 std::string GpuJpegDecoder::describe() const { return "no nvJPEG in this build"; }

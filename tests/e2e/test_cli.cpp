@@ -289,7 +289,10 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   expect_exit_2_naming("bench-decode --files 1 --repeat 2", "--repeat is for --decode gpu");
   expect_exit_2_naming("bench-decode --decode gpu --files 1 --pin", "--pin is for CPU decoding");
   expect_exit_2_naming("bench-decode --files 1 --cpu-load 2", "--cpu-load is for --decode gpu");
-  expect_exit_2_naming("bench-decode --files 1 --step-model resnet50", "--step-model is for --decode gpu");
+  expect_exit_2_naming("bench-decode --files 1 --step-model resnet50", "--step-model and --step-eager are for --decode gpu");
+  expect_exit_2_naming("bench-decode --files 1 --step-eager", "--step-model and --step-eager are for --decode gpu");
+  expect_exit_2_naming("bench-decode --decode gpu --files 1 --step-model resnet50 --batch-size 8",
+                       "--step-model steps batches of 256: --batch-size must be 256 too");
   expect_exit_2_naming("bench-decode --decode gpu --files 1 --step-model nope", "--step-model: unknown model 'nope'");
   expect_exit_2_naming("bench-decode --decode gpu --files 1 --step-model resnet50 --step-ms 5",
                        "--step-ms and --step-model exclude each other");
@@ -298,7 +301,9 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
                        "noise must be in 0..100 grey levels (got -1)");
   expect_exit_2_naming("train --data-root /x --decode-ahead-batches 5", "decode_ahead_batches");
   expect_exit_2_naming("train --data-root /x --decode gpu --gpu-decoders 5", "gpu_decoders");
-  expect_exit_2_naming("train --data-root /x --gpu-decoders 2", "needs decode: gpu");
+  expect_exit_2_naming("train --data-root /x --gpu-decoders 2", "'gpu_decoders': needs decode: gpu");
+  expect_exit_2_naming("train --data-root /x --decode gpu --decode-ahead=off --gpu-decoders 2",
+                       "'gpu_decoders': needs decode_ahead");
   expect_exit_2_naming("train --data-root /x --decode-cpu-share 1.5", "decode_cpu_share");
   expect_exit_2_naming("train --data-root /x --decode-cpu-share most", "auto or a number");
   // A model that takes one image size only refuses another before the first step.

@@ -28,7 +28,8 @@ struct FakeCounts {
 
 // Holds submitted batch numbers in order, as GpuJpegDecoder holds batches; finish_into writes the oldest's number
 // into `images` and the decoder's own number into `labels`. A batch number in `fail` throws out of its finish_into
-// (taken all the same, as a batch whose decode threw).
+// (taken all the same, as a batch whose decode threw); with `reject_outputs` finish_into throws and keeps the batch
+// (as GpuJpegDecoder does for bad tensors or a stopped decode thread).
 class FakeDecoder {
  public:
   FakeDecoder(int id, std::vector<std::string>& log) : id_(id), log_(log) {}
@@ -38,8 +39,10 @@ class FakeDecoder {
   }
   void finish_into(int& images, int& labels) {
     if (pending_.empty()) throw std::logic_error("nothing submitted");
+    if (reject_outputs) throw std::invalid_argument("bad output tensors");
     const int batch = pending_.front();
     pending_.pop_front();
+    ++finished_;
     ++counts_.batches;
     counts_.slowest = std::max(counts_.slowest, static_cast<double>(batch));
     if (fail.count(batch) > 0) throw std::runtime_error("bad sample in batch " + std::to_string(batch));
@@ -57,16 +60,19 @@ class FakeDecoder {
     pending_.clear();
     log_.push_back("abandon " + std::to_string(id_));
   }
+  uint64_t finished_batches() const { return finished_; }
   FakeCounts take_counts() { return std::exchange(counts_, {}); }
   std::string describe() const { return "fake"; }
 
   std::set<int> fail;
   bool refuse_submits = false;
+  bool reject_outputs = false;
 
  private:
   int id_;
   std::vector<std::string>& log_;
   std::deque<int> pending_;
+  uint64_t finished_ = 0;
   FakeCounts counts_;
 };
 
@@ -119,6 +125,18 @@ TEST(DecoderGroup, AFailedBatchIsTakenAndTheNextComesFromTheNextDecoder) {
   EXPECT_EQ(g.finish(), std::make_pair(2, 2));
   EXPECT_EQ(g.finish(), std::make_pair(3, 0));
   EXPECT_EQ(g.finish(), std::make_pair(4, 1));
+}
+
+TEST(DecoderGroup, AThrowThatLeavesTheBatchKeepsTheTurn) {
+  Group g(2);
+  for (int b = 0; b < 3; ++b) g.submit(b);
+  EXPECT_EQ(g.finish(), std::make_pair(0, 0));
+  g.fakes[1]->reject_outputs = true;
+  EXPECT_THROW(g.finish(), std::invalid_argument);
+  EXPECT_THROW(g.finish(), std::invalid_argument);  // still batch 1's decoder, not batch 2's
+  g.fakes[1]->reject_outputs = false;
+  EXPECT_EQ(g.finish(), std::make_pair(1, 1));
+  EXPECT_EQ(g.finish(), std::make_pair(2, 0));
 }
 
 TEST(DecoderGroup, ARefusedSubmitKeepsTheTurn) {
