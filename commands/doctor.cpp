@@ -113,8 +113,6 @@ Row as_row(const char* section, const monitor::HealthRow& health) {
   return {section, health.check, health.value, health.verdict, health.note};
 }
 
-// configs/optimized.yaml's stem_channels, which the doctor's model and GPU decode rows use on a GPU.
-constexpr int64_t kDoctorStemChannels = ModelStep::kStemChannels;
 
 // Reads every file once with the page cache dropped for it first (posix_fadvise), then again cached.
 std::pair<double, double> storage_read_mb_per_s(const std::string& root, int64_t limit_bytes, int64_t* files_read) {
@@ -154,14 +152,12 @@ struct GpuDecodeRates {
 
 // decode: gpu's stage on the doctor's JPEGs (batches of 256, nvJPEG and rn50's kernel), alone and beside the model's
 // own step (`step`, whose rate is `model_rate` at batch 256), as rows; its rates where it ran, otherwise why not in
-// `unavailable`. Beside the real step, not a stand-in of its length: on an H100 with 8 cores nvJPEG's hardware calls
-// took 141 us an image in training, 33 alone and beside matrix products of the step's length, and training came 5.5%
-// below synthetic data where the stand-in predicted no loss (docs/doctor.md). One decoder's measurement, though the
-// rate differs between decoders (docs/gpu-decoding.md).
+// `unavailable`. Beside the real step, since a stand-in of its length did not slow nvJPEG's calls as training's step
+// does (docs/doctor.md). One decoder's measurement, though the rate differs between decoders (docs/gpu-decoding.md).
 GpuDecodeRates gpu_decode_rates(std::vector<Row>& rows, const std::vector<std::vector<uint8_t>>& jpegs, int device,
                                 bool quick, double model_rate, int channels, const bench::QueueStep& step,
                                 std::string& unavailable) {
-  constexpr int kBatch = 256;
+  constexpr int kBatch = ModelStep::kGpuBatchSize;
   const char* check = "JPEG decode+augment on the GPU";
   if (!input::built_with_nvjpeg()) {
     rows.push_back({"gpu", check, "not in this build", "info", "nvJPEG was not found when rn50 was built"});
@@ -325,7 +321,7 @@ class Doctor {
   void gpu_decode_rows() {
     std::vector<Row> rows;
     gpu_decode_ = gpu_decode_rates(rows, jpegs_, device_.index(), quick_, step_rate_,
-                                   static_cast<int>(models::input_channels(options_.model, kDoctorStemChannels)),
+                                   static_cast<int>(models::input_channels(options_.model, ModelStep::kStemChannels)),
                                    [&] { model_step_->queue(); }, gpu_decode_unavailable_);
     rows_.insert(rows_.begin() + static_cast<std::ptrdiff_t>(gpu_decode_rows_at_), rows.begin(), rows.end());
   }

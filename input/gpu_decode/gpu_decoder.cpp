@@ -152,17 +152,7 @@ void GpuJpegDecoder::Impl::submit(const data::HostBatch& batch, const BadDecodeH
 // The decode thread's counts of its last batch into `counts`.
 void GpuJpegDecoder::Impl::add_job_counts() {
   std::lock_guard<std::mutex> lock(counts_mutex);
-  GpuDecodeCounts& c = job_counts;
-  counts.hardware += c.hardware;
-  counts.hybrid += c.hybrid;
-  counts.cpu_fallback += c.cpu_fallback;
-  counts.loader_cpu += c.loader_cpu;
-  counts.bad += c.bad;
-  counts.host_s += c.host_s;
-  counts.wait_s += c.wait_s;
-  counts.route_s += c.route_s;
-  counts.hardware_call_s += c.hardware_call_s;
-  counts.slowest_hardware_call_s = std::max(counts.slowest_hardware_call_s, c.slowest_hardware_call_s);
+  counts.add(job_counts);
   job_counts = {};
 }
 
