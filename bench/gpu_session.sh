@@ -3,7 +3,7 @@
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
 #   STAGES="build test cudatests dptest dpshared mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode datapath hostile ncu curves
-#           pinning decodeprobe decodeload doctor baseline ptx roundtrip ablation ports opbench stemab castab ab checkhost"
+#           pinning decodeprobe decodeload doctor baseline ptx roundtrip ablation ports opbench stemab castab stempool ab checkhost"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
 #   gpudecode makes the JPEG files when the jpeg stage did not run; JPEG_NOISE=20: ImageNet-sized files, see $jpeg;
 #   GPUDECODE_AHEAD="3": gpudecode also trains with decode_ahead_batches 3; ports: PORTS_MODELS, PORTS_UNFUSED,
@@ -546,6 +546,12 @@ if has castab; then  # batched_casts in training, one build: off (a cast per wei
   OUT="$OUT/castab" OLD="$PWD" SKIP_BUILD=1 CONFIGS=synthetic REPS="${AB_REPS:-2}" \
     NEW_ARGS="--batched-casts=on" OLD_ARGS="--batched-casts=off" bench/ab_speed.sh > "$OUT/castab.txt" 2>&1
   tail -4 "$OUT/castab.txt"; pack
+fi
+if has stempool; then  # fuse_stem_pool in training, one build: the stem's BatchNorm+ReLU and max-pool apart against fused
+  ab_built || true
+  OUT="$OUT/stempool" OLD="$PWD" SKIP_BUILD=1 CONFIGS=synthetic REPS="${AB_REPS:-2}" \
+    NEW_ARGS="--fuse-stem-pool=on" OLD_ARGS="--fuse-stem-pool=off" bench/ab_speed.sh > "$OUT/stempool.txt" 2>&1
+  tail -4 "$OUT/stempool.txt"; pack
 fi
 if has ab; then  # this tree against AB_OLD (built in the background since the build stage), AB_CONFIGS (synthetic)
   ab_built || { echo "the old tree's build failed"; tail -5 "$OUT/ab_old_build.log"; }

@@ -381,6 +381,11 @@ std::vector<ConfigKey> make_keys() {
                "gradients cast back to float32 in one after the backward, instead of a cast per weight each way (the "
                "same values; one process only: under data parallel the gradients would reach the buckets only at the "
                "backward's end, so it stays off there, logged)"),
+      bool_key("fuse_stem_pool", &C::fuse_stem_pool,
+               "fusion: bn or conv, ResNets: the stem's BatchNorm+ReLU+max-pool as one op on rn50's kernels in "
+               "training: the pool normalises each element as it reads it, so the normalised tensor (the size of the "
+               "stem's output) is neither written nor kept for the backward (the same values as the ops apart on "
+               "rn50's kernels; with fusion_kernels: auto the stem's BatchNorm is otherwise cuDNN's)"),
       string_key("mig", &C::mig,
                  "MIG pinning: 'list' prints the GPU's MIG instances; a MIG UUID or instance index pins the run to "
                  "it (CUDA_VISIBLE_DEVICES=MIG-...) before CUDA starts"),

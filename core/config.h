@@ -113,6 +113,7 @@ struct Config {
   ConvPrologue conv_prologue = ConvPrologue::kTimed;  // fusion: conv: where conv2's and conv3's prologues run
   int stem_channels = 3;  // ResNets: the stem convolution's input channels, the image's 3 zero-padded to 4 or 8
   bool batched_casts = false;  // fusion: conv: the bottlenecks' float16 weights and their gradients cast in one launch
+  bool fuse_stem_pool = false;  // fusion bn or conv: ResNets' stem BatchNorm+ReLU+max-pool as one op (ops/max_pool.h)
   std::string mig;  // list | MIG-<uuid> | instance index; empty: no MIG pinning
 
   // data parallel (several processes; see LaunchEnv)

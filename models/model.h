@@ -46,6 +46,7 @@ struct ModelOptions {
   ops::PrologueRun conv_prologue = ops::PrologueRun::kTimed;  // kConv: where the prologues run (ops/conv_prologue.h)
   int64_t stem_channels = 3;  // ResNets: the stem convolution's input channels, zero-padded past 3 (models/stem.h)
   bool batched_casts = false;  // kConv: the bottlenecks' float16 weights cast in one launch each way (weight_cast.h)
+  bool fuse_stem_pool = false;  // kBatchNorm, kConv: ResNets' stem BatchNorm+ReLU+max-pool as one op (ops/max_pool.h)
   // Regularisation in training, where the model has it (< 0: torchvision's default for the model): stochastic depth
   // as torchvision's stochastic_depth_prob (the residual branches' drop probability rises linearly with depth to about
   // it: ConvNeXt's deepest block gets it, EfficientNet's block k of n gets it * k / n), and torchvision's dropout

@@ -207,11 +207,15 @@ class ResNet final : public Classifier {
       // Images of 3 channels are padded here; the training sources write stem_channels ones (input_channels()).
       const at::Tensor stem = mode_.stem_channels > 3 ? stem_conv(images, conv1_->weight, mode_.stem_channels)
                                                       : conv1_->forward(images);
-      x = bn_act(bn1_, stem, {}, true, mode_);
-      // fusion: off stays torchvision's op; bn and conv take rn50's max-pool where it runs (ATen's op elsewhere).
-      x = mode_.fusion == Fusion::kOff ? torch::nn::functional::max_pool2d(
-                                             x, torch::nn::functional::MaxPool2dFuncOptions(3).stride(2).padding(1))
-                                       : ops::max_pool2d(x, ops::kStemMaxPool);
+      if (mode_.fusion != Fusion::kOff && mode_.fuse_stem_pool) {
+        x = ops::bn_relu_max_pool2d(stem, state_of(bn1_), ops::kStemMaxPool, mode_.bn_kernels);
+      } else {
+        x = bn_act(bn1_, stem, {}, true, mode_);
+        // fusion: off stays torchvision's op; bn and conv take rn50's max-pool where it runs (ATen's op elsewhere).
+        x = mode_.fusion == Fusion::kOff ? torch::nn::functional::max_pool2d(
+                                               x, torch::nn::functional::MaxPool2dFuncOptions(3).stride(2).padding(1))
+                                         : ops::max_pool2d(x, ops::kStemMaxPool);
+      }
     }
     const std::vector<std::vector<at::Tensor>> copies = weight_copies();
     for (size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i]->forward(x, copies[i]);
@@ -249,7 +253,15 @@ class ResNet final : public Classifier {
                               : "conv: bottlenecks as bn (" + why_conv + "); ";
     }
     // The stem's max-pool on x: 64 channels as the stem's output has; its window, dtype and layout decide, not H and W.
-    const std::string pool = "; stem max-pool: " + ops::describe_max_pool(x, ops::kStemMaxPool);
+    std::string pool = "; stem max-pool: " + ops::describe_max_pool(x, ops::kStemMaxPool);
+    if (mode_.fuse_stem_pool) {
+      // The stem's BatchNorm as training runs it, on x's device (the model may not be there yet).
+      ops::BatchNormState stem;
+      const auto floats = x.options().dtype(at::kFloat).memory_format(at::MemoryFormat::Contiguous);
+      stem.weight = stem.bias = stem.running_mean = stem.running_var = at::empty({64}, floats);
+      const std::string why = ops::bn_relu_max_pool_unsupported_reason(x, stem, ops::kStemMaxPool, mode_.bn_kernels);
+      pool += why.empty() ? ", with the stem's BatchNorm+ReLU (training)" : " (BatchNorm+ReLU apart: " + why + ")";
+    }
     const std::string why_not = ops::fused_unsupported_reason(x);
     if (!why_not.empty()) {
       log_warn(std::string("fusion: ") + name + " runs ATen's separate BatchNorm, add and ReLU kernels: " + why_not);

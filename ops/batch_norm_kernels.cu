@@ -126,6 +126,7 @@ void forward_with(const Plan& p, const ForwardArgs<T>& a, cudaStream_t stream) {
     finalize_forward_kernel<T><<<finalize_grid(p), finalize_block(), 0, stream>>>(p, part_sum, part_sq, a.x, out);
     RN50_CUDA_CHECK(cudaGetLastError());
   }
+  if (a.y == nullptr) return;  // the statistics alone (checked by batch_norm_forward)
   const dim3 grid(p.tiles, p.elementwise_blocks);
   const bool residual = a.residual != nullptr;
   if (a.silu) {
@@ -203,6 +204,7 @@ template <typename T>
 void batch_norm_forward(const Plan& plan, const ForwardArgs<T>& args, cudaStream_t stream) {
   check_plan(plan, sizeof(T), {args.x, args.residual, args.y});
   if (args.batch_stats && args.workspace == nullptr) throw std::invalid_argument("batch_norm_forward: no workspace");
+  if (args.y == nullptr && !args.batch_stats) throw std::invalid_argument("batch_norm_forward: no output and no statistics");
   constexpr int kWide = cuda::launch::kVectorBytes / sizeof(T);
   if (plan.vec == kWide) {
     forward_with<T, kWide>(plan, args, stream);

@@ -51,6 +51,8 @@ struct ForwardArgs {
   bool batch_stats = true;
   void* workspace = nullptr;  // plan.workspace_bytes, when batch_stats
 };
+// With y null (and batch_stats) batch_norm_forward computes the statistics alone: ops/norm_pool.h normalises as the
+// max-pool reads.
 
 template <typename T>
 void batch_norm_forward(const Plan& plan, const ForwardArgs<T>& args, cudaStream_t stream);

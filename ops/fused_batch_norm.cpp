@@ -25,49 +25,6 @@ std::string sizes_of(const at::Tensor& t) {
   return out.str();
 }
 
-// Mistakes in the arguments, whichever path would run; ATen's own messages for these are long and unclear.
-void check_args(const at::Tensor& x, const BatchNormState& bn, const at::Tensor& residual) {
-  if (!x.defined()) throw std::invalid_argument("batch_norm_act: x is undefined");
-  if (x.dim() != 4) {
-    throw std::invalid_argument("batch_norm_act: expected a 4-D input [N, C, H, W], got " + sizes_of(x));
-  }
-  const int64_t channels = x.size(1);
-  for (const at::Tensor* t : {&bn.weight, &bn.bias, &bn.running_mean, &bn.running_var}) {
-    if (t->defined() && t->numel() != channels) {
-      throw std::invalid_argument("batch_norm_act: a BatchNorm tensor of size " + sizes_of(*t) + " for " +
-                                  std::to_string(channels) + " channels");
-    }
-  }
-  if (residual.defined() &&
-      (residual.sizes() != x.sizes() || residual.scalar_type() != x.scalar_type() || residual.device() != x.device())) {
-    throw std::invalid_argument("batch_norm_act: the residual must have x's shape, dtype and device (x " + sizes_of(x) +
-                                ", residual " + sizes_of(residual) + ")");
-  }
-  if (bn.training && x.numel() / std::max<int64_t>(channels, 1) == 1) {
-    throw std::invalid_argument("batch_norm_act: training needs more than one value per channel, got input of size " +
-                                sizes_of(x));
-  }
-}
-
-// Why the state's tensors keep the call off the fused kernels (empty: they do not).
-std::string state_unsupported_reason(const at::Tensor& x, const BatchNormState& bn) {
-  if (!bn.weight.defined() || !bn.bias.defined()) return "no affine weight and bias";
-  if (!bn.running_mean.defined() || !bn.running_var.defined()) return "no running statistics";
-  for (const at::Tensor* t : {&bn.weight, &bn.bias, &bn.running_mean, &bn.running_var}) {
-    if (t->scalar_type() != at::kFloat || t->device() != x.device() || !t->is_contiguous()) {
-      return "BatchNorm tensors that are not contiguous float32 on x's device";
-    }
-  }
-  return "";
-}
-
-void count_batch(const BatchNormState& bn) {
-  if (bn.training && bn.num_batches_tracked.defined()) {
-    at::NoGradGuard no_grad;
-    bn.num_batches_tracked.add_(1);
-  }
-}
-
 // What the model ran before: batch_norm, then add_ and relu_ in place on its output (BatchNorm's backward does not
 // read its output, so the in-place ops are safe, and the peak memory is the unfused one). Like torch::nn::BatchNorm2d,
 // without running statistics it normalises with the batch's.
@@ -78,7 +35,7 @@ at::Tensor aten_path(const at::Tensor& x, const BatchNormState& bn, const at::Te
   if (residual.defined()) y.add_(residual);
   if (act == Activation::kRelu) y.relu_();
   if (act == Activation::kSilu) y = at::silu(y);  // not in place: SiLU's backward reads its input
-  count_batch(bn);
+  count_batch_norm_step(bn);
   return y;
 }
 
@@ -152,6 +109,48 @@ class FusedBatchNormFunction : public torch::autograd::Function<FusedBatchNormFu
 
 }  // namespace
 
+// ATen's own messages for these mistakes are long and unclear.
+void check_batch_norm_args(const at::Tensor& x, const BatchNormState& bn, const at::Tensor& residual) {
+  if (!x.defined()) throw std::invalid_argument("batch_norm_act: x is undefined");
+  if (x.dim() != 4) {
+    throw std::invalid_argument("batch_norm_act: expected a 4-D input [N, C, H, W], got " + sizes_of(x));
+  }
+  const int64_t channels = x.size(1);
+  for (const at::Tensor* t : {&bn.weight, &bn.bias, &bn.running_mean, &bn.running_var}) {
+    if (t->defined() && t->numel() != channels) {
+      throw std::invalid_argument("batch_norm_act: a BatchNorm tensor of size " + sizes_of(*t) + " for " +
+                                  std::to_string(channels) + " channels");
+    }
+  }
+  if (residual.defined() &&
+      (residual.sizes() != x.sizes() || residual.scalar_type() != x.scalar_type() || residual.device() != x.device())) {
+    throw std::invalid_argument("batch_norm_act: the residual must have x's shape, dtype and device (x " + sizes_of(x) +
+                                ", residual " + sizes_of(residual) + ")");
+  }
+  if (bn.training && x.numel() / std::max<int64_t>(channels, 1) == 1) {
+    throw std::invalid_argument("batch_norm_act: training needs more than one value per channel, got input of size " +
+                                sizes_of(x));
+  }
+}
+
+std::string batch_norm_state_unsupported_reason(const at::Tensor& x, const BatchNormState& bn) {
+  if (!bn.weight.defined() || !bn.bias.defined()) return "no affine weight and bias";
+  if (!bn.running_mean.defined() || !bn.running_var.defined()) return "no running statistics";
+  for (const at::Tensor* t : {&bn.weight, &bn.bias, &bn.running_mean, &bn.running_var}) {
+    if (t->scalar_type() != at::kFloat || t->device() != x.device() || !t->is_contiguous()) {
+      return "BatchNorm tensors that are not contiguous float32 on x's device";
+    }
+  }
+  return "";
+}
+
+void count_batch_norm_step(const BatchNormState& bn) {
+  if (bn.training && bn.num_batches_tracked.defined()) {
+    at::NoGradGuard no_grad;
+    bn.num_batches_tracked.add_(1);
+  }
+}
+
 const char* to_string(BnKernels kernels) {
   switch (kernels) {
     case BnKernels::kAuto:
@@ -215,14 +214,14 @@ at::Tensor batch_norm_act(const at::Tensor& x, const BatchNormState& bn, const a
 
 at::Tensor batch_norm_act(const at::Tensor& x, const BatchNormState& bn, const at::Tensor& residual,
                           Activation activation, BnKernels kernels) {
-  check_args(x, bn, residual);
+  check_batch_norm_args(x, bn, residual);
   if (activation == Activation::kSilu && residual.defined()) {
     throw std::invalid_argument("batch_norm_act: SiLU with a residual add is not implemented");
   }
   if (activation == Activation::kSilu && kernels == BnKernels::kCudnn) {
     throw std::invalid_argument("batch_norm_act: cuDNN's fused BatchNorm takes ReLU alone, not SiLU");
   }
-  if (kernels == BnKernels::kAten || !fused_unsupported_reason(x).empty() || !state_unsupported_reason(x, bn).empty()) {
+  if (kernels == BnKernels::kAten || !fused_unsupported_reason(x).empty() || !batch_norm_state_unsupported_reason(x, bn).empty()) {
     return aten_path(x, bn, residual, activation);
   }
   const bool relu = activation == Activation::kRelu;
@@ -238,7 +237,7 @@ at::Tensor batch_norm_act(const at::Tensor& x, const BatchNormState& bn, const a
   c10::optional<at::Tensor> r;
   if (residual.defined()) r = residual.is_contiguous(kChannelsLast) ? residual : residual.contiguous(kChannelsLast);
   at::Tensor y = FusedBatchNormFunction::apply(x, bn.weight, bn.bias, r, s)[0];
-  count_batch(bn);
+  count_batch_norm_step(bn);
   return y;
 }
 

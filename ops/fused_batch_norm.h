@@ -35,6 +35,15 @@ at::Tensor batch_norm_act(const at::Tensor& x, const BatchNormState& bn, const a
 at::Tensor batch_norm_act(const at::Tensor& x, const BatchNormState& bn, const at::Tensor& residual,
                           Activation activation, BnKernels kernels = BnKernels::kAuto);
 
+// The argument checks batch_norm_act makes first, whichever path runs: std::invalid_argument naming the mistake.
+void check_batch_norm_args(const at::Tensor& x, const BatchNormState& bn, const at::Tensor& residual);
+
+// Why the state's tensors keep a call on x off the fused kernels (empty: they do not), e.g. "no running statistics".
+std::string batch_norm_state_unsupported_reason(const at::Tensor& x, const BatchNormState& bn);
+
+// num_batches_tracked += 1 in training, as torch::nn::BatchNorm2d's forward does (the fused ops' dispatch calls it).
+void count_batch_norm_step(const BatchNormState& bn);
+
 // Why batch_norm_act would not use fused kernels for such an x (empty: it would), e.g. "on the CPU", "NCHW layout",
 // "this rn50 was built without CUDA": for a log line at start.
 std::string fused_unsupported_reason(const at::Tensor& x);

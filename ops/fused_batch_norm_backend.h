@@ -29,6 +29,7 @@ struct ForwardIn {
   bool training = true, relu = true;
   bool silu = false;  // SiLU instead of ReLU (relu false, no residual): rn50's kernels only
   BnKernels kernels = BnKernels::kAuto;
+  bool stats_only = false;  // training: mean, invstd and the running statistics alone, y undefined (rn50's kernels)
 };
 
 // y: the output; mean and invstd (float32 [C]): the batch's in training, the running statistics' in evaluation;

@@ -62,7 +62,7 @@ template <typename T>
 ForwardOut own_forward(const ForwardIn& in, cudaStream_t stream) {
   const at::Tensor& x = in.x;
   ForwardOut out;
-  out.y = empty_nhwc_like(x);
+  if (!in.stats_only) out.y = empty_nhwc_like(x);
   if (in.training) {
     out.mean = empty_floats(channels_of(x), x);
     out.invstd = empty_floats(channels_of(x), x);
@@ -358,7 +358,8 @@ ForwardOut forward(const ForwardIn& in) {
   const c10::DeviceGuard guard(in.x.device());
   const cudaStream_t stream = current_stream(device_index(in.x));
   // cuDNN has no fused inference with add and activation: evaluation runs rn50's kernels.
-  const bool want_cudnn = !in.silu && (in.kernels == BnKernels::kCudnn ||
+  if (in.stats_only && !in.training) throw std::invalid_argument("batch_norm: statistics alone are for training");
+  const bool want_cudnn = !in.silu && !in.stats_only && (in.kernels == BnKernels::kCudnn ||
                                        (in.kernels == BnKernels::kAuto && auto_prefers_cudnn(in.residual.defined(), in.relu)));
   if (in.training && want_cudnn) {
     ForwardOut out;

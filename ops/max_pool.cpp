@@ -1,5 +1,5 @@
-// ops/max_pool.cpp: max_pool2d's dispatch, its autograd function and the ATen path it falls back to (every build; the
-// kernels sit behind ops/max_pool_backend.h).
+// ops/max_pool.cpp: max_pool2d's and bn_relu_max_pool2d's dispatch, their autograd functions and the paths they fall
+// back to (every build; the kernels sit behind ops/max_pool_backend.h and ops/fused_batch_norm_backend.h).
 #include "ops/max_pool.h"
 
 #include <ATen/ATen.h>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ops/fused_batch_norm.h"
+#include "ops/fused_batch_norm_backend.h"
 #include "ops/max_pool_backend.h"
 
 namespace rn50::ops {
@@ -72,7 +73,94 @@ class MaxPoolFunction : public torch::autograd::Function<MaxPoolFunction> {
   }
 };
 
+// The BatchNorm's running statistics and settings, unseen by autograd (buffers the forward updates in place).
+struct NormPoolSettings {
+  at::Tensor running_mean, running_var;
+  double momentum = 0.1, eps = 1e-5;
+  kernels::PoolShape shape;
+};
+
+// Keeps x, the batch statistics and the one-byte positions: not relu(batch_norm(x)), which the two ops apart keep for
+// ReLU's backward (the positions say where ReLU passes a gradient).
+class BnReluMaxPoolFunction : public torch::autograd::Function<BnReluMaxPoolFunction> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                                                const at::Tensor& weight, const at::Tensor& bias,
+                                                const NormPoolSettings& s) {
+    detail::ForwardIn in;
+    in.x = x;
+    in.weight = weight;
+    in.bias = bias;
+    in.running_mean = s.running_mean;
+    in.running_var = s.running_var;
+    in.momentum = s.momentum;
+    in.eps = s.eps;
+    in.kernels = BnKernels::kOwn;
+    in.stats_only = true;
+    const detail::ForwardOut stats = detail::forward(in);
+    MaxPoolForward out = detail::bn_relu_max_pool_forward(x, s.shape, weight, bias, stats.mean, stats.invstd);
+    ctx->save_for_backward({x, weight, bias});
+    ctx->saved_data["mean"] = stats.mean;
+    ctx->saved_data["invstd"] = stats.invstd;
+    ctx->saved_data["positions"] = out.positions;
+    ctx->saved_data["shape"] = pack_shape(s.shape);
+    ctx->saved_data["eps"] = s.eps;
+    return {out.y};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_outputs) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    const kernels::PoolShape shape = unpack_shape(ctx->saved_data["shape"].toIntVector());
+    detail::BackwardIn in;
+    // The pool's gather gives each element the gradient ReLU passes: none where the max was not above zero.
+    in.dy = detail::max_pool_backward(grad_outputs[0], ctx->saved_data["positions"].toTensor(), shape);
+    in.x = saved[0];
+    in.weight = saved[1];
+    in.bias = saved[2];
+    in.mean = ctx->saved_data["mean"].toTensor();
+    in.invstd = ctx->saved_data["invstd"].toTensor();
+    in.relu = false;
+    in.eps = ctx->saved_data["eps"].toDouble();
+    in.kernels = BnKernels::kOwn;
+    const detail::BackwardOut g = detail::backward(in);
+    // One gradient per forward argument: x, weight, bias, and none for the settings.
+    return {g.dx, g.dweight, g.dbias, at::Tensor()};
+  }
+};
+
 }  // namespace
+
+std::string bn_relu_max_pool_unsupported_reason(const at::Tensor& x, const BatchNormState& bn, const MaxPool2d& pool,
+                                                BnKernels kernels) {
+  if (kernels != BnKernels::kAuto && kernels != BnKernels::kOwn) {
+    return std::string("bn_kernels: ") + to_string(kernels);
+  }
+  if (!bn.training) return "evaluation";
+  std::string why = max_pool_unsupported_reason(x, pool);
+  if (why.empty()) why = batch_norm_state_unsupported_reason(x, bn);
+  if (why.empty() && pool.kernel_h * pool.kernel_w > kernels::kNoGradient) {
+    why = "a window of 256 elements (the fused op keeps position 255 for no gradient)";
+  }
+  return why;
+}
+
+at::Tensor bn_relu_max_pool2d(const at::Tensor& x, const BatchNormState& bn, const MaxPool2d& pool,
+                              BnKernels kernels) {
+  check_batch_norm_args(x, bn, {});
+  if (!bn_relu_max_pool_unsupported_reason(x, bn, pool, kernels).empty()) {
+    return max_pool2d(batch_norm_act(x, bn, {}, true, kernels), pool);
+  }
+  NormPoolSettings s;
+  s.running_mean = bn.running_mean;
+  s.running_var = bn.running_var;
+  s.momentum = bn.momentum;
+  s.eps = bn.eps;
+  s.shape = max_pool_shape(x, pool);
+  at::Tensor y = BnReluMaxPoolFunction::apply(x, bn.weight, bn.bias, s)[0];
+  count_batch_norm_step(bn);
+  return y;
+}
 
 std::string max_pool_unsupported_reason(const at::Tensor& x, const MaxPool2d& pool) {
   // The device, build, rank, dtype and layout rules are the fused BatchNorm's: the same tensors reach both.

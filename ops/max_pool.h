@@ -1,5 +1,6 @@
 // ops/max_pool.h: 2-D max pooling as one autograd op: rn50's channels-last kernels on the GPU, which keep one byte
-// per output for the backward instead of ATen's eight, and ATen's max_pool2d everywhere else.
+// per output for the backward instead of ATen's eight, and ATen's max_pool2d everywhere else; and ResNet's stem
+// BatchNorm+ReLU+max-pool as one op that never writes the normalised tensor.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -7,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "ops/bn_kernels.h"
+#include "ops/fused_batch_norm.h"
 #include "ops/max_pool_geometry.h"
 
 namespace rn50::ops {
@@ -33,6 +36,19 @@ std::string describe_max_pool(const at::Tensor& x, const MaxPool2d& pool);
 // (summed in float in ATen's order). rn50's op keeps only the uint8 positions for its backward, and gradients
 // through it are not differentiable again.
 at::Tensor max_pool2d(const at::Tensor& x, const MaxPool2d& pool);
+
+// max_pool2d(batch_norm_act(x, bn, {}, relu: true, kernels), pool) with the same values, gradients and running
+// statistics, in training on rn50's kernels as three passes forward instead of four: the batch statistics, then the
+// pool normalising each element as it reads it (the normalised tensor, the size of x, is neither written nor kept
+// for the backward); backward the pool's gather (gradients only where ReLU passes them), then rn50's BatchNorm
+// backward. Bit for bit the two ops on rn50's kernels (bn_kernels: rn50). Runs the two ops where
+// bn_relu_max_pool_unsupported_reason is not empty (the CPU, evaluation, bn_kernels other than auto and rn50, ...).
+at::Tensor bn_relu_max_pool2d(const at::Tensor& x, const BatchNormState& bn, const MaxPool2d& pool,
+                              BnKernels kernels = BnKernels::kAuto);
+
+// Why bn_relu_max_pool2d would run the two ops apart (empty: fused), e.g. "evaluation", "on the CPU".
+std::string bn_relu_max_pool_unsupported_reason(const at::Tensor& x, const BatchNormState& bn, const MaxPool2d& pool,
+                                                BnKernels kernels = BnKernels::kAuto);
 
 // The forward alone on rn50's kernels, outside autograd: y and `positions`, uint8 [N, C, OH, OW] channels-last, each
 // output's max's place in its window, (row - row0) * kernel_w + (col - col0) with (row0, col0) the window's top-left

@@ -13,6 +13,11 @@ namespace rn50::ops::detail {
 // kernels::pool_unsupported_reason takes; on the current stream, outputs from the caching allocator.
 MaxPoolForward max_pool_forward(const at::Tensor& x, const kernels::PoolShape& shape);
 
+// The same for relu(batch_norm(x)) with the given statistics (float32 [C] each, on x's device): positions are
+// kernels::kNoGradient where the max is not above zero.
+MaxPoolForward bn_relu_max_pool_forward(const at::Tensor& x, const kernels::PoolShape& shape, const at::Tensor& weight,
+                                        const at::Tensor& bias, const at::Tensor& mean, const at::Tensor& invstd);
+
 // dx (channels-last, x's dtype) from dy (any layout, the output's shape and dtype) and the forward's positions.
 at::Tensor max_pool_backward(const at::Tensor& dy, const at::Tensor& positions, const kernels::PoolShape& shape);
 

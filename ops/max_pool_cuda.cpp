@@ -31,6 +31,15 @@ void forward_as(const at::Tensor& x, const kernels::PoolShape& shape, const MaxP
 }
 
 template <typename T>
+void norm_forward_as(const at::Tensor& x, const kernels::PoolShape& shape, const kernels::PoolNorm& norm,
+                     const MaxPoolForward& out, cudaStream_t stream) {
+  const kernels::PoolPlan plan = kernels::make_pool_plan(shape, sizeof(T), aligned16({&x, &out.y, &out.positions}));
+  kernels::bn_relu_max_pool_forward<T>(plan, static_cast<const T*>(x.data_ptr()), norm,
+                                       static_cast<T*>(out.y.data_ptr()),
+                                       static_cast<uint8_t*>(out.positions.data_ptr()), stream);
+}
+
+template <typename T>
 void backward_as(const at::Tensor& dy, const at::Tensor& positions, const kernels::PoolShape& shape,
                  const at::Tensor& dx, cudaStream_t stream) {
   const kernels::PoolPlan plan = kernels::make_pool_plan(shape, sizeof(T), aligned16({&dy, &positions, &dx}));
@@ -43,16 +52,21 @@ void backward_as(const at::Tensor& dy, const at::Tensor& positions, const kernel
   throw std::invalid_argument("rn50's max_pool2d: dtype " + std::string(c10::toString(t)));
 }
 
-}  // namespace
-
-MaxPoolForward max_pool_forward(const at::Tensor& x, const kernels::PoolShape& shape) {
-  const c10::DeviceGuard guard(x.device());
-  const cudaStream_t stream = current_stream(static_cast<int>(x.get_device()));
+MaxPoolForward empty_outputs(const at::Tensor& x, const kernels::PoolShape& shape) {
   const auto oh = kernels::pool_output_size(shape.h, shape.kh, shape.sh, shape.ph);
   const auto ow = kernels::pool_output_size(shape.w, shape.kw, shape.sw, shape.pw);
   MaxPoolForward out;
   out.y = at::empty({shape.n, shape.c, oh, ow}, x.options().memory_format(kChannelsLast));
   out.positions = at::empty({shape.n, shape.c, oh, ow}, x.options().dtype(at::kByte).memory_format(kChannelsLast));
+  return out;
+}
+
+}  // namespace
+
+MaxPoolForward max_pool_forward(const at::Tensor& x, const kernels::PoolShape& shape) {
+  const c10::DeviceGuard guard(x.device());
+  const cudaStream_t stream = current_stream(static_cast<int>(x.get_device()));
+  MaxPoolForward out = empty_outputs(x, shape);
   switch (x.scalar_type()) {
     case at::kFloat:
       forward_as<float>(x, shape, out, stream);
@@ -62,6 +76,34 @@ MaxPoolForward max_pool_forward(const at::Tensor& x, const kernels::PoolShape& s
       break;
     case at::kBFloat16:
       forward_as<__nv_bfloat16>(x, shape, out, stream);
+      break;
+    default:
+      refuse_dtype(x.scalar_type());
+  }
+  return out;
+}
+
+MaxPoolForward bn_relu_max_pool_forward(const at::Tensor& x, const kernels::PoolShape& shape, const at::Tensor& weight,
+                                        const at::Tensor& bias, const at::Tensor& mean, const at::Tensor& invstd) {
+  const c10::DeviceGuard guard(x.device());
+  const cudaStream_t stream = current_stream(static_cast<int>(x.get_device()));
+  for (const at::Tensor* t : {&weight, &bias, &mean, &invstd}) {
+    if (t->scalar_type() != at::kFloat || t->device() != x.device() || !t->is_contiguous() || t->numel() != shape.c) {
+      throw std::invalid_argument("rn50's bn_relu_max_pool2d: BatchNorm tensors must be float32 [C] on x's device");
+    }
+  }
+  const kernels::PoolNorm norm{weight.data_ptr<float>(), bias.data_ptr<float>(), mean.data_ptr<float>(),
+                               invstd.data_ptr<float>()};
+  MaxPoolForward out = empty_outputs(x, shape);
+  switch (x.scalar_type()) {
+    case at::kFloat:
+      norm_forward_as<float>(x, shape, norm, out, stream);
+      break;
+    case at::kHalf:
+      norm_forward_as<__half>(x, shape, norm, out, stream);
+      break;
+    case at::kBFloat16:
+      norm_forward_as<__nv_bfloat16>(x, shape, norm, out, stream);
       break;
     default:
       refuse_dtype(x.scalar_type());

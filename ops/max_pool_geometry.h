@@ -17,6 +17,9 @@ struct PoolShape {
 };
 
 inline constexpr int kMaxPoolWindow = 256;               // a window's positions must fit the one byte kept per output
+// bn_relu_max_pool's position of an output that passes no gradient back: its max, after ReLU, is zero (or NaN). No
+// window position equals it: that op takes windows of at most kNoGradient elements.
+inline constexpr int kNoGradient = 255;
 inline constexpr int64_t kMaxPoolElements = 2147483647;  // the kernels index in 32 bits
 inline constexpr int kSmallWindow = 3;                   // the forward's unrolled path: windows up to 3x3
 inline constexpr int kFewCovers = 2;                     // the backward's unrolled path: up to 2x2 outputs an input

@@ -15,10 +15,11 @@ namespace {
 __device__ inline int64_t first_item() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ inline int64_t grid_step() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
-template <typename T, int VEC, bool kSmall>
+template <typename T, int VEC, bool kSmall, bool kNorm>
 __global__ void __launch_bounds__(cuda::launch::kThreads)
-    max_pool_forward_kernel(PoolPlan p, const T* __restrict__ x, T* __restrict__ y, uint8_t* __restrict__ positions) {
-  pool_impl::forward_thread<T, VEC, kSmall>(p, first_item(), grid_step(), x, y, positions);
+    max_pool_forward_kernel(PoolPlan p, const T* __restrict__ x, T* __restrict__ y, uint8_t* __restrict__ positions,
+                            PoolNorm norm) {
+  pool_impl::forward_thread<T, VEC, kSmall, kNorm>(p, first_item(), grid_step(), x, y, positions, norm);
 }
 
 template <typename T, int VEC, bool kFew, bool kEager>
@@ -44,12 +45,15 @@ void check_plan(const PoolPlan& p, int elem_bytes, std::initializer_list<const v
   }
 }
 
-template <typename T, int VEC>
-void forward_with(const PoolPlan& p, const T* x, T* y, uint8_t* positions, cudaStream_t stream) {
+template <typename T, int VEC, bool kNorm>
+void forward_with(const PoolPlan& p, const T* x, T* y, uint8_t* positions, const PoolNorm& norm,
+                  cudaStream_t stream) {
   if (p.small_window) {
-    max_pool_forward_kernel<T, VEC, true><<<p.forward_blocks, cuda::launch::kThreads, 0, stream>>>(p, x, y, positions);
+    max_pool_forward_kernel<T, VEC, true, kNorm>
+        <<<p.forward_blocks, cuda::launch::kThreads, 0, stream>>>(p, x, y, positions, norm);
   } else {
-    max_pool_forward_kernel<T, VEC, false><<<p.forward_blocks, cuda::launch::kThreads, 0, stream>>>(p, x, y, positions);
+    max_pool_forward_kernel<T, VEC, false, kNorm>
+        <<<p.forward_blocks, cuda::launch::kThreads, 0, stream>>>(p, x, y, positions, norm);
   }
   RN50_CUDA_CHECK(cudaGetLastError());
 }
@@ -76,9 +80,27 @@ void max_pool_forward(const PoolPlan& plan, const T* x, T* y, uint8_t* positions
   check_plan(plan, sizeof(T), {x, y, positions});
   constexpr int kWide = cuda::launch::kVectorBytes / sizeof(T);
   if (plan.vec == kWide) {
-    forward_with<T, kWide>(plan, x, y, positions, stream);
+    forward_with<T, kWide, false>(plan, x, y, positions, PoolNorm{}, stream);
   } else {
-    forward_with<T, 1>(plan, x, y, positions, stream);
+    forward_with<T, 1, false>(plan, x, y, positions, PoolNorm{}, stream);
+  }
+}
+
+template <typename T>
+void bn_relu_max_pool_forward(const PoolPlan& plan, const T* x, const PoolNorm& norm, T* y, uint8_t* positions,
+                              cudaStream_t stream) {
+  check_plan(plan, sizeof(T), {x, y, positions});
+  if (norm.weight == nullptr || norm.bias == nullptr || norm.mean == nullptr || norm.invstd == nullptr) {
+    throw std::invalid_argument("bn_relu_max_pool kernels: a null BatchNorm pointer");
+  }
+  if (plan.s.kh * plan.s.kw > kNoGradient) {
+    throw std::invalid_argument("bn_relu_max_pool kernels: a window of more than 255 elements");
+  }
+  constexpr int kWide = cuda::launch::kVectorBytes / sizeof(T);
+  if (plan.vec == kWide) {
+    forward_with<T, kWide, true>(plan, x, y, positions, norm, stream);
+  } else {
+    forward_with<T, 1, true>(plan, x, y, positions, norm, stream);
   }
 }
 
@@ -93,8 +115,9 @@ void max_pool_backward(const PoolPlan& plan, const T* dy, const uint8_t* positio
   }
 }
 
-#define RN50_MAX_POOL_INSTANTIATE(T)                                                        \
-  template void max_pool_forward<T>(const PoolPlan&, const T*, T*, uint8_t*, cudaStream_t); \
+#define RN50_MAX_POOL_INSTANTIATE(T)                                                                           \
+  template void max_pool_forward<T>(const PoolPlan&, const T*, T*, uint8_t*, cudaStream_t);                    \
+  template void bn_relu_max_pool_forward<T>(const PoolPlan&, const T*, const PoolNorm&, T*, uint8_t*, cudaStream_t); \
   template void max_pool_backward<T>(const PoolPlan&, const T*, const uint8_t*, T*, cudaStream_t);
 RN50_MAX_POOL_INSTANTIATE(float)
 RN50_MAX_POOL_INSTANTIATE(__half)

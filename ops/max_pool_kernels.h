@@ -21,6 +21,22 @@ namespace rn50::ops::kernels {
 template <typename T>
 void max_pool_forward(const PoolPlan& plan, const T* x, T* y, uint8_t* positions, cudaStream_t stream);
 
+// The BatchNorm (training statistics or running ones) that bn_relu_max_pool_forward applies before pooling: float32 [c]
+// each, on the device.
+struct PoolNorm {
+  const float* weight = nullptr;
+  const float* bias = nullptr;
+  const float* mean = nullptr;
+  const float* invstd = nullptr;
+};
+
+// max_pool_forward of relu(batch_norm(x)) without writing that tensor: each element as batch_norm_forward's normalize
+// pass computes and rounds it, so y is bit for bit the two ops' output; positions as max_pool_forward's where y > 0,
+// kNoGradient elsewhere, so that max_pool_backward of them gives BatchNorm's backward the ReLU-masked gradient.
+template <typename T>
+void bn_relu_max_pool_forward(const PoolPlan& plan, const T* x, const PoolNorm& norm, T* y, uint8_t* positions,
+                              cudaStream_t stream);
+
 // dx [n, c, h, w] from dy [n, c, oh, ow] and the forward's positions: each input element gets the sum, in float and
 // in row-major order of the outputs (ATen's CUDA kernels' order), of the gradients of the outputs whose max it is;
 // every element is written, none is zeroed first, no atomics.

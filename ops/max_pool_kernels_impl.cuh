@@ -99,13 +99,48 @@ RN50_HD inline void take(const float (&f)[VEC], int position, Best<VEC>& b) {
   }
 }
 
+// ---- BatchNorm+ReLU on the way in (ops/norm_pool.h) --------------------------------------------------------------
+
+// Each element as batch_norm_kernels' normalize pass would have stored it: fmaf(x - mean, weight * invstd, bias),
+// ReLU (NaN stays NaN), rounded to T. The pool's values and maxima are then bit for bit those of the two ops apart.
+template <typename T, int VEC>
+struct NormRelu {
+  float mean[VEC], scale[VEC], shift[VEC];
+};
+
+template <typename T, int VEC>
+RN50_HD inline NormRelu<T, VEC> norm_relu_of(const PoolNorm& n, int64_t c0) {
+  NormRelu<T, VEC> r;
+  RN50_UNROLL
+  for (int l = 0; l < VEC; ++l) {
+    r.mean[l] = n.mean[c0 + l];
+    r.scale[l] = n.weight[c0 + l] * n.invstd[c0 + l];
+    r.shift[l] = n.bias[c0 + l];
+  }
+  return r;
+}
+
+template <typename T, int VEC>
+RN50_HD inline void apply(const NormRelu<T, VEC>& r, float (&f)[VEC]) {
+  RN50_UNROLL
+  for (int l = 0; l < VEC; ++l) {
+    const float z = fmaf(f[l] - r.mean[l], r.scale[l], r.shift[l]);
+    const float out[1] = {z < 0.0f ? 0.0f : z};
+    float rounded[1];
+    unpack(impl::pack_of(out, T{}), rounded);
+    f[l] = rounded[0];
+  }
+}
+
 // ---- forward: one output pixel's channel vector ---------------------------------------------------------------------
 
 // With kSmall (kh, kw <= kSmallWindow) every load of the window is issued before the first comparison, so that a
 // thread has the whole window in flight at once; otherwise the window is read element by element.
-template <typename T, int VEC, bool kSmall>
+// With kNorm each element goes through `norm` (BatchNorm+ReLU) before the comparison, and an output whose max is not
+// above zero (or NaN) gets kNoGradient as its position: ReLU's backward gives such an element no gradient.
+template <typename T, int VEC, bool kSmall, bool kNorm = false>
 RN50_HD inline void forward_item(const PoolPlan& p, int item, const T* __restrict__ x, T* __restrict__ y,
-                                 uint8_t* __restrict__ positions) {
+                                 uint8_t* __restrict__ positions, const PoolNorm& norm = {}) {
   const PoolShape& s = p.s;
   const int h = static_cast<int>(s.h), w = static_cast<int>(s.w);
   int v, ox, oy;
@@ -114,6 +149,8 @@ RN50_HD inline void forward_item(const PoolPlan& p, int item, const T* __restric
   const int y0 = oy * s.sh - s.ph, x0 = ox * s.sw - s.pw;
   const int64_t c0 = static_cast<int64_t>(v) * VEC;
   const T* __restrict__ image = x + static_cast<int64_t>(n) * h * w * s.c + c0;
+  NormRelu<T, VEC> nr{};
+  if constexpr (kNorm) nr = norm_relu_of<T, VEC>(norm, c0);
   Best<VEC> best;
   // A window of nothing but -inf keeps its first element inside the input: where ATen's CPU kernel starts.
   const int first = ((y0 < 0 ? 0 : y0) - y0) * s.kw + ((x0 < 0 ? 0 : x0) - x0);
@@ -137,6 +174,7 @@ RN50_HD inline void forward_item(const PoolPlan& p, int item, const T* __restric
       if (!inside[j]) continue;
       float f[VEC];
       unpack(e[j], f);
+      if constexpr (kNorm) apply(nr, f);
       take(f, (j / K) * s.kw + j % K, best);
     }
   } else {
@@ -148,8 +186,15 @@ RN50_HD inline void forward_item(const PoolPlan& p, int item, const T* __restric
         if (xx < 0 || xx >= w) continue;
         float f[VEC];
         impl::load<T, VEC>(image + (static_cast<int64_t>(yy) * w + xx) * s.c, f);
+        if constexpr (kNorm) apply(nr, f);
         take(f, dy * s.kw + dx, best);
       }
+    }
+  }
+  if constexpr (kNorm) {
+    RN50_UNROLL
+    for (int l = 0; l < VEC; ++l) {
+      if (!(best.value[l] > 0.0f)) best.at[l] = static_cast<uint8_t>(kNoGradient);
     }
   }
   const int64_t out = static_cast<int64_t>(pixel) * s.c + c0;
@@ -254,11 +299,11 @@ RN50_HD inline void backward_item(const PoolPlan& p, int item, const T* __restri
 
 // ---- a thread's share of a launch: a grid-stride loop over the work items -----------------------------------------
 
-template <typename T, int VEC, bool kSmall>
+template <typename T, int VEC, bool kSmall, bool kNorm = false>
 RN50_HD inline void forward_thread(const PoolPlan& p, int64_t first, int64_t step, const T* __restrict__ x,
-                                   T* __restrict__ y, uint8_t* __restrict__ positions) {
+                                   T* __restrict__ y, uint8_t* __restrict__ positions, const PoolNorm& norm = {}) {
   for (int64_t i = first; i < p.forward_items; i += step) {
-    forward_item<T, VEC, kSmall>(p, static_cast<int>(i), x, y, positions);
+    forward_item<T, VEC, kSmall, kNorm>(p, static_cast<int>(i), x, y, positions, norm);
   }
 }
 

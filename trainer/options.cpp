@@ -76,6 +76,7 @@ models::ModelOptions model_options(const Config& c, int64_t num_classes, int wor
   o.stem_channels = c.stem_channels;
   // Data parallel's buckets start their all-reduces as gradients arrive; batched casts deliver them all at the end.
   o.batched_casts = c.batched_casts && world == 1;
+  o.fuse_stem_pool = c.fuse_stem_pool;
   o.conv_prologue = c.conv_prologue == ConvPrologue::kFused      ? ops::PrologueRun::kFused
                     : c.conv_prologue == ConvPrologue::kSeparate ? ops::PrologueRun::kSeparate
                                                                  : ops::PrologueRun::kTimed;

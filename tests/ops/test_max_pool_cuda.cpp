@@ -1,7 +1,8 @@
 // tests/ops/test_max_pool_cuda.cpp (GPU machine only): rn50's max_pool2d against ATen's on fresh random inputs:
 // values, indices and gradients equal to ATen's CUDA kernel in every dtype, NaN and infinities as ATen's CPU kernel;
 // every element written; capture and replay in a CUDA graph; the bytes kept for the backward; the fallbacks; the
-// ResNet stem's start-up line.
+// ResNet stem's start-up line. bn_relu_max_pool2d against BatchNorm+ReLU and the pool apart on rn50's kernels, bit for
+// bit, eager and replayed, and what it keeps.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <gtest/gtest.h>
@@ -14,6 +15,8 @@
 
 #include "cuda/device_ops.h"
 #include "models/model.h"
+#include "ops/fused_batch_norm.h"
+#include "models/blocks.h"
 #include "ops/max_pool.h"
 #include "ops/max_pool_kernels.h"
 #include "tests/support/cuda_test.h"
@@ -295,6 +298,133 @@ TEST_F(MaxPoolCuda, ResNetStemSaysItRunsRn50sKernels) {
     const std::string line = models::create("resnet50", options)->describe_fusion(images);
     EXPECT_NE(line.find("stem max-pool: rn50"), std::string::npos) << line;
   }
+}
+
+TEST_F(MaxPoolCuda, ResNetStemSaysItsBatchNormRunsInThePool) {
+  const at::Tensor images = torch::zeros({2, 3, 64, 64}, torch::TensorOptions().device(torch::kCUDA).dtype(at::kHalf))
+                                .contiguous(kChannelsLast);
+  models::ModelOptions options{10, false};
+  options.fusion = models::Fusion::kConv;
+  options.fuse_stem_pool = true;
+  const std::string line = models::create("resnet50", options)->describe_fusion(images);
+  EXPECT_NE(line.find("stem max-pool: rn50, with the stem's BatchNorm+ReLU (training)"), std::string::npos) << line;
+}
+
+// ---- bn_relu_max_pool2d ---------------------------------------------------------------------------------------------
+
+// Two BatchNorms with the same random parameters and running statistics on the GPU.
+struct TwinNorms {
+  torch::nn::BatchNorm2d a{nullptr}, b{nullptr};
+  explicit TwinNorms(int64_t c) : a(c), b(c) {
+    a->to(torch::kCUDA);
+    b->to(torch::kCUDA);
+    torch::NoGradGuard no_grad;
+    const auto f = torch::TensorOptions().device(torch::kCUDA);
+    const at::Tensor w = torch::randn({c}, f), bias = torch::randn({c}, f) * 0.5, m = torch::randn({c}, f) * 0.2,
+                     v = torch::rand({c}, f) + 0.5;
+    for (auto* bn : {&a, &b}) {
+      (*bn)->weight.copy_(w);
+      (*bn)->bias.copy_(bias);
+      (*bn)->running_mean.copy_(m);
+      (*bn)->running_var.copy_(v);
+    }
+  }
+};
+
+using models::state_of;  // the model's own view of a BatchNorm module
+
+// A stem's convolution output: normal values around a per-channel offset, so that ReLU zeroes a share of each.
+at::Tensor conv_like(const Shape& s, at::ScalarType dtype) {
+  const auto f = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat);
+  return (torch::randn({s.n, s.c, s.h, s.w}, f) + torch::randn({1, s.c, 1, 1}, f)).to(dtype).contiguous(kChannelsLast);
+}
+
+// Every output of the fused op equal to BatchNorm+ReLU (rn50's kernels) then the pool: the pooled values, the input's
+// and the parameters' gradients, the running statistics, in every dtype and on odd shapes (C not a multiple of 8).
+TEST_F(MaxPoolCuda, BnReluPoolEqualsTheOpsApartOnRn50sKernels) {
+  const std::vector<Shape> shapes = {{8, 64, 112, 112}, {3, 24, 15, 13}, {2, 12, 9, 10}, {4, 7, 8, 7}};
+  for (const at::ScalarType dtype : {at::kHalf, at::kBFloat16, at::kFloat}) {
+    for (const Shape& s : shapes) {
+      const std::string what = str(s, kStemMaxPool, dtype);
+      SCOPED_TRACE(what);
+      TwinNorms bn(s.c);
+      const at::Tensor x0 = conv_like(s, dtype);
+      ASSERT_EQ(bn_relu_max_pool_unsupported_reason(x0, state_of(bn.a), kStemMaxPool, BnKernels::kOwn), "");
+      const at::Tensor x = x0.clone().requires_grad_(true), xr = x0.clone().requires_grad_(true);
+      const at::Tensor y = bn_relu_max_pool2d(x, state_of(bn.a), kStemMaxPool, BnKernels::kOwn);
+      const at::Tensor want = max_pool2d(batch_norm_act(xr, state_of(bn.b), {}, true, BnKernels::kOwn), kStemMaxPool);
+      const at::Tensor dy = random_gradient(want);
+      y.backward(dy);
+      want.backward(dy);
+      const bool y_eq = torch::equal(y, want), dx_eq = torch::equal(x.grad(), xr.grad()),
+                 dw_eq = torch::equal(bn.a->weight.grad(), bn.b->weight.grad()),
+                 db_eq = torch::equal(bn.a->bias.grad(), bn.b->bias.grad());
+      EXPECT_TRUE(y_eq);
+      EXPECT_TRUE(dx_eq) << (x.grad() - xr.grad()).abs().max().item<double>();
+      EXPECT_TRUE(dw_eq) << (bn.a->weight.grad() - bn.b->weight.grad()).abs().max().item<double>();
+      EXPECT_TRUE(db_eq);
+      EXPECT_TRUE(torch::equal(bn.a->running_mean, bn.b->running_mean));
+      EXPECT_TRUE(torch::equal(bn.a->running_var, bn.b->running_var));
+      EXPECT_EQ(bn.a->num_batches_tracked.item<int64_t>(), 1);
+      EXPECT_TRUE(y.is_contiguous(kChannelsLast));
+      const double zeros = want.eq(0).sum().item<double>() / want.numel();
+      std::printf("[ bn pool  ] %-46s y %s dx %s dweight %s dbias %s (%.0f%% of the outputs zero)\n", what.c_str(),
+                  y_eq ? "equal" : "DIFFER", dx_eq ? "equal" : "DIFFER", dw_eq ? "equal" : "DIFFER",
+                  db_eq ? "equal" : "DIFFER", 100.0 * zeros);
+    }
+  }
+}
+
+TEST_F(MaxPoolCuda, BnReluPoolCapturedReplaysLikeEager) {
+  const Shape s{8, 64, 56, 56};
+  TwinNorms bn(s.c);
+  const at::Tensor x = conv_like(s, at::kHalf).requires_grad_(true);
+  const at::Tensor dy = random_gradient(aten_output(x, kStemMaxPool));
+  const auto step = [&](torch::nn::BatchNorm2d& norm) {
+    const at::Tensor y = bn_relu_max_pool2d(x, state_of(norm), kStemMaxPool);
+    return std::vector<at::Tensor>{y, torch::autograd::grad({y}, {x, norm->weight, norm->bias}, {dy})[0]};
+  };
+  for (int warm = 0; warm < 2; ++warm) step(bn.a);
+  std::vector<at::Tensor> captured;
+  cuda::CudaGraph graph;
+  graph.capture([&] { captured = step(bn.a); });
+  for (int replay = 0; replay < 3; ++replay) {
+    {
+      torch::NoGradGuard no_grad;
+      x.copy_(conv_like(s, at::kHalf));
+      dy.copy_(random_gradient(dy));
+    }
+    graph.replay();
+    const std::vector<at::Tensor> eager = step(bn.b);
+    EXPECT_TRUE(torch::equal(captured[0], eager[0])) << "y, replay " << replay;
+    EXPECT_TRUE(torch::equal(captured[1], eager[1])) << "dx, replay " << replay;
+  }
+}
+
+// The ops apart keep BatchNorm+ReLU's output (the size of x) for ReLU's backward and the pool's positions; the fused
+// op the positions alone.
+TEST_F(MaxPoolCuda, BnReluPoolKeepsNoNormalisedTensor) {
+  const Shape s{16, 64, 112, 112};
+  const at::Tensor x = conv_like(s, at::kHalf).requires_grad_(true);
+  const int64_t outputs = s.n * s.c * 56 * 56;
+  const size_t x_bytes = static_cast<size_t>(x.numel()) * 2, y_bytes = static_cast<size_t>(outputs) * 2;
+  size_t kept[2] = {};
+  for (int fused = 0; fused < 2; ++fused) {
+    TwinNorms bn(s.c);
+    torch::cuda::synchronize();
+    const size_t before = allocated_now();
+    {
+      const at::Tensor y = fused ? bn_relu_max_pool2d(x, state_of(bn.a), kStemMaxPool, BnKernels::kOwn)
+                                 : max_pool2d(batch_norm_act(x, state_of(bn.a), {}, true, BnKernels::kOwn),
+                                              kStemMaxPool);
+      torch::cuda::synchronize();
+      kept[fused] = allocated_now() - before - y_bytes;
+    }
+    std::printf("[ memory   ] %-12s keeps %.2f MB for the backward (x is %.2f MB)\n", fused ? "fused" : "ops apart",
+                kept[fused] / 1e6, x_bytes / 1e6);
+  }
+  EXPECT_GE(kept[0], x_bytes);
+  EXPECT_LE(kept[1] + x_bytes, kept[0]);
 }
 
 }  // namespace

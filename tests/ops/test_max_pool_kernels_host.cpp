@@ -338,6 +338,116 @@ TEST(MaxPoolKernelsHost, BackwardSumsEveryOutputPointingAtAnInput) {
   }
 }
 
+// ---- BatchNorm+ReLU in the forward (bn_relu_max_pool_forward) -------------------------------------------------------
+
+template <typename T, int VEC>
+void emulate_norm_forward(const PoolPlan& p, const T* x, T* y, uint8_t* positions, const PoolNorm& norm) {
+  const int64_t threads = static_cast<int64_t>(p.forward_blocks) * kThreads;
+  for (int64_t t = 0; t < threads; ++t) {
+    if (p.small_window) {
+      pool_impl::forward_thread<T, VEC, true, true>(p, t, threads, x, y, positions, norm);
+    } else {
+      pool_impl::forward_thread<T, VEC, false, true>(p, t, threads, x, y, positions, norm);
+    }
+  }
+}
+
+// The fused forward against the two ops apart on the same code: BatchNorm+ReLU as batch_norm_kernels' normalize pass
+// stores it (written plainly here), then the plain pool. The values must be equal bit for bit; the positions where
+// the max is above zero, kNoGradient elsewhere; and the pool's backward from the fused positions must be the plain
+// backward masked by ReLU (y > 0 of the normalised element), in the same float sums.
+struct Cases {
+  int64_t passing = 0, blocked = 0;  // outputs whose max is above zero, and the others
+};
+
+template <typename T>
+void run_norm_case(const PoolShape& s, const Variant& variant, std::mt19937& rng, Cases& cases) {
+  PoolPlan p = make_pool_plan(s, sizeof(T), !variant.misalign);
+  if (!variant.unrolled) p.small_window = p.few_covers = false;
+  if (variant.blocks > 0) p.forward_blocks = p.backward_blocks = variant.blocks;
+  SCOPED_TRACE(::testing::Message() << dtype<T>() << " [" << s.n << "," << s.c << "," << s.h << "," << s.w << "] k"
+                                    << s.kh << "x" << s.kw << " s" << s.sh << " p" << s.ph << " vec " << p.vec
+                                    << (p.small_window ? " small" : "") << " blocks " << p.forward_blocks);
+  const int64_t inputs = s.n * s.c * s.h * s.w, outputs = s.n * s.c * p.oh * p.ow;
+  const std::vector<T> x_values = random_input<T>(s, rng), dy_values = random_gradient<T>(outputs, rng);
+  // Statistics and affine parameters of either sign, so that ReLU zeroes a share of every channel, and a channel
+  // with weight 0 (every element equal: ties everywhere).
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> spread(0.2f, 3.0f);
+  std::vector<float> weight(s.c), bias(s.c), mean(s.c), invstd(s.c);
+  for (int64_t c = 0; c < s.c; ++c) {
+    weight[c] = c == 1 ? 0.0f : normal(rng);
+    bias[c] = 0.5f * normal(rng);
+    mean[c] = 0.3f * normal(rng);
+    invstd[c] = spread(rng);
+  }
+  std::vector<T> z(inputs);  // the normalised tensor the two ops apart would write
+  for (int64_t i = 0; i < inputs; ++i) {
+    const int64_t c = i % s.c;
+    const float v = std::fma(value(x_values[i]) - mean[c], weight[c] * invstd[c], bias[c]);
+    z[i] = of<T>(v < 0.0f ? 0.0f : v);
+  }
+  const T poison = of<T>(777.0f);
+  Buffer<T> x(inputs, variant.misalign, poison), zb(inputs, variant.misalign, poison), y(outputs, variant.misalign, poison),
+      y_ref(outputs, variant.misalign, poison), dy(outputs, variant.misalign, poison), dx(inputs, variant.misalign, poison),
+      dx_ref(inputs, variant.misalign, poison);
+  Buffer<uint8_t> positions(outputs, false, 0xee), positions_ref(outputs, false, 0xee);
+  std::copy(x_values.begin(), x_values.end(), x.data);
+  std::copy(z.begin(), z.end(), zb.data);
+  std::copy(dy_values.begin(), dy_values.end(), dy.data);
+  const PoolNorm norm{weight.data(), bias.data(), mean.data(), invstd.data()};
+  if (p.vec > 1) {
+    constexpr int kWide = 16 / sizeof(T);
+    emulate_norm_forward<T, kWide>(p, x.data, y.data, positions.data, norm);
+    emulate_forward<T, kWide>(p, zb.data, y_ref.data, positions_ref.data);
+    emulate_backward<T, kWide>(p, dy.data, positions.data, dx.data);
+    emulate_backward<T, kWide>(p, dy.data, positions_ref.data, dx_ref.data);
+  } else {
+    emulate_norm_forward<T, 1>(p, x.data, y.data, positions.data, norm);
+    emulate_forward<T, 1>(p, zb.data, y_ref.data, positions_ref.data);
+    emulate_backward<T, 1>(p, dy.data, positions.data, dx.data);
+    emulate_backward<T, 1>(p, dy.data, positions_ref.data, dx_ref.data);
+  }
+  int64_t wrong_y = 0, wrong_at = 0, wrong_dx = 0;
+  for (int64_t o = 0; o < outputs; ++o) {
+    const float want = value(y_ref.data[o]);
+    wrong_y += !same(value(y.data[o]), want);
+    const int at = want > 0.0f ? positions_ref.data[o] : kNoGradient;
+    wrong_at += positions.data[o] != at;
+    (want > 0.0f ? cases.passing : cases.blocked) += 1;
+  }
+  for (int64_t i = 0; i < inputs; ++i) {
+    const float want = value(z[i]) > 0.0f ? value(dx_ref.data[i]) : 0.0f;
+    wrong_dx += !same(value(dx.data[i]), want);
+  }
+  EXPECT_EQ(wrong_y, 0) << "outputs unlike the pool of the normalised tensor";
+  EXPECT_EQ(wrong_at, 0) << "positions unlike the plain pool's (or not kNoGradient where the max is not above zero)";
+  EXPECT_EQ(wrong_dx, 0) << "input gradients unlike the plain backward masked by ReLU";
+  EXPECT_EQ(positions.data[outputs], 0xee);
+  EXPECT_EQ(value(y.data[outputs]), value(poison));
+}
+
+template <typename T>
+void run_all_norm() {
+  std::mt19937 rng(std::random_device{}());
+  Cases cases;
+  for (const PoolShape& s : kShapes) {
+    run_norm_case<T>(s, {}, rng, cases);
+    run_norm_case<T>(s, {/*misalign=*/true}, rng, cases);
+    run_norm_case<T>(s, {false, /*unrolled=*/false}, rng, cases);
+    run_norm_case<T>(s, {false, true, /*blocks=*/2}, rng, cases);
+  }
+  // The inputs reach both cases, each many times.
+  EXPECT_GT(cases.passing, 1000);
+  EXPECT_GT(cases.blocked, 1000);
+  std::printf("[ cases    ] %s: %lld outputs above zero, %lld not\n", dtype<T>(),
+              static_cast<long long>(cases.passing), static_cast<long long>(cases.blocked));
+}
+
+TEST(MaxPoolKernelsHost, NormalisedFloatPoolEqualsTheOpsApart) { run_all_norm<float>(); }
+TEST(MaxPoolKernelsHost, NormalisedHalfPoolEqualsTheOpsApart) { run_all_norm<__half>(); }
+TEST(MaxPoolKernelsHost, NormalisedBFloat16PoolEqualsTheOpsApart) { run_all_norm<__nv_bfloat16>(); }
+
 TEST(MaxPoolKernelsHost, FastDivisionIsExact) {
   std::mt19937 rng(std::random_device{}());
   std::uniform_int_distribution<int32_t> any(0, std::numeric_limits<int32_t>::max());

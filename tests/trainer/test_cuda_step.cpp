@@ -35,11 +35,12 @@ namespace {
 
 // The model's options as the configuration's fusion keys give them.
 models::ModelOptions model_options(int64_t classes, Fusion fusion = Fusion::kOff,
-                                   FusionKernels kernels = FusionKernels::kAuto) {
+                                   FusionKernels kernels = FusionKernels::kAuto, bool fuse_stem_pool = false) {
   Config config;
   config.zero_init_residual = false;
   config.fusion = fusion;
   config.fusion_kernels = kernels;
+  config.fuse_stem_pool = fuse_stem_pool;
   return trainer::model_options(config, classes);
 }
 
@@ -437,10 +438,10 @@ struct GradientErrors {
 };
 
 GradientErrors errors_against_float64(Precision precision, Fusion fusion, const std::string& name = "resnet18",
-                                      int64_t size = 64) {
+                                      int64_t size = 64, bool fuse_stem_pool = false) {
   torch::manual_seed(11);
   auto reference = models::create(name, {10, false});
-  auto model = models::create(name, model_options(10, fusion));
+  auto model = models::create(name, model_options(10, fusion, FusionKernels::kAuto, fuse_stem_pool));
   {
     torch::NoGradGuard g;
     // torchvision starts ViT's head at zero and ConvNeXt's layer scales at 1e-6: every other gradient would be zero
@@ -474,9 +475,10 @@ GradientErrors errors_against_float64(Precision precision, Fusion fusion, const 
 }
 
 void expect_fused_as_accurate_as_unfused(Precision precision, Fusion fusion = Fusion::kBatchNorm,
-                                         const std::string& model = "resnet18", int64_t size = 64) {
+                                         const std::string& model = "resnet18", int64_t size = 64,
+                                         bool fuse_stem_pool = false) {
   const GradientErrors unfused = errors_against_float64(precision, Fusion::kOff, model, size);
-  const GradientErrors fused = errors_against_float64(precision, fusion, model, size);
+  const GradientErrors fused = errors_against_float64(precision, fusion, model, size, fuse_stem_pool);
   const auto names = models::create(model, {10, false})->named_parameters();
   double worst_ratio = 0;
   for (size_t i = 0; i < fused.gradients.size(); ++i) {
@@ -486,7 +488,8 @@ void expect_fused_as_accurate_as_unfused(Precision precision, Fusion fusion = Fu
   std::printf(
       "[ diff     ] %s at %lld px %s fusion %s against float64: loss fused %.3g unfused %.3g; gradients "
       "fused/unfused error at most %.3g times; largest errors fused %.3g unfused %.3g\n",
-      model.c_str(), static_cast<long long>(size), name_of(precision).c_str(), name_of(fusion).c_str(), fused.loss,
+      model.c_str(), static_cast<long long>(size), name_of(precision).c_str(),
+      (name_of(fusion) + (fuse_stem_pool ? " + stem pool" : "")).c_str(), fused.loss,
       unfused.loss, worst_ratio, *std::max_element(fused.gradients.begin(), fused.gradients.end()),
       *std::max_element(unfused.gradients.begin(), unfused.gradients.end()));
   // The loss's own rounding: 1e-3 for fp16, 1e-2 for bf16 (8 bits of mantissa; both paths were 3e-3 off float64's on
@@ -513,6 +516,10 @@ TEST_F(Cuda, FusedBatchNormIsAsAccurateAsUnfusedInAWholeStepBf16) {
 // fusion: conv's bottlenecks (float16 only: bfloat16 runs fusion: bn), in a whole ResNet-50 step at 64 px.
 TEST_F(Cuda, FusedConvIsAsAccurateAsUnfusedInAWholeResNet50StepFp16) {
   expect_fused_as_accurate_as_unfused(Precision::kFp16, Fusion::kConv, "resnet50", 64);
+}
+// The same with the stem's BatchNorm+ReLU inside its max-pool (fuse_stem_pool), as configs/optimized.yaml runs it.
+TEST_F(Cuda, FusedConvAndStemPoolAreAsAccurateAsUnfusedInAWholeResNet50StepFp16) {
+  expect_fused_as_accurate_as_unfused(Precision::kFp16, Fusion::kConv, "resnet50", 64, /*fuse_stem_pool=*/true);
 }
 // Controls for the above: fusion: bn in the same ResNet-50 step, and both at 160 px (layer4's BatchNorms over 200
 // values a channel instead of 32).
