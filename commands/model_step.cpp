@@ -39,6 +39,7 @@ ModelStep::ModelStep(const std::string& name, const std::string& device, bool qu
   model_options.fusion = gpu ? models::Fusion::kConv : models::Fusion::kOff;
   model_options.stem_channels = gpu ? kStemChannels : 3;
   model_options.batched_casts = gpu;
+  model_options.fuse_stem_pool = gpu;
   m.model = models::create(name, model_options);
   trainer::StepOptions options;
   options.batch_size = gpu ? kGpuBatchSize : 8;
