@@ -472,10 +472,15 @@ if has decodeload; then  # what bounds GPU decoding on 8 cores: the step beside 
         | grep -E "^train|beside|decode thread|submitted" | tee -a "$OUT/decode_load.txt"
     done
   done
-  # ResNet-50's own graphed step and the same eager (what the doctor measures beside), against the stand-in above.
-  for step in "--step-model resnet50" "--step-model resnet50 --step-eager"; do
+  # ResNet-50's own graphed step and the same eager (what the doctor measures beside), against the stand-in above;
+  # then what in the graph holds nvJPEG's calls (2026-12-06: 131.5 us an image beside the graph, 35.8 beside the
+  # eager step): the graph without its second stream's branches, and with CUDA's default 8 hardware queues.
+  for step in "--step-model resnet50" "--step-model resnet50 --step-eager" "--step-model resnet50 --step-wgrad-inline" \
+              "queues8 --step-model resnet50"; do
     echo "cores ${DECODELOAD_CORES:-0-7}, $step:" | tee -a "$OUT/decode_load.txt"
-    taskset -c "${DECODELOAD_CORES:-0-7}" "$build/rn50" bench-decode --decode gpu --files 256 --seconds 3 $step 2>&1 \
+    queues=32; [[ $step == queues8* ]] && { queues=8; step=${step#queues8 }; }
+    CUDA_DEVICE_MAX_CONNECTIONS=$queues taskset -c "${DECODELOAD_CORES:-0-7}" "$build/rn50" bench-decode --decode gpu \
+      --files 256 --seconds 3 $step 2>&1 \
       | grep -E "^beside|^train|decode thread|submitted|hardware calls beside" | tee -a "$OUT/decode_load.txt"
   done
   cat "$OUT/decode_load.txt" >> "$OUT/table.txt"

@@ -388,7 +388,7 @@ class Doctor {
                            : ""});
     }
     std::optional<monitor::HealthRow> under_load;
-    model_step_ = std::make_unique<ModelStep>(options_.model, device_.str(), quick_);
+    model_step_ = std::make_unique<ModelStep>(options_.model, device_.str(), ModelStep::Options{quick_});
     step_rate_ = model_step_->images_per_s(quick_, [&] {
       if (!nvml_device_) return;
       try {

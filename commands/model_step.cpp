@@ -28,8 +28,9 @@ struct ModelStep::Impl {
   }
 };
 
-ModelStep::ModelStep(const std::string& name, const std::string& device, bool quick, bool cuda_graph)
+ModelStep::ModelStep(const std::string& name, const std::string& device, const Options& step_options)
     : impl_(std::make_unique<Impl>()) {
+  const bool quick = step_options.quick;
   Impl& m = *impl_;
   m.device = c10::Device(device);
   const bool gpu = m.device.is_cuda();
@@ -40,6 +41,7 @@ ModelStep::ModelStep(const std::string& name, const std::string& device, bool qu
   model_options.stem_channels = gpu ? kStemChannels : 3;
   model_options.batched_casts = gpu;
   model_options.fuse_stem_pool = gpu;
+  model_options.wgrad_stream = step_options.wgrad_stream;
   m.model = models::create(name, model_options);
   trainer::StepOptions options;
   options.batch_size = gpu ? kGpuBatchSize : 8;
@@ -49,7 +51,7 @@ ModelStep::ModelStep(const std::string& name, const std::string& device, bool qu
   options.channels_last = gpu;
   options.image_channels = models::input_channels(name, model_options.stem_channels);
   options.loss_scaling = gpu;
-  options.cuda_graph = gpu && cuda_graph;
+  options.cuda_graph = gpu && step_options.cuda_graph;
   if (gpu) options.executor.autocast = at::kHalf;
   options.executor.label_smoothing = 0.1;
   m.model->to(m.device);

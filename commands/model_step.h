@@ -19,7 +19,15 @@ class ModelStep {
   static constexpr int64_t kStemChannels = 4;  // configs/optimized.yaml's
   static constexpr int kGpuBatchSize = 256;     // the batch it steps on a GPU
 
-  ModelStep(const std::string& model, const std::string& device, bool quick, bool cuda_graph = true);
+  // What may differ from configs/optimized.yaml's step: for measurements of what the CUDA graph, or its second
+  // stream's branches, do to work beside it (bench-decode's --step-eager and --step-wgrad-inline).
+  struct Options {
+    bool quick = false;
+    bool cuda_graph = true;    // off: the step eager
+    bool wgrad_stream = true;  // off: the weight gradients in line, one stream (a graph without parallel branches)
+  };
+
+  ModelStep(const std::string& model, const std::string& device, const Options& options);
   ~ModelStep();
   ModelStep(const ModelStep&) = delete;
   ModelStep& operator=(const ModelStep&) = delete;
