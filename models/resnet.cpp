@@ -230,7 +230,10 @@ class ResNet final : public Classifier {
   // warning. fusion: conv: whether the bottlenecks can run on fused convolutions, then the same for the BatchNorms
   // outside them (the stem's) and for evaluation. Both: which max-pool the stem runs.
   std::string describe_fusion(const at::Tensor& example) const override {
-    if (mode_.fusion == Fusion::kOff) return "off: ATen's separate BatchNorm, add and ReLU kernels";
+    if (mode_.fusion == Fusion::kOff) {
+      if (mode_.fuse_stem_pool) log_warn("fuse_stem_pool needs fusion: bn or conv; with fusion: off it is not used");
+      return "off: ATen's separate BatchNorm, add and ReLU kernels";
+    }
     const at::Tensor x = at::empty({2, 64, 4, 4}, example.options())
                              .contiguous(example.is_contiguous(at::MemoryFormat::ChannelsLast) && example.dim() == 4
                                              ? at::MemoryFormat::ChannelsLast

@@ -9,6 +9,7 @@
 #include "cuda/launch.h"
 #include "ops/batch_norm_kernels.h"
 #include "ops/batch_norm_kernels_impl.cuh"
+#include "ops/max_pool_kernels_impl.cuh"
 
 namespace rn50::ops::kernels {
 namespace {
@@ -92,6 +93,27 @@ __global__ void __launch_bounds__(impl::kThreads, impl::kBlocksPerSm)
     dx_kernel(Plan p, const T* __restrict__ grad, const T* __restrict__ y, const T* __restrict__ x,
               impl::DxCoefficients co, T* __restrict__ dx) {
   impl::dx_rows<T, VEC, kSource>(p, thread_idx(), grad, y, x, co, dx);
+}
+
+// The backward of BatchNorm without an activation whose gradient a max-pool's gather gives (ops/max_pool.h's
+// bn_relu_max_pool2d): the passes above, each reading the gradient through `Grad` (pool_impl::PoolGatherGrad). Kept
+// apart from the dense kernels, whose __restrict__ pointer parameters a struct member would not carry.
+template <typename T, int VEC, class Grad>
+__global__ void __launch_bounds__(impl::kThreads, impl::kBlocksPerSm)
+    backward_reduce_from_kernel(Plan p, Grad dy, const T* __restrict__ x, const float* __restrict__ mean,
+                                float* __restrict__ part_g, float* __restrict__ part_gx) {
+  __shared__ float s_g[impl::kThreads * VEC];
+  __shared__ float s_gx[impl::kThreads * VEC];
+  impl::backward_accumulate_from<T, VEC, false, false>(p, thread_idx(), dy, nullptr, x, mean, nullptr, s_g, s_gx);
+  __syncthreads();
+  impl::block_partials(p, VEC, threadIdx.y * blockDim.x + threadIdx.x, blockIdx.x, blockIdx.y, s_g, s_gx, part_g,
+                       part_gx);
+}
+
+template <typename T, int VEC, class Grad>
+__global__ void __launch_bounds__(impl::kThreads, impl::kBlocksPerSm)
+    dx_from_kernel(Plan p, Grad grad, const T* __restrict__ x, impl::DxCoefficients co, T* __restrict__ dx) {
+  impl::dx_rows_from<T, VEC, impl::GradSource::kDy>(p, thread_idx(), grad, nullptr, x, co, dx);
 }
 
 bool misaligned(const void* p) {
@@ -190,6 +212,32 @@ void backward_with(const Plan& p, const BackwardArgs<T>& a, cudaStream_t stream)
   RN50_CUDA_CHECK(cudaGetLastError());
 }
 
+template <typename T, int VEC, class Grad>
+void backward_from_with(const Plan& p, const BackwardArgs<T>& a, const Grad& grad, cudaStream_t stream) {
+  float* part_g = static_cast<float*>(a.workspace);
+  float* part_gx = part_g + static_cast<int64_t>(p.reduce_blocks) * p.channels;
+  backward_reduce_from_kernel<T, VEC, Grad>
+      <<<dim3(p.tiles, p.reduce_blocks), main_block(p), 0, stream>>>(p, grad, a.x, a.mean, part_g, part_gx);
+  RN50_CUDA_CHECK(cudaGetLastError());
+  finalize_backward_kernel<<<finalize_grid(p), finalize_block(), 0, stream>>>(
+      p, part_g, part_gx, impl::GradOut{a.invstd, a.dweight, a.dbias});
+  RN50_CUDA_CHECK(cudaGetLastError());
+  const impl::DxCoefficients co{a.weight, a.mean, a.invstd, a.dweight, a.dbias, a.batch_stats, a.bias};
+  dx_from_kernel<T, VEC, Grad>
+      <<<dim3(p.tiles, p.elementwise_blocks), main_block(p), 0, stream>>>(p, grad, a.x, co, a.dx);
+  RN50_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T, int VEC>
+void backward_pooled_with(const Plan& p, const BackwardArgs<T>& a, const PoolPlan& pool, const T* pool_dy,
+                          const uint8_t* positions, cudaStream_t stream) {
+  if (pool.few_covers) {
+    backward_from_with<T, VEC>(p, a, pool_impl::PoolGatherGrad<T, VEC, true>{pool, pool_dy, positions}, stream);
+  } else {
+    backward_from_with<T, VEC>(p, a, pool_impl::PoolGatherGrad<T, VEC, false>{pool, pool_dy, positions}, stream);
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -225,8 +273,29 @@ void batch_norm_backward(const Plan& plan, const BackwardArgs<T>& args, cudaStre
   }
 }
 
+template <typename T>
+void batch_norm_backward_pooled(const Plan& plan, const BackwardArgs<T>& args, const PoolPlan& pool, const T* pool_dy,
+                                const uint8_t* positions, cudaStream_t stream) {
+  check_plan(plan, sizeof(T), {args.x, args.dx, pool_dy, positions});
+  if (args.workspace == nullptr) throw std::invalid_argument("batch_norm_backward_pooled: no workspace");
+  if (args.relu || args.silu || args.dresidual != nullptr || !args.batch_stats) {
+    throw std::invalid_argument("batch_norm_backward_pooled: training BatchNorm alone (no activation or residual)");
+  }
+  if (pool.s.n * pool.s.h * pool.s.w != plan.rows || pool.s.c != plan.channels || pool.vec != plan.vec) {
+    throw std::invalid_argument("batch_norm_backward_pooled: a pool plan of another shape or vector width");
+  }
+  constexpr int kWide = cuda::launch::kVectorBytes / sizeof(T);
+  if (plan.vec == kWide) {
+    backward_pooled_with<T, kWide>(plan, args, pool, pool_dy, positions, stream);
+  } else {
+    backward_pooled_with<T, 1>(plan, args, pool, pool_dy, positions, stream);
+  }
+}
+
 #define RN50_BN_INSTANTIATE(T)                                                           \
   template Plan make_plan<T>(int64_t, int64_t, bool, int);                               \
+  template void batch_norm_backward_pooled<T>(const Plan&, const BackwardArgs<T>&, const PoolPlan&, const T*, \
+                                              const uint8_t*, cudaStream_t);             \
   template void batch_norm_forward<T>(const Plan&, const ForwardArgs<T>&, cudaStream_t); \
   template void batch_norm_backward<T>(const Plan&, const BackwardArgs<T>&, cudaStream_t);
 RN50_BN_INSTANTIATE(float)

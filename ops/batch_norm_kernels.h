@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/max_pool_geometry.h"
+
 namespace rn50::ops::kernels {
 
 // How the kernels split a [rows, channels] tensor (rows = N*H*W; element (row, c) at row * channels + c) over
@@ -81,5 +83,13 @@ struct BackwardArgs {
 
 template <typename T>
 void batch_norm_backward(const Plan& plan, const BackwardArgs<T>& args, cudaStream_t stream);
+
+// batch_norm_backward in training without activation or residual, with args.dy (unused) replaced by a max-pool's input
+// gradient, gathered from its output gradient `pool_dy` and positions (ops/max_pool_kernels.h; `pool` planned on the
+// BatchNorm's x, the pool's input) as each pass reads it, rounded to T: the results of max_pool_backward followed by
+// batch_norm_backward, without the input-sized gradient between them (ops/max_pool.h's bn_relu_max_pool2d).
+template <typename T>
+void batch_norm_backward_pooled(const Plan& plan, const BackwardArgs<T>& args, const PoolPlan& pool, const T* pool_dy,
+                                const uint8_t* positions, cudaStream_t stream);
 
 }  // namespace rn50::ops::kernels

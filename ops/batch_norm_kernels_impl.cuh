@@ -377,12 +377,21 @@ RN50_HD inline void normalize_rows(const Plan& p, const Idx& i, const T* __restr
 
 // ---- backward: reduction ------------------------------------------------------------------------------------------
 
+// Where the backward passes read the incoming gradient of (row, c0..c0+VEC): a dense [rows, channels] tensor here;
+// ops/max_pool_kernels_impl.cuh's PoolGatherGrad gathers it from a max-pool's output gradient instead.
+template <typename T, int VEC>
+struct DenseGrad {
+  const T* dy;
+  int64_t channels;
+  RN50_HD Pack<T, VEC> load(int64_t row, int64_t c0) const { return load_pack<T, VEC>(dy + row * channels + c0); }
+};
+
 // Each thread sums g and g * (x - mean) over its rows (first to last) and, with kWriteG, stores g (the residual's
 // gradient; exact, since g is dy or zero).
-template <typename T, int VEC, bool kRelu, bool kWriteG>
-RN50_HD inline void backward_accumulate(const Plan& p, const Idx& i, const T* __restrict__ dy, const T* __restrict__ y,
-                                        const T* __restrict__ x, const float* __restrict__ mean, T* __restrict__ g_out,
-                                        float* s_a, float* s_b) {
+template <typename T, int VEC, bool kRelu, bool kWriteG, class Grad>
+RN50_HD inline void backward_accumulate_from(const Plan& p, const Idx& i, const Grad& dy, const T* __restrict__ y,
+                                             const T* __restrict__ x, const float* __restrict__ mean,
+                                             T* __restrict__ g_out, float* s_a, float* s_b) {
   constexpr int U = kBackwardUnroll;
   const int64_t v = vector_of(p, i);
   float sg[VEC], sgx[VEC];
@@ -400,7 +409,7 @@ RN50_HD inline void backward_accumulate(const Plan& p, const Idx& i, const T* __
       for (int u = 0; u < U; ++u) {
         const int64_t row = r + u * step;
         if (row < p.rows) {
-          pg[u] = load_pack<T, VEC>(dy + row * p.channels + c0);
+          pg[u] = dy.load(row, c0);
           pe[u] = load_pack<T, VEC>(x + row * p.channels + c0);
           if (kRelu) po[u] = load_pack<T, VEC>(y + row * p.channels + c0);
         }
@@ -429,6 +438,14 @@ RN50_HD inline void backward_accumulate(const Plan& p, const Idx& i, const T* __
     s_a[base + k] = sg[k];
     s_b[base + k] = sgx[k];
   }
+}
+
+template <typename T, int VEC, bool kRelu, bool kWriteG>
+RN50_HD inline void backward_accumulate(const Plan& p, const Idx& i, const T* __restrict__ dy, const T* __restrict__ y,
+                                        const T* __restrict__ x, const float* __restrict__ mean, T* __restrict__ g_out,
+                                        float* s_a, float* s_b) {
+  backward_accumulate_from<T, VEC, kRelu, kWriteG>(p, i, DenseGrad<T, VEC>{dy, p.channels}, y, x, mean, g_out, s_a,
+                                                   s_b);
 }
 
 // The same for BatchNorm+SiLU: g = dy * silu'(z), with z = (x - mean) * weight * invstd + bias recomputed as the forward
@@ -521,9 +538,9 @@ struct DxCoefficients {
 
 // dx = A * g + B * (x - mean) + D per channel: A = w * invstd, B = -A * invstd * dweight / M, D = -A * dbias / M with
 // batch statistics; B = D = 0 with running ones. Rows run last to first (the reduction ran first to last).
-template <typename T, int VEC, GradSource kSource>
-RN50_HD inline void dx_rows(const Plan& p, const Idx& i, const T* __restrict__ grad, const T* __restrict__ y,
-                            const T* __restrict__ x, const DxCoefficients& co, T* __restrict__ dx) {
+template <typename T, int VEC, GradSource kSource, class Grad>
+RN50_HD inline void dx_rows_from(const Plan& p, const Idx& i, const Grad& grad, const T* __restrict__ y,
+                                 const T* __restrict__ x, const DxCoefficients& co, T* __restrict__ dx) {
   constexpr int U = kSource == GradSource::kDyMasked ? kElementwiseUnroll3 : kElementwiseUnroll2;
   const int64_t v = vector_of(p, i);
   if (v * VEC >= p.channels) return;
@@ -546,7 +563,7 @@ RN50_HD inline void dx_rows(const Plan& p, const Idx& i, const T* __restrict__ g
     for (int u = 0; u < U; ++u) {
       const int64_t row = p.rows - 1 - (r + u * step);
       if (row >= 0) {
-        pg[u] = load_pack<T, VEC>(grad + row * p.channels + c0);
+        pg[u] = grad.load(row, c0);
         pe[u] = load_pack<T, VEC>(x + row * p.channels + c0);
         if (kSource == GradSource::kDyMasked) po[u] = load_pack<T, VEC>(y + row * p.channels + c0);
       }
@@ -569,6 +586,12 @@ RN50_HD inline void dx_rows(const Plan& p, const Idx& i, const T* __restrict__ g
       store<T, VEC>(dx + row * p.channels + c0, result);
     }
   }
+}
+
+template <typename T, int VEC, GradSource kSource>
+RN50_HD inline void dx_rows(const Plan& p, const Idx& i, const T* __restrict__ grad, const T* __restrict__ y,
+                            const T* __restrict__ x, const DxCoefficients& co, T* __restrict__ dx) {
+  dx_rows_from<T, VEC, kSource>(p, i, DenseGrad<T, VEC>{grad, p.channels}, y, x, co, dx);
 }
 
 }  // namespace rn50::ops::kernels::impl

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ops/fused_batch_norm.h"
+#include "ops/max_pool_geometry.h"
 
 namespace rn50::ops::detail {
 
@@ -48,6 +49,10 @@ struct BackwardIn {
   double eps = 1e-5;
   BnKernels kernels = BnKernels::kAuto;
   Ran ran = Ran::kOwn;
+  // Instead of dy (left undefined): the output gradient and positions of the max-pool whose input is this BatchNorm's
+  // output (ops/max_pool.h's bn_relu_max_pool2d, training, no activation): rn50's kernels gather dy as they read it.
+  at::Tensor pool_dy, pool_positions;
+  kernels::PoolShape pool_shape;
 };
 
 // dresidual: undefined without a residual.

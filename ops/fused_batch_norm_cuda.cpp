@@ -129,6 +129,36 @@ BackwardOut own_backward(const BackwardIn& in, const at::Tensor& dy, cudaStream_
   return out;
 }
 
+// The pool's gather inside BatchNorm's backward passes (BackwardIn::pool_dy): no input-sized gradient in between.
+template <typename T>
+BackwardOut own_backward_pooled(const BackwardIn& in, cudaStream_t stream) {
+  const at::Tensor& x = in.x;
+  const at::Tensor pool_dy = in.pool_dy.contiguous(kChannelsLast);
+  BackwardOut out;
+  out.dx = empty_nhwc_like(x);
+  out.dweight = empty_floats(channels_of(x), x);
+  out.dbias = empty_floats(channels_of(x), x);
+  const bool aligned = aligned16({&x, &out.dx, &pool_dy, &in.pool_positions});
+  const kernels::Plan plan = kernels::make_plan<T>(rows_of(x), channels_of(x), aligned, device_index(x));
+  const kernels::PoolPlan pool = kernels::make_pool_plan(in.pool_shape, sizeof(T), aligned);
+  const at::Tensor workspace = empty_bytes(plan.workspace_bytes, x);
+  kernels::BackwardArgs<T> a;
+  a.x = ptr<const T>(x);
+  a.weight = ptr<const float>(in.weight);
+  a.bias = ptr<const float>(in.bias);
+  a.mean = ptr<const float>(in.mean);
+  a.invstd = ptr<const float>(in.invstd);
+  a.dx = ptr<T>(out.dx);
+  a.dweight = ptr<float>(out.dweight);
+  a.dbias = ptr<float>(out.dbias);
+  a.relu = false;
+  a.batch_stats = true;
+  a.workspace = workspace.data_ptr();
+  kernels::batch_norm_backward_pooled<T>(plan, a, pool, ptr<const T>(pool_dy),
+                                         ptr<const uint8_t>(in.pool_positions), stream);
+  return out;
+}
+
 ForwardOut own_forward_any(const ForwardIn& in, cudaStream_t stream) {
   switch (in.x.scalar_type()) {
     case at::kFloat:
@@ -143,6 +173,21 @@ ForwardOut own_forward_any(const ForwardIn& in, cudaStream_t stream) {
 }
 
 BackwardOut own_backward_any(const BackwardIn& in, const at::Tensor& dy, cudaStream_t stream) {
+  if (in.pool_dy.defined()) {
+    if (in.relu || in.silu || in.has_residual || !in.training || in.pool_dy.scalar_type() != in.x.scalar_type()) {
+      throw std::invalid_argument("batch_norm backward from a pool: training BatchNorm alone, the pool's dtype");
+    }
+    switch (in.x.scalar_type()) {
+      case at::kFloat:
+        return own_backward_pooled<float>(in, stream);
+      case at::kHalf:
+        return own_backward_pooled<__half>(in, stream);
+      case at::kBFloat16:
+        return own_backward_pooled<__nv_bfloat16>(in, stream);
+      default:
+        break;
+    }
+  }
   switch (in.x.scalar_type()) {
     case at::kFloat:
       return own_backward<float>(in, dy, stream);
@@ -377,8 +422,8 @@ BackwardOut backward(const BackwardIn& in) {
   const cudaStream_t stream = current_stream(device_index(in.x));
   // Gradients arrive in whatever layout the next op produced (a broadcast, an NCHW copy); both kernel families read
   // dense channels-last.
-  const at::Tensor dy = in.dy.contiguous(kChannelsLast);
-  if (in.ran == Ran::kCudnn) {
+  const at::Tensor dy = in.dy.defined() ? in.dy.contiguous(kChannelsLast) : at::Tensor();
+  if (in.ran == Ran::kCudnn && !in.pool_dy.defined()) {
     BackwardOut out;
     std::string why;
     if (cudnn_backward(in, dy, stream, &out, &why)) return out;

@@ -113,8 +113,11 @@ class BnReluMaxPoolFunction : public torch::autograd::Function<BnReluMaxPoolFunc
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
     const kernels::PoolShape shape = unpack_shape(ctx->saved_data["shape"].toIntVector());
     detail::BackwardIn in;
-    // The pool's gather gives each element the gradient ReLU passes: none where the max was not above zero.
-    in.dy = detail::max_pool_backward(grad_outputs[0], ctx->saved_data["positions"].toTensor(), shape);
+    // BatchNorm's backward passes gather each element's gradient from the pool's as they read it: the gradient ReLU
+    // passes, none where the max was not above zero.
+    in.pool_dy = grad_outputs[0];
+    in.pool_positions = ctx->saved_data["positions"].toTensor();
+    in.pool_shape = shape;
     in.x = saved[0];
     in.weight = saved[1];
     in.bias = saved[2];
@@ -138,6 +141,7 @@ std::string bn_relu_max_pool_unsupported_reason(const at::Tensor& x, const Batch
   }
   if (!bn.training) return "evaluation";
   std::string why = max_pool_unsupported_reason(x, pool);
+  if (why.empty() && bn.weight.defined() && bn.weight.numel() != x.size(1)) why = "a BatchNorm of another size";
   if (why.empty()) why = batch_norm_state_unsupported_reason(x, bn);
   if (why.empty() && pool.kernel_h * pool.kernel_w > kernels::kNoGradient) {
     why = "a window of 256 elements (the fused op keeps position 255 for no gradient)";

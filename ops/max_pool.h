@@ -37,12 +37,14 @@ std::string describe_max_pool(const at::Tensor& x, const MaxPool2d& pool);
 // through it are not differentiable again.
 at::Tensor max_pool2d(const at::Tensor& x, const MaxPool2d& pool);
 
-// max_pool2d(batch_norm_act(x, bn, {}, relu: true, kernels), pool) with the same values, gradients and running
-// statistics, in training on rn50's kernels as three passes forward instead of four: the batch statistics, then the
-// pool normalising each element as it reads it (the normalised tensor, the size of x, is neither written nor kept
-// for the backward); backward the pool's gather (gradients only where ReLU passes them), then rn50's BatchNorm
-// backward. Bit for bit the two ops on rn50's kernels (bn_kernels: rn50). Runs the two ops where
+// max_pool2d(batch_norm_act(x, bn, {}, relu: true, kernels), pool) in training on rn50's kernels, as three passes
+// forward instead of four: the batch statistics, then the pool normalising each element as it reads it (the
+// normalised tensor, the size of x, is neither written nor kept for the backward); backward rn50's BatchNorm passes,
+// each gathering its gradient from the pool's as it reads it (only where ReLU passes one). Values, gradients and
+// running statistics are bit for bit those of the two ops on rn50's kernels (BnKernels::kOwn); with kAuto the ops
+// apart would run cuDNN's BatchNorm+ReLU, equal within rounding. Runs the two ops where
 // bn_relu_max_pool_unsupported_reason is not empty (the CPU, evaluation, bn_kernels other than auto and rn50, ...).
+// Gradients through it are not differentiable again.
 at::Tensor bn_relu_max_pool2d(const at::Tensor& x, const BatchNormState& bn, const MaxPool2d& pool,
                               BnKernels kernels = BnKernels::kAuto);
 

@@ -239,18 +239,16 @@ RN50_HD inline bool any_hit(const Positions<VEC>& pos, int position) {
 // results equal theirs. With kFew (at most kFewCovers^2 covering outputs) the positions of all are loaded first, then
 // the gradients of those that point here, then the sums; a gradient no lane takes is not read. With kEager as well,
 // the gradients are loaded with the positions (PoolPlan::gradients_with_positions); the sums are the same.
+// The gradient of input pixel `pixel` ((n * h + iy) * w + ix), channels c0..c0+VEC, into acc.
 template <typename T, int VEC, bool kFew, bool kEager = false>
-RN50_HD inline void backward_item(const PoolPlan& p, int item, const T* __restrict__ dy,
-                                  const uint8_t* __restrict__ positions, T* __restrict__ dx) {
+RN50_HD inline void gather_pixel(const PoolPlan& p, int pixel, int64_t c0, const T* __restrict__ dy,
+                                 const uint8_t* __restrict__ positions, float (&acc)[VEC]) {
   const PoolShape& s = p.s;
-  int v, ix, iy;
-  const int pixel = divmod(p.vectors, item, v);
+  int ix, iy;
   const int n = divmod(p.in_h, divmod(p.in_w, pixel, ix), iy);
   const Cover rows = cover_of(iy, s.kh, s.ph, p.oh, p.stride_h);
   const Cover cols = cover_of(ix, s.kw, s.pw, p.ow, p.stride_w);
-  const int64_t c0 = static_cast<int64_t>(v) * VEC;
   const int64_t image = static_cast<int64_t>(n) * p.oh * p.ow;
-  float acc[VEC];
   RN50_UNROLL
   for (int l = 0; l < VEC; ++l) acc[l] = 0.0f;
   if constexpr (kFew) {
@@ -294,8 +292,34 @@ RN50_HD inline void backward_item(const PoolPlan& p, int item, const T* __restri
       }
     }
   }
-  impl::store<T, VEC>(dx + static_cast<int64_t>(pixel) * s.c + c0, acc);
 }
+
+template <typename T, int VEC, bool kFew, bool kEager = false>
+RN50_HD inline void backward_item(const PoolPlan& p, int item, const T* __restrict__ dy,
+                                  const uint8_t* __restrict__ positions, T* __restrict__ dx) {
+  int v;
+  const int pixel = divmod(p.vectors, item, v);
+  const int64_t c0 = static_cast<int64_t>(v) * VEC;
+  float acc[VEC];
+  gather_pixel<T, VEC, kFew, kEager>(p, pixel, c0, dy, positions, acc);
+  impl::store<T, VEC>(dx + static_cast<int64_t>(pixel) * p.s.c + c0, acc);
+}
+
+// The pool's input gradient as BatchNorm's backward passes read it (impl::DenseGrad's interface): gathered from the
+// pool's output gradient for each (row = input pixel, c0), rounded to T as max_pool_backward would have stored it, so
+// that the sums are those of the two passes apart without the input-sized tensor between them. The unrolled path
+// (kFew, gradients loaded with their positions) wherever the plan takes it.
+template <typename T, int VEC, bool kFew>
+struct PoolGatherGrad {
+  PoolPlan plan;
+  const T* dy;
+  const uint8_t* positions;
+  RN50_HD impl::Pack<T, VEC> load(int64_t row, int64_t c0) const {
+    float acc[VEC];
+    gather_pixel<T, VEC, kFew, kFew>(plan, static_cast<int>(row), c0, dy, positions, acc);
+    return impl::pack_of(acc, T{});
+  }
+};
 
 // ---- a thread's share of a launch: a grid-stride loop over the work items -----------------------------------------
 

@@ -382,7 +382,9 @@ TEST_F(MaxPoolCuda, BnReluPoolCapturedReplaysLikeEager) {
   const at::Tensor dy = random_gradient(aten_output(x, kStemMaxPool));
   const auto step = [&](torch::nn::BatchNorm2d& norm) {
     const at::Tensor y = bn_relu_max_pool2d(x, state_of(norm), kStemMaxPool);
-    return std::vector<at::Tensor>{y, torch::autograd::grad({y}, {x, norm->weight, norm->bias}, {dy})[0]};
+    std::vector<at::Tensor> out = torch::autograd::grad({y}, {x, norm->weight, norm->bias}, {dy});
+    out.insert(out.begin(), y);
+    return out;  // y, dx, dweight, dbias
   };
   for (int warm = 0; warm < 2; ++warm) step(bn.a);
   std::vector<at::Tensor> captured;
@@ -398,6 +400,8 @@ TEST_F(MaxPoolCuda, BnReluPoolCapturedReplaysLikeEager) {
     const std::vector<at::Tensor> eager = step(bn.b);
     EXPECT_TRUE(torch::equal(captured[0], eager[0])) << "y, replay " << replay;
     EXPECT_TRUE(torch::equal(captured[1], eager[1])) << "dx, replay " << replay;
+    EXPECT_TRUE(torch::equal(captured[2], eager[2])) << "dweight, replay " << replay;
+    EXPECT_TRUE(torch::equal(captured[3], eager[3])) << "dbias, replay " << replay;
   }
 }
 

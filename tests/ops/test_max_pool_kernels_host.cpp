@@ -10,9 +10,11 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ops/max_pool_kernels_impl.cuh"
+#include "tests/ops/batch_norm_emulation.h"
 
 namespace rn50::ops::kernels {
 namespace {
@@ -352,8 +354,8 @@ void emulate_norm_forward(const PoolPlan& p, const T* x, T* y, uint8_t* position
   }
 }
 
-// The fused forward against the two ops apart on the same code: BatchNorm+ReLU as batch_norm_kernels' normalize pass
-// stores it (written plainly here), then the plain pool. The values must be equal bit for bit; the positions where
+// The fused forward against the two ops apart on the same code: BatchNorm+ReLU by batch_norm_kernels' normalise pass
+// (emulated), then the plain pool. The values must be equal bit for bit; the positions where
 // the max is above zero, kNoGradient elsewhere; and the pool's backward from the fused positions must be the plain
 // backward masked by ReLU (y > 0 of the normalised element), in the same float sums.
 struct Cases {
@@ -381,11 +383,20 @@ void run_norm_case(const PoolShape& s, const Variant& variant, std::mt19937& rng
     mean[c] = 0.3f * normal(rng);
     invstd[c] = spread(rng);
   }
-  std::vector<T> z(inputs);  // the normalised tensor the two ops apart would write
-  for (int64_t i = 0; i < inputs; ++i) {
-    const int64_t c = i % s.c;
-    const float v = std::fma(value(x_values[i]) - mean[c], weight[c] * invstd[c], bias[c]);
-    z[i] = of<T>(v < 0.0f ? 0.0f : v);
+  // The normalised tensor the two ops apart would write: batch_norm_forward's normalise pass itself (emulated, with
+  // these statistics), so that the comparison is with that kernel's rounding, ReLU and NaN rules.
+  std::vector<T> z(inputs);
+  {
+    ForwardArgs<T> fa;
+    fa.x = x_values.data();
+    fa.y = z.data();
+    fa.weight = weight.data();
+    fa.bias = bias.data();
+    fa.mean = mean.data();
+    fa.invstd = invstd.data();
+    fa.relu = true;
+    fa.batch_stats = false;
+    emulation::emulate_forward<T, 1>(impl::make_plan_for(s.n * s.h * s.w, s.c, sizeof(T), false, 8), fa);
   }
   const T poison = of<T>(777.0f);
   Buffer<T> x(inputs, variant.misalign, poison), zb(inputs, variant.misalign, poison), y(outputs, variant.misalign, poison),
@@ -447,6 +458,96 @@ void run_all_norm() {
 TEST(MaxPoolKernelsHost, NormalisedFloatPoolEqualsTheOpsApart) { run_all_norm<float>(); }
 TEST(MaxPoolKernelsHost, NormalisedHalfPoolEqualsTheOpsApart) { run_all_norm<__half>(); }
 TEST(MaxPoolKernelsHost, NormalisedBFloat16PoolEqualsTheOpsApart) { run_all_norm<__nv_bfloat16>(); }
+
+// ---- BatchNorm's backward gathering the pool's gradient (batch_norm_backward_pooled) --------------------------------
+
+// The pool's backward into an input-sized gradient, then BatchNorm's backward without an activation (the two passes
+// apart, as bn_relu_max_pool2d ran them before), against BatchNorm's passes gathering that gradient as they read it:
+// dx, dweight and dbias bit for bit, on positions from the fused forward (kNoGradient among them).
+template <typename T>
+void run_pooled_backward_case(const PoolShape& s, bool misalign, std::mt19937& rng) {
+  const PoolPlan pool = make_pool_plan(s, sizeof(T), !misalign);
+  const int64_t rows = s.n * s.h * s.w, inputs = rows * s.c, outputs = s.n * s.c * pool.oh * pool.ow;
+  const Plan plan = impl::make_plan_for(rows, s.c, sizeof(T), !misalign, 8);
+  ASSERT_EQ(plan.vec, pool.vec);
+  SCOPED_TRACE(::testing::Message() << dtype<T>() << " [" << s.n << "," << s.c << "," << s.h << "," << s.w << "] k"
+                                    << s.kh << "x" << s.kw << " s" << s.sh << " p" << s.ph << " vec " << plan.vec);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> spread(0.2f, 3.0f);
+  std::vector<float> weight(s.c), bias(s.c), mean(s.c), invstd(s.c);
+  for (int64_t c = 0; c < s.c; ++c) {
+    weight[c] = normal(rng);
+    bias[c] = 0.5f * normal(rng);
+    mean[c] = 0.3f * normal(rng);
+    invstd[c] = spread(rng);
+  }
+  const T poison = of<T>(777.0f);
+  Buffer<T> x(inputs, misalign, poison), y(outputs, misalign, poison), dy(outputs, misalign, poison),
+      g(inputs, misalign, poison), dx_apart(inputs, misalign, poison), dx_gathered(inputs, misalign, poison);
+  Buffer<uint8_t> positions(outputs, false, 0xee);
+  for (int64_t i = 0; i < inputs; ++i) x.data[i] = of<T>(normal(rng));
+  const std::vector<T> dy_values = random_gradient<T>(outputs, rng);
+  std::copy(dy_values.begin(), dy_values.end(), dy.data);
+  std::vector<float> dw_apart(s.c), db_apart(s.c), dw_gathered(s.c), db_gathered(s.c);
+  const PoolNorm norm{weight.data(), bias.data(), mean.data(), invstd.data()};
+  BackwardArgs<T> a;
+  a.x = x.data;
+  a.weight = weight.data();
+  a.bias = bias.data();
+  a.mean = mean.data();
+  a.invstd = invstd.data();
+  a.relu = false;
+  a.batch_stats = true;
+  BackwardArgs<T> b = a;
+  a.dy = g.data;
+  a.dx = dx_apart.data;
+  a.dweight = dw_apart.data();
+  a.dbias = db_apart.data();
+  b.dx = dx_gathered.data;
+  b.dweight = dw_gathered.data();
+  b.dbias = db_gathered.data();
+  const auto run = [&](auto vec) {
+    constexpr int VEC = decltype(vec)::value;
+    emulate_norm_forward<T, VEC>(pool, x.data, y.data, positions.data, norm);
+    emulate_backward<T, VEC>(pool, dy.data, positions.data, g.data);
+    emulation::emulate_backward<T, VEC>(plan, a);
+    if (pool.few_covers) {
+      emulation::emulate_backward_from<T, VEC>(plan, b, pool_impl::PoolGatherGrad<T, VEC, true>{pool, dy.data, positions.data});
+    } else {
+      emulation::emulate_backward_from<T, VEC>(plan, b, pool_impl::PoolGatherGrad<T, VEC, false>{pool, dy.data, positions.data});
+    }
+  };
+  if (plan.vec > 1) {
+    run(std::integral_constant<int, 16 / sizeof(T)>{});
+  } else {
+    run(std::integral_constant<int, 1>{});
+  }
+  int64_t wrong_dx = 0, wrong_dw = 0, wrong_db = 0;
+  for (int64_t i = 0; i < inputs; ++i) wrong_dx += !same(value(dx_gathered.data[i]), value(dx_apart.data[i]));
+  for (int64_t c = 0; c < s.c; ++c) {
+    wrong_dw += !same(dw_gathered[c], dw_apart[c]);
+    wrong_db += !same(db_gathered[c], db_apart[c]);
+  }
+  EXPECT_EQ(wrong_dx, 0) << "dx unlike the two passes apart";
+  EXPECT_EQ(wrong_dw, 0) << "dweight unlike the two passes apart";
+  EXPECT_EQ(wrong_db, 0) << "dbias unlike the two passes apart";
+  EXPECT_EQ(value(dx_gathered.data[inputs]), value(poison));
+}
+
+template <typename T>
+void run_all_pooled_backward() {
+  std::mt19937 rng(std::random_device{}());
+  for (const PoolShape& s : kShapes) {
+    run_pooled_backward_case<T>(s, false, rng);
+    run_pooled_backward_case<T>(s, true, rng);
+  }
+}
+
+TEST(MaxPoolKernelsHost, FloatBatchNormBackwardGathersAsThePassesApart) { run_all_pooled_backward<float>(); }
+TEST(MaxPoolKernelsHost, HalfBatchNormBackwardGathersAsThePassesApart) { run_all_pooled_backward<__half>(); }
+TEST(MaxPoolKernelsHost, BFloat16BatchNormBackwardGathersAsThePassesApart) {
+  run_all_pooled_backward<__nv_bfloat16>();
+}
 
 TEST(MaxPoolKernelsHost, FastDivisionIsExact) {
   std::mt19937 rng(std::random_device{}());
