@@ -390,7 +390,8 @@ if has ncu; then  # step time by kernel class: ncu over eager steps, the last NC
   # replay passes; the split then prints each class's and kernel's time-weighted rates). The GPU's tensor-pipe metric
   # names are listed into ncu_tensor_metrics.txt first.
   # NCU_METRICS=auto: DRAM throughput and whichever tensor-pipe activity metrics this GPU's ncu lists.
-  # NCU_LAYERS=1: a second profile per run, each kernel renamed after its NVTX range (cuda/nvtx.h), split per layer.
+  # NCU_LAYERS=1: a second profile per run, each kernel renamed after its NVTX range (cuda/nvtx.h), split per layer;
+  # NCU_LAYERS=only: that profile alone (the kernel-class one skipped, so that the per-layer one fits a call).
   ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   "$ncu_bin" --query-metrics 2>/dev/null | grep -iE "tensor|dram__throughput" > "$OUT/ncu_tensor_metrics.txt"
   ncu_metrics=${NCU_METRICS:-}
@@ -408,12 +409,14 @@ if has ncu; then  # step time by kernel class: ncu over eager steps, the last NC
     for f in ${NCU_FUSIONS:-conv off bn}; do
       name=ncu_$f; [[ $m == resnet50 ]] || name=ncu_${m}_$f
       rm -rf "/tmp/runs/$name"
-      timeout "${NCU_TIMEOUT:-150}" "$ncu_bin" --clock-control none --metrics "$metrics" --csv \
-        "$build/rn50" train --config configs/optimized.yaml --model "$m" --data synthetic --device cuda:0 \
-        --synthetic-images 3072 --epochs 1 --warmup-epochs 0 --max-steps "${NCU_STEPS:-10}" --cuda-graph=off \
-        --validate=off --checkpoint=off --log-every 100000 --fusion "$f" --out-dir "/tmp/runs/$name" "${extra[@]}" \
-        > "$OUT/$name.csv" 2> "$OUT/$name.err" || echo "ncu $m $f: exit $?"
-      pack
+      if [[ ${NCU_LAYERS:-} != only ]]; then
+        timeout "${NCU_TIMEOUT:-150}" "$ncu_bin" --clock-control none --metrics "$metrics" --csv \
+          "$build/rn50" train --config configs/optimized.yaml --model "$m" --data synthetic --device cuda:0 \
+          --synthetic-images 3072 --epochs 1 --warmup-epochs 0 --max-steps "${NCU_STEPS:-10}" --cuda-graph=off \
+          --validate=off --checkpoint=off --log-every 100000 --fusion "$f" --out-dir "/tmp/runs/$name" "${extra[@]}" \
+          > "$OUT/$name.csv" 2> "$OUT/$name.err" || echo "ncu $m $f: exit $?"
+        pack
+      fi
       if [[ -n ${NCU_LAYERS:-} ]]; then
         rm -rf "/tmp/runs/$name"
         timeout "${NCU_TIMEOUT:-150}" "$ncu_bin" --clock-control none --metrics gpu__time_duration.sum --csv --nvtx \
@@ -428,8 +431,10 @@ if has ncu; then  # step time by kernel class: ncu over eager steps, the last NC
       fi
     done
   done
-  python3 bench/ncu_kernel_classes.py --last-steps "${NCU_LAST:-4}" --top 25 ${ncu_metrics:+--rates} "$OUT"/ncu_*.csv |
-    tee "$OUT/ncu_kernel_classes.txt" | grep -v "^     " | cut -c1-200
+  if [[ ${NCU_LAYERS:-} != only ]]; then
+    python3 bench/ncu_kernel_classes.py --last-steps "${NCU_LAST:-4}" --top 25 ${ncu_metrics:+--rates} "$OUT"/ncu_*.csv |
+      tee "$OUT/ncu_kernel_classes.txt" | grep -v "^     " | cut -c1-200
+  fi
 fi
 if has curves; then  # fused against unfused training curves of the ports on JPEG files (bench/ports_curves.sh)
   OUT="$OUT" MODELS="${CURVES_MODELS:-vit_b_16 convnext_tiny}" EPOCHS="${CURVES_EPOCHS:-8}" bench/ports_curves.sh \
