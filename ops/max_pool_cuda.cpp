@@ -52,6 +52,21 @@ void backward_as(const at::Tensor& dy, const at::Tensor& positions, const kernel
   throw std::invalid_argument("rn50's max_pool2d: dtype " + std::string(c10::toString(t)));
 }
 
+// Calls f with a value of the element type of `t` (float, half or bfloat16); refuses any other dtype.
+template <typename F>
+void with_element_type(at::ScalarType t, F&& f) {
+  switch (t) {
+    case at::kFloat:
+      return f(float{});
+    case at::kHalf:
+      return f(__half{});
+    case at::kBFloat16:
+      return f(__nv_bfloat16{});
+    default:
+      refuse_dtype(t);
+  }
+}
+
 MaxPoolForward empty_outputs(const at::Tensor& x, const kernels::PoolShape& shape) {
   const auto oh = kernels::pool_output_size(shape.h, shape.kh, shape.sh, shape.ph);
   const auto ow = kernels::pool_output_size(shape.w, shape.kw, shape.sw, shape.pw);
@@ -67,19 +82,7 @@ MaxPoolForward max_pool_forward(const at::Tensor& x, const kernels::PoolShape& s
   const c10::DeviceGuard guard(x.device());
   const cudaStream_t stream = current_stream(static_cast<int>(x.get_device()));
   MaxPoolForward out = empty_outputs(x, shape);
-  switch (x.scalar_type()) {
-    case at::kFloat:
-      forward_as<float>(x, shape, out, stream);
-      break;
-    case at::kHalf:
-      forward_as<__half>(x, shape, out, stream);
-      break;
-    case at::kBFloat16:
-      forward_as<__nv_bfloat16>(x, shape, out, stream);
-      break;
-    default:
-      refuse_dtype(x.scalar_type());
-  }
+  with_element_type(x.scalar_type(), [&](auto t) { forward_as<decltype(t)>(x, shape, out, stream); });
   return out;
 }
 
@@ -95,19 +98,7 @@ MaxPoolForward bn_relu_max_pool_forward(const at::Tensor& x, const kernels::Pool
   const kernels::PoolNorm norm{weight.data_ptr<float>(), bias.data_ptr<float>(), mean.data_ptr<float>(),
                                invstd.data_ptr<float>()};
   MaxPoolForward out = empty_outputs(x, shape);
-  switch (x.scalar_type()) {
-    case at::kFloat:
-      norm_forward_as<float>(x, shape, norm, out, stream);
-      break;
-    case at::kHalf:
-      norm_forward_as<__half>(x, shape, norm, out, stream);
-      break;
-    case at::kBFloat16:
-      norm_forward_as<__nv_bfloat16>(x, shape, norm, out, stream);
-      break;
-    default:
-      refuse_dtype(x.scalar_type());
-  }
+  with_element_type(x.scalar_type(), [&](auto t) { norm_forward_as<decltype(t)>(x, shape, norm, out, stream); });
   return out;
 }
 
@@ -117,19 +108,7 @@ at::Tensor max_pool_backward(const at::Tensor& dy_any, const at::Tensor& positio
   // The next op's gradient can come in any layout (an NCHW copy, a broadcast); the kernel reads dense channels-last.
   const at::Tensor dy = dy_any.contiguous(kChannelsLast);
   const at::Tensor dx = at::empty({shape.n, shape.c, shape.h, shape.w}, dy.options().memory_format(kChannelsLast));
-  switch (dy.scalar_type()) {
-    case at::kFloat:
-      backward_as<float>(dy, positions, shape, dx, stream);
-      break;
-    case at::kHalf:
-      backward_as<__half>(dy, positions, shape, dx, stream);
-      break;
-    case at::kBFloat16:
-      backward_as<__nv_bfloat16>(dy, positions, shape, dx, stream);
-      break;
-    default:
-      refuse_dtype(dy.scalar_type());
-  }
+  with_element_type(dy.scalar_type(), [&](auto t) { backward_as<decltype(t)>(dy, positions, shape, dx, stream); });
   return dx;
 }
 
