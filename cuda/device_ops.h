@@ -62,7 +62,8 @@ class CudaGraph {
  public:
   CudaGraph();
   ~CudaGraph();
-  void capture(const std::function<void()>& body);
+  // `share_pool`: a graph captured before whose memory pool this one shares (replay them in capture order).
+  void capture(const std::function<void()>& body, const CudaGraph* share_pool = nullptr);
   void replay();
 
  private:
