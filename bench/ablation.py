@@ -43,14 +43,17 @@ SWITCHES = {
     "fusion": (["--fusion=conv"], ["--fusion=off"]),
     "wgrad_stream": (["--wgrad-stream=on"], ["--wgrad-stream=off"]),
     "conv_prologue": (["--conv-prologue=timed"], ["--conv-prologue=fused"]),
+    "batched_casts": (["--batched-casts=on"], ["--batched-casts=off"]),
+    "stem_channels": (["--stem-channels", "4"], ["--stem-channels", "3"]),
+    "fuse_stem_pool": (["--fuse-stem-pool=on"], ["--fuse-stem-pool=off"]),
     "loader": (["--workers=-1", "--pin-memory=on", "--prefetch=4"], ["--workers=0", "--pin-memory=off", "--prefetch=1"]),
 }
 
 
-# A switch that acts only with another on (the weight gradients' second stream and the prologues' timed placement are
-# fusion: conv's): not run alone on the baseline, where it would equal the baseline; measured by removing it from the
-# full set.
-REQUIRES = {"wgrad_stream": "fusion", "conv_prologue": "fusion"}
+# A switch that acts only with another on (the weight gradients' second stream, the prologues' timed placement and the
+# batched weight casts are fusion: conv's; the stem's BatchNorm inside its pool needs fusion): not run alone on the
+# baseline, where it would equal the baseline; measured by removing it from the full set.
+REQUIRES = {"wgrad_stream": "fusion", "conv_prologue": "fusion", "batched_casts": "fusion", "fuse_stem_pool": "fusion"}
 
 
 def applies(data, switch):
@@ -332,6 +335,9 @@ SWITCH_WORDS = {
     "fusion": ("BatchNorm fused into the convolutions", "separate BatchNorm, add and ReLU kernels"),
     "wgrad_stream": ("weight gradients beside the data gradients", "weight gradients in line"),
     "conv_prologue": ("each prologue fused or separate, the faster per shape", "every prologue fused"),
+    "batched_casts": ("the blocks' weight casts in one launch each way", "a cast per weight"),
+    "stem_channels": ("the stem convolution on 4 input channels", "on 3"),
+    "fuse_stem_pool": ("the stem's BatchNorm+ReLU inside its max-pool", "BatchNorm+ReLU and max-pool apart"),
     "loader": ("pinned all-core prefetching loader", "decoding on the training thread into pageable memory"),
 }
 
@@ -510,8 +516,9 @@ def main():
     log_dir = os.path.join(opts.out, "logs")
     os.makedirs(log_dir, exist_ok=True)
     cpu = opts.device == "cpu"
-    # fp16 autocast needs CUDA, and the CPU has no streams (nor fusion: conv) for wgrad_stream or conv_prologue.
-    names = [s for s in SWITCHES if not (cpu and s in ("fp16", "wgrad_stream", "conv_prologue"))]
+    # fp16 autocast needs CUDA, and the CPU has no streams nor fusion (its kernels are CUDA's) for the switches that
+    # act only with fusion on.
+    names = [s for s in SWITCHES if not (cpu and (s == "fp16" or s in REQUIRES))]
 
     command_started = time.monotonic()  # the whole command's time, against the 10-minute goal
     data_root = opts.data_root

@@ -2,7 +2,8 @@
 """tests/bench/test_ablation.py: runs bench/ablation.py --quick (the whole matrix on the CPU) and checks what it
 writes: ablation.json, report.md (headline with the ratio next to the source's 2.7x, costs, both pictures
 referenced) and the two SVG pictures, parsed as XML. Also the GPU matrix's shape: a switch that needs another
-(wgrad_stream and conv_prologue, fusion: conv's) is only removed from the full set, never run alone on the baseline.
+(wgrad_stream, conv_prologue, batched_casts and fuse_stem_pool, which act only with fusion) is only removed from the
+full set, never run alone on the baseline.
 
   tests/bench/test_ablation.py --rn50 build/rn50 --out DIR --work DIR
 """
@@ -46,9 +47,9 @@ def main():
     check(code == 0, f"ablation.py --quick exited with {code}")
 
     runs = json.load(open(os.path.join(opts.out, "ablation.json")))["runs"]
-    # Quick mode on the CPU: baseline, 6 alone, 6 all-but-one, all (no fp16), on JPEG data; the same on synthetic
-    # data but for +loader and all-loader (no loader there: they would equal the baseline and "all").
-    check(len(runs) == 26, f"26 runs expected, got {len(runs)}")
+    # Quick mode on the CPU: baseline, 7 alone, 7 all-but-one, all (no fp16 nor the switches that need fusion), on JPEG
+    # data; the same on synthetic data but for +loader and all-loader (no loader there: they would equal the baseline and "all").
+    check(len(runs) == 30, f"30 runs expected, got {len(runs)}")
     check(not any(r["data"] == "synthetic" and "loader" in r["label"] for r in runs), "a loader run on synthetic data")
     check(all(r["summary"] for r in runs), "a run without a summary")
 
@@ -84,7 +85,7 @@ def main():
           "report.md: no baseline and optimized cost")
     check("(images_per_s.svg)" in report and "(step_split.svg)" in report, "report.md: pictures not referenced")
     check(all(r["process_s"] > 0 for r in runs), "a run without its process time")
-    check(re.search(r"Time: [\d.]+ minutes for 26 runs", report), "report.md: no time for the matrix")
+    check(re.search(r"Time: [\d.]+ minutes for 30 runs", report), "report.md: no time for the matrix")
     check(re.search(r"The whole command \(every call of it, with --resume\): [\d.]+ minutes", report),
           "report.md: no time for the whole command")
 
@@ -105,10 +106,12 @@ def main():
               "--work", opts.work, "--quick", "--resume"]
     result = subprocess.run(resume, capture_output=True, text=True)
     check(result.returncode == 0, f"ablation.py --resume exited with {result.returncode}: {result.stderr}")
-    check("resuming: 24 successful runs" in result.stdout, f"resume kept other than 24 runs: {result.stdout}")
+    check(f"resuming: {len(runs) - 2} successful runs" in result.stdout,
+          f"resume kept other than {len(runs) - 2} runs: {result.stdout}")
     check(result.stdout.count(" img/s ") == 2, f"resume ran other than the 2 missing runs: {result.stdout}")
     resumed = json.load(open(os.path.join(opts.out, "ablation.json")))
-    check(len(resumed["runs"]) == 26, f"ablation.json holds {len(resumed['runs'])} runs after resuming, not 26")
+    check(len(resumed["runs"]) == len(runs),
+          f"ablation.json holds {len(resumed['runs'])} runs after resuming, not {len(runs)}")
     check([(r["data"], r["label"]) for r in resumed["runs"]] == [(r["data"], r["label"]) for r in runs],
           "resumed runs out of order")
     kept = [r for r in resumed["runs"] if (r["data"], r["label"]) not in {(m["data"], m["label"]) for m in missing}]
