@@ -84,21 +84,18 @@ int bench_gpu(const cxxopts::ParseResult& parsed, const std::vector<std::vector<
     if (batch_size != ModelStep::kGpuBatchSize)
       throw ConfigError(strprintf("--step-model steps batches of %d: --batch-size must be %d too",
                                   ModelStep::kGpuBatchSize, ModelStep::kGpuBatchSize));
-    if (parsed.count("step-split-graph") && parsed.count("step-eager"))
-      throw ConfigError("--step-split-graph and --step-eager exclude each other");
     cuda::use_side_stream(gpu_index(device));
     ModelStep::Options step_options;
     step_options.cuda_graph = parsed.count("step-eager") == 0;
     step_options.wgrad_stream = parsed.count("step-wgrad-inline") == 0;
-    step_options.split_graph = parsed.count("step-split-graph") > 0;
     model_step = std::make_unique<ModelStep>(model, device, step_options);
     step_ms = 1e3 * model_step->batch_size() / model_step->images_per_s(false);
     out_channels = static_cast<int>(models::input_channels(model, ModelStep::kStemChannels));
     std::printf("beside %s's training step (%s%s): %.2f ms a step of %d\n", model.c_str(),
-                !step_options.cuda_graph ? "eager" : step_options.split_graph ? "forward and backward graphs" : "CUDA graph",
+                step_options.cuda_graph ? "CUDA graph" : "eager",
                 step_options.wgrad_stream ? "" : ", weight gradients in line", step_ms, model_step->batch_size());
-  } else if (parsed.count("step-eager") || parsed.count("step-wgrad-inline") || parsed.count("step-split-graph")) {
-    throw ConfigError("--step-eager, --step-wgrad-inline and --step-split-graph are for --step-model");
+  } else if (parsed.count("step-eager") || parsed.count("step-wgrad-inline")) {
+    throw ConfigError("--step-eager and --step-wgrad-inline are for --step-model");
   }
   bench::QueueStep queue_step;
   if (model_step) queue_step = [&] { model_step->queue(); };
@@ -180,7 +177,6 @@ int bench_decode_command(int argc, char** argv) {
       cxxopts::value<std::string>())("step-eager", "--step-model: its step without the CUDA graph")(
       "step-wgrad-inline",
       "--step-model: its weight gradients in line on one stream (the graph without the second stream's branches)")(
-      "step-split-graph", "--step-model: its forward and backward as two graphs (cuda_graph_split)")(
       "nvjpeg-no-pipeline", "--decode gpu: the hardware decoder with NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE")(
       "cpu-load",
       "--decode gpu: this many threads decode the files on the CPU meanwhile (as the loader's decode threads keep a "
@@ -209,10 +205,9 @@ int bench_decode_command(int argc, char** argv) {
   if (repeat > 1 && decode != Decode::kGpu) throw ConfigError("--repeat is for --decode gpu");
   if (parsed.count("pin") && decode != Decode::kCpu) throw ConfigError("--pin is for CPU decoding (--decode cpu)");
   if (parsed["cpu-load"].as<int>() != 0 && decode != Decode::kGpu) throw ConfigError("--cpu-load is for --decode gpu");
-  if ((parsed.count("step-model") || parsed.count("step-eager") || parsed.count("step-wgrad-inline") ||
-       parsed.count("step-split-graph")) &&
+  if ((parsed.count("step-model") || parsed.count("step-eager") || parsed.count("step-wgrad-inline")) &&
       decode != Decode::kGpu)
-    throw ConfigError("--step-model, --step-eager, --step-wgrad-inline and --step-split-graph are for --decode gpu");
+    throw ConfigError("--step-model, --step-eager and --step-wgrad-inline are for --decode gpu");
   const int files = parsed["files"].as<int>();
   const auto jpegs = parsed.count("data-root") ? bench::read_jpegs(parsed["data-root"].as<std::string>(), files)
                                                : bench::make_benchmark_jpegs(files, 500, 375, 7);

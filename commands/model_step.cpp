@@ -52,7 +52,6 @@ ModelStep::ModelStep(const std::string& name, const std::string& device, const O
   options.image_channels = models::input_channels(name, model_options.stem_channels);
   options.loss_scaling = gpu;
   options.cuda_graph = gpu && step_options.cuda_graph;
-  options.split_graph = step_options.split_graph;
   if (gpu) options.executor.autocast = at::kHalf;
   options.executor.label_smoothing = 0.1;
   m.model->to(m.device);

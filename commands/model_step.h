@@ -25,7 +25,6 @@ class ModelStep {
     bool quick = false;
     bool cuda_graph = true;    // off: the step eager
     bool wgrad_stream = true;  // off: the weight gradients in line, one stream (a graph without parallel branches)
-    bool split_graph = false;  // the forward and the backward as two graphs (cuda_graph_split)
   };
 
   ModelStep(const std::string& model, const std::string& device, const Options& options);

@@ -353,9 +353,6 @@ std::vector<ConfigKey> make_keys() {
                "also sums its epilogues in a fixed order and takes its first deterministic plans untimed); slower; "
                "needs cudnn_benchmark off"),
       bool_key("cuda_graph", &C::cuda_graph, "capture the whole training step in a CUDA graph and replay it"),
-      bool_key("cuda_graph_split", &C::cuda_graph_split,
-               "cuda_graph: the forward and the backward captured as two graphs on one memory pool (work queued beside "
-               "the step, such as decode: gpu's, may run between them)"),
       bool_key("expandable_segments", &C::expandable_segments,
                "the CUDA caching allocator maps memory into segments that grow in place instead of caching fixed "
                "blocks (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True): less memory reserved for the same step"),

@@ -106,7 +106,6 @@ struct Config {
   bool cudnn_benchmark = false;
   bool deterministic = false;  // repeatable results: deterministic cuDNN algorithms and fused sums (no benchmark)
   bool cuda_graph = false;
-  bool cuda_graph_split = false;  // cuda_graph: forward and backward as two graphs
   bool expandable_segments = false;
   Fusion fusion = Fusion::kOff;
   FusionKernels fusion_kernels = FusionKernels::kAuto;

@@ -177,7 +177,7 @@ struct CudaGraph::Impl {
 CudaGraph::CudaGraph() : impl_(std::make_unique<Impl>()) {}
 CudaGraph::~CudaGraph() = default;
 
-void CudaGraph::capture(const std::function<void()>& body, const CudaGraph* share_pool) {
+void CudaGraph::capture(const std::function<void()>& body) {
   const auto stream = at::cuda::getCurrentCUDAStream();
   if (stream == at::cuda::getDefaultCUDAStream()) throw std::runtime_error("capture needs a non-default stream");
   auto graph = std::make_unique<at::cuda::CUDAGraph>();
@@ -185,9 +185,7 @@ void CudaGraph::capture(const std::function<void()>& body, const CudaGraph* shar
     // Thread-local capture: in the default global mode, CUDA refuses unsafe calls (allocations, syncs, event
     // queries) from every thread while this one captures, and decode: gpu's thread makes them (a batch's decode
     // failed at capture once, with 3 batches submitted ahead).
-    decltype(graph->pool()) pool{0, 0};  // {0, 0}: a private pool of its own
-    if (share_pool && share_pool->impl_->graph) pool = share_pool->impl_->graph->pool();
-    graph->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
+    graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
     body();
     graph->capture_end();
   } catch (const std::exception& e) {

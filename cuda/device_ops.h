@@ -62,8 +62,7 @@ class CudaGraph {
  public:
   CudaGraph();
   ~CudaGraph();
-  // `share_pool`: a graph captured before whose memory pool this one shares (replay them in capture order).
-  void capture(const std::function<void()>& body, const CudaGraph* share_pool = nullptr);
+  void capture(const std::function<void()>& body);
   void replay();
 
  private:

@@ -64,7 +64,7 @@ void FusedAdamW::step(const at::Tensor&, const at::Tensor&, const at::Tensor*, c
 struct CudaGraph::Impl {};
 CudaGraph::CudaGraph() = default;
 CudaGraph::~CudaGraph() = default;
-void CudaGraph::capture(const std::function<void()>&, const CudaGraph*) { throw std::runtime_error("this rn50 was built without CUDA"); }
+void CudaGraph::capture(const std::function<void()>&) { throw std::runtime_error("this rn50 was built without CUDA"); }
 void CudaGraph::replay() { no_cuda("CudaGraph"); }
 
 std::string describe_kernels(int) { return "no CUDA in this build"; }

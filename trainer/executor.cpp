@@ -47,7 +47,8 @@ at::Tensor Executor::forward(const at::Tensor& images) {
   return logits.to(at::kFloat);
 }
 
-at::Tensor Executor::forward_loss(const at::Tensor& images, const at::Tensor& labels, const MixedLabels* mix) {
+at::Tensor Executor::forward_backward(const at::Tensor& images, const at::Tensor& labels, const LossScaler* scaler,
+                                      const MixedLabels* mix) {
   namespace F = torch::nn::functional;
   model_.train();
   const at::Tensor logits = forward(images);
@@ -55,21 +56,11 @@ at::Tensor Executor::forward_loss(const at::Tensor& images, const at::Tensor& la
   at::Tensor loss = F::cross_entropy(logits, labels, smoothed);
   // Cross-entropy is linear in its target: weighing the two losses is the loss of the mixed soft labels.
   if (mix) loss = loss * mix->weight + F::cross_entropy(logits, mix->second, smoothed) * (1 - mix->weight);
-  return loss;
-}
-
-void Executor::backward(const at::Tensor& loss, const LossScaler* scaler) {
   if (scaler) {
     scaler->scale(loss).backward();
   } else {
     loss.backward();
   }
-}
-
-at::Tensor Executor::forward_backward(const at::Tensor& images, const at::Tensor& labels, const LossScaler* scaler,
-                                      const MixedLabels* mix) {
-  const at::Tensor loss = forward_loss(images, labels, mix);
-  backward(loss, scaler);
   return loss.detach();
 }
 

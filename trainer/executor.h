@@ -37,11 +37,6 @@ class Executor {
   at::Tensor forward_backward(const at::Tensor& images, const at::Tensor& labels, const LossScaler* scaler = nullptr,
                               const MixedLabels* mix = nullptr);
 
-  // forward_backward in two halves, for a step captured as two CUDA graphs: the training loss with its autograd
-  // graph, then its backward pass (of the scaled loss when a scaler is given).
-  at::Tensor forward_loss(const at::Tensor& images, const at::Tensor& labels, const MixedLabels* mix = nullptr);
-  static void backward(const at::Tensor& loss, const LossScaler* scaler);
-
   // Forward in inference mode; plain cross-entropy (no smoothing) for the validation loss.
   EvalSums evaluate(const at::Tensor& images, const at::Tensor& labels);
 

@@ -94,7 +94,6 @@ StepOptions step_options(const Config& c) {
   o.image_channels = models::input_channels(c.model, c.stem_channels);
   o.loss_scaling = c.precision == Precision::kFp16;
   o.cuda_graph = c.cuda_graph;
-  o.split_graph = c.cuda_graph_split;
   o.clip_grad_norm = c.clip_grad_norm;
   o.mixup.mixup_alpha = c.mixup_alpha;
   o.mixup.cutmix_alpha = c.cutmix_alpha;

@@ -21,7 +21,6 @@ TrainStep::TrainStep(models::Classifier& model, Optimizer& optimizer, const Step
       timer_(timer),
       executor_(std::make_unique<Executor>(model, options.executor)),
       clip_grad_norm_(options.clip_grad_norm),
-      split_graph_(options.split_graph),
       mixup_(options.mixup) {
   // The input arrives in the autocast dtype: the first convolution would cast it anyway.
   const auto on_device = at::TensorOptions(device);
@@ -52,8 +51,8 @@ std::vector<std::pair<std::string, at::Tensor>> TrainStep::state() const {
   return {{"loss_scale", scaler_->current_scale()}, {"loss_scale_growth_tracker", scaler_->growth_tracker()}};
 }
 
-// The step's first half: gradients cleared, mixup, forward and loss (with its autograd graph).
-at::Tensor TrainStep::forward_loss() {
+// `timed`: not under capture, where the step timer's events cannot be recorded.
+void TrainStep::forward_backward(bool timed) {
   if (gradient_sync_) {
     gradient_sync_->zero_gradients();
   } else {
@@ -61,16 +60,10 @@ at::Tensor TrainStep::forward_loss() {
   }
   if (mixup_.enabled()) {
     const MixedLabels mix = mix_batch(images_, labels_, mixup_);
-    return executor_->forward_loss(images_, labels_, &mix);
+    loss_.copy_(executor_->forward_backward(images_, labels_, scaler_.get(), &mix));
+  } else {
+    loss_.copy_(executor_->forward_backward(images_, labels_, scaler_.get()));
   }
-  return executor_->forward_loss(images_, labels_);
-}
-
-// The second half: backward, the loss kept, data parallel's all-reduces finished, the gradients unscaled. `timed`: not
-// under capture, where the step timer's events cannot be recorded.
-void TrainStep::backward(const at::Tensor& loss, bool timed) {
-  Executor::backward(loss, scaler_.get());
-  loss_.copy_(loss.detach());
   if (gradient_sync_) {
     if (timed) timer_.mark(Phase::kForwardBackward);
     gradient_sync_->finish();  // what is left of the all-reduces after the backward pass
@@ -78,8 +71,6 @@ void TrainStep::backward(const at::Tensor& loss, bool timed) {
   }
   if (scaler_) scaler_->unscale_and_check(optimizer_.grads());
 }
-
-void TrainStep::forward_backward(bool timed) { backward(forward_loss(), timed); }
 
 void TrainStep::update() {
   // The clipping factor from the unscaled gradients (and, under data parallel, the averaged ones), on the device.
@@ -92,7 +83,6 @@ const at::Tensor& TrainStep::run(double lr) {
   optimizer_.set_lr(lr);  // an eager fill of the device tensor the (captured) update reads
   if (graphed()) {
     graph_forward_backward_->replay();
-    if (graph_backward_) graph_backward_->replay();
     timer_.mark(Phase::kForwardBackward);
     graph_update_->replay();
     timer_.mark(Phase::kOptimizer);
@@ -109,22 +99,13 @@ const at::Tensor& TrainStep::run(double lr) {
 void TrainStep::try_capture() {
   want_graph_ = false;
   auto forward_backward_graph = std::make_unique<cuda::CudaGraph>();
-  auto backward_graph = split_graph_ ? std::make_unique<cuda::CudaGraph>() : nullptr;
   auto update_graph = std::make_unique<cuda::CudaGraph>();
   // Alone (data parallel's buckets keep gradients of their own), the captured backward writes each gradient instead of
   // adding it to a zeroed one: one fill and one addition fewer per parameter and step.
   const bool write_gradients = gradient_sync_ == nullptr;
   if (write_gradients) optimizer_.release_grads();
   try {
-    if (backward_graph) {
-      // Two graphs on one memory pool, replayed in the order captured: the backward's reads the activations the
-      // forward's wrote, and work queued beside the step (GPU decoding) can run between them.
-      at::Tensor loss;
-      forward_backward_graph->capture([&] { loss = forward_loss(); });
-      backward_graph->capture([&] { backward(loss, /*timed=*/false); }, forward_backward_graph.get());
-    } else {
-      forward_backward_graph->capture([this] { forward_backward(/*timed=*/false); });
-    }
+    forward_backward_graph->capture([this] { forward_backward(/*timed=*/false); });
     if (write_gradients) optimizer_.gradients_moved();
     update_graph->capture([this] { update(); });
   } catch (const std::exception& e) {
@@ -142,12 +123,10 @@ void TrainStep::try_capture() {
     return;
   }
   graph_forward_backward_ = std::move(forward_backward_graph);
-  graph_backward_ = std::move(backward_graph);
   graph_update_ = std::move(update_graph);
   // The graphs own their memory now; what the eager warm-up steps cached would otherwise stay reserved.
   cuda::release_cached_memory();
-  graph_status_ = "captured after " + std::to_string(warmup_steps_) + " eager steps" +
-                  (graph_backward_ ? " (forward and backward apart)" : "") + "; replaying";
+  graph_status_ = "captured after " + std::to_string(warmup_steps_) + " eager steps; replaying";
   log_info("cuda_graph: " + graph_status_);
 }
 

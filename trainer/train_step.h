@@ -40,7 +40,6 @@ struct StepOptions {
   int64_t image_channels = 3;  // 3, or the stem's zero-padded channels that the sources write (models::input_channels)
   bool loss_scaling = false;   // fp16: a dynamic loss scale, the update skipped on overflow
   bool cuda_graph = false;     // capture the whole step after warm-up and replay it
-  bool split_graph = false;    // cuda_graph: the forward and the backward as two graphs (room between them)
   std::string no_graph;        // why this step cannot be captured (Gloo's host-blocking all-reduce); empty: it can
   double clip_grad_norm = 0;   // > 0: gradients scaled to at most this global L2 norm before the update
   MixupOptions mixup;
@@ -75,8 +74,6 @@ class TrainStep {
   const std::string& graph_status() const { return graph_status_; }
 
  private:
-  at::Tensor forward_loss();
-  void backward(const at::Tensor& loss, bool timed);
   void forward_backward(bool timed);
   void update();
   void try_capture();
@@ -87,15 +84,13 @@ class TrainStep {
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<LossScaler> scaler_;
   double clip_grad_norm_ = 0;
-  bool split_graph_ = false;
   MixupOptions mixup_;
   parallel::GradientBuckets* gradient_sync_ = nullptr;
   at::Tensor images_, labels_, loss_;
   bool want_graph_ = false;
   int warmup_steps_ = 3;  // eager steps before capture: cuDNN's benchmark search and lazy allocations finish here
   int64_t steps_ = 0;
-  // The forward and backward (graph_backward_ null), or the forward alone with split_graph; the optimizer's update.
-  std::unique_ptr<cuda::CudaGraph> graph_forward_backward_, graph_backward_, graph_update_;
+  std::unique_ptr<cuda::CudaGraph> graph_forward_backward_, graph_update_;
   std::string graph_status_;
 };
 

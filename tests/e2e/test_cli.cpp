@@ -289,25 +289,19 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   expect_exit_2_naming("bench-decode --files 1 --repeat 2", "--repeat is for --decode gpu");
   expect_exit_2_naming("bench-decode --decode gpu --files 1 --pin", "--pin is for CPU decoding");
   expect_exit_2_naming("bench-decode --files 1 --cpu-load 2", "--cpu-load is for --decode gpu");
-  const std::string step_flags =
-      "--step-model, --step-eager, --step-wgrad-inline and --step-split-graph are for --decode gpu";
+  const std::string step_flags = "--step-model, --step-eager and --step-wgrad-inline are for --decode gpu";
   expect_exit_2_naming("bench-decode --files 1 --step-model resnet50", step_flags);
   expect_exit_2_naming("bench-decode --files 1 --step-eager", step_flags);
   expect_exit_2_naming("bench-decode --files 1 --step-wgrad-inline", step_flags);
-  expect_exit_2_naming("bench-decode --files 1 --step-split-graph", step_flags);
   expect_exit_2_naming("bench-decode --decode gpu --files 1 --step-model resnet50 --batch-size 8",
                        "--step-model steps batches of 256: --batch-size must be 256 too");
   expect_exit_2_naming("bench-decode --decode gpu --files 1 --step-model nope", "--step-model: unknown model 'nope'");
   expect_exit_2_naming("bench-decode --decode gpu --files 1 --step-model resnet50 --step-ms 5",
                        "--step-ms and --step-model exclude each other");
   expect_exit_2_naming("bench-decode --decode gpu --files 1 --step-eager",
-                       "--step-eager, --step-wgrad-inline and --step-split-graph are for --step-model");
+                       "--step-eager and --step-wgrad-inline are for --step-model");
   expect_exit_2_naming("bench-decode --decode gpu --files 1 --step-wgrad-inline",
-                       "--step-eager, --step-wgrad-inline and --step-split-graph are for --step-model");
-  expect_exit_2_naming("bench-decode --decode gpu --files 1 --step-split-graph",
-                       "--step-eager, --step-wgrad-inline and --step-split-graph are for --step-model");
-  expect_exit_2_naming("bench-decode --decode gpu --files 1 --step-model resnet50 --step-eager --step-split-graph",
-                       "--step-split-graph and --step-eager exclude each other");
+                       "--step-eager and --step-wgrad-inline are for --step-model");
   expect_exit_2_naming("make-sample --out " + path("noisy") + " --noise -1",
                        "noise must be in 0..100 grey levels (got -1)");
   expect_exit_2_naming("train --data-root /x --decode-ahead-batches 5", "decode_ahead_batches");
