@@ -150,8 +150,8 @@ struct GpuDecodeRates {
   std::optional<double> in_training;  // what training with it would get (doctor::gpu_decode_in_training)
 };
 
-// decode: gpu's stage on the doctor's JPEGs (batches of 256, nvJPEG and rn50's kernel), alone and beside the model's
-// own step (`step`, whose rate is `model_rate` at batch 256), as rows; its rates where it ran, otherwise why not in
+// decode: gpu's stage on the doctor's JPEGs (batches of 256, nvJPEG and rn50's kernel), alone and beside the step
+// training with it runs (`step`, whose rate is `model_rate` at batch 256), as rows; its rates where it ran, otherwise why not in
 // `unavailable`. Beside the real step, since a stand-in of its length did not slow nvJPEG's calls as training's step
 // does (docs/doctor.md). One decoder's measurement, though the rate differs between decoders (docs/gpu-decoding.md).
 GpuDecodeRates gpu_decode_rates(std::vector<Row>& rows, const std::vector<std::vector<uint8_t>>& jpegs, int device,
@@ -174,7 +174,8 @@ GpuDecodeRates gpu_decode_rates(std::vector<Row>& rows, const std::vector<std::v
     if (step_ms > 0 && g.step_ms > 0 && g.decode_ahead_ms > 0) {
       rates.in_training = doctor::gpu_decode_in_training(model_rate, kBatch, g.step_ms, g.decode_ahead_ms);
       rows.push_back({"gpu", "GPU decode beside the model's step", fmt_rate(*rates.in_training), "info",
-                      strprintf("what training would get: the model's step (%.1f ms alone) took %.1f ms a batch with "
+                      strprintf("what training would get: its step (weight gradients in line, as with decode: gpu; "
+                                "%.1f ms alone) took %.1f ms a batch with "
                                 "the decode submitted %d ahead; nvJPEG's hardware calls %.0f us an image beside it, "
                                 "%.0f alone",
                                 g.step_ms, g.decode_ahead_ms, g.decode_ahead_batches, g.ahead_hardware_us_per_image,
@@ -316,13 +317,23 @@ class Doctor {
     gpu_decode_rows_at_ = rows_.size();  // measured after the model (gpu_decode_rows), reported here
   }
 
-  // decode: gpu alone and beside a step of the model's time, measured once the model's rate is known; its rows go
-  // with the GPU's.
+  // decode: gpu alone and beside the step training with it runs, measured after the model's rate; its rows go with
+  // the GPU's. That step has its weight gradients in line (wgrad_stream: auto with decode: gpu, trainer/options.h):
+  // beside the graph's second-stream branches nvJPEG's calls took four times as long (docs/gpu-decoding.md).
   void gpu_decode_rows() {
     std::vector<Row> rows;
-    gpu_decode_ = gpu_decode_rates(rows, jpegs_, device_.index(), quick_, step_rate_,
+    std::unique_ptr<ModelStep> step;
+    double rate = 0;
+    if (input::built_with_nvjpeg()) {
+      model_step_.reset();  // its memory, before the second step's
+      ModelStep::Options in_line{quick_};
+      in_line.wgrad_stream = false;
+      step = std::make_unique<ModelStep>(options_.model, device_.str(), in_line);
+      rate = step->images_per_s(quick_);
+    }
+    gpu_decode_ = gpu_decode_rates(rows, jpegs_, device_.index(), quick_, rate,
                                    static_cast<int>(models::input_channels(options_.model, ModelStep::kStemChannels)),
-                                   [&] { model_step_->queue(); }, gpu_decode_unavailable_);
+                                   [&] { step->queue(); }, gpu_decode_unavailable_);
     rows_.insert(rows_.begin() + static_cast<std::ptrdiff_t>(gpu_decode_rows_at_), rows.begin(), rows.end());
   }
 
@@ -430,7 +441,7 @@ class Doctor {
   std::unique_ptr<monitor::NvmlApi> nvml_;          // where the driver's NVML opens
   std::string nvml_why_not_;                        // why it does not
   std::optional<monitor::NvmlDevice> nvml_device_;  // the CUDA device's, where there is one
-  std::unique_ptr<ModelStep> model_step_;           // the model's step, timed, then run beside GPU decoding
+  std::unique_ptr<ModelStep> model_step_;           // the model's step, timed
   GpuDecodeRates gpu_decode_;                       // decode: gpu's stage, where measured
   size_t gpu_decode_rows_at_ = 0;                   // where its rows go
   std::string gpu_decode_unavailable_;

@@ -188,6 +188,11 @@ const Names<ConvPrologue>& names(ConvPrologue) {
       {ConvPrologue::kTimed, "timed"}, {ConvPrologue::kFused, "fused"}, {ConvPrologue::kSeparate, "separate"}};
   return n;
 }
+const Names<WgradStream>& names(WgradStream) {
+  static const Names<WgradStream> n = {
+      {WgradStream::kAuto, "auto"}, {WgradStream::kOn, "on"}, {WgradStream::kOff, "off"}};
+  return n;
+}
 const Names<FusionKernels>& names(FusionKernels) {
   static const Names<FusionKernels> n = {{FusionKernels::kAuto, "auto"}, {FusionKernels::kRn50, "rn50"}};
 
@@ -365,9 +370,11 @@ std::vector<ConfigKey> make_keys() {
       choice_key("fusion_kernels", &C::fusion_kernels,
                  "fusion: bn's kernels: auto (cuDNN's for BatchNorm+ReLU, rn50's for the rest: the fastest), or rn50 "
                  "(rn50's everywhere: no cuDNN reserve space kept for the backward)"),
-      bool_key("wgrad_stream", &C::wgrad_stream,
-               "fusion: conv: each bottleneck's weight gradients on a second CUDA stream, beside its data gradients "
-               "(captured in the CUDA graph as parallel branches; the same kernels and results either way)"),
+      choice_key("wgrad_stream", &C::wgrad_stream,
+                 "fusion: conv: each bottleneck's weight gradients on a second CUDA stream, beside its data gradients "
+                 "(captured in the CUDA graph as parallel branches; the same kernels and results either way): on, "
+                 "off (in line), or auto: on, but off with decode: gpu (the graph's branches hold up nvJPEG's "
+                 "hardware calls)"),
       choice_key("conv_prologue", &C::conv_prologue,
                  "fusion: conv: where the previous BatchNorm's scale, bias and ReLU run for conv2 and conv3, forward "
                  "and in their weight gradients: fused (in the convolution), separate (a pass of its own, then the "
@@ -432,6 +439,7 @@ void apply_yaml_node(Config& config, const YAML::Node& root, const std::string& 
 }  // namespace
 
 std::string name_of(DataSource value) { return name_in_table(value); }
+std::string name_of(WgradStream value) { return name_in_table(value); }
 std::string name_of(Decode value) { return name_in_table(value); }
 std::string name_of(LrScheduleKind value) { return name_in_table(value); }
 std::string name_of(Tf32 value) { return name_in_table(value); }

@@ -20,6 +20,7 @@ enum class Precision { kFp32, kBf16, kFp16 };   // fp32 | bf16 | fp16
 enum class Fusion { kOff, kBatchNorm, kConv };  // off | bn | conv
 enum class FusionKernels { kAuto, kRn50 };      // auto | rn50
 enum class ConvPrologue { kTimed, kFused, kSeparate };  // timed | fused | separate
+enum class WgradStream { kAuto, kOn, kOff };    // auto | on | off
 enum class OptimizerKind { kSgd, kAdamW };      // sgd | adamw
 enum class DistBackend { kAuto, kNccl, kGloo, kShm };  // auto | nccl | gloo | shm
 std::string name_of(DataSource value);
@@ -30,6 +31,7 @@ std::string name_of(Precision value);
 std::string name_of(Fusion value);
 std::string name_of(FusionKernels value);
 std::string name_of(ConvPrologue value);
+std::string name_of(WgradStream value);
 std::string name_of(OptimizerKind value);
 std::string name_of(DistBackend value);
 
@@ -109,7 +111,8 @@ struct Config {
   bool expandable_segments = false;
   Fusion fusion = Fusion::kOff;
   FusionKernels fusion_kernels = FusionKernels::kAuto;
-  bool wgrad_stream = true;  // fusion: conv: weight gradients on a second stream beside the data gradients
+  // fusion: conv: weight gradients on a second stream beside the data gradients (auto: but not with decode: gpu)
+  WgradStream wgrad_stream = WgradStream::kAuto;
   ConvPrologue conv_prologue = ConvPrologue::kTimed;  // fusion: conv: where conv2's and conv3's prologues run
   int stem_channels = 3;  // ResNets: the stem convolution's input channels, the image's 3 zero-padded to 4 or 8
   bool batched_casts = false;  // fusion: conv: the bottlenecks' float16 weights and their gradients cast in one launch

@@ -64,6 +64,11 @@ input::InputOptions input_options(const Config& c, const LaunchEnv& launch) {
   return o;
 }
 
+bool weight_gradients_beside(const Config& c) {
+  if (c.wgrad_stream != WgradStream::kAuto) return c.wgrad_stream == WgradStream::kOn;
+  return !(c.data == DataSource::kFolder && c.decode == Decode::kGpu);
+}
+
 models::ModelOptions model_options(const Config& c, int64_t num_classes, int world) {
   models::ModelOptions o;
   o.num_classes = num_classes;
@@ -72,7 +77,7 @@ models::ModelOptions model_options(const Config& c, int64_t num_classes, int wor
              : c.fusion == Fusion::kBatchNorm ? models::Fusion::kBatchNorm
                                               : models::Fusion::kOff;
   o.bn_kernels = c.fusion_kernels == FusionKernels::kRn50 ? ops::BnKernels::kOwn : ops::BnKernels::kAuto;
-  o.wgrad_stream = c.wgrad_stream;
+  o.wgrad_stream = weight_gradients_beside(c);
   o.stem_channels = c.stem_channels;
   // Data parallel's buckets start their all-reduces as gradients arrive; batched casts deliver them all at the end.
   o.batched_casts = c.batched_casts && world == 1;

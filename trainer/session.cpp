@@ -187,6 +187,11 @@ void Session::build_model() {
   if (config.batched_casts && world() > 1 && primary()) {
     log_warn("batched_casts: off: under data parallel each gradient goes to its bucket as it arrives");
   }
+  if (config.wgrad_stream == WgradStream::kAuto && config.fusion == Fusion::kConv && !weight_gradients_beside(config) &&
+      primary()) {
+    log_info("wgrad_stream: auto: the weight gradients in line, beside decode: gpu (the graph's second-stream "
+             "branches hold up nvJPEG's hardware calls)");
+  }
   model = models::create(config.model, model_options(config, static_cast<int64_t>(info.classes.size()), world()));
   if (const int64_t fixed = model->fixed_image_size(); fixed > 0 && config.image_size != fixed) {
     throw ConfigError(strprintf("config key 'image_size': %s takes %lld px images only, not %d", config.model.c_str(),

@@ -195,6 +195,24 @@ TEST(Config, YamlDumpReadsBackIdentically) {
   EXPECT_EQ(back.lr_milestones, (std::vector<int>{1, 2, 3}));
 }
 
+// wgrad_stream was a switch (on/off) before auto: both spellings of the old values still read, quoted or not.
+TEST(Config, WgradStreamTakesAutoOnAndOff) {
+  for (const auto& [text, value] : std::vector<std::pair<std::string, WgradStream>>{
+           {"wgrad_stream: on", WgradStream::kOn},
+           {"wgrad_stream: \"off\"", WgradStream::kOff},
+           {"wgrad_stream: auto", WgradStream::kAuto}}) {
+    Config c;
+    apply_yaml_text(c, text, "test");
+    EXPECT_EQ(c.wgrad_stream, value) << text;
+  }
+  Config c;
+  apply_overrides(c, {{"wgrad_stream", "off"}});
+  EXPECT_EQ(c.wgrad_stream, WgradStream::kOff);
+  const std::string e = config_error_of([&] { apply_overrides(c, {{"wgrad_stream", "sometimes"}}); });
+  EXPECT_NE(e.find("wgrad_stream"), std::string::npos) << e;
+  EXPECT_NE(e.find("auto"), std::string::npos) << e;
+}
+
 // Strings a plain YAML scalar would change or break (found by fuzz_config: the dump of a value with a control byte
 // was not YAML): each reads back as written (string keys are trimmed when parsed, so no value has blank edges). A path
 // with " #" used to come back cut at the comment.

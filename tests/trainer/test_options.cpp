@@ -1,6 +1,6 @@
 // tests/trainer/test_options.cpp: the parts' options from the configuration: the input's decode budget from
 // decode_memory_mb, or from the memory shared by the processes of a launch on this host; the decode threads' share
-// modes; batched_casts for one process only.
+// modes; batched_casts for one process only; wgrad_stream's auto.
 #include "trainer/options.h"
 
 #include <gtest/gtest.h>
@@ -62,6 +62,36 @@ TEST(Options, BatchedCastsAreForOneProcessOnly) {
   EXPECT_TRUE(model_options(config, 10).batched_casts);
   EXPECT_TRUE(model_options(config, 10, 1).batched_casts);
   EXPECT_FALSE(model_options(config, 10, 2).batched_casts);
+}
+
+// wgrad_stream: auto runs the weight gradients beside the data gradients unless nvJPEG decodes beside the step (a
+// folder with decode: gpu); on and off are kept whatever the data.
+TEST(Options, WgradStreamAutoIsOffOnlyBesideGpuDecoding) {
+  Config config;
+  EXPECT_EQ(config.wgrad_stream, WgradStream::kAuto);
+  struct Case {
+    DataSource data;
+    Decode decode;
+    WgradStream setting;
+    bool beside;
+  };
+  const Case cases[] = {
+      {DataSource::kFolder, Decode::kCpu, WgradStream::kAuto, true},
+      {DataSource::kFolder, Decode::kGpu, WgradStream::kAuto, false},
+      {DataSource::kSynthetic, Decode::kGpu, WgradStream::kAuto, true},  // synthetic data decodes nothing
+      {DataSource::kSynthetic, Decode::kCpu, WgradStream::kAuto, true},
+      {DataSource::kFolder, Decode::kGpu, WgradStream::kOn, true},
+      {DataSource::kFolder, Decode::kCpu, WgradStream::kOff, false},
+      {DataSource::kSynthetic, Decode::kCpu, WgradStream::kOff, false},
+  };
+  for (const Case& c : cases) {
+    config.data = c.data;
+    config.decode = c.decode;
+    config.wgrad_stream = c.setting;
+    SCOPED_TRACE(name_of(c.data) + " " + name_of(c.decode) + " " + name_of(c.setting));
+    EXPECT_EQ(weight_gradients_beside(config), c.beside);
+    EXPECT_EQ(model_options(config, 10).wgrad_stream, c.beside);
+  }
 }
 
 }  // namespace
