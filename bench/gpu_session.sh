@@ -492,6 +492,13 @@ if has decodeload; then  # what bounds GPU decoding on 8 cores: the step beside 
       --files 256 --seconds 3 $step 2>&1 \
       | grep -E "^beside|^train|decode thread|submitted|hardware calls beside" | tee -a "$OUT/decode_load.txt"
   done
+  # DECODELOAD_OFFSETS="1 2 3 ...": the graph with its branches again, the decoder's streams taken that many pool
+  # streams further along, onto other hardware queues: does one offset free nvJPEG's calls with the side stream on?
+  for k in ${DECODELOAD_OFFSETS:-}; do
+    echo "cores ${DECODELOAD_CORES:-0-7}, --step-model resnet50 --decode-stream-offset $k:" | tee -a "$OUT/decode_load.txt"
+    taskset -c "${DECODELOAD_CORES:-0-7}" "$build/rn50" bench-decode --decode gpu --files 256 --seconds 3 \
+      --step-model resnet50 --decode-stream-offset "$k" 2>&1 | grep -E "hardware calls beside" | tee -a "$OUT/decode_load.txt"
+  done
   cat "$OUT/decode_load.txt" >> "$OUT/table.txt"
   pack
 fi

@@ -25,6 +25,11 @@ void use_side_stream(int device) {
       c10::cuda::getStreamFromPool(/*isHighPriority=*/false, static_cast<c10::DeviceIndex>(device)));
 }
 
+void skip_high_priority_streams(int device, int count) {
+  for (int i = 0; i < count; ++i)
+    (void)c10::cuda::getStreamFromPool(/*isHighPriority=*/true, static_cast<c10::DeviceIndex>(device));
+}
+
 void normalize_into(const at::Tensor& images, at::Tensor& out, const float scale[3], const float shift[3]) {
   TORCH_CHECK(images.is_cuda() && images.scalar_type() == at::kByte && images.dim() == 4 && images.size(3) == 3 &&
                   images.is_contiguous(),

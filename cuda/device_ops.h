@@ -16,6 +16,11 @@ namespace rn50::cuda {
 // every eager step (warm-up included) must run on the stream the capture will use.
 void use_side_stream(int device);
 
+// Takes `count` of LibTorch's high-priority pool streams on `device` and drops them, so that the next ones taken (GPU
+// decoding's) are further along the pool and land on other CUDA hardware queues: a probe of which queue meets the
+// captured step's branches (rn50 bench-decode --decode-stream-offset).
+void skip_high_priority_streams(int device, int count);
+
 // Writes normalised images (x / 255 - mean) / std from device uint8 NHWC into `out`, a preallocated
 // [N, C, H, W] float, half or bfloat16 tensor in NCHW or channels-last layout, in one kernel; C is 3, or up to 8 with
 // zeros past the third (a ResNet stem's padded input).

@@ -42,6 +42,7 @@ namespace {
 }  // namespace
 
 void use_side_stream(int) { no_cuda("use_side_stream"); }
+void skip_high_priority_streams(int, int) { no_cuda("skip_high_priority_streams"); }
 void normalize_into(const at::Tensor&, at::Tensor&, const float[3], const float[3]) { no_cuda("normalize_into"); }
 
 class UpdateTable {};
