@@ -328,8 +328,16 @@ class Doctor {
       model_step_.reset();  // its memory, before the second step's
       ModelStep::Options in_line{quick_};
       in_line.wgrad_stream = false;
-      step = std::make_unique<ModelStep>(options_.model, device_.str(), in_line);
-      rate = step->images_per_s(quick_);
+      try {
+        step = std::make_unique<ModelStep>(options_.model, device_.str(), in_line);
+        rate = step->images_per_s(quick_);
+      } catch (const std::exception& e) {  // as a failed decode measurement: a row, and no GPU path suggested
+        rows_.insert(rows_.begin() + static_cast<std::ptrdiff_t>(gpu_decode_rows_at_),
+                     Row{"gpu", "JPEG decode+augment on the GPU", "failed", "warn",
+                         std::string("the step beside it: ") + e.what()});
+        gpu_decode_unavailable_ = "its measurement failed";
+        return;
+      }
     }
     gpu_decode_ = gpu_decode_rates(rows, jpegs_, device_.index(), quick_, rate,
                                    static_cast<int>(models::input_channels(options_.model, ModelStep::kStemChannels)),
