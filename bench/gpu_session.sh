@@ -497,7 +497,8 @@ if has decodeload; then  # what bounds GPU decoding on 8 cores: the step beside 
   for k in ${DECODELOAD_OFFSETS:-}; do
     echo "cores ${DECODELOAD_CORES:-0-7}, --step-model resnet50 --decode-stream-offset $k:" | tee -a "$OUT/decode_load.txt"
     taskset -c "${DECODELOAD_CORES:-0-7}" "$build/rn50" bench-decode --decode gpu --files 256 --seconds 3 \
-      --step-model resnet50 --decode-stream-offset "$k" 2>&1 | grep -E "hardware calls beside" | tee -a "$OUT/decode_load.txt"
+      --step-model resnet50 --decode-stream-offset "$k" 2>&1 | grep -E "hardware calls beside|rror" \
+      | tee -a "$OUT/decode_load.txt"
   done
   cat "$OUT/decode_load.txt" >> "$OUT/table.txt"
   pack

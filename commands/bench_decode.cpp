@@ -99,10 +99,8 @@ int bench_gpu(const cxxopts::ParseResult& parsed, const std::vector<std::vector<
   }
   bench::QueueStep queue_step;
   if (model_step) queue_step = [&] { model_step->queue(); };
-  const int stream_offset = parsed["decode-stream-offset"].as<int>();
-  if (stream_offset < 0 || stream_offset > 64)
-    throw ConfigError(strprintf("--decode-stream-offset must be 0 to 64 (got %d)", stream_offset));
-  if (stream_offset > 0) cuda::skip_high_priority_streams(gpu_index(device), stream_offset);
+  if (const int offset = parsed["decode-stream-offset"].as<int>(); offset > 0)
+    cuda::skip_high_priority_streams(gpu_index(device), offset);
   input::GpuDecoderOptions decoder;
   decoder.hardware_no_pipeline = parsed.count("nvjpeg-no-pipeline") > 0;
   decoder.planar = parsed.count("decode-yuv") > 0;
@@ -183,7 +181,7 @@ int bench_decode_command(int argc, char** argv) {
       "--step-model: its weight gradients in line on one stream (the graph without the second stream's branches)")(
       "decode-stream-offset",
       "--decode gpu: take this many of LibTorch's high-priority pool streams before the decoder takes its own, so that "
-      "its streams land on other CUDA hardware queues (a probe of which queue meets the step's graph; 0 to 64)",
+      "its streams land on other CUDA hardware queues (a probe of which queue meets the step's graph; 0 to 31)",
       cxxopts::value<int>()->default_value("0"))(
       "nvjpeg-no-pipeline", "--decode gpu: the hardware decoder with NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE")(
       "cpu-load",
@@ -213,8 +211,11 @@ int bench_decode_command(int argc, char** argv) {
   if (repeat > 1 && decode != Decode::kGpu) throw ConfigError("--repeat is for --decode gpu");
   if (parsed.count("pin") && decode != Decode::kCpu) throw ConfigError("--pin is for CPU decoding (--decode cpu)");
   if (parsed["cpu-load"].as<int>() != 0 && decode != Decode::kGpu) throw ConfigError("--cpu-load is for --decode gpu");
-  if (parsed["decode-stream-offset"].as<int>() != 0 && decode != Decode::kGpu)
-    throw ConfigError("--decode-stream-offset is for --decode gpu");
+  // LibTorch's pools hand out 32 streams a priority in turn: offsets past 31 repeat those below.
+  const int stream_offset = parsed["decode-stream-offset"].as<int>();
+  if (stream_offset < 0 || stream_offset > 31)
+    throw ConfigError(strprintf("--decode-stream-offset must be 0 to 31 (got %d)", stream_offset));
+  if (stream_offset != 0 && decode != Decode::kGpu) throw ConfigError("--decode-stream-offset is for --decode gpu");
   if ((parsed.count("step-model") || parsed.count("step-eager") || parsed.count("step-wgrad-inline")) &&
       decode != Decode::kGpu)
     throw ConfigError("--step-model, --step-eager and --step-wgrad-inline are for --decode gpu");

@@ -150,15 +150,18 @@ struct GpuDecodeRates {
   std::optional<double> in_training;  // what training with it would get (doctor::gpu_decode_in_training)
 };
 
+constexpr char kGpuDecodeCheck[] = "JPEG decode+augment on the GPU";  // the row of decode: gpu's stage
+
 // decode: gpu's stage on the doctor's JPEGs (batches of 256, nvJPEG and rn50's kernel), alone and beside the step
-// training with it runs (`step`, whose rate is `model_rate` at batch 256), as rows; its rates where it ran, otherwise why not in
-// `unavailable`. Beside the real step, since a stand-in of its length did not slow nvJPEG's calls as training's step
-// does (docs/doctor.md). One decoder's measurement, though the rate differs between decoders (docs/gpu-decoding.md).
+// training with it runs (`step`, whose rate is `model_rate` at batch 256), as rows; its rates where it ran, otherwise
+// why not in `unavailable`. Beside the real step, since a stand-in of its length did not slow nvJPEG's calls as
+// training's step does (docs/doctor.md). One decoder's measurement, though the rate differs between decoders
+// (docs/gpu-decoding.md).
 GpuDecodeRates gpu_decode_rates(std::vector<Row>& rows, const std::vector<std::vector<uint8_t>>& jpegs, int device,
                                 bool quick, double model_rate, int channels, const bench::QueueStep& step,
                                 std::string& unavailable) {
   constexpr int kBatch = ModelStep::kGpuBatchSize;
-  const char* check = "JPEG decode+augment on the GPU";
+  const char* check = kGpuDecodeCheck;
   if (!input::built_with_nvjpeg()) {
     rows.push_back({"gpu", check, "not in this build", "info", "nvJPEG was not found when rn50 was built"});
     unavailable = "this build has no nvJPEG";
@@ -174,8 +177,8 @@ GpuDecodeRates gpu_decode_rates(std::vector<Row>& rows, const std::vector<std::v
     if (step_ms > 0 && g.step_ms > 0 && g.decode_ahead_ms > 0) {
       rates.in_training = doctor::gpu_decode_in_training(model_rate, kBatch, g.step_ms, g.decode_ahead_ms);
       rows.push_back({"gpu", "GPU decode beside the model's step", fmt_rate(*rates.in_training), "info",
-                      strprintf("what training would get: its step (weight gradients in line, as with decode: gpu; "
-                                "%.1f ms alone) took %.1f ms a batch with "
+                      strprintf("what training would get: the step training with decode: gpu runs (%.1f ms alone) "
+                                "took %.1f ms a batch with "
                                 "the decode submitted %d ahead; nvJPEG's hardware calls %.0f us an image beside it, "
                                 "%.0f alone",
                                 g.step_ms, g.decode_ahead_ms, g.decode_ahead_batches, g.ahead_hardware_us_per_image,
@@ -323,8 +326,8 @@ class Doctor {
   void gpu_decode_rows() {
     std::vector<Row> rows;
     std::unique_ptr<ModelStep> step;
-    double rate = 0;
-    if (input::built_with_nvjpeg()) {
+    double rate = step_rate_;
+    if (input::built_with_nvjpeg() && models::has_weight_gradient_stream(options_.model)) {
       model_step_.reset();  // its memory, before the second step's
       ModelStep::Options in_line{quick_};
       in_line.wgrad_stream = false;
@@ -333,15 +336,18 @@ class Doctor {
         rate = step->images_per_s(quick_);
       } catch (const std::exception& e) {  // as a failed decode measurement: a row, and no GPU path suggested
         rows_.insert(rows_.begin() + static_cast<std::ptrdiff_t>(gpu_decode_rows_at_),
-                     Row{"gpu", "JPEG decode+augment on the GPU", "failed", "warn",
+                     Row{"gpu", kGpuDecodeCheck, "failed", "warn",
                          std::string("the step beside it: ") + e.what()});
         gpu_decode_unavailable_ = "its measurement failed";
         return;
       }
     }
+    ModelStep* beside = step ? step.get() : model_step_.get();  // the model's own where the two would not differ
     gpu_decode_ = gpu_decode_rates(rows, jpegs_, device_.index(), quick_, rate,
                                    static_cast<int>(models::input_channels(options_.model, ModelStep::kStemChannels)),
-                                   [&] { step->queue(); }, gpu_decode_unavailable_);
+                                   beside ? bench::QueueStep([beside] { beside->queue(); }) : bench::QueueStep(),
+                                   gpu_decode_unavailable_);
+    if (beside) torch::cuda::synchronize(device_.index());  // a failed measurement may leave steps queued
     rows_.insert(rows_.begin() + static_cast<std::ptrdiff_t>(gpu_decode_rows_at_), rows.begin(), rows.end());
   }
 
@@ -449,7 +455,8 @@ class Doctor {
   std::unique_ptr<monitor::NvmlApi> nvml_;          // where the driver's NVML opens
   std::string nvml_why_not_;                        // why it does not
   std::optional<monitor::NvmlDevice> nvml_device_;  // the CUDA device's, where there is one
-  std::unique_ptr<ModelStep> model_step_;           // the model's step, timed
+  std::unique_ptr<ModelStep> model_step_;           // the model's step, timed (and beside GPU decoding, where
+                                                    // wgrad_stream does not act in the model)
   GpuDecodeRates gpu_decode_;                       // decode: gpu's stage, where measured
   size_t gpu_decode_rows_at_ = 0;                   // where its rows go
   std::string gpu_decode_unavailable_;

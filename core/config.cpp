@@ -53,12 +53,12 @@ double parse_double(const std::string& key, const std::string& raw, const char* 
   return x;
 }
 
-bool parse_bool(const std::string& key, const std::string& raw) {
+bool parse_bool(const std::string& key, const std::string& raw, const char* expected = "on or off") {
   std::string v = trim(raw);
   std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
   if (v == "on" || v == "true" || v == "yes" || v == "1") return true;
   if (v == "off" || v == "false" || v == "no" || v == "0") return false;
-  bad_value(key, raw, "on or off");
+  bad_value(key, raw, expected);
 }
 
 std::string format_double(double x) {
@@ -226,6 +226,20 @@ ConfigKey choice_key(const char* name, E Config::*member, const std::string& hel
           [=](const Config& c) { return name_in_table(c.*member); }};
 }
 
+// wgrad_stream: auto, or on and off in every spelling a switch takes (it was one before auto; `--wgrad-stream` alone
+// still turns it on).
+ConfigKey wgrad_key(const char* name, WgradStream Config::*member, const std::string& help) {
+  return {name, help + " (auto|on|off)",
+          [=](Config& c, const std::string& v) {
+            std::string t = trim(v);
+            std::transform(t.begin(), t.end(), t.begin(), [](unsigned char ch) { return std::tolower(ch); });
+            c.*member = t == "auto"                              ? WgradStream::kAuto
+                        : parse_bool(name, v, "auto, on or off") ? WgradStream::kOn
+                                                                 : WgradStream::kOff;
+          },
+          [=](const Config& c) { return name_in_table(c.*member); }, /*on_off=*/true};
+}
+
 ConfigKey int_list_key(const char* name, std::vector<int> Config::*member, const char* help) {
   return {name, help,
           [=](Config& c, const std::string& v) {
@@ -370,11 +384,11 @@ std::vector<ConfigKey> make_keys() {
       choice_key("fusion_kernels", &C::fusion_kernels,
                  "fusion: bn's kernels: auto (cuDNN's for BatchNorm+ReLU, rn50's for the rest: the fastest), or rn50 "
                  "(rn50's everywhere: no cuDNN reserve space kept for the backward)"),
-      choice_key("wgrad_stream", &C::wgrad_stream,
-                 "fusion: conv: each bottleneck's weight gradients on a second CUDA stream, beside its data gradients "
-                 "(captured in the CUDA graph as parallel branches; the same kernels and results either way): on, "
-                 "off (in line), or auto: on, but off with decode: gpu (the graph's branches hold up nvJPEG's "
-                 "hardware calls)"),
+      wgrad_key("wgrad_stream", &C::wgrad_stream,
+                "fusion: conv: each bottleneck's weight gradients on a second CUDA stream, beside its data gradients "
+                "(captured in the CUDA graph as parallel branches; the same kernels and results either way): on, "
+                "off (in line), or auto: on, but off with decode: gpu (the graph's branches hold up nvJPEG's "
+                "hardware calls)"),
       choice_key("conv_prologue", &C::conv_prologue,
                  "fusion: conv: where the previous BatchNorm's scale, bias and ReLU run for conv2 and conv3, forward "
                  "and in their weight gradients: fused (in the convolution), separate (a pass of its own, then the "
@@ -439,7 +453,6 @@ void apply_yaml_node(Config& config, const YAML::Node& root, const std::string& 
 }  // namespace
 
 std::string name_of(DataSource value) { return name_in_table(value); }
-std::string name_of(WgradStream value) { return name_in_table(value); }
 std::string name_of(Decode value) { return name_in_table(value); }
 std::string name_of(LrScheduleKind value) { return name_in_table(value); }
 std::string name_of(Tf32 value) { return name_in_table(value); }
@@ -447,6 +460,7 @@ std::string name_of(Precision value) { return name_in_table(value); }
 std::string name_of(Fusion value) { return name_in_table(value); }
 std::string name_of(FusionKernels value) { return name_in_table(value); }
 std::string name_of(ConvPrologue value) { return name_in_table(value); }
+std::string name_of(WgradStream value) { return name_in_table(value); }
 std::string name_of(OptimizerKind value) { return name_in_table(value); }
 std::string name_of(DistBackend value) { return name_in_table(value); }
 

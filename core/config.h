@@ -20,7 +20,7 @@ enum class Precision { kFp32, kBf16, kFp16 };   // fp32 | bf16 | fp16
 enum class Fusion { kOff, kBatchNorm, kConv };  // off | bn | conv
 enum class FusionKernels { kAuto, kRn50 };      // auto | rn50
 enum class ConvPrologue { kTimed, kFused, kSeparate };  // timed | fused | separate
-enum class WgradStream { kAuto, kOn, kOff };    // auto | on | off
+enum class WgradStream { kAuto, kOn, kOff };           // auto | on | off
 enum class OptimizerKind { kSgd, kAdamW };      // sgd | adamw
 enum class DistBackend { kAuto, kNccl, kGloo, kShm };  // auto | nccl | gloo | shm
 std::string name_of(DataSource value);

@@ -61,6 +61,10 @@ std::shared_ptr<Classifier> create(const std::string& name, const ModelOptions& 
 // Whether the named model's stem takes stem_channels (the ResNets); the others ignore the option.
 bool takes_stem_channels(const std::string& name);
 
+// Whether wgrad_stream acts in the named model: fusion: conv's fused bottlenecks run their weight gradients on a second
+// stream (ResNet-50, -101 and -152; ResNeXt's grouped bottlenecks and the basic blocks run as fusion: bn).
+bool has_weight_gradient_stream(const std::string& name);
+
 // The image channels a training input of the named model is given: its stem_channels where it takes them, else 3.
 // Every model's forward takes 3-channel images; one with stem_channels > 3 also takes that many without copying them
 // (the channels past 3 meet zero weights, so they must be finite; the sources write zeros there).

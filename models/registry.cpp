@@ -32,15 +32,16 @@ struct Entry {
   std::string name;
   Factory factory;
   bool stem_channels = false;  // the stem takes ModelOptions::stem_channels (models/stem.h)
+  bool wgrad_stream = false;   // fusion: conv's fused bottlenecks: ModelOptions::wgrad_stream acts
 };
 
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> table = {
       {"resnet18", [](const ModelOptions& o) { return make_resnet(18, o); }, true},
       {"resnet34", [](const ModelOptions& o) { return make_resnet(34, o); }, true},
-      {"resnet50", [](const ModelOptions& o) { return make_resnet(50, o); }, true},
-      {"resnet101", [](const ModelOptions& o) { return make_resnet(101, o); }, true},
-      {"resnet152", [](const ModelOptions& o) { return make_resnet(152, o); }, true},
+      {"resnet50", [](const ModelOptions& o) { return make_resnet(50, o); }, true, true},
+      {"resnet101", [](const ModelOptions& o) { return make_resnet(101, o); }, true, true},
+      {"resnet152", [](const ModelOptions& o) { return make_resnet(152, o); }, true, true},
       {"resnext50_32x4d", [](const ModelOptions& o) { return make_resnet(50, o, 32, 4); }, true},
       {"convnext_tiny", make_convnext_tiny},
       {"vit_b_16", make_vit_b_16},
@@ -66,6 +67,8 @@ std::shared_ptr<Classifier> create(const std::string& name, const ModelOptions& 
 }
 
 bool takes_stem_channels(const std::string& name) { return find(name).stem_channels; }
+
+bool has_weight_gradient_stream(const std::string& name) { return find(name).wgrad_stream; }
 
 int64_t input_channels(const std::string& name, int64_t stem_channels) {
   return takes_stem_channels(name) ? std::max<int64_t>(3, stem_channels) : 3;

@@ -32,7 +32,8 @@ input::InputOptions input_options(const Config& config, const LaunchEnv& launch)
 // The model's options; `world`: the processes of a data-parallel run (batched_casts stays off with more than one).
 models::ModelOptions model_options(const Config& config, int64_t num_classes, int world = 1);
 // wgrad_stream resolved: on and off as set; auto is on, but off where nvJPEG decodes beside the step (decode: gpu on a
-// folder): the graph's second-stream branches held its hardware calls for a whole step (docs/gpu-decoding.md).
+// folder, whatever decode_cpu_share leaves it): the graph's second-stream branches held its hardware calls for a whole
+// step (docs/gpu-decoding.md).
 bool weight_gradients_beside(const Config& config);
 StepOptions step_options(const Config& config);
 // The optimizer for `model`: its no-decay names come from the model (unless decay_bn_and_bias).

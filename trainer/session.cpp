@@ -187,8 +187,8 @@ void Session::build_model() {
   if (config.batched_casts && world() > 1 && primary()) {
     log_warn("batched_casts: off: under data parallel each gradient goes to its bucket as it arrives");
   }
-  if (config.wgrad_stream == WgradStream::kAuto && config.fusion == Fusion::kConv && !weight_gradients_beside(config) &&
-      primary()) {
+  if (config.wgrad_stream == WgradStream::kAuto && config.fusion == Fusion::kConv &&
+      models::has_weight_gradient_stream(config.model) && !weight_gradients_beside(config) && primary()) {
     log_info("wgrad_stream: auto: the weight gradients in line, beside decode: gpu (the graph's second-stream "
              "branches hold up nvJPEG's hardware calls)");
   }

@@ -48,7 +48,8 @@ def main():
 
     runs = json.load(open(os.path.join(opts.out, "ablation.json")))["runs"]
     # Quick mode on the CPU: baseline, 7 alone, 7 all-but-one, all (no fp16 nor the switches that need fusion), on JPEG
-    # data; the same on synthetic data but for +loader and all-loader (no loader there: they would equal the baseline and "all").
+    # data; the same on synthetic data but for +loader and all-loader (no loader there: they would equal the baseline
+    # and "all").
     check(len(runs) == 30, f"30 runs expected, got {len(runs)}")
     check(not any(r["data"] == "synthetic" and "loader" in r["label"] for r in runs), "a loader run on synthetic data")
     check(all(r["summary"] for r in runs), "a run without a summary")

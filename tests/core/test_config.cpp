@@ -195,12 +195,17 @@ TEST(Config, YamlDumpReadsBackIdentically) {
   EXPECT_EQ(back.lr_milestones, (std::vector<int>{1, 2, 3}));
 }
 
-// wgrad_stream was a switch (on/off) before auto: both spellings of the old values still read, quoted or not.
+// wgrad_stream was a switch (on/off) before auto: every spelling a switch takes still reads, quoted or not, and the
+// dump says auto, on or off.
 TEST(Config, WgradStreamTakesAutoOnAndOff) {
   for (const auto& [text, value] : std::vector<std::pair<std::string, WgradStream>>{
            {"wgrad_stream: on", WgradStream::kOn},
            {"wgrad_stream: \"off\"", WgradStream::kOff},
-           {"wgrad_stream: auto", WgradStream::kAuto}}) {
+           {"wgrad_stream: auto", WgradStream::kAuto},
+           {"wgrad_stream: Auto", WgradStream::kAuto},
+           {"wgrad_stream: true", WgradStream::kOn},
+           {"wgrad_stream: No", WgradStream::kOff},
+           {"wgrad_stream: 1", WgradStream::kOn}}) {
     Config c;
     apply_yaml_text(c, text, "test");
     EXPECT_EQ(c.wgrad_stream, value) << text;
@@ -208,9 +213,10 @@ TEST(Config, WgradStreamTakesAutoOnAndOff) {
   Config c;
   apply_overrides(c, {{"wgrad_stream", "off"}});
   EXPECT_EQ(c.wgrad_stream, WgradStream::kOff);
+  EXPECT_NE(to_yaml(c).find("wgrad_stream: off"), std::string::npos) << to_yaml(c);
   const std::string e = config_error_of([&] { apply_overrides(c, {{"wgrad_stream", "sometimes"}}); });
   EXPECT_NE(e.find("wgrad_stream"), std::string::npos) << e;
-  EXPECT_NE(e.find("auto"), std::string::npos) << e;
+  EXPECT_NE(e.find("auto, on or off"), std::string::npos) << e;
 }
 
 // Strings a plain YAML scalar would change or break (found by fuzz_config: the dump of a value with a control byte

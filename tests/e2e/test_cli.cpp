@@ -290,8 +290,10 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   expect_exit_2_naming("bench-decode --decode gpu --files 1 --pin", "--pin is for CPU decoding");
   expect_exit_2_naming("bench-decode --files 1 --cpu-load 2", "--cpu-load is for --decode gpu");
   expect_exit_2_naming("bench-decode --files 1 --decode-stream-offset 3", "--decode-stream-offset is for --decode gpu");
-  expect_exit_2_naming("bench-decode --decode gpu --files 1 --decode-stream-offset 65",
-                       "--decode-stream-offset must be 0 to 64 (got 65)");
+  expect_exit_2_naming("bench-decode --decode gpu --files 1 --decode-stream-offset 32",
+                       "--decode-stream-offset must be 0 to 31 (got 32)");
+  expect_exit_2_naming("bench-decode --decode gpu --files 1 --decode-stream-offset -1",
+                       "--decode-stream-offset must be 0 to 31 (got -1)");
   const std::string step_flags = "--step-model, --step-eager and --step-wgrad-inline are for --decode gpu";
   expect_exit_2_naming("bench-decode --files 1 --step-model resnet50", step_flags);
   expect_exit_2_naming("bench-decode --files 1 --step-eager", step_flags);

@@ -112,5 +112,15 @@ TEST(Registry, EveryShippedConfigNamesARegisteredModel) {
   EXPECT_GE(files, 8);  // smoke, imagenet, baseline, optimized and one per port
 }
 
+// wgrad_stream acts only where fusion: conv fuses bottlenecks (the start-up line and the doctor's second step key on
+// it): not in the basic-block ResNets, ResNeXt's grouped bottlenecks (fusion: bn's kernels) or the other families.
+TEST(Registry, OnlyTheBottleneckResNetsHaveAWeightGradientStream) {
+  for (const std::string name : names()) {
+    const bool expected = name == "resnet50" || name == "resnet101" || name == "resnet152";
+    EXPECT_EQ(has_weight_gradient_stream(name), expected) << name;
+  }
+  EXPECT_THROW(has_weight_gradient_stream("resnet51"), ConfigError);
+}
+
 }  // namespace
 }  // namespace rn50::models
