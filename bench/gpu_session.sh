@@ -283,7 +283,7 @@ if has datapath; then  # JPEG training at the fused speed on 16 cores and on 8 (
   # CPU and GPU decoding and both at once (decode_cpu_share: auto), against synthetic data of the same steps, and the doctor's verdict on each core count: epochs
   # of 200 steps of 256 (DATAPATH_COPIES x 12,800 ImageNet-sized files: the copies are hard links, decoded again each
   # time; what is measured is the rate, not what is learnt). DATAPATH_RUNS picks runs (default every one: synthetic
-  # cpu16 gpu16 cpu8 gpu8 share8 share16 gpu8x2, about 50 s each; share8x2 and gpu8ws on request; x2: gpu_decoders 2;
+  # cpu16 gpu16 cpu8 gpu8 share8 share16 gpu8x2, about 50 s each; share8x2, gpu8ws and share8ws on request; x2: gpu_decoders 2;
   # ws: wgrad_stream on, the side stream that auto leaves out beside decode: gpu), so that
   # the stage fits one call beside a build;
   # DATAPATH_DOCTOR_CORES the doctor's core sets (default "0-15 0-7"; empty: none).
@@ -324,6 +324,8 @@ if has datapath; then  # JPEG training at the fused speed on 16 cores and on 8 (
     dprun dp_share8x2_$rep 0-7 --data-root "$dp" --decode gpu --decode-cpu-share auto --gpu-decoders 2
     # The weight gradients on the side stream beside nvJPEG (auto puts them in line there: gpu-decoding.md).
     dprun dp_gpu8ws_$rep 0-7 --data-root "$dp" --decode gpu --wgrad-stream=on
+    # The same beside the share: nvJPEG then decodes about half the images, so its held calls may still keep up.
+    dprun dp_share8ws_$rep 0-7 --data-root "$dp" --decode gpu --decode-cpu-share auto --wgrad-stream=on
   done
   for cores in ${DATAPATH_DOCTOR_CORES-0-15 0-7}; do  # DATAPATH_DOCTOR_CORES="": no doctor runs
     taskset -c $cores "$build/rn50" doctor --json --data-root "$dp" > "$OUT/dp_doctor_$cores.json" 2> "$OUT/dp_doctor_$cores.err"
@@ -344,7 +346,7 @@ def rates(name):
     return [r["images_per_s"] for r in epochs(name)]
 base = rates("dp_synthetic")
 for name in ["dp_synthetic", "dp_cpu16", "dp_gpu16", "dp_cpu8", "dp_gpu8", "dp_share8", "dp_share16", "dp_gpu8x2",
-             "dp_share8x2", "dp_gpu8ws"]:
+             "dp_share8x2", "dp_gpu8ws", "dp_share8ws"]:
     v = rates(name)
     if not v or not base:
         print(f"{name}: no measured epochs"); continue
