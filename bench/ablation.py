@@ -96,7 +96,10 @@ def run_one(opts, data, data_args, batch, steps, label, on, names, log_dir):
     cmd = [opts.rn50, "train", *data_args, "--model", opts.model, "--device", opts.device, "--batch-size", str(batch),
            "--epochs", str(1 + opts.repeats), "--max-steps", str(steps), "--warmup-epochs", "0",
            "--validate=off", "--log-every", "1000000", "--image-size", str(opts.image_size),
-           "--val-resize", str(opts.image_size), "--out-dir", out_dir, "--checkpoint=off", *switch_args(on, names)]
+           "--val-resize", str(opts.image_size), "--out-dir", out_dir, "--checkpoint=off", *switch_args(on, names),
+           # One plan cache for the matrix: fusion: conv's plans and prologues are timed by the first run that meets
+           # each shape and taken by the others (the timed epochs come after the first either way).
+           "--plan-cache", os.path.join(opts.work, "fusion-conv-plans.txt")]
     if data == "synthetic":
         cmd += ["--synthetic-images", str(batch * steps)]
     if os.path.exists(os.path.join(out_dir, "metrics.jsonl")):

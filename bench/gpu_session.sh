@@ -3,7 +3,8 @@
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
 #   STAGES="build test cudatests dptest dpshared mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode datapath hostile ncu curves
-#           pinning decodeprobe decodeload doctor baseline ptx roundtrip ablation ports opbench stemab castab stempool ab checkhost"
+#           pinning decodeprobe decodeload doctor baseline ptx roundtrip ablation ports opbench stemab castab stempool ab checkhost
+#           plancache"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
 #   gpudecode makes the JPEG files when the jpeg stage did not run; JPEG_NOISE=20: ImageNet-sized files, see $jpeg;
 #   GPUDECODE_AHEAD="3": gpudecode also trains with decode_ahead_batches 3; ports: PORTS_MODELS, PORTS_UNFUSED,
@@ -582,6 +583,23 @@ if has ab; then  # this tree against AB_OLD (built in the background since the b
   OUT="$OUT" OLD="$AB_OLD" SKIP_BUILD=1 CONFIGS="${AB_CONFIGS:-synthetic}" REPS="${AB_REPS:-1}" bench/ab_speed.sh \
     > "$OUT/ab.txt" 2>&1
   tail -4 "$OUT/ab.txt"; pack
+fi
+if has plancache; then  # fusion: conv's start-up with the plan cache: a run that times every choice and saves them
+  # (cold), one that takes them from the file (warm), and one without it (off); configs/optimized.yaml, synthetic data,
+  # 3 epochs: the first epoch's seconds (planning, capture) and the later epochs' images/s.
+  rm -f /tmp/plancache.txt
+  for run in cold warm off; do
+    cache=/tmp/plancache.txt; [[ $run == off ]] && cache=off
+    rm -rf "/tmp/runs/pc_$run"
+    "$build/rn50" train --config configs/optimized.yaml --data synthetic --epochs 3 --out-dir "/tmp/runs/pc_$run" \
+      --plan-cache "$cache" > "$OUT/plancache_$run.log" 2>&1 || tail -3 "$OUT/plancache_$run.log"
+    python3 -c "import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if '\"type\":\"epoch\"' in l]
+print('plancache', sys.argv[2], 'first epoch %.2f s' % r[0]['wall_s'], 'then', [round(e['images_per_s'], 1) for e in r[1:]])" \
+      "/tmp/runs/pc_$run/metrics.jsonl" "$run" | tee -a "$OUT/table.txt"
+    grep -E "plan cache" "$OUT/plancache_$run.log" | cut -c1-200 | tee -a "$OUT/table.txt"
+  done
+  pack
 fi
 if has checkhost; then  # the GPU image's runtime library set, collected from this pip install and run alone
   readelf -d "$build/rn50" | grep NEEDED > "$OUT/needed.txt"

@@ -394,6 +394,11 @@ std::vector<ConfigKey> make_keys() {
                  "and in their weight gradients: fused (in the convolution), separate (a pass of its own, then the "
                  "plain convolution), or timed (the faster of the two, timed once per pattern and shape before the "
                  "step is captured; logged)"),
+      string_key("plan_cache", &C::plan_cache,
+                 "fusion: conv: a file that keeps the timed choices (each convolution pattern's cuDNN plan, each "
+                 "prologue's form) between runs, so that a run on the same GPU, driver, cuDNN and rn50 build takes "
+                 "them from it instead of timing them again: auto ($RN50_CACHE_DIR, else $XDG_CACHE_HOME/rn50, else "
+                 "$HOME/.cache/rn50, file fusion-conv-plans.txt), off (every choice timed), or the file's path"),
       int_key("stem_channels", &C::stem_channels,
               "ResNets: the stem convolution's input channels: 3 (the image's), or 4 or 8 (zero channels added to the "
               "image and the weight each step: the same results, on cuDNN's kernels for those channel counts)"),
@@ -528,6 +533,7 @@ void validate(Config& c) {
   require(c.decode_ahead_batches >= 1 && c.decode_ahead_batches <= 4, "decode_ahead_batches", "must be 1 to 4");
   require(c.gpu_decoders >= 1 && c.gpu_decoders <= 4, "gpu_decoders", "must be 1 to 4");
   require(c.stem_channels == 3 || c.stem_channels == 4 || c.stem_channels == 8, "stem_channels", "must be 3, 4 or 8");
+  require(!c.plan_cache.empty(), "plan_cache", "must be auto, off or a file's path");
   require(c.decode_cpu_share.automatic || (c.decode_cpu_share.fraction >= 0 && c.decode_cpu_share.fraction <= 1),
           "decode_cpu_share", "must be auto or 0 to 1");
   require(c.decode == Decode::kGpu || (!c.decode_cpu_share.automatic && c.decode_cpu_share.fraction == 0),

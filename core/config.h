@@ -114,6 +114,7 @@ struct Config {
   // fusion: conv: weight gradients on a second stream beside the data gradients (auto: but not with decode: gpu)
   WgradStream wgrad_stream = WgradStream::kAuto;
   ConvPrologue conv_prologue = ConvPrologue::kTimed;  // fusion: conv: where conv2's and conv3's prologues run
+  std::string plan_cache = "auto";  // fusion: conv: the file keeping its timed choices between runs (auto, off, a path)
   int stem_channels = 3;  // ResNets: the stem convolution's input channels, the image's 3 zero-padded to 4 or 8
   bool batched_casts = false;  // fusion: conv: the bottlenecks' float16 weights and their gradients cast in one launch
   bool fuse_stem_pool = false;  // fusion bn or conv: ResNets' stem BatchNorm+ReLU+max-pool as one op (ops/max_pool.h)

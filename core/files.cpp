@@ -115,7 +115,10 @@ bool LineReader::next(std::string& line) {
 std::string temporary_path(const std::string& path) { return path + ".tmp"; }
 
 void write_atomically(const std::string& path, const void* data, size_t size) {
-  const std::string tmp = temporary_path(path);
+  write_atomically(path, data, size, temporary_path(path));
+}
+
+void write_atomically(const std::string& path, const void* data, size_t size, const std::string& tmp) {
   // A second stop signal during the write removes the temporary before the process exits (core/stop.h).
   stop::set_pending_temporary(tmp);
   struct Clear {

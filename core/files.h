@@ -73,6 +73,9 @@ std::string temporary_path(const std::string& path);
 // Writes temporary_path(path), flushes it to disk, renames it over `path` and flushes the folder; on failure
 // removes the temporary and throws std::runtime_error, `path` untouched.
 void write_atomically(const std::string& path, const void* data, size_t size);
+// The same through a temporary named `staging` (in path's folder): for a file that several processes may write at
+// once, each with a staging name of its own, so that one's partial file is never renamed by another.
+void write_atomically(const std::string& path, const void* data, size_t size, const std::string& staging);
 inline void write_atomically(const std::string& path, const std::vector<uint8_t>& bytes) {
   write_atomically(path, bytes.data(), bytes.size());
 }

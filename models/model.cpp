@@ -1,7 +1,8 @@
-// models/model.cpp: what every model shares: its parameters in channels-last memory.
+// models/model.cpp: what every model shares: its parameters in channels-last memory, the fused ops' plan context.
 #include <torch/utils.h>
 
 #include "models/model.h"
+#include "ops/fused_conv.h"
 
 namespace rn50::models {
 
@@ -11,5 +12,7 @@ void to_channels_last(torch::nn::Module& model) {
     if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
   }
 }
+
+std::string fusion_plan_context() { return ops::fused_conv_plan_context(); }
 
 }  // namespace rn50::models

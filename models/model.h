@@ -65,6 +65,10 @@ bool takes_stem_channels(const std::string& name);
 // stream (ResNet-50, -101 and -152; ResNeXt's grouped bottlenecks and the basic blocks run as fusion: bn).
 bool has_weight_gradient_stream(const std::string& name);
 
+// What fusion: conv's timed plan choices depend on besides their GPU, pattern and shape (this rn50's build, the cuDNN
+// library loaded, the CUDA driver; "" in a CPU-only build): the plan cache's context (core/plan_cache.h).
+std::string fusion_plan_context();
+
 // The image channels a training input of the named model is given: its stem_channels where it takes them, else 3.
 // Every model's forward takes 3-channel images; one with stem_channels > 3 also takes that many without copying them
 // (the channels past 3 meet zero weights, so they must be finite; the sources write zeros there).

@@ -4,7 +4,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <memory>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "cuda/cuda_check.h"
@@ -352,6 +355,31 @@ std::string knob_choices(const Descriptor& config) {
 
 }  // namespace
 
+namespace {
+
+// Finalizes a plan of the configuration into p (its engine and knobs described already); false, with why, where
+// cuDNN refuses.
+bool finalize(cudnnHandle_t handle, const Descriptor& config, Plan* p, std::string* why) {
+  auto plan = std::make_unique<Descriptor>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  plan->set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  plan->set_handle(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, handle);
+#pragma GCC diagnostic pop
+  const cudnnStatus_t s = plan->try_finalize();
+  if (s != CUDNN_STATUS_SUCCESS) {
+    *why += " engine " + std::to_string(p->engine) + ": " + cudnnGetErrorString(s) + ";";
+    return false;
+  }
+  int64_t got = 0;
+  RN50_CUDNN_CHECK(cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
+                                            &got, &p->workspace_bytes));
+  p->plan = std::move(plan);
+  return true;
+}
+
+}  // namespace
+
 std::vector<Plan> candidate_plans(cudnnHandle_t handle, const Descriptor& graph, int max_plans, std::string* why_none) {
   std::vector<Plan> plans;
   std::string why;
@@ -369,26 +397,28 @@ std::vector<Plan> candidate_plans(cudnnHandle_t handle, const Descriptor& graph,
       const bool seen = std::any_of(plans.begin(), plans.end(),
                                     [&](const Plan& q) { return q.engine == p.engine && q.knobs == p.knobs; });
       if (seen && p.engine >= 0 && !p.knobs.empty()) continue;
-      auto plan = std::make_unique<Descriptor>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-      plan->set_desc(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config);
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-      plan->set_handle(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, handle);
-#pragma GCC diagnostic pop
-      const cudnnStatus_t s = plan->try_finalize();
-      if (s != CUDNN_STATUS_SUCCESS) {
-        why += " engine " + std::to_string(p.engine) + ": " + cudnnGetErrorString(s) + ";";
-        continue;
-      }
-      int64_t got = 0;
-      RN50_CUDNN_CHECK(cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
-                                                1, &got, &p.workspace_bytes));
-      p.plan = std::move(plan);
-      plans.push_back(std::move(p));
+      if (finalize(handle, config, &p, &why)) plans.push_back(std::move(p));
     }
   }
   if (plans.empty() && why_none) *why_none = why.empty() ? "no engine configuration offered" : why.substr(1);
   return plans;
+}
+
+std::optional<Plan> plan_of(cudnnHandle_t handle, const Descriptor& graph, int64_t engine, const std::string& knobs) {
+  if (engine < 0) return std::nullopt;
+  std::string why;
+  for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
+    for (Descriptor& config : heuristic_configs(graph, mode, &why)) {
+      Plan p;
+      describe_engine(config, &p);
+      if (p.engine != engine) continue;
+      p.knobs = knob_choices(config);
+      if (p.knobs != knobs) continue;
+      if (finalize(handle, config, &p, &why)) return std::optional<Plan>(std::move(p));
+      return std::nullopt;  // the same configuration from another mode would not finalize either
+    }
+  }
+  return std::nullopt;
 }
 
 Plan choose_plan(std::vector<Plan> candidates, const RunPlan& run, cudaStream_t stream, int warmup, int repeats) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,11 @@ using RunPlan = std::function<void(const Plan&)>;
 // B's not listed already (the fallback list only where neither offers one that builds); `why_none` says what failed
 // when the list is empty. At most `max_plans`.
 std::vector<Plan> candidate_plans(cudnnHandle_t handle, const Descriptor& graph, int max_plans, std::string* why_none);
+
+// The configuration named by cuDNN's engine index and knob settings (as a Plan of candidate_plans describes them),
+// looked up in the same heuristics' lists and finalized: a choice made before (ops/plan_cache.h) built without
+// building and timing the others. None where no list offers it or it does not finalize.
+std::optional<Plan> plan_of(cudnnHandle_t handle, const Descriptor& graph, int64_t engine, const std::string& knobs);
 
 // The fastest of the candidates, each run `warmup` + `repeats` times through `run` on `stream` (not under capture),
 // its time_ms set; with `repeats` 0 the first, untimed. A candidate whose warm-up run throws std::runtime_error (a

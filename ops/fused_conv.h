@@ -94,8 +94,12 @@ std::string fused_conv_unsupported_reason(const at::Tensor& x);
 // "engine 23 (4 candidates, 0.412 ms)" or the reason none was found.
 std::string last_plan_description();
 
+// What fusion: conv's plan choices depend on besides the GPU, pattern and shape, for the plan cache's file
+// (ops/plan_cache.h): this rn50's build, the cuDNN library loaded and the CUDA driver ("" in a CPU-only build).
+std::string fused_conv_plan_context();
+
 // The choices PrologueRun::kTimed made (on any thread: each thread chooses for itself) since the last call, one line
-// each (pattern, shapes, both times, the one kept), for the log; cleared.
+// each (pattern, shapes, both times, the one kept; or that the plan cache gave it), for the log; cleared.
 std::vector<std::string> take_prologue_choices();
 
 }  // namespace rn50::ops

@@ -10,9 +10,11 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -25,6 +27,8 @@
 #include "ops/cudnn_graph.h"
 #include "ops/cudnn_handle.h"
 #include "ops/current_stream.h"
+#include "core/build_info.h"
+#include "core/plan_cache.h"
 #include "ops/fused_conv.h"
 
 namespace rn50::ops {
@@ -199,6 +203,7 @@ struct Cached {
   std::unique_ptr<cg::Descriptor> graph;
   cg::Plan plan;
   Variant variant;
+  int variant_index = 0;  // in kVariants
   std::string description, error;
 };
 
@@ -266,6 +271,79 @@ Key key_of(Pattern pattern, int device, const Shapes& s, bool reproducible) {
           reproducible};
 }
 
+// Whether the search tries a typing for the pattern: only the prologue's parameters have a narrow form, and only the
+// patterns with intermediates try their two types.
+bool variant_applies(Variant v, Pattern pattern, const Shapes& s) {
+  if (v.narrow_params && !s.prologue) return false;
+  return v.float_virtual || pattern == Pattern::kForwardStats || pattern == Pattern::kBackwardFilter ||
+         pattern == Pattern::kBackwardDataBn;
+}
+
+// The GPU as one word of the plan cache's keys: its name, SM count and compute capability (a MIG slice of the same
+// GPU has fewer SMs, and its best plans may differ).
+std::string gpu_word(int device) {
+  static std::mutex mutex;
+  static std::map<int, std::string> words;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto it = words.find(device);
+  if (it == words.end()) {
+    cudaDeviceProp p{};
+    RN50_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+    std::string name = p.name;
+    for (char& c : name) {
+      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) c = '_';
+    }
+    it = words.emplace(device, name + "-sm" + std::to_string(p.multiProcessorCount) + "-cc" +
+                                   std::to_string(p.major) + std::to_string(p.minor)).first;
+  }
+  return it->second;
+}
+
+std::string join(const std::vector<int64_t>& v) {
+  std::string out;
+  for (const int64_t x : v) out += (out.empty() ? "" : "x") + std::to_string(x);
+  return out;
+}
+
+// The plan cache's key for a pattern and shape on a device: one word, e.g.
+// "NVIDIA_H200-sm132-cc90/wgrad/f16/x256x64x56x56/w64x64x3x3/s1p1/prologue".
+std::string cache_key(Pattern pattern, int device, const Shapes& s) {
+  std::string p = pattern_name(pattern);
+  for (char& c : p) {
+    if (c == '+') c = '_';
+  }
+  return gpu_word(device) + "/" + p + "/" + (s.type == CUDNN_DATA_HALF ? "f16" : "bf16") + "/x" + join(s.x) + "/w" +
+         join(s.w) + "/s" + std::to_string(s.stride) + "p" + std::to_string(s.padding) +
+         (s.prologue ? "/prologue" : "");
+}
+
+// The plan a run before chose for this pattern and shape (ops/plan_cache.h), built without a search: its typing's
+// graph and only that configuration finalized. False where it no longer builds (the caller searches).
+bool plan_from_choice(const PlanChoice& choice, Pattern pattern, const Shapes& shapes, cudnnHandle_t handle,
+                      Cached* cached) {
+  if (choice.variant < 0 || choice.variant >= static_cast<int>(std::size(kVariants))) return false;
+  const Variant v = kVariants[choice.variant];
+  if (!variant_applies(v, pattern, shapes)) return false;
+  try {
+    auto builder = std::make_unique<cg::GraphBuilder>();
+    build_graph(*builder, pattern, shapes, v);
+    auto graph = std::make_unique<cg::Descriptor>(builder->build(handle));
+    std::optional<cg::Plan> plan = cg::plan_of(handle, *graph, choice.engine, choice.knobs);
+    if (!plan) return false;
+    plan->time_ms = static_cast<float>(choice.time_ms);
+    cached->plan = std::move(*plan);
+    cached->graph = std::move(graph);
+    cached->builder = std::move(builder);
+    cached->variant = v;
+    cached->variant_index = choice.variant;
+    return true;
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::runtime_error&) {  // a cuDNN call's status
+    return false;
+  }
+}
+
 // Configurations timed for each pattern, shape and variant (cudnn_graph.cpp says why this many).
 constexpr int kMaxCandidates = 16;
 
@@ -290,14 +368,21 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
     // a runtime-compiled generic engine that takes another typing can be several times slower. Deterministic cuDNN
     // asked for (at::Context, as rn50's tests do): the first deterministic plan of the first variant that has one, by
     // the heuristics' order alone, so that every process chooses the same and reruns compute the same bits.
-    for (const Variant v : kVariants) {
-      if (reproducible && cached->plan.plan) break;
-      // Only the prologue's parameters have a narrow form; other patterns try the intermediates' two types.
-      if (v.narrow_params && !shapes.prologue) continue;
-      if (!v.float_virtual && pattern != Pattern::kForwardStats && pattern != Pattern::kBackwardFilter &&
-          pattern != Pattern::kBackwardDataBn) {
-        continue;  // no intermediates
+    // A choice a run before saved (core/plan_cache.h) is built alone and untimed; deterministic plans are never
+    // timed, so they do not use it.
+    PlanCache* disk = reproducible ? nullptr : current_plan_cache();
+    const std::string disk_key = disk ? cache_key(pattern, device, shapes) : "";
+    bool from_disk = false;
+    if (disk) {
+      if (const std::optional<PlanChoice> choice = disk->plan(disk_key)) {
+        from_disk = plan_from_choice(*choice, pattern, shapes, handle, cached.get());
+        if (!from_disk) disk->drop_plan(disk_key);  // no longer offered: searched for again below
       }
+    }
+    for (size_t vi = 0; vi < std::size(kVariants) && !from_disk; ++vi) {
+      const Variant v = kVariants[vi];
+      if (reproducible && cached->plan.plan) break;
+      if (!variant_applies(v, pattern, shapes)) continue;
       auto builder = std::make_unique<cg::GraphBuilder>();
       try {
         build_graph(*builder, pattern, shapes, v);
@@ -328,16 +413,26 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
         cached->graph = std::move(graph);
         cached->builder = std::move(builder);
         cached->variant = v;
+        cached->variant_index = static_cast<int>(vi);
       } catch (const c10::Error&) {
         throw;  // out of memory and other LibTorch errors are not cuDNN refusing the graph
       } catch (const std::runtime_error& e) {
         why += " " + variant_name(v) + ": " + e.what() + ";";  // a cuDNN call's status
       }
     }
+    if (cached->plan.plan && disk && !from_disk) {
+      disk->put_plan(disk_key, PlanChoice{cached->variant_index, cached->plan.engine, cached->plan.knobs,
+                                          static_cast<double>(cached->plan.time_ms)});
+    }
     if (cached->plan.plan) {
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       char text[256];
-      if (reproducible) {
+      if (from_disk) {
+        std::snprintf(text, sizeof(text), "%s: engine %lld%s, %.3f ms when chosen, from the plan cache, planned in "
+                      "%.2f s; %s", pattern_name(pattern), static_cast<long long>(cached->plan.engine),
+                      cached->plan.runtime_compiled ? " (runtime-compiled)" : "", cached->plan.time_ms, seconds,
+                      variant_name(cached->variant).c_str());
+      } else if (reproducible) {
         std::snprintf(text, sizeof(text),
                       "%s: engine %lld%s, the heuristics' first deterministic one (deterministic "
                       "cuDNN), planned in %.2f s; %s",
@@ -491,6 +586,21 @@ bool run_separately(Pattern pattern, const Shapes& s, const at::Tensor& like, Pr
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   RN50_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
   if (capture != cudaStreamCaptureStatusNone) return false;  // no timing under capture: the fused form, not kept
+  PlanCache* disk = current_plan_cache();
+  const std::string disk_key = disk ? cache_key(pattern, like.get_device(), s) : "";
+  if (disk) {
+    if (const std::optional<bool> separate = disk->prologue_separate(disk_key)) {
+      const std::string line =
+          shape_text(pattern, s) + ": prologue " + (*separate ? "separately" : "fused") + ", from the plan cache";
+      {
+        ChoiceLog& log = choice_log();
+        const std::lock_guard<std::mutex> lock(log.mutex);
+        log.lines.push_back(line);
+      }
+      tp.separate.emplace(key, *separate);
+      return *separate;
+    }
+  }
   // Either form may have no plan (cuDNN has no fused bfloat16 weight gradient); only both failing is an error.
   double fused_ms = -1, separate_ms = -1;
   std::string fused_error;
@@ -522,6 +632,7 @@ bool run_separately(Pattern pattern, const Shapes& s, const at::Tensor& like, Pr
     log.lines.emplace_back(text);
   }
   tp.separate.emplace(key, choice);
+  if (disk) disk->put_prologue(disk_key, choice);
   return choice;
 }
 
@@ -763,6 +874,13 @@ std::string fused_conv_unsupported_reason(const at::Tensor& x) {
 }
 
 std::string last_plan_description() { return thread_plans().last; }
+
+std::string fused_conv_plan_context() {
+  int driver = 0;
+  RN50_CUDA_CHECK(cudaDriverGetVersion(&driver));
+  return build_summary() + "; cuDNN " + std::to_string(cudnnGetVersion()) + " loaded; CUDA driver " +
+         std::to_string(driver);
+}
 
 std::vector<std::string> take_prologue_choices() {
   ChoiceLog& log = choice_log();

@@ -32,6 +32,7 @@ std::string fused_conv_unsupported_reason(const at::Tensor& x) {
   return x.is_cuda() ? "this rn50 was built without CUDA" : "on the CPU";
 }
 std::string last_plan_description() { return ""; }
+std::string fused_conv_plan_context() { return ""; }
 std::vector<std::string> take_prologue_choices() { return {}; }
 
 }  // namespace rn50::ops

@@ -23,6 +23,7 @@
 #include "core/files.h"
 #include "core/launch_env.h"
 #include "core/log.h"
+#include "core/plan_cache.h"
 #include "cuda/cuda_support.h"
 #include "cuda/device_ops.h"
 #include "input/source.h"
@@ -107,6 +108,20 @@ Session::Session(const Config& config, const LaunchEnv& launch, std::unique_ptr<
   if (launch.world_size > 1) {
     distributed = std::make_unique<parallel::Distributed>(launch, distributed_options(config), device);
   }
+  // fusion: conv times its plans and prologues on the first step; a file keeps those choices for the next run. Not
+  // under deterministic cuDNN, which takes its plans untimed.
+  if (device.is_cuda() && config.fusion == Fusion::kConv && !config.deterministic) {
+    const std::string path = plan_cache_path(config.plan_cache);
+    if (path.empty()) {
+      plan_cache_status = config.plan_cache == "off" ? "off: every choice timed"
+                                                     : "off: no folder for it ($RN50_CACHE_DIR, $XDG_CACHE_HOME and "
+                                                       "$HOME unset)";
+    } else {
+      plan_cache = std::make_unique<PlanCache>(path, models::fusion_plan_context());
+      plan_cache_use = std::make_unique<UsePlanCache>(*plan_cache);
+      plan_cache_status = plan_cache->note();
+    }
+  }
   input::InputContext context;
   context.device = device;
   context.rank = rank();
@@ -137,7 +152,27 @@ Session::Session(const Config& config, const LaunchEnv& launch, std::unique_ptr<
   if (device.is_cuda() && primary()) start_sampler();  // only rank 0's epoch record is written
 }
 
-Session::~Session() = default;
+Session::~Session() {
+  try {
+    save_plan_cache();
+  } catch (...) {  // logging failed: nothing left to tell
+  }
+}
+
+void Session::save_plan_cache() {
+  if (!plan_cache) return;
+  const std::string failure = plan_cache->save();
+  if (!failure.empty()) {
+    log_warn(failure);
+    return;
+  }
+  if (primary() && !plan_cache_reported_) {
+    plan_cache_reported_ = true;
+    log_info(strprintf("plan cache: %lld choices from %s, %lld timed and kept there",
+                       static_cast<long long>(plan_cache->hits()), plan_cache->path().c_str(),
+                       static_cast<long long>(plan_cache->misses())));
+  }
+}
 
 int Session::world() const { return distributed ? distributed->world_size() : 1; }
 int Session::rank() const { return distributed ? distributed->rank() : 0; }
@@ -333,6 +368,7 @@ void Session::log_start() const {
   rows.emplace_back("(optimizer)", optimizer->describe());
   if (config.cuda_graph) rows.emplace_back("(cuda graph)", step->graph_status());
   if (!allocator_status.empty()) rows.emplace_back("(allocator)", allocator_status);
+  if (!plan_cache_status.empty()) rows.emplace_back("(plan cache)", plan_cache_status);
   if (config.fusion != Fusion::kOff) rows.emplace_back("(fusion)", model->describe_fusion(step->images()));
   rows.emplace_back("(utilisation)", sampler_status.empty() ? "unavailable on the CPU" : sampler_status);
   rows.emplace_back("(classes)", std::to_string(source->info().classes.size()));

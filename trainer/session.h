@@ -25,6 +25,8 @@ class InputSource;
 namespace monitor {
 class UtilisationSampler;
 }
+class PlanCache;
+class UsePlanCache;
 namespace parallel {
 class Distributed;
 class GradientBuckets;
@@ -78,6 +80,9 @@ struct Session {
   void close_data_parallel();
   // The start-up table: the resolved configuration and what the run found.
   void log_start() const;
+  // fusion: conv's timed choices to the plan cache's file where anything was chosen since the last save (after the
+  // first epoch, and when the session ends); logs what the file gave and a failure to write.
+  void save_plan_cache();
   // Images per step over all ranks.
   int64_t global_batch() const { return static_cast<int64_t>(loop.batch_size) * world(); }
 
@@ -95,6 +100,9 @@ struct Session {
   std::unique_ptr<monitor::UtilisationSampler> sampler;
   std::string sampler_status;
   std::string allocator_status;  // what expandable_segments gave, for the start-up table
+  std::unique_ptr<PlanCache> plan_cache;         // fusion: conv on a GPU, plan_cache not off
+  std::unique_ptr<UsePlanCache> plan_cache_use;  // after it: the ops stop consulting it before it goes
+  std::string plan_cache_status;                      // for the start-up table
   LrSchedule schedule;
   int64_t start_epoch = 0;
   int64_t start_epoch_step = 0;  // a checkpoint written mid-epoch: the steps of start_epoch already done
@@ -102,6 +110,7 @@ struct Session {
 
  private:
   const Config& config_;  // for the start-up table, config.yaml and the ranks' consistency check
+  bool plan_cache_reported_ = false;
   void remove_stale_temporaries() const;
   void add_curves(const std::optional<ResumePoint>& resumed);
   void build_model();

@@ -83,6 +83,7 @@ class EpochLoop {
       const auto t0 = Clock::now();
       const int64_t first_step = epoch == s_.start_epoch ? s_.start_epoch_step : 0;
       EpochRecord record = train_epoch(epoch, first_step);
+      if (epoch == s_.start_epoch) s_.save_plan_cache();  // the choices are made in the first steps
       if (s_.distributed) s_.average_buffers();
       if (stop_.signal) {  // mid-epoch: a checkpoint that resumes at the next step, and the stop's record
         stopped_mid_epoch(epoch, record);

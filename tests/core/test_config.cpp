@@ -95,6 +95,7 @@ TEST(Config, RangesBoundValuesThatWouldExhaustMemoryOrOverflow) {
                                                                     {"decode_cpu_share", "-0.1"},
                                                                     {"decode_cpu_share", "half"},
                                                                     {"price_per_hour", "1e300"},
+                                                                    {"plan_cache", ""},
                                                                     {"synthetic_images", "9223372036854775807"}};
   for (const auto& [key, value] : hostile) {
     Config c;
@@ -217,6 +218,23 @@ TEST(Config, WgradStreamTakesAutoOnAndOff) {
   const std::string e = config_error_of([&] { apply_overrides(c, {{"wgrad_stream", "sometimes"}}); });
   EXPECT_NE(e.find("wgrad_stream"), std::string::npos) << e;
   EXPECT_NE(e.find("auto, on or off"), std::string::npos) << e;
+}
+
+// plan_cache: auto by default, off or a path as given, and not empty.
+TEST(Config, PlanCacheIsAutoOffOrAPath) {
+  Config c;
+  c.data = DataSource::kSynthetic;
+  EXPECT_EQ(c.plan_cache, "auto");
+  apply_overrides(c, {{"plan_cache", "/data/plans.txt"}});
+  EXPECT_EQ(c.plan_cache, "/data/plans.txt");
+  validate(c);
+  Config back;
+  apply_yaml_text(back, to_yaml(c), "dump");
+  EXPECT_EQ(back.plan_cache, "/data/plans.txt");
+  apply_overrides(c, {{"plan_cache", ""}});
+  const std::string e = config_error_of([&] { validate(c); });
+  EXPECT_NE(e.find("plan_cache"), std::string::npos) << e;
+  EXPECT_NE(e.find("auto, off or a file's path"), std::string::npos) << e;
 }
 
 // Strings a plain YAML scalar would change or break (found by fuzz_config: the dump of a value with a control byte

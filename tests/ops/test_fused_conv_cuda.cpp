@@ -2,22 +2,28 @@
 // float64 on fresh random inputs: forward with and without the scale-bias-ReLU prologue and its statistics, the
 // weight gradient with the prologue, the data gradient with dReLU and BatchNorm's backward weights (through to the
 // BatchNorm's input gradient against autograd), the finalize, apply and input-gradient kernels, a captured CUDA graph
-// against eager, every op repeating bit for bit under deterministic cuDNN; the prologue run separately, and the timed
-// choice between the two forms. Prints each case's relative errors, so that the log shows the margins.
+// against eager, every op repeating bit for bit under deterministic cuDNN; the prologue run separately, the timed
+// choice between the two forms, and those choices from the plan cache's file. Prints each case's relative errors, so
+// that the log shows the margins.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "cuda/device_ops.h"
+#include "core/plan_cache.h"
 #include "ops/fused_conv.h"
 #include "tests/support/cuda_test.h"
+#include "tests/support/temp_dir.h"
 
 namespace rn50::ops {
 namespace {
@@ -243,6 +249,121 @@ TEST_F(FusedConvCuda, TimedPrologueChoosesOnceLogsAndReplaysInAGraph) {
   EXPECT_NE(lines[0].find("prologue separately"), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find("fused: no plan"), std::string::npos) << lines[0];
   EXPECT_LT(rel_err(dwb, std::get<1>(grads)), tol_out(at::kBFloat16));
+}
+
+// What one thread computes with a plan cache in use: a new thread has no plans or prologue choices of its own (they
+// are kept per thread), so each comes from the cache or is timed there and then.
+struct CacheRun {
+  ConvStats forward;
+  at::Tensor dw;
+  std::string plan;  // the last plan's description
+  std::vector<std::string> choices;
+  std::string error;
+};
+
+CacheRun run_with_cache(PlanCache& cache, const at::Tensor& x, const at::Tensor& w, const at::Tensor& dy,
+                        const Prologue& p) {
+  CacheRun out;
+  torch::cuda::synchronize();  // the inputs, made on the caller's stream
+  std::thread thread([&] {
+    try {
+      cuda::use_side_stream(0);
+      const UsePlanCache use(cache);
+      out.forward = conv_forward_stats(x, w, {1, 1}, p);
+      out.dw = conv_backward_filter(x, dy, w.sizes(), {1, 1}, p);
+      out.plan = last_plan_description();
+      torch::cuda::synchronize();
+    } catch (const std::exception& e) {
+      out.error = e.what();
+    }
+  });
+  thread.join();
+  out.choices = take_prologue_choices();
+  return out;
+}
+
+std::vector<std::string> lines_starting(const std::string& path, const std::string& prefix) {
+  std::ifstream in(path);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) == 0) out.push_back(line);
+  }
+  return out;
+}
+
+// The plan cache (ops/plan_cache.h): the choices one run timed and saved, a later one takes from the file without
+// timing (each logged so) and computes the same outputs; a choice cuDNN does not offer is searched for again and
+// replaced in the file.
+TEST_F(FusedConvCuda, PlanCacheGivesTheTimedChoicesWithoutTiming) {
+  take_prologue_choices();
+  at::manual_seed(22);
+  const Case s{6, 48, 20, 40, 3, 1};
+  const at::Tensor x = randn_nhwc({s.n, s.c, s.size, s.size}, at::kHalf);
+  const at::Tensor w = randn_nhwc({s.k, s.c, 3, 3}, at::kHalf, 1.0 / std::sqrt(s.c * 9.0));
+  const at::Tensor dy = randn_nhwc({s.n, s.k, s.size, s.size}, at::kHalf);
+  const Prologue p{channel_param(s.c, 0.5, 1.5), channel_param(s.c, -0.5, 0.5), PrologueRun::kTimed};
+  testing::TempDir dir;
+  const std::string path = dir.file("plans.txt");
+  const std::string context = fused_conv_plan_context();
+  std::printf("context: %s\n", context.c_str());
+
+  PlanCache first(path, context);
+  const CacheRun timed = run_with_cache(first, x, w, dy, p);
+  ASSERT_EQ(timed.error, "");
+  ASSERT_EQ(timed.choices.size(), 2U);
+  for (const std::string& line : timed.choices) EXPECT_NE(line.find("ms fused"), std::string::npos) << line;
+  EXPECT_EQ(first.hits(), 0);
+  ASSERT_EQ(first.save(), "");
+  const std::vector<std::string> plans = lines_starting(path, "plan ");
+  EXPECT_GE(plans.size(), 2U);  // both forms of both patterns were planned to be timed
+  EXPECT_EQ(lines_starting(path, "prologue ").size(), 2U);
+  for (const std::string& line : plans) std::printf("%s\n", line.c_str());
+
+  PlanCache second(path, context);
+  const CacheRun cached = run_with_cache(second, x, w, dy, p);
+  ASSERT_EQ(cached.error, "");
+  ASSERT_EQ(cached.choices.size(), 2U);
+  for (size_t i = 0; i < 2; ++i) {
+    std::printf("%s\n%s\n", timed.choices[i].c_str(), cached.choices[i].c_str());
+    EXPECT_NE(cached.choices[i].find("from the plan cache"), std::string::npos) << cached.choices[i];
+    // The same form as timed: "prologue fused" or "prologue separately" in both lines.
+    const bool separately = timed.choices[i].find("prologue separately") != std::string::npos;
+    EXPECT_NE(cached.choices[i].find(separately ? "prologue separately" : "prologue fused"), std::string::npos);
+  }
+  std::printf("timed: %s\ncached: %s\n", timed.plan.c_str(), cached.plan.c_str());
+  EXPECT_NE(cached.plan.find("from the plan cache"), std::string::npos) << cached.plan;
+  EXPECT_EQ(second.misses(), 0);
+  EXPECT_GE(second.hits(), 4);  // two prologue choices and a plan for each pattern run
+  EXPECT_TRUE(at::equal(cached.forward.y, timed.forward.y));  // the same plan
+  EXPECT_LT(rel_err(cached.dw, timed.dw), 1e-3);  // split sums may add in any order
+  EXPECT_EQ(second.save(), "");  // nothing new: the file as it was
+  EXPECT_EQ(lines_starting(path, "plan "), plans);
+
+  // Every engine replaced by one cuDNN does not have: each plan searched for and timed again, the file mended.
+  {
+    std::vector<std::string> text = lines_starting(path, "");
+    std::ofstream out(path);
+    for (std::string& line : text) {
+      if (line.rfind("plan ", 0) == 0) {
+        std::istringstream in(line);
+        std::string verb, key, variant, engine, knobs, ms;
+        in >> verb >> key >> variant >> engine >> knobs >> ms;
+        line = verb + " " + key + " " + variant + " 999999 " + knobs + " " + ms;
+      }
+      out << line << "\n";
+    }
+  }
+  PlanCache third(path, context);
+  const CacheRun searched = run_with_cache(third, x, w, dy, p);
+  ASSERT_EQ(searched.error, "");
+  EXPECT_EQ(searched.plan.find("from the plan cache"), std::string::npos) << searched.plan;
+  EXPECT_GE(third.misses(), 2);
+  EXPECT_TRUE(at::equal(searched.forward.y, timed.forward.y));
+  EXPECT_LT(rel_err(searched.dw, timed.dw), 1e-3);
+  ASSERT_EQ(third.save(), "");
+  for (const std::string& line : lines_starting(path, "plan ")) {
+    EXPECT_EQ(line.find(" 999999 "), std::string::npos) << line;
+  }
 }
 
 // The BatchNorm before the convolution in training: its input x, batch statistics from x itself; the reference is

@@ -1,0 +1,262 @@
+// core/plan_cache.cpp: the plan cache's file (a header, the context, one choice a line), read within bounds and
+// written atomically, and the process's cache in use.
+#include "core/plan_cache.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "core/files.h"
+
+namespace rn50 {
+namespace {
+
+constexpr char kHeader[] = "rn50 fusion-conv plan cache 1";
+constexpr char kFileName[] = "fusion-conv-plans.txt";
+
+struct Entries {
+  std::map<std::string, PlanChoice> plans;
+  std::map<std::string, bool> prologues;
+  size_t size() const { return plans.size() + prologues.size(); }
+};
+
+bool valid_key(const std::string& key) {
+  if (key.empty() || key.size() > kPlanCacheMaxKey) return false;
+  for (const char c : key) {
+    if (c <= ' ' || c > '~') return false;  // printable ASCII, no space: one word of a line
+  }
+  return true;
+}
+
+bool valid_knobs(const std::string& knobs) {  // "type=value,...": digits, '=', ',' and a value's '-'
+  if (knobs.size() > 1024) return false;
+  for (const char c : knobs) {
+    if (!((c >= '0' && c <= '9') || c == '=' || c == ',' || c == '-')) return false;
+  }
+  return true;
+}
+
+template <class T>
+bool parse_number(const std::string& text, T lo, T hi, T* out) {
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < lo || value > hi) return false;
+  *out = value;
+  return true;
+}
+
+bool parse_time(const std::string& text, double* out) {  // from_chars for double is missing from older libstdc++
+  if (text.empty() || text.size() > 32) return false;
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end != text.c_str() + text.size() || !std::isfinite(v) || v < 0 || v > 1e6) return false;
+  *out = v;
+  return true;
+}
+
+std::vector<std::string> words(const std::string& line) {
+  std::vector<std::string> out;
+  std::istringstream in(line);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+// The file's entries where it is a plan cache of this context; otherwise why not (entries then empty). `exists` is
+// false where there is no file at all.
+std::string read_file(const std::string& path, const std::string& context, Entries* entries, bool* exists) {
+  *exists = ::access(path.c_str(), F_OK) == 0 || errno != ENOENT;
+  if (!*exists) return "";
+  Entries got;
+  try {
+    files::LineReader reader(path, kPlanCacheMaxBytes, kPlanCacheMaxLine);
+    std::string line;
+    int64_t number = 0;
+    while (reader.next(line)) {
+      ++number;
+      const std::string at = "line " + std::to_string(number) + ": ";
+      if (number == 1) {
+        if (line != kHeader) return "not a plan cache (its first line is not \"" + std::string(kHeader) + "\")";
+        continue;
+      }
+      if (number == 2) {
+        if (line.rfind("context ", 0) != 0) return at + "no context";
+        if (line.substr(8) != context) return "written for another context (" + line.substr(8) + ")";
+        continue;
+      }
+      const std::vector<std::string> w = words(line);
+      if (got.size() >= kPlanCacheMaxEntries) return "more than " + std::to_string(kPlanCacheMaxEntries) + " choices";
+      if (w.size() == 6 && w[0] == "plan" && valid_key(w[1])) {
+        PlanChoice c;
+        c.knobs = w[4] == "-" ? "" : w[4];
+        if (!parse_number<int>(w[2], 0, 63, &c.variant) || !parse_number<int64_t>(w[3], 0, 1000000000, &c.engine) ||
+            !valid_knobs(c.knobs) || !parse_time(w[5], &c.time_ms)) {
+          return at + "a malformed plan";
+        }
+        got.plans[w[1]] = c;
+      } else if (w.size() == 3 && w[0] == "prologue" && valid_key(w[1]) && (w[2] == "fused" || w[2] == "separate")) {
+        got.prologues[w[1]] = w[2] == "separate";
+      } else {
+        return at + "neither a plan nor a prologue choice";
+      }
+    }
+    if (reader.long_lines() > 0) return "a line longer than " + std::to_string(kPlanCacheMaxLine) + " bytes";
+    if (number < 2) return "no context";
+  } catch (const files::ReadError& e) {
+    return e.what();
+  }
+  *entries = std::move(got);
+  return "";
+}
+
+// The folders above `path`, made where missing (POSIX calls: std::filesystem crashed in tests linked with pip's
+// LibTorch, tests/support/temp_dir.h).
+void make_folders_for(const std::string& path) {
+  for (size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+    const std::string folder = path.substr(0, slash);
+    if (::mkdir(folder.c_str(), 0755) != 0 && errno != EEXIST) {
+      throw std::runtime_error("cannot make " + folder + ": " + files::errno_text(errno));
+    }
+  }
+}
+
+std::atomic<PlanCache*>& in_use() {
+  static std::atomic<PlanCache*> cache{nullptr};
+  return cache;
+}
+
+}  // namespace
+
+PlanCache::PlanCache(std::string path, std::string context) : path_(std::move(path)), context_(std::move(context)) {
+  // A context is one line of the file.
+  for (char& c : context_) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  Entries entries;
+  bool exists = false;
+  const std::string why = read_file(path_, context_, &entries, &exists);
+  if (!exists) {
+    note_ = path_ + ": none yet (written after the first epoch)";
+  } else if (!why.empty()) {
+    note_ = path_ + ": not used, " + why + " (replaced at the next save)";
+  } else {
+    plans_ = std::move(entries.plans);
+    prologues_ = std::move(entries.prologues);
+    note_ = path_ + ": " + std::to_string(plans_.size()) + " plans and " + std::to_string(prologues_.size()) +
+            " prologue choices from it";
+  }
+}
+
+std::string PlanCache::note() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return note_;
+}
+
+std::optional<PlanChoice> PlanCache::plan(const std::string& key) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = plans_.find(key);
+  ++(it == plans_.end() ? misses_ : hits_);
+  if (it == plans_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<bool> PlanCache::prologue_separate(const std::string& key) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  const auto it = prologues_.find(key);
+  ++(it == prologues_.end() ? misses_ : hits_);
+  if (it == prologues_.end()) return std::nullopt;
+  return it->second;
+}
+
+void PlanCache::put_plan(const std::string& key, const PlanChoice& choice) {
+  if (!valid_key(key) || !valid_knobs(choice.knobs) || choice.engine < 0) return;  // not writable: kept out
+  const std::lock_guard<std::mutex> lock(mutex_);
+  plans_[key] = choice;
+  dirty_ = true;
+}
+
+void PlanCache::put_prologue(const std::string& key, bool separate) {
+  if (!valid_key(key)) return;
+  const std::lock_guard<std::mutex> lock(mutex_);
+  prologues_[key] = separate;
+  dirty_ = true;
+}
+
+void PlanCache::drop_plan(const std::string& key) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (plans_.erase(key) == 0) return;
+  dirty_ = true;
+  if (hits_ > 0) {  // its lookup was a hit that gave nothing: searched for after all
+    --hits_;
+    ++misses_;
+  }
+}
+
+std::string PlanCache::save() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (!dirty_) return "";
+  Entries merged;
+  bool exists = false;
+  read_file(path_, context_, &merged, &exists);  // another process's choices, where the file is still valid
+  for (const auto& [key, choice] : plans_) merged.plans[key] = choice;
+  for (const auto& [key, separate] : prologues_) merged.prologues[key] = separate;
+  if (merged.size() > kPlanCacheMaxEntries) merged = Entries{plans_, prologues_};
+  std::ostringstream out;
+  out << kHeader << "\ncontext " << context_ << '\n';
+  out.precision(6);
+  for (const auto& [key, c] : merged.plans) {
+    out << "plan " << key << ' ' << c.variant << ' ' << c.engine << ' ' << (c.knobs.empty() ? "-" : c.knobs) << ' '
+        << std::fixed << c.time_ms << '\n';
+  }
+  for (const auto& [key, separate] : merged.prologues) {
+    out << "prologue " << key << ' ' << (separate ? "separate" : "fused") << '\n';
+  }
+  const std::string text = out.str();
+  try {
+    make_folders_for(path_);
+    files::write_atomically(path_, text.data(), text.size(), path_ + ".tmp." + std::to_string(::getpid()));
+  } catch (const std::exception& e) {
+    return std::string("plan cache not saved: ") + e.what();
+  }
+  dirty_ = false;
+  return "";
+}
+
+int64_t PlanCache::hits() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return hits_;
+}
+
+int64_t PlanCache::misses() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return misses_;
+}
+
+UsePlanCache::UsePlanCache(PlanCache& cache) : previous_(in_use().exchange(&cache)) {}
+UsePlanCache::~UsePlanCache() { in_use().store(previous_); }
+
+PlanCache* current_plan_cache() { return in_use().load(); }
+
+std::string plan_cache_path(const std::string& setting, const std::function<const char*(const char*)>& env) {
+  if (setting == "off") return "";
+  if (setting != "auto") return setting;
+  const auto set = [&](const char* name) -> std::string {
+    const char* v = env(name);
+    return v && *v ? std::string(v) : std::string();
+  };
+  if (const std::string dir = set("RN50_CACHE_DIR"); !dir.empty()) return dir + "/" + kFileName;
+  if (const std::string dir = set("XDG_CACHE_HOME"); !dir.empty()) return dir + "/rn50/" + kFileName;
+  if (const std::string home = set("HOME"); !home.empty()) return home + "/.cache/rn50/" + kFileName;
+  return "";
+}
+
+}  // namespace rn50
