@@ -2,6 +2,8 @@
 // written atomically, and the process's cache in use.
 #include "core/plan_cache.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,7 +39,8 @@ bool valid_key(const std::string& key) {
   return true;
 }
 
-bool valid_knobs(const std::string& knobs) {  // "type=value,...": digits, '=', ',' and a value's '-'
+bool valid_knobs(const std::string& knobs) {  // "none", or "type=value,...": digits, '=', ',' and a value's '-'
+  if (knobs == "none") return true;
   if (knobs.size() > 1024) return false;
   for (const char c : knobs) {
     if (!((c >= '0' && c <= '9') || c == '=' || c == ',' || c == '-')) return false;
@@ -62,6 +65,15 @@ bool parse_time(const std::string& text, double* out) {  // from_chars for doubl
   if (errno != 0 || end != text.c_str() + text.size() || !std::isfinite(v) || v < 0 || v > 1e6) return false;
   *out = v;
   return true;
+}
+
+// Untrusted text for the log: at most 200 bytes, anything but printable ASCII as '?'.
+std::string printable(const std::string& text) {
+  std::string out = text.substr(0, 200);
+  for (char& c : out) {
+    if (c < ' ' || c > '~') c = '?';
+  }
+  return text.size() > out.size() ? out + "..." : out;
 }
 
 std::vector<std::string> words(const std::string& line) {
@@ -90,7 +102,7 @@ std::string read_file(const std::string& path, const std::string& context, Entri
       }
       if (number == 2) {
         if (line.rfind("context ", 0) != 0) return at + "no context";
-        if (line.substr(8) != context) return "written for another context (" + line.substr(8) + ")";
+        if (line.substr(8) != context) return "written for another context (" + printable(line.substr(8)) + ")";
         continue;
       }
       const std::vector<std::string> w = words(line);
@@ -129,6 +141,35 @@ void make_folders_for(const std::string& path) {
   }
 }
 
+// An exclusive lock on PATH.lock for a save's read, merge and rename, so that processes saving at once (the ranks of a
+// data-parallel run, after their first epoch) do not drop each other's choices. Waits at most 2 s for another holder;
+// without the lock the save goes ahead (the rename stays atomic; only a merge can be lost).
+class SaveLock {
+ public:
+  explicit SaveLock(const std::string& path)
+      : fd_(::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ < 0) return;
+    for (int tries = 0; tries < 200; ++tries) {
+      if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {
+        held_ = true;
+        return;
+      }
+      if (errno != EWOULDBLOCK && errno != EINTR) return;
+      ::usleep(10000);
+    }
+  }
+  ~SaveLock() {
+    if (held_) ::flock(fd_, LOCK_UN);
+    if (fd_ >= 0) ::close(fd_);
+  }
+  SaveLock(const SaveLock&) = delete;
+  SaveLock& operator=(const SaveLock&) = delete;
+
+ private:
+  int fd_;
+  bool held_ = false;
+};
+
 std::atomic<PlanCache*>& in_use() {
   static std::atomic<PlanCache*> cache{nullptr};
   return cache;
@@ -149,9 +190,9 @@ PlanCache::PlanCache(std::string path, std::string context) : path_(std::move(pa
   } else if (!why.empty()) {
     note_ = path_ + ": not used, " + why + " (replaced at the next save)";
   } else {
-    plans_ = std::move(entries.plans);
-    prologues_ = std::move(entries.prologues);
-    note_ = path_ + ": " + std::to_string(plans_.size()) + " plans and " + std::to_string(prologues_.size()) +
+    file_plans_ = std::move(entries.plans);
+    file_prologues_ = std::move(entries.prologues);
+    note_ = path_ + ": " + std::to_string(file_plans_.size()) + " plans and " + std::to_string(file_prologues_.size()) +
             " prologue choices from it";
   }
 }
@@ -163,39 +204,45 @@ std::string PlanCache::note() const {
 
 std::optional<PlanChoice> PlanCache::plan(const std::string& key) {
   const std::lock_guard<std::mutex> lock(mutex_);
-  const auto it = plans_.find(key);
-  ++(it == plans_.end() ? misses_ : hits_);
-  if (it == plans_.end()) return std::nullopt;
+  const auto it = file_plans_.find(key);
+  ++(it == file_plans_.end() ? misses_ : hits_);
+  if (it == file_plans_.end()) return std::nullopt;
   return it->second;
 }
 
 std::optional<bool> PlanCache::prologue_separate(const std::string& key) {
   const std::lock_guard<std::mutex> lock(mutex_);
-  const auto it = prologues_.find(key);
-  ++(it == prologues_.end() ? misses_ : hits_);
-  if (it == prologues_.end()) return std::nullopt;
+  const auto it = file_prologues_.find(key);
+  ++(it == file_prologues_.end() ? misses_ : hits_);
+  if (it == file_prologues_.end()) return std::nullopt;
   return it->second;
 }
 
-void PlanCache::put_plan(const std::string& key, const PlanChoice& choice) {
-  if (!valid_key(key) || !valid_knobs(choice.knobs) || choice.engine < 0) return;  // not writable: kept out
+bool PlanCache::has_plan(const std::string& key) const {
   const std::lock_guard<std::mutex> lock(mutex_);
-  plans_[key] = choice;
+  return file_plans_.count(key) > 0;
+}
+
+void PlanCache::put_plan(const std::string& key, const PlanChoice& choice) {
+  if (!valid_key(key) || choice.knobs.empty() || !valid_knobs(choice.knobs) || choice.engine < 0) return;
+  const std::lock_guard<std::mutex> lock(mutex_);
+  new_plans_[key] = choice;
   dirty_ = true;
 }
 
 void PlanCache::put_prologue(const std::string& key, bool separate) {
   if (!valid_key(key)) return;
   const std::lock_guard<std::mutex> lock(mutex_);
-  prologues_[key] = separate;
+  new_prologues_[key] = separate;
   dirty_ = true;
 }
 
 void PlanCache::drop_plan(const std::string& key) {
   const std::lock_guard<std::mutex> lock(mutex_);
-  if (plans_.erase(key) == 0) return;
+  if (file_plans_.erase(key) == 0) return;
+  dropped_[key] = true;
   dirty_ = true;
-  if (hits_ > 0) {  // its lookup was a hit that gave nothing: searched for after all
+  if (hits_ > 0) {  // its lookup was a hit that gave nothing usable: searched for after all
     --hits_;
     ++misses_;
   }
@@ -204,26 +251,43 @@ void PlanCache::drop_plan(const std::string& key) {
 std::string PlanCache::save() {
   const std::lock_guard<std::mutex> lock(mutex_);
   if (!dirty_) return "";
-  Entries merged;
-  bool exists = false;
-  read_file(path_, context_, &merged, &exists);  // another process's choices, where the file is still valid
-  for (const auto& [key, choice] : plans_) merged.plans[key] = choice;
-  for (const auto& [key, separate] : prologues_) merged.prologues[key] = separate;
-  if (merged.size() > kPlanCacheMaxEntries) merged = Entries{plans_, prologues_};
-  std::ostringstream out;
-  out << kHeader << "\ncontext " << context_ << '\n';
-  out.precision(6);
-  for (const auto& [key, c] : merged.plans) {
-    out << "plan " << key << ' ' << c.variant << ' ' << c.engine << ' ' << (c.knobs.empty() ? "-" : c.knobs) << ' '
-        << std::fixed << c.time_ms << '\n';
-  }
-  for (const auto& [key, separate] : merged.prologues) {
-    out << "prologue " << key << ' ' << (separate ? "separate" : "fused") << '\n';
-  }
-  const std::string text = out.str();
+  // A unique staging name for each save of each instance: two instances of one path in a process, or two saves,
+  // never write the same temporary.
+  static std::atomic<int64_t> saves{0};
+  const std::string staging = path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(saves++);
   try {
     make_folders_for(path_);
-    files::write_atomically(path_, text.data(), text.size(), path_ + ".tmp." + std::to_string(::getpid()));
+    const SaveLock file_lock(path_);
+    Entries merged;
+    bool exists = false;
+    read_file(path_, context_, &merged, &exists);  // another process's choices, where the file is still valid
+    for (const auto& [key, choice] : file_plans_) merged.plans[key] = choice;
+    for (const auto& [key, separate] : file_prologues_) merged.prologues[key] = separate;
+    for (const auto& [key, dropped] : dropped_) merged.plans.erase(key);
+    for (const auto& [key, choice] : new_plans_) merged.plans[key] = choice;
+    for (const auto& [key, separate] : new_prologues_) merged.prologues[key] = separate;
+    const auto render = [&](const Entries& e) {
+      std::ostringstream out;
+      out << kHeader << "\ncontext " << context_ << '\n';
+      out.precision(6);
+      for (const auto& [key, c] : e.plans) {
+        out << "plan " << key << ' ' << c.variant << ' ' << c.engine << ' ' << (c.knobs.empty() ? "-" : c.knobs) << ' '
+            << std::fixed << c.time_ms << '\n';
+      }
+      for (const auto& [key, separate] : e.prologues) {
+        out << "prologue " << key << ' ' << (separate ? "separate" : "fused") << '\n';
+      }
+      return out.str();
+    };
+    std::string text = render(merged);
+    // What the next run could not read is not written: this process's choices alone, else nothing.
+    if (merged.size() > kPlanCacheMaxEntries || text.size() > kPlanCacheMaxBytes) {
+      text = render(Entries{new_plans_, new_prologues_});
+      if (new_plans_.size() + new_prologues_.size() > kPlanCacheMaxEntries || text.size() > kPlanCacheMaxBytes) {
+        return "plan cache not saved: more choices than a file may hold";
+      }
+    }
+    files::write_atomically(path_, text.data(), text.size(), staging);
   } catch (const std::exception& e) {
     return std::string("plan cache not saved: ") + e.what();
   }
@@ -239,6 +303,11 @@ int64_t PlanCache::hits() const {
 int64_t PlanCache::misses() const {
   const std::lock_guard<std::mutex> lock(mutex_);
   return misses_;
+}
+
+int64_t PlanCache::added() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<int64_t>(new_plans_.size() + new_prologues_.size());
 }
 
 UsePlanCache::UsePlanCache(PlanCache& cache) : previous_(in_use().exchange(&cache)) {}
@@ -257,6 +326,10 @@ std::string plan_cache_path(const std::string& setting, const std::function<cons
   if (const std::string dir = set("XDG_CACHE_HOME"); !dir.empty()) return dir + "/rn50/" + kFileName;
   if (const std::string home = set("HOME"); !home.empty()) return home + "/.cache/rn50/" + kFileName;
   return "";
+}
+
+std::string plan_cache_path(const std::string& setting) {
+  return plan_cache_path(setting, [](const char* name) { return static_cast<const char*>(std::getenv(name)); });
 }
 
 }  // namespace rn50

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdlib>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -18,7 +17,7 @@ namespace rn50 {
 struct PlanChoice {
   int variant = 0;
   int64_t engine = -1;
-  std::string knobs;  // "type=value,..."; empty where cuDNN did not name them
+  std::string knobs;  // "type=value,...", "none" for an engine without knobs; empty where cuDNN did not name them
   double time_ms = 0;
 };
 
@@ -39,28 +38,35 @@ class PlanCache {
   // One line for the start-up log: how many choices came from the file, or why none did.
   std::string note() const;
 
-  // A lookup counts a hit or a miss. Keys are single words (no whitespace), at most kPlanCacheMaxKey bytes.
+  // The file's choices (never those put by this process: each thread times its own, as without a cache). A lookup
+  // counts a hit or a miss. Keys are single words (no whitespace), at most kPlanCacheMaxKey bytes.
   std::optional<PlanChoice> plan(const std::string& key);
   std::optional<bool> prologue_separate(const std::string& key);
+  bool has_plan(const std::string& key) const;  // counts nothing
+  // New choices, written by the next save. A plan whose knobs cuDNN did not name is not kept: plan_of could not tell
+  // it from the engine's other configurations.
   void put_plan(const std::string& key, const PlanChoice& choice);
   void put_prologue(const std::string& key, bool separate);
-  // A choice from the file that no longer builds (cuDNN no longer offers it): the search's choice replaces it, and
-  // its lookup counts as a miss.
+  // A choice from the file that no longer builds or runs: gone from the file at the next save, its lookup counted as
+  // a miss (the search's choice, put after, replaces it).
   void drop_plan(const std::string& key);
 
-  // Writes the file, atomically through a staging name of this process's own, where anything was put since the last
-  // save, over what another process may have saved meanwhile under the same context (its choices kept, this one's
-  // winning). Returns "" or why it could not write (the run goes on without the file).
+  // Writes the file where anything was put or dropped since the last save: under a lock file (PATH.lock, waited for
+  // at most 2 s), what another process saved meanwhile under the same context is read again and kept, this one's
+  // choices win, and the whole goes through a staging name of this instance's own, renamed over the file. Returns ""
+  // or why it could not write (the run goes on without the file).
   std::string save();
 
   int64_t hits() const;
   int64_t misses() const;
+  int64_t added() const;  // choices put by this process
 
  private:
   mutable std::mutex mutex_;
   std::string path_, context_, note_;
-  std::map<std::string, PlanChoice> plans_;
-  std::map<std::string, bool> prologues_;
+  std::map<std::string, PlanChoice> file_plans_, new_plans_;
+  std::map<std::string, bool> file_prologues_, new_prologues_;
+  std::map<std::string, bool> dropped_;  // keys of file_plans_ dropped, kept out of the merge
   bool dirty_ = false;
   int64_t hits_ = 0, misses_ = 0;
 };
@@ -83,10 +89,8 @@ PlanCache* current_plan_cache();
 
 // The file for the config key plan_cache: "off" gives ""; "auto" gives $RN50_CACHE_DIR, else $XDG_CACHE_HOME/rn50,
 // else $HOME/.cache/rn50, with "/fusion-conv-plans.txt" (or "" where none of them is set); anything else is the
-// file's path. `env` reads a variable (std::getenv; tests pass their own).
-std::string plan_cache_path(const std::string& setting,
-                            const std::function<const char*(const char*)>& env = [](const char* n) {
-                              return static_cast<const char*>(std::getenv(n));
-                            });
+// file's path. `env` reads a variable (std::getenv without it; tests pass their own).
+std::string plan_cache_path(const std::string& setting, const std::function<const char*(const char*)>& env);
+std::string plan_cache_path(const std::string& setting);
 
 }  // namespace rn50

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_event.h"
@@ -329,8 +330,8 @@ void describe_engine(const Descriptor& config, Plan* plan) {
   }
 }
 
-// The configuration's knob choices ("type=value" in cuDNN's order): with the engine, what tells two configurations
-// apart. Empty where cuDNN does not say.
+// The configuration's knob choices ("type=value" in cuDNN's order, "none" for an engine without knobs): with the
+// engine, what tells two configurations apart. Empty where cuDNN does not say.
 std::string knob_choices(const Descriptor& config) {
   DescriptorArray choices = make_descriptors(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, CUDNN_KNOB_TYPE_COUNTS);
   int64_t n = 0;
@@ -350,12 +351,8 @@ std::string knob_choices(const Descriptor& config) {
     }
     out += (out.empty() ? "" : ",") + std::to_string(static_cast<int>(type)) + "=" + std::to_string(value);
   }
-  return out;
+  return n == 0 ? "none" : out;  // an engine without knobs has one configuration: named, unlike one cuDNN hides
 }
-
-}  // namespace
-
-namespace {
 
 // Finalizes a plan of the configuration into p (its engine and knobs described already); false, with why, where
 // cuDNN refuses.
@@ -404,18 +401,30 @@ std::vector<Plan> candidate_plans(cudnnHandle_t handle, const Descriptor& graph,
   return plans;
 }
 
-std::optional<Plan> plan_of(cudnnHandle_t handle, const Descriptor& graph, int64_t engine, const std::string& knobs) {
-  if (engine < 0) return std::nullopt;
+std::optional<Plan> plan_of(cudnnHandle_t handle, const Descriptor& graph, int64_t engine, const std::string& knobs,
+                            int max_plans) {
+  if (engine < 0 || knobs.empty()) return std::nullopt;
+  // The configurations the search could have reached: the first of modes A and B in its order (it finalizes up to
+  // max_plans, passing over those that do not finalize, so a window of four times that), the fallback list only
+  // where A and B list none. A file cannot pick a configuration the search would never have timed.
+  const int window = 4 * max_plans;
   std::string why;
+  int listed = 0;
+  std::vector<std::pair<int64_t, std::string>> seen;
   for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
+    if (mode == CUDNN_HEUR_MODE_FALLBACK && listed > 0) break;
     for (Descriptor& config : heuristic_configs(graph, mode, &why)) {
+      if (listed >= window) return std::nullopt;
       Plan p;
       describe_engine(config, &p);
-      if (p.engine != engine) continue;
       p.knobs = knob_choices(config);
-      if (p.knobs != knobs) continue;
+      const std::pair<int64_t, std::string> id{p.engine, p.knobs};
+      if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
+      seen.push_back(id);
+      ++listed;
+      if (p.engine != engine || p.knobs != knobs) continue;
       if (finalize(handle, config, &p, &why)) return std::optional<Plan>(std::move(p));
-      return std::nullopt;  // the same configuration from another mode would not finalize either
+      return std::nullopt;
     }
   }
   return std::nullopt;

@@ -101,7 +101,7 @@ struct Plan {
   bool runtime_compiled = false;
   bool nondeterministic = false;  // cuDNN's numerical note: results may differ run to run (atomics, split reductions)
   float time_ms = -1.0F;          // when chosen by timing
-  std::string knobs;              // the configuration's knob choices, "type=value,..." (empty where cuDNN does not say)
+  std::string knobs;              // knob choices, "type=value,..." ("none": no knobs; empty: cuDNN does not say)
 };
 
 // Runs one candidate plan once on the current buffers (the caller's variant pack), for timing.
@@ -112,10 +112,12 @@ using RunPlan = std::function<void(const Plan&)>;
 // when the list is empty. At most `max_plans`.
 std::vector<Plan> candidate_plans(cudnnHandle_t handle, const Descriptor& graph, int max_plans, std::string* why_none);
 
-// The configuration named by cuDNN's engine index and knob settings (as a Plan of candidate_plans describes them),
-// looked up in the same heuristics' lists and finalized: a choice made before (ops/plan_cache.h) built without
-// building and timing the others. None where no list offers it or it does not finalize.
-std::optional<Plan> plan_of(cudnnHandle_t handle, const Descriptor& graph, int64_t engine, const std::string& knobs);
+// The configuration named by cuDNN's engine index and knob settings (as a Plan of candidate_plans describes them;
+// knobs named), looked up among those candidate_plans(max_plans) could have reached and finalized: a choice made
+// before (core/plan_cache.h) built without building and timing the others. None where it is not among them or does
+// not finalize.
+std::optional<Plan> plan_of(cudnnHandle_t handle, const Descriptor& graph, int64_t engine, const std::string& knobs,
+                            int max_plans);
 
 // The fastest of the candidates, each run `warmup` + `repeats` times through `run` on `stream` (not under capture),
 // its time_ms set; with `repeats` 0 the first, untimed. A candidate whose warm-up run throws std::runtime_error (a

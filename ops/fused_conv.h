@@ -95,7 +95,7 @@ std::string fused_conv_unsupported_reason(const at::Tensor& x);
 std::string last_plan_description();
 
 // What fusion: conv's plan choices depend on besides the GPU, pattern and shape, for the plan cache's file
-// (ops/plan_cache.h): this rn50's build, the cuDNN library loaded and the CUDA driver ("" in a CPU-only build).
+// (core/plan_cache.h): this rn50's build, the cuDNN library loaded and the CUDA driver ("" in a CPU-only build).
 std::string fused_conv_plan_context();
 
 // The choices PrologueRun::kTimed made (on any thread: each thread chooses for itself) since the last call, one line

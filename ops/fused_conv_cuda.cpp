@@ -20,6 +20,8 @@
 #include <tuple>
 #include <vector>
 
+#include "core/build_info.h"
+#include "core/plan_cache.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_event.h"
 #include "cuda/cudnn_check.h"
@@ -27,8 +29,6 @@
 #include "ops/cudnn_graph.h"
 #include "ops/cudnn_handle.h"
 #include "ops/current_stream.h"
-#include "core/build_info.h"
-#include "core/plan_cache.h"
 #include "ops/fused_conv.h"
 
 namespace rn50::ops {
@@ -204,6 +204,7 @@ struct Cached {
   cg::Plan plan;
   Variant variant;
   int variant_index = 0;  // in kVariants
+  bool untried = false;   // from the plan cache and not yet run: a failure then searches again
   std::string description, error;
 };
 
@@ -271,6 +272,9 @@ Key key_of(Pattern pattern, int device, const Shapes& s, bool reproducible) {
           reproducible};
 }
 
+// Configurations timed for each pattern, shape and variant (cudnn_graph.cpp says why this many).
+constexpr int kMaxCandidates = 16;
+
 // Whether the search tries a typing for the pattern: only the prologue's parameters have a narrow form, and only the
 // patterns with intermediates try their two types.
 bool variant_applies(Variant v, Pattern pattern, const Shapes& s) {
@@ -293,8 +297,8 @@ std::string gpu_word(int device) {
     for (char& c : name) {
       if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) c = '_';
     }
-    it = words.emplace(device, name + "-sm" + std::to_string(p.multiProcessorCount) + "-cc" +
-                                   std::to_string(p.major) + std::to_string(p.minor)).first;
+    name += "-sm" + std::to_string(p.multiProcessorCount) + "-cc" + std::to_string(p.major) + std::to_string(p.minor);
+    it = words.emplace(device, name).first;
   }
   return it->second;
 }
@@ -317,7 +321,7 @@ std::string cache_key(Pattern pattern, int device, const Shapes& s) {
          (s.prologue ? "/prologue" : "");
 }
 
-// The plan a run before chose for this pattern and shape (ops/plan_cache.h), built without a search: its typing's
+// The plan a run before chose for this pattern and shape (core/plan_cache.h), built without a search: its typing's
 // graph and only that configuration finalized. False where it no longer builds (the caller searches).
 bool plan_from_choice(const PlanChoice& choice, Pattern pattern, const Shapes& shapes, cudnnHandle_t handle,
                       Cached* cached) {
@@ -328,7 +332,7 @@ bool plan_from_choice(const PlanChoice& choice, Pattern pattern, const Shapes& s
     auto builder = std::make_unique<cg::GraphBuilder>();
     build_graph(*builder, pattern, shapes, v);
     auto graph = std::make_unique<cg::Descriptor>(builder->build(handle));
-    std::optional<cg::Plan> plan = cg::plan_of(handle, *graph, choice.engine, choice.knobs);
+    std::optional<cg::Plan> plan = cg::plan_of(handle, *graph, choice.engine, choice.knobs, kMaxCandidates);
     if (!plan) return false;
     plan->time_ms = static_cast<float>(choice.time_ms);
     cached->plan = std::move(*plan);
@@ -336,6 +340,7 @@ bool plan_from_choice(const PlanChoice& choice, Pattern pattern, const Shapes& s
     cached->builder = std::move(builder);
     cached->variant = v;
     cached->variant_index = choice.variant;
+    cached->untried = true;
     return true;
   } catch (const c10::Error&) {
     throw;
@@ -343,9 +348,6 @@ bool plan_from_choice(const PlanChoice& choice, Pattern pattern, const Shapes& s
     return false;
   }
 }
-
-// Configurations timed for each pattern, shape and variant (cudnn_graph.cpp says why this many).
-constexpr int kMaxCandidates = 16;
 
 // Runs the pattern with these tensors, building and choosing its plan on first use for the shape.
 void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const std::vector<int64_t>& uids,
@@ -428,8 +430,9 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       char text[256];
       if (from_disk) {
-        std::snprintf(text, sizeof(text), "%s: engine %lld%s, %.3f ms when chosen, from the plan cache, planned in "
-                      "%.2f s; %s", pattern_name(pattern), static_cast<long long>(cached->plan.engine),
+        std::snprintf(text, sizeof(text),
+                      "%s: engine %lld%s, %.3f ms when chosen, from the plan cache, planned in %.2f s; %s",
+                      pattern_name(pattern), static_cast<long long>(cached->plan.engine),
                       cached->plan.runtime_compiled ? " (runtime-compiled)" : "", cached->plan.time_ms, seconds,
                       variant_name(cached->variant).c_str());
       } else if (reproducible) {
@@ -450,12 +453,27 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
     if (!cached->plan.plan) cached->error = std::string(pattern_name(pattern)) + ": no plan:" + why;
     it = tp.plans.emplace(key, std::move(cached)).first;
   }
-  const Cached& c = *it->second;
+  Cached& c = *it->second;
   tp.last = c.plan.plan ? c.description : c.error;
   if (!c.plan.plan) throw NoPlanError("fused conv: " + c.error);
   const Bound bound = bind(c.variant, false);
   at::Tensor ws = workspace(c.plan.workspace_bytes, like);
-  cg::execute(handle, c.plan, uids, bound.pointers, ws.data_ptr());
+  if (!c.untried) {
+    cg::execute(handle, c.plan, uids, bound.pointers, ws.data_ptr());
+    return;
+  }
+  // A plan from the cache runs for the first time: where cuDNN refuses to execute it (as the search skips such a
+  // candidate), it leaves the file and the pattern is planned again, searched and timed.
+  try {
+    cg::execute(handle, c.plan, uids, bound.pointers, ws.data_ptr());
+    c.untried = false;
+  } catch (const c10::Error&) {
+    throw;
+  } catch (const std::runtime_error&) {
+    if (PlanCache* disk = current_plan_cache()) disk->drop_plan(cache_key(pattern, device, shapes));
+    tp.plans.erase(it);
+    run(pattern, shapes, like, uids, bind);
+  }
 }
 
 // The prologue's scale and bias in the variant's type.
@@ -589,7 +607,9 @@ bool run_separately(Pattern pattern, const Shapes& s, const at::Tensor& like, Pr
   PlanCache* disk = current_plan_cache();
   const std::string disk_key = disk ? cache_key(pattern, like.get_device(), s) : "";
   if (disk) {
-    if (const std::optional<bool> separate = disk->prologue_separate(disk_key)) {
+    // "fused" only where the file also holds the fused plan: otherwise the fused form may have none here.
+    const std::optional<bool> separate = disk->prologue_separate(disk_key);
+    if (separate && (*separate || disk->has_plan(disk_key))) {
       const std::string line =
           shape_text(pattern, s) + ": prologue " + (*separate ? "separately" : "fused") + ", from the plan cache";
       {

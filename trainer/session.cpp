@@ -168,9 +168,9 @@ void Session::save_plan_cache() {
   }
   if (primary() && !plan_cache_reported_) {
     plan_cache_reported_ = true;
-    log_info(strprintf("plan cache: %lld choices from %s, %lld timed and kept there",
+    log_info(strprintf("plan cache: %lld choices taken from %s, %lld timed now and saved to it",
                        static_cast<long long>(plan_cache->hits()), plan_cache->path().c_str(),
-                       static_cast<long long>(plan_cache->misses())));
+                       static_cast<long long>(plan_cache->added())));
   }
 }
 

@@ -102,7 +102,7 @@ struct Session {
   std::string allocator_status;  // what expandable_segments gave, for the start-up table
   std::unique_ptr<PlanCache> plan_cache;         // fusion: conv on a GPU, plan_cache not off
   std::unique_ptr<UsePlanCache> plan_cache_use;  // after it: the ops stop consulting it before it goes
-  std::string plan_cache_status;                      // for the start-up table
+  std::string plan_cache_status;                 // for the start-up table
   LrSchedule schedule;
   int64_t start_epoch = 0;
   int64_t start_epoch_step = 0;  // a checkpoint written mid-epoch: the steps of start_epoch already done

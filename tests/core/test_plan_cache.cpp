@@ -1,10 +1,13 @@
 // tests/core/test_plan_cache.cpp: the plan cache's file: choices kept across instances, another context's or a
 // malformed file not used (and replaced), bounds, merging with another process's save, the path from plan_cache, and
 // the cache in use.
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -35,6 +38,19 @@ std::string read(const std::string& path) {
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
+std::vector<std::string> folder_entries(const std::string& path) {
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(path.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") out.push_back(name);
+    }
+    ::closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::string header(const std::string& context = kContext) {
   return "rn50 fusion-conv plan cache 1\ncontext " + context + "\n";
 }
@@ -51,12 +67,15 @@ TEST(PlanCache, ChoicesComeBackFromTheFile) {
     EXPECT_EQ(cache.save(), "");  // nothing put: nothing written
     EXPECT_FALSE(testing::file_exists(path));
     cache.put_plan(kKey, PlanChoice{2, 23, "1=4,7=-1", 0.4125});
-    cache.put_plan("other/key", PlanChoice{0, 5, "", 1.5});
+    cache.put_plan("other/key", PlanChoice{0, 5, "none", 1.5});  // an engine without knobs
     cache.put_prologue(kKey, true);
+    EXPECT_FALSE(cache.plan(kKey));  // this process's own choices are not looked up: each thread times its own
+    EXPECT_FALSE(cache.has_plan(kKey));
+    EXPECT_EQ(cache.added(), 3);
     EXPECT_EQ(cache.save(), "");
   }
-  ASSERT_TRUE(testing::file_exists(path));
-  EXPECT_FALSE(testing::file_exists(path + ".tmp." + std::to_string(::getpid())));  // renamed, not left
+  // The file and its lock file, no staging file left.
+  EXPECT_EQ(folder_entries(dir.file("cache/rn50")), (std::vector<std::string>{"plans.txt", "plans.txt.lock"}));
   PlanCache again(path, kContext);
   EXPECT_NE(again.note().find("2 plans and 1 prologue choices"), std::string::npos) << again.note();
   const auto plan = again.plan(kKey);
@@ -65,11 +84,11 @@ TEST(PlanCache, ChoicesComeBackFromTheFile) {
   EXPECT_EQ(plan->engine, 23);
   EXPECT_EQ(plan->knobs, "1=4,7=-1");
   EXPECT_NEAR(plan->time_ms, 0.4125, 1e-6);
-  const auto no_knobs = again.plan("other/key");
-  ASSERT_TRUE(no_knobs);
-  EXPECT_EQ(no_knobs->knobs, "");
+  ASSERT_TRUE(again.plan("other/key"));
+  EXPECT_EQ(again.plan("other/key")->knobs, "none");
+  EXPECT_TRUE(again.has_plan(kKey));
   EXPECT_EQ(again.prologue_separate(kKey), std::optional<bool>(true));
-  EXPECT_EQ(again.hits(), 3);
+  EXPECT_EQ(again.hits(), 4);
   EXPECT_EQ(again.misses(), 0);
 }
 
@@ -78,7 +97,7 @@ TEST(PlanCache, AnotherContextsFileIsNotUsedAndIsReplaced) {
   const std::string path = dir.file("plans.txt");
   {
     PlanCache cache(path, "cuDNN 90100");
-    cache.put_plan(kKey, PlanChoice{0, 7, "", 1.0});
+    cache.put_plan(kKey, PlanChoice{0, 7, "1=1", 1.0});
     ASSERT_EQ(cache.save(), "");
   }
   PlanCache cache(path, kContext);
@@ -99,12 +118,13 @@ TEST(PlanCache, MalformedFilesAreNotUsed) {
       {"line 3: neither", header() + "plan\n"},
       {"line 3: neither", header() + "prologue " + std::string(kKey) + " maybe\n"},
       {"line 3: neither", header() + "plan key with spaces 1 2 - 0.5 extra\n"},
-      {"line 4: a malformed plan", header() + good + "plan k 1 -3 - 0.5\n"},    // negative engine
-      {"line 3: a malformed plan", header() + "plan k 64 3 - 0.5\n"},           // variant out of range
-      {"line 3: a malformed plan", header() + "plan k 1 3 1=x 0.5\n"},          // knobs not numbers
-      {"line 3: a malformed plan", header() + "plan k 1 3 - nan\n"},            // time not finite
-      {"line 3: a malformed plan", header() + "plan k 1 3 - 1e9\n"},            // time beyond any kernel's
-      {"line 3: a malformed plan", header() + "plan k 1 3x - 0.5\n"},           // trailing characters
+      {"line 4: a malformed plan", header() + good + "plan k 1 -3 - 0.5\n"},            // negative engine
+      {"line 3: a malformed plan", header() + "plan k 64 3 - 0.5\n"},                   // variant out of range
+      {"line 3: a malformed plan", header() + "plan k 1 3 1=x 0.5\n"},                  // knobs not numbers
+      {"line 3: a malformed plan", header() + "plan k 1 3 - nan\n"},                    // time not finite
+      {"line 3: a malformed plan", header() + "plan k 1 3 - 1e9\n"},                    // time beyond any kernel's
+      {"another context (?[31m", "rn50 fusion-conv plan cache 1\ncontext \x1b[31m\n"},  // quoted, escapes masked
+      {"line 3: a malformed plan", header() + "plan k 1 3x - 0.5\n"},                   // trailing characters
       {"longer than 2048", header() + "plan " + std::string(3000, 'k') + " 1 3 - 0.5\n"},
   };
   int n = 0;
@@ -149,11 +169,11 @@ TEST(PlanCache, SavesMergeOverAnotherProcesssChoices) {
   TempDir dir;
   const std::string path = dir.file("plans.txt");
   PlanCache first(path, kContext), second(path, kContext);  // both opened before either saved
-  first.put_plan("a", PlanChoice{0, 1, "", 1.0});
-  first.put_plan("shared", PlanChoice{0, 2, "", 2.0});
+  first.put_plan("a", PlanChoice{0, 1, "1=1", 1.0});
+  first.put_plan("shared", PlanChoice{0, 2, "1=1", 2.0});
   ASSERT_EQ(first.save(), "");
-  second.put_plan("b", PlanChoice{1, 3, "", 3.0});
-  second.put_plan("shared", PlanChoice{1, 4, "", 4.0});
+  second.put_plan("b", PlanChoice{1, 3, "1=1", 3.0});
+  second.put_plan("shared", PlanChoice{1, 4, "1=1", 4.0});
   second.put_prologue("b", true);
   ASSERT_EQ(second.save(), "");
   PlanCache merged(path, kContext);
@@ -161,6 +181,31 @@ TEST(PlanCache, SavesMergeOverAnotherProcesssChoices) {
   ASSERT_TRUE(merged.plan("b"));
   EXPECT_EQ(merged.plan("shared")->engine, 4);  // the later save's own choice wins
   EXPECT_EQ(merged.prologue_separate("b"), std::optional<bool>(true));
+}
+
+// Two processes saving one file over and over (the ranks of a data-parallel run): under the lock file each save reads
+// the other's last one, so no choice is lost.
+TEST(PlanCache, TwoProcessesSavingAtOnceKeepEveryChoice) {
+  TempDir dir;
+  const std::string path = dir.file("plans.txt");
+  const auto save_many = [&path](const std::string& who) {
+    PlanCache cache(path, kContext);
+    bool ok = true;
+    for (int i = 0; i < 60; ++i) {
+      cache.put_plan(who + std::to_string(i), PlanChoice{0, i, "1=1", 0.5});
+      ok = cache.save().empty() && ok;
+    }
+    return ok;
+  };
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(save_many("child") ? 0 : 1);
+  EXPECT_TRUE(save_many("parent"));
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  PlanCache both(path, kContext);
+  EXPECT_NE(both.note().find("120 plans"), std::string::npos) << both.note();
 }
 
 TEST(PlanCache, ConcurrentPutsAndSavesLeaveAWholeFile) {
@@ -171,7 +216,7 @@ TEST(PlanCache, ConcurrentPutsAndSavesLeaveAWholeFile) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&cache, t] {
       for (int i = 0; i < 50; ++i) {
-        cache.put_plan("t" + std::to_string(t) + "/" + std::to_string(i), PlanChoice{t % 4, i, "", 0.25});
+        cache.put_plan("t" + std::to_string(t) + "/" + std::to_string(i), PlanChoice{t % 4, i, "1=0", 0.25});
         if (i % 10 == 0) {
           EXPECT_EQ(cache.save(), "");
         }
@@ -189,13 +234,16 @@ TEST(PlanCache, UnwritableChoicesAreKeptOutAndDroppedChoicesCountAsMisses) {
   const std::string path = dir.file("plans.txt");
   {
     PlanCache cache(path, kContext);
-    cache.put_plan("two words", PlanChoice{0, 1, "", 1.0});              // a key with a space
-    cache.put_plan(std::string(kPlanCacheMaxKey + 1, 'k'), PlanChoice{});  // too long (and engine -1)
+    cache.put_plan("two words", PlanChoice{0, 1, "1=1", 1.0});                             // a key with a space
+    cache.put_plan(std::string(kPlanCacheMaxKey + 1, 'k'), PlanChoice{0, 1, "1=1", 1.0});  // too long
     cache.put_plan("bad-knobs", PlanChoice{0, 1, "a=b", 1.0});
-    cache.put_plan(kKey, PlanChoice{0, 9, "", 1.0});
+    cache.put_plan("no-knobs", PlanChoice{0, 1, "", 1.0});  // ambiguous: the engine's configurations unnamed
+    cache.put_plan("no-engine", PlanChoice{0, -1, "1=1", 1.0});
+    cache.put_plan(kKey, PlanChoice{0, 9, "2=1", 1.0});
+    cache.put_prologue("other", false);
     ASSERT_EQ(cache.save(), "");
   }
-  EXPECT_EQ(read(path), header() + "plan " + std::string(kKey) + " 0 9 - 1.000000\n");
+  EXPECT_EQ(read(path), header() + "plan " + std::string(kKey) + " 0 9 2=1 1.000000\nprologue other fused\n");
   PlanCache cache(path, kContext);
   ASSERT_TRUE(cache.plan(kKey));
   EXPECT_EQ(cache.hits(), 1);
@@ -203,6 +251,20 @@ TEST(PlanCache, UnwritableChoicesAreKeptOutAndDroppedChoicesCountAsMisses) {
   EXPECT_EQ(cache.hits(), 0);
   EXPECT_EQ(cache.misses(), 1);
   EXPECT_FALSE(cache.plan(kKey));
+  ASSERT_EQ(cache.save(), "");  // gone from the file too, the rest kept
+  EXPECT_EQ(read(path), header() + "prologue other fused\n");
+}
+
+TEST(PlanCache, AFileTooLargeToReadBackIsNotWritten) {
+  TempDir dir;
+  const std::string path = dir.file("plans.txt");
+  PlanCache cache(path, kContext);
+  const std::string knobs = "1=" + std::string(1000, '1');  // about 1.5 KB a line with the key
+  for (int i = 0; i < 6000; ++i) {
+    cache.put_plan(std::string(500, 'k') + std::to_string(i), PlanChoice{0, 1, knobs, 1.0});
+  }
+  EXPECT_NE(cache.save().find("more choices than a file may hold"), std::string::npos);
+  EXPECT_FALSE(testing::file_exists(path));
 }
 
 TEST(PlanCache, PathFromTheSetting) {

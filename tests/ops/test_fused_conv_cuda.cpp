@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "cuda/device_ops.h"
 #include "core/plan_cache.h"
+#include "cuda/device_ops.h"
 #include "ops/fused_conv.h"
 #include "tests/support/cuda_test.h"
 #include "tests/support/temp_dir.h"
@@ -291,7 +291,7 @@ std::vector<std::string> lines_starting(const std::string& path, const std::stri
   return out;
 }
 
-// The plan cache (ops/plan_cache.h): the choices one run timed and saved, a later one takes from the file without
+// The plan cache (core/plan_cache.h): the choices one run timed and saved, a later one takes from the file without
 // timing (each logged so) and computes the same outputs; a choice cuDNN does not offer is searched for again and
 // replaced in the file.
 TEST_F(FusedConvCuda, PlanCacheGivesTheTimedChoicesWithoutTiming) {
@@ -313,9 +313,10 @@ TEST_F(FusedConvCuda, PlanCacheGivesTheTimedChoicesWithoutTiming) {
   ASSERT_EQ(timed.choices.size(), 2U);
   for (const std::string& line : timed.choices) EXPECT_NE(line.find("ms fused"), std::string::npos) << line;
   EXPECT_EQ(first.hits(), 0);
+  EXPECT_EQ(first.added(), 6);  // both forms of both patterns were planned to be timed, and the two choices
   ASSERT_EQ(first.save(), "");
   const std::vector<std::string> plans = lines_starting(path, "plan ");
-  EXPECT_GE(plans.size(), 2U);  // both forms of both patterns were planned to be timed
+  EXPECT_EQ(plans.size(), 4U);
   EXPECT_EQ(lines_starting(path, "prologue ").size(), 2U);
   for (const std::string& line : plans) std::printf("%s\n", line.c_str());
 
@@ -332,14 +333,17 @@ TEST_F(FusedConvCuda, PlanCacheGivesTheTimedChoicesWithoutTiming) {
   }
   std::printf("timed: %s\ncached: %s\n", timed.plan.c_str(), cached.plan.c_str());
   EXPECT_NE(cached.plan.find("from the plan cache"), std::string::npos) << cached.plan;
+  // The last plan run (the weight gradient's chosen form): the engine the search chose, rebuilt.
+  EXPECT_EQ(cached.plan.substr(0, cached.plan.find(',')), timed.plan.substr(0, timed.plan.find(',')));
   EXPECT_EQ(second.misses(), 0);
-  EXPECT_GE(second.hits(), 4);  // two prologue choices and a plan for each pattern run
-  EXPECT_TRUE(at::equal(cached.forward.y, timed.forward.y));  // the same plan
-  EXPECT_LT(rel_err(cached.dw, timed.dw), 1e-3);  // split sums may add in any order
-  EXPECT_EQ(second.save(), "");  // nothing new: the file as it was
+  EXPECT_EQ(second.hits(), 4);                                // two prologue choices, and the plan of each chosen form
+  EXPECT_TRUE(at::equal(cached.forward.y, timed.forward.y));  // the same engine and knobs: the same kernel
+  EXPECT_LT(rel_err(cached.dw, timed.dw), 1e-3);              // split sums may add in any order
+  EXPECT_EQ(second.save(), "");                               // nothing new: the file as it was
   EXPECT_EQ(lines_starting(path, "plan "), plans);
 
-  // Every engine replaced by one cuDNN does not have: each plan searched for and timed again, the file mended.
+  // Every engine replaced by one cuDNN does not have: the plans of the chosen forms are searched for and timed again
+  // and replaced in the file; the other forms', never looked up, stay as they were.
   {
     std::vector<std::string> text = lines_starting(path, "");
     std::ofstream out(path);
@@ -357,13 +361,16 @@ TEST_F(FusedConvCuda, PlanCacheGivesTheTimedChoicesWithoutTiming) {
   const CacheRun searched = run_with_cache(third, x, w, dy, p);
   ASSERT_EQ(searched.error, "");
   EXPECT_EQ(searched.plan.find("from the plan cache"), std::string::npos) << searched.plan;
-  EXPECT_GE(third.misses(), 2);
-  EXPECT_TRUE(at::equal(searched.forward.y, timed.forward.y));
-  EXPECT_LT(rel_err(searched.dw, timed.dw), 1e-3);
+  EXPECT_EQ(third.misses(), 2);
+  EXPECT_EQ(third.hits(), 2);  // the prologue choices
+  // Timed again, the search may choose another engine or typing: the same values within the output's rounding.
+  EXPECT_LT(rel_err(searched.forward.y, timed.forward.y), tol_out(at::kHalf));
+  EXPECT_LT(rel_err(searched.dw, timed.dw), tol_out(at::kHalf));
   ASSERT_EQ(third.save(), "");
-  for (const std::string& line : lines_starting(path, "plan ")) {
-    EXPECT_EQ(line.find(" 999999 "), std::string::npos) << line;
-  }
+  int stale = 0;
+  for (const std::string& line : lines_starting(path, "plan ")) stale += line.find(" 999999 ") != std::string::npos;
+  EXPECT_EQ(stale, 2);
+  EXPECT_EQ(lines_starting(path, "plan ").size(), 4U);
 }
 
 // The BatchNorm before the convolution in training: its input x, batch statistics from x itself; the reference is
