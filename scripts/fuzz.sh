@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets (clang, AddressSanitizer and UBSan, no LibTorch: -DRN50_FUZZ=ON) and runs each for a
 # bounded time, starting from the committed seeds and replaying every kept regression input first.
 #   scripts/fuzz.sh [SECONDS] [BUILD_DIR]    SECONDS a target (default 60); BUILD_DIR default build-fuzz
-#   FUZZ_TARGETS="fuzz_safetensors fuzz_jpeg fuzz_config fuzz_report"   FUZZ_PARALLEL=1: all targets at once
+#   FUZZ_TARGETS="fuzz_safetensors fuzz_jpeg fuzz_config fuzz_report fuzz_plan_cache"   FUZZ_PARALLEL=1: all targets at once
 #   scripts/fuzz.sh --seeds                  rewrites tests/fuzz/corpus from fuzz_seeds (after a format change)
 # New coverage goes to BUILD_DIR/corpus/<target> (not the tree). A finding leaves its input in BUILD_DIR/findings,
 # which belongs, once fixed, in tests/fuzz/regressions/<target>/; the script exits non-zero.
@@ -12,7 +12,7 @@ seeds_only=0
 if [[ "${1:-}" == --seeds ]]; then seeds_only=1; shift; fi
 seconds=${1:-60}
 build=$(realpath -m "${2:-$root/build-fuzz}")
-targets=${FUZZ_TARGETS:-fuzz_safetensors fuzz_jpeg fuzz_config fuzz_report}
+targets=${FUZZ_TARGETS:-fuzz_safetensors fuzz_jpeg fuzz_config fuzz_report fuzz_plan_cache}
 mkdir -p "$build"
 command -v clang++ > /dev/null || { echo "scripts/fuzz.sh: clang++ not found (Debian package clang)"; exit 1; }
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DRN50_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$build/configure.log" 2>&1 \
@@ -25,7 +25,8 @@ if (( seeds_only )); then
     "$root/bench/results/2026-12-01-reports/inputs/h200-x2-fp16-cl-graph"
   exit 0
 fi
-declare -A kind=([fuzz_safetensors]=safetensors [fuzz_jpeg]=jpeg [fuzz_config]=config [fuzz_report]=report)
+declare -A kind=([fuzz_safetensors]=safetensors [fuzz_jpeg]=jpeg [fuzz_config]=config [fuzz_report]=report
+                 [fuzz_plan_cache]=plan_cache)
 mkdir -p "$build/findings"
 run() {  # target: fuzz it for $seconds; its log in $build/<target>.log
   local t=$1 k=${kind[$1]}

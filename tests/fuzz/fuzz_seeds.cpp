@@ -1,7 +1,8 @@
 // tests/fuzz/fuzz_seeds.cpp: writes the fuzz targets' seed corpora: small JPEGs of each kind the decoder routes
 // (grey, colour, progressive, odd sizes), safetensors files with metadata and a class list, the configurations, and
-// recorded run folders as fuzz_report takes them (metrics.jsonl, train.log, config.yaml, run.json, "\x1e" between).
-//   fuzz_seeds CORPUS_DIR [CONFIGS_DIR [RUN_FOLDER...]]: CORPUS_DIR/{jpeg,safetensors,config,report}/...
+// recorded run folders as fuzz_report takes them (metrics.jsonl, train.log, config.yaml, run.json, "\x1e" between), and
+// plan cache files.
+//   fuzz_seeds CORPUS_DIR [CONFIGS_DIR [RUN_FOLDER...]]: CORPUS_DIR/{jpeg,safetensors,config,report,plan_cache}/...
 #include <sys/stat.h>
 
 #include <cstdint>
@@ -40,7 +41,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string root = argv[1];
-  for (const char* sub : {"", "/jpeg", "/safetensors", "/config", "/report"}) mkdir((root + sub).c_str(), 0755);
+  for (const char* sub : {"", "/jpeg", "/safetensors", "/config", "/report", "/plan_cache"}) {
+    mkdir((root + sub).c_str(), 0755);
+  }
   struct Kind {
     int width, height, channels;
     bool progressive;
@@ -61,6 +64,15 @@ int main(int argc, char** argv) {
   write(root + "/safetensors/checkpoint.safetensors",
         st::serialize(tensors, {{"model", "resnet50"}, {"classes", st::encode_string_list({"a", "b"})}}));
   write(root + "/safetensors/empty.safetensors", st::serialize({}, {{"epoch", "3"}}));
+  // The plan cache's file as rn50 writes it (tests/fuzz/fuzz_plan_cache.cpp's context), and a header alone.
+  const std::string plans =
+      "rn50 fusion-conv plan cache 1\ncontext rn50 fuzz; cuDNN 91900 loaded; CUDA driver 13000\n"
+      "plan NVIDIA_H200-sm132-cc90/conv_stats/f16/x256x64x56x56/w64x64x3x3/s1p1/prologue 0 23 1=4,7=-1 0.412500\n"
+      "plan NVIDIA_H200-sm132-cc90/wgrad/f16/x256x64x56x56/w64x64x3x3/s1p1 2 7 none 0.131000\n"
+      "prologue NVIDIA_H200-sm132-cc90/wgrad/f16/x256x64x56x56/w64x64x3x3/s1p1/prologue separate\n";
+  write(root + "/plan_cache/plans.txt", std::vector<uint8_t>(plans.begin(), plans.end()));
+  const std::string header = "rn50 fusion-conv plan cache 1\ncontext rn50 fuzz; cuDNN 91900 loaded; CUDA driver 13000\n";
+  write(root + "/plan_cache/empty.txt", std::vector<uint8_t>(header.begin(), header.end()));
   if (argc > 2) {
     for (const char* name : {"baseline", "optimized", "smoke"}) {
       const std::string text = read_text(std::string(argv[2]) + "/" + name + ".yaml");
