@@ -5,6 +5,9 @@
 #include <ATen/Context.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "core/clock.h"
 #include "models/model.h"
 #include "trainer/sgd.h"
@@ -70,18 +73,27 @@ ModelStep::ModelStep(const std::string& name, const std::string& device, const O
 
 ModelStep::~ModelStep() = default;
 
-double ModelStep::images_per_s(bool quick, const std::function<void()>& while_busy) {
+double ModelStep::images_per_s(bool quick, const std::function<void()>& while_busy, std::vector<double>* windows) {
   Impl& m = *impl_;
   const bool gpu = m.device.is_cuda();
-  const int warmup = gpu ? 8 : 1, steps = gpu ? (quick ? 10 : 30) : (quick ? 2 : 4);
+  const int warmup = gpu ? 8 : 1, steps = gpu ? 10 : (quick ? 2 : 4);
+  // The median of three windows on a GPU, so that one disturbed window does not set the rate: the doctor's single
+  // window, right after its matrix products, read 2.3% below training's rate on an H100 twice (docs/doctor.md).
+  const int window_count = gpu && !quick ? 3 : 1;
   for (int i = 0; i < warmup; ++i) queue();
-  m.sync();
-  const auto t = Clock::now();
-  for (int i = 0; i < steps; ++i) queue();
-  if (while_busy) while_busy();
-  m.step->run(Impl::kLr).item<double>();  // waits for the device
+  std::vector<double> rates;
+  for (int w = 0; w < window_count; ++w) {
+    m.sync();
+    const auto t = Clock::now();
+    for (int i = 0; i < steps; ++i) queue();
+    if (w == 0 && while_busy) while_busy();
+    m.step->run(Impl::kLr).item<double>();  // waits for the device
+    rates.push_back((steps + 1) * m.batch / seconds_since(t));
+  }
   m.timer->take_totals();
-  return (steps + 1) * m.batch / seconds_since(t);
+  if (windows) *windows = rates;
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
 }
 
 void ModelStep::queue() { impl_->step->run(Impl::kLr); }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace rn50::commands {
 
@@ -32,9 +33,11 @@ class ModelStep {
   ModelStep(const ModelStep&) = delete;
   ModelStep& operator=(const ModelStep&) = delete;
 
-  // Images/s of a few steps after a warm-up (the graph's capture among them); `while_busy` runs once while they
-  // are queued.
-  double images_per_s(bool quick, const std::function<void()>& while_busy = {});
+  // Images/s after a warm-up (the graph's capture among them): on a GPU the median of three windows of 11 steps
+  // (one with `quick`), each timed from an idle device to its last step's end; `while_busy` runs once while the first
+  // window's steps are queued.
+  // `windows`: each window's rate, in order.
+  double images_per_s(bool quick, const std::function<void()>& while_busy = {}, std::vector<double>* windows = nullptr);
 
   // Queues one step. Its input buffers keep their synthetic batch: a decode beside it writes its own, so the two
   // share only the device's work, as in training.
