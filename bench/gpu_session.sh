@@ -414,13 +414,23 @@ if has ncu; then  # step time by kernel class: ncu over eager steps, the last NC
     [[ $m == convnext* || $m == vit* ]] && extra=(--optimizer adamw --lr 0.001 --weight-decay 0.05)
     for f in ${NCU_FUSIONS:-conv off bn}; do
       name=ncu_$f; [[ $m == resnet50 ]] || name=ncu_${m}_$f
+      # fusion: conv plans by timing up to 16 cuDNN configurations a pattern and both forms of each prologue: under
+      # ncu every one of those kernels is profiled. A run without ncu times them first into a plan cache, and the
+      # profiled runs take the choices from it (core/plan_cache.h) and profile only the steps' kernels.
+      plans=/tmp/ncu-plans-$m.txt
+      if [[ $f == conv && ! -f $plans ]]; then
+        "$build/rn50" train --config configs/optimized.yaml --model "$m" --data synthetic --device cuda:0 \
+          --synthetic-images 3072 --epochs 1 --warmup-epochs 0 --max-steps 2 --cuda-graph=off --validate=off \
+          --checkpoint=off --log-every 100000 --fusion conv --plan-cache "$plans" --out-dir "/tmp/runs/${name}_plans" \
+          "${extra[@]}" > "$OUT/${name}_plans.log" 2>&1 || tail -3 "$OUT/${name}_plans.log"
+      fi
       rm -rf "/tmp/runs/$name"
       if [[ ${NCU_LAYERS:-} != only ]]; then
         timeout "${NCU_TIMEOUT:-150}" "$ncu_bin" --clock-control none --metrics "$metrics" --csv \
           "$build/rn50" train --config configs/optimized.yaml --model "$m" --data synthetic --device cuda:0 \
           --synthetic-images 3072 --epochs 1 --warmup-epochs 0 --max-steps "${NCU_STEPS:-10}" --cuda-graph=off \
           --validate=off --checkpoint=off --log-every 100000 --fusion "$f" --out-dir "/tmp/runs/$name" "${extra[@]}" \
-          > "$OUT/$name.csv" 2> "$OUT/$name.err" || echo "ncu $m $f: exit $?"
+          --plan-cache "$plans" > "$OUT/$name.csv" 2> "$OUT/$name.err" || echo "ncu $m $f: exit $?"
         pack
       fi
       if [[ -n ${NCU_LAYERS:-} ]]; then
@@ -430,7 +440,7 @@ if has ncu; then  # step time by kernel class: ncu over eager steps, the last NC
           "$build/rn50" train --config configs/optimized.yaml --model "$m" --data synthetic --device cuda:0 \
           --synthetic-images 3072 --epochs 1 --warmup-epochs 0 --max-steps "${NCU_STEPS:-10}" --cuda-graph=off \
           --validate=off --checkpoint=off --log-every 100000 --fusion "$f" --out-dir "/tmp/runs/$name" "${extra[@]}" \
-          > "$OUT/layers_$name.csv" 2> "$OUT/layers_$name.err" || echo "ncu layers $m $f: exit $?"
+          --plan-cache "$plans" > "$OUT/layers_$name.csv" 2> "$OUT/layers_$name.err" || echo "ncu layers $m $f: exit $?"
         python3 bench/ncu_kernel_classes.py --last-steps "${NCU_LAST:-4}" --ranges "$OUT/layers_$name.csv" |
           tee "$OUT/ncu_layers_$name.txt"
         pack
