@@ -410,6 +410,7 @@ if has ncu; then  # step time by kernel class: ncu over eager steps, the last NC
   fi
   metrics=gpu__time_duration.sum${ncu_metrics:+,$ncu_metrics}
   for m in ${NCU_MODELS:-resnet50}; do
+    rm -f "/tmp/ncu-plans-$m.txt"  # this build's choices, never a file an earlier build left
     extra=()
     [[ $m == convnext* || $m == vit* ]] && extra=(--optimizer adamw --lr 0.001 --weight-decay 0.05)
     for f in ${NCU_FUSIONS:-conv off bn}; do
@@ -423,6 +424,7 @@ if has ncu; then  # step time by kernel class: ncu over eager steps, the last NC
           --synthetic-images 3072 --epochs 1 --warmup-epochs 0 --max-steps 2 --cuda-graph=off --validate=off \
           --checkpoint=off --log-every 100000 --fusion conv --plan-cache "$plans" --out-dir "/tmp/runs/${name}_plans" \
           "${extra[@]}" > "$OUT/${name}_plans.log" 2>&1 || tail -3 "$OUT/${name}_plans.log"
+        rm -rf "/tmp/runs/${name}_plans"
       fi
       rm -rf "/tmp/runs/$name"
       if [[ ${NCU_LAYERS:-} != only ]]; then

@@ -79,6 +79,7 @@ double ModelStep::images_per_s(bool quick, const std::function<void()>& while_bu
   const int warmup = gpu ? 8 : 1, steps = gpu ? 10 : (quick ? 2 : 4);
   // The median of three windows on a GPU, so that one disturbed window does not set the rate: the doctor's single
   // window, right after its matrix products, read 2.3% below training's rate on an H100 twice (docs/doctor.md).
+  // while_busy (the NVML reading under load) runs in the last, when the device has been busy for two windows.
   const int window_count = gpu && !quick ? 3 : 1;
   for (int i = 0; i < warmup; ++i) queue();
   std::vector<double> rates;
@@ -86,7 +87,7 @@ double ModelStep::images_per_s(bool quick, const std::function<void()>& while_bu
     m.sync();
     const auto t = Clock::now();
     for (int i = 0; i < steps; ++i) queue();
-    if (w == 0 && while_busy) while_busy();
+    if (w == window_count - 1 && while_busy) while_busy();  // the device busy since two windows
     m.step->run(Impl::kLr).item<double>();  // waits for the device
     rates.push_back((steps + 1) * m.batch / seconds_since(t));
   }

@@ -34,7 +34,7 @@ class ModelStep {
   ModelStep& operator=(const ModelStep&) = delete;
 
   // Images/s after a warm-up (the graph's capture among them): on a GPU the median of three windows of 11 steps
-  // (one with `quick`), each timed from an idle device to its last step's end; `while_busy` runs once while the first
+  // (one with `quick`), each timed from an idle device to its last step's end; `while_busy` runs once while the last
   // window's steps are queued.
   // `windows`: each window's rate, in order.
   double images_per_s(bool quick, const std::function<void()>& while_busy = {}, std::vector<double>* windows = nullptr);

@@ -48,6 +48,12 @@ bool valid_knobs(const std::string& knobs) {  // "none", or "type=value,...": di
   return true;
 }
 
+// What the reader accepts of a plan, and so what a put may keep.
+bool valid_plan(const PlanChoice& c) {
+  return c.variant >= 0 && c.variant <= 63 && c.engine >= 0 && c.engine <= 1000000000 && valid_knobs(c.knobs) &&
+         std::isfinite(c.time_ms) && c.time_ms >= 0 && c.time_ms <= 1e6;
+}
+
 template <class T>
 bool parse_number(const std::string& text, T lo, T hi, T* out) {
   T value{};
@@ -111,7 +117,7 @@ std::string read_file(const std::string& path, const std::string& context, Entri
         PlanChoice c;
         c.knobs = w[4] == "-" ? "" : w[4];
         if (!parse_number<int>(w[2], 0, 63, &c.variant) || !parse_number<int64_t>(w[3], 0, 1000000000, &c.engine) ||
-            !valid_knobs(c.knobs) || !parse_time(w[5], &c.time_ms)) {
+            !valid_knobs(c.knobs) || !parse_time(w[5], &c.time_ms) || !valid_plan(c)) {
           return at + "a malformed plan";
         }
         got.plans[w[1]] = c;
@@ -148,6 +154,7 @@ class SaveLock {
  public:
   explicit SaveLock(const std::string& path)
       : fd_(::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ < 0) fd_ = ::open((path + ".lock").c_str(), O_RDONLY | O_CLOEXEC);  // another user's: flock works on it
     if (fd_ < 0) return;
     for (int tries = 0; tries < 200; ++tries) {
       if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {
@@ -192,6 +199,7 @@ PlanCache::PlanCache(std::string path, std::string context) : path_(std::move(pa
   } else {
     file_plans_ = std::move(entries.plans);
     file_prologues_ = std::move(entries.prologues);
+    used_ = true;
     note_ = path_ + ": " + std::to_string(file_plans_.size()) + " plans and " + std::to_string(file_prologues_.size()) +
             " prologue choices from it";
   }
@@ -213,8 +221,9 @@ std::optional<PlanChoice> PlanCache::plan(const std::string& key) {
 std::optional<bool> PlanCache::prologue_separate(const std::string& key) {
   const std::lock_guard<std::mutex> lock(mutex_);
   const auto it = file_prologues_.find(key);
-  ++(it == file_prologues_.end() ? misses_ : hits_);
-  if (it == file_prologues_.end()) return std::nullopt;
+  const bool usable = it != file_prologues_.end() && (it->second || file_plans_.count(key) > 0);
+  ++(usable ? hits_ : misses_);
+  if (!usable) return std::nullopt;
   return it->second;
 }
 
@@ -224,7 +233,7 @@ bool PlanCache::has_plan(const std::string& key) const {
 }
 
 void PlanCache::put_plan(const std::string& key, const PlanChoice& choice) {
-  if (!valid_key(key) || choice.knobs.empty() || !valid_knobs(choice.knobs) || choice.engine < 0) return;
+  if (!valid_key(key) || choice.knobs.empty() || !valid_plan(choice)) return;
   const std::lock_guard<std::mutex> lock(mutex_);
   new_plans_[key] = choice;
   dirty_ = true;
@@ -261,8 +270,8 @@ std::string PlanCache::save() {
     Entries merged;
     bool exists = false;
     read_file(path_, context_, &merged, &exists);  // another process's choices, where the file is still valid
-    for (const auto& [key, choice] : file_plans_) merged.plans[key] = choice;
-    for (const auto& [key, separate] : file_prologues_) merged.prologues[key] = separate;
+    for (const auto& [key, choice] : file_plans_) merged.plans.emplace(key, choice);  // the file's, if newer, win
+    for (const auto& [key, separate] : file_prologues_) merged.prologues.emplace(key, separate);
     for (const auto& [key, dropped] : dropped_) merged.plans.erase(key);
     for (const auto& [key, choice] : new_plans_) merged.plans[key] = choice;
     for (const auto& [key, separate] : new_prologues_) merged.prologues[key] = separate;
@@ -303,6 +312,16 @@ int64_t PlanCache::hits() const {
 int64_t PlanCache::misses() const {
   const std::lock_guard<std::mutex> lock(mutex_);
   return misses_;
+}
+
+bool PlanCache::used() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return used_;
+}
+
+size_t PlanCache::file_choices() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return file_plans_.size() + file_prologues_.size();
 }
 
 int64_t PlanCache::added() const {

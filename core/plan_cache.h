@@ -41,10 +41,11 @@ class PlanCache {
   // The file's choices (never those put by this process: each thread times its own, as without a cache). A lookup
   // counts a hit or a miss. Keys are single words (no whitespace), at most kPlanCacheMaxKey bytes.
   std::optional<PlanChoice> plan(const std::string& key);
+  // A prologue's form; "fused" only where the file also holds that key's plan (the fused form may have none here).
   std::optional<bool> prologue_separate(const std::string& key);
   bool has_plan(const std::string& key) const;  // counts nothing
-  // New choices, written by the next save. A plan whose knobs cuDNN did not name is not kept: plan_of could not tell
-  // it from the engine's other configurations.
+  // New choices, written by the next save. A plan whose knobs cuDNN did not name is not kept (plan_of could not tell
+  // it from the engine's other configurations), nor one the file's checks would refuse.
   void put_plan(const std::string& key, const PlanChoice& choice);
   void put_prologue(const std::string& key, bool separate);
   // A choice from the file that no longer builds or runs: gone from the file at the next save, its lookup counted as
@@ -52,14 +53,16 @@ class PlanCache {
   void drop_plan(const std::string& key);
 
   // Writes the file where anything was put or dropped since the last save: under a lock file (PATH.lock, waited for
-  // at most 2 s), what another process saved meanwhile under the same context is read again and kept, this one's
-  // choices win, and the whole goes through a staging name of this instance's own, renamed over the file. Returns ""
-  // or why it could not write (the run goes on without the file).
+  // at most 2 s), what another process saved meanwhile under the same context is read again and kept (over this
+  // one's copy of what it read at the start), this one's new choices win, and the whole goes through a staging name
+  // of this instance's own, renamed over the file. Returns "" or why it could not write (the run goes on without it).
   std::string save();
 
   int64_t hits() const;
   int64_t misses() const;
   int64_t added() const;  // choices put by this process
+  bool used() const;      // the file was read and its choices are looked up
+  size_t file_choices() const;  // plans and prologue choices read from the file (less those dropped)
 
  private:
   mutable std::mutex mutex_;
@@ -67,7 +70,7 @@ class PlanCache {
   std::map<std::string, PlanChoice> file_plans_, new_plans_;
   std::map<std::string, bool> file_prologues_, new_prologues_;
   std::map<std::string, bool> dropped_;  // keys of file_plans_ dropped, kept out of the merge
-  bool dirty_ = false;
+  bool dirty_ = false, used_ = false;
   int64_t hits_ = 0, misses_ = 0;
 };
 

@@ -404,24 +404,24 @@ std::vector<Plan> candidate_plans(cudnnHandle_t handle, const Descriptor& graph,
 std::optional<Plan> plan_of(cudnnHandle_t handle, const Descriptor& graph, int64_t engine, const std::string& knobs,
                             int max_plans) {
   if (engine < 0 || knobs.empty()) return std::nullopt;
-  // The configurations the search could have reached: the first of modes A and B in its order (it finalizes up to
-  // max_plans, passing over those that do not finalize, so a window of four times that), the fallback list only
-  // where A and B list none. A file cannot pick a configuration the search would never have timed.
+  // Where the search finds its candidates: the first configurations of modes A and B in its order (it finalizes up
+  // to max_plans, passing over those that do not finalize: a window of four times that), and the fallback list (which
+  // it takes where nothing of A and B finalizes). A file cannot pick a configuration far down a list.
   const int window = 4 * max_plans;
   std::string why;
   int listed = 0;
   std::vector<std::pair<int64_t, std::string>> seen;
   for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
-    if (mode == CUDNN_HEUR_MODE_FALLBACK && listed > 0) break;
+    const bool fallback = mode == CUDNN_HEUR_MODE_FALLBACK;
     for (Descriptor& config : heuristic_configs(graph, mode, &why)) {
-      if (listed >= window) return std::nullopt;
+      if (!fallback && listed >= window) break;
       Plan p;
       describe_engine(config, &p);
       p.knobs = knob_choices(config);
       const std::pair<int64_t, std::string> id{p.engine, p.knobs};
       if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
       seen.push_back(id);
-      ++listed;
+      if (!fallback) ++listed;
       if (p.engine != engine || p.knobs != knobs) continue;
       if (finalize(handle, config, &p, &why)) return std::optional<Plan>(std::move(p));
       return std::nullopt;
@@ -464,7 +464,12 @@ void execute(cudnnHandle_t handle, const Plan& plan, const std::vector<int64_t>&
            pointers.data())
       .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace)
       .finalize();
-  RN50_CUDNN_CHECK(cudnnBackendExecute(handle, plan.plan->get(), pack.get()));
+  const cudnnStatus_t status = cudnnBackendExecute(handle, plan.plan->get(), pack.get());
+  const int category = CUDNN_STATUS_CATEGORY(static_cast<int>(status));
+  if (category == CUDNN_STATUS_BAD_PARAM || category == CUDNN_STATUS_NOT_SUPPORTED) {
+    throw ExecuteRefused(std::string("cudnnBackendExecute: ") + cudnnGetErrorString(status));
+  }
+  RN50_CUDNN_CHECK(status);
 }
 
 std::vector<int64_t> nhwc_strides(const std::vector<int64_t>& dims) {

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -124,8 +125,16 @@ std::optional<Plan> plan_of(cudnnHandle_t handle, const Descriptor& graph, int64
 // cuDNN status) is skipped. Throws std::runtime_error for an empty list or when every candidate failed.
 Plan choose_plan(std::vector<Plan> candidates, const RunPlan& run, cudaStream_t stream, int warmup, int repeats);
 
+// cuDNN refusing to execute a plan (a bad-parameter or not-supported status): nothing was launched, and another plan
+// may run where this one does not.
+class ExecuteRefused : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // Executes the plan with the tensors named by uid (virtual tensors are not in the pack) and a workspace of at least
-// plan.workspace_bytes, on the handle's stream.
+// plan.workspace_bytes, on the handle's stream. Throws ExecuteRefused where cuDNN refuses the plan, std::runtime_error
+// for any other failure.
 void execute(cudnnHandle_t handle, const Plan& plan, const std::vector<int64_t>& uids,
              const std::vector<void*>& pointers, void* workspace);
 

@@ -456,24 +456,28 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
   Cached& c = *it->second;
   tp.last = c.plan.plan ? c.description : c.error;
   if (!c.plan.plan) throw NoPlanError("fused conv: " + c.error);
-  const Bound bound = bind(c.variant, false);
-  at::Tensor ws = workspace(c.plan.workspace_bytes, like);
-  if (!c.untried) {
-    cg::execute(handle, c.plan, uids, bound.pointers, ws.data_ptr());
-    return;
-  }
   // A plan from the cache runs for the first time: where cuDNN refuses to execute it (as the search skips such a
-  // candidate), it leaves the file and the pattern is planned again, searched and timed.
-  try {
-    cg::execute(handle, c.plan, uids, bound.pointers, ws.data_ptr());
-    c.untried = false;
-  } catch (const c10::Error&) {
-    throw;
-  } catch (const std::runtime_error&) {
-    if (PlanCache* disk = current_plan_cache()) disk->drop_plan(cache_key(pattern, device, shapes));
-    tp.plans.erase(it);
-    run(pattern, shapes, like, uids, bind);
+  // candidate; nothing was launched), it leaves the file and the pattern is planned again, searched and timed. Any
+  // other failure is the run's.
+  bool refused = false;
+  {
+    const Bound bound = bind(c.variant, false);
+    at::Tensor ws = workspace(c.plan.workspace_bytes, like);
+    if (!c.untried) {
+      cg::execute(handle, c.plan, uids, bound.pointers, ws.data_ptr());
+      return;
+    }
+    try {
+      cg::execute(handle, c.plan, uids, bound.pointers, ws.data_ptr());
+      c.untried = false;
+    } catch (const cg::ExecuteRefused&) {
+      refused = true;
+    }
   }
+  if (!refused) return;
+  if (PlanCache* disk = current_plan_cache()) disk->drop_plan(cache_key(pattern, device, shapes));
+  tp.plans.erase(it);  // c is not used again
+  run(pattern, shapes, like, uids, bind);
 }
 
 // The prologue's scale and bias in the variant's type.
@@ -607,9 +611,7 @@ bool run_separately(Pattern pattern, const Shapes& s, const at::Tensor& like, Pr
   PlanCache* disk = current_plan_cache();
   const std::string disk_key = disk ? cache_key(pattern, like.get_device(), s) : "";
   if (disk) {
-    // "fused" only where the file also holds the fused plan: otherwise the fused form may have none here.
-    const std::optional<bool> separate = disk->prologue_separate(disk_key);
-    if (separate && (*separate || disk->has_plan(disk_key))) {
+    if (const std::optional<bool> separate = disk->prologue_separate(disk_key)) {
       const std::string line =
           shape_text(pattern, s) + ": prologue " + (*separate ? "separately" : "fused") + ", from the plan cache";
       {

@@ -177,6 +177,8 @@ TEST(PlanCache, SavesMergeOverAnotherProcesssChoices) {
   second.put_prologue("b", true);
   ASSERT_EQ(second.save(), "");
   PlanCache merged(path, kContext);
+  EXPECT_TRUE(merged.used());
+  EXPECT_EQ(merged.file_choices(), 4U);
   ASSERT_TRUE(merged.plan("a"));
   ASSERT_TRUE(merged.plan("b"));
   EXPECT_EQ(merged.plan("shared")->engine, 4);  // the later save's own choice wins
@@ -185,6 +187,36 @@ TEST(PlanCache, SavesMergeOverAnotherProcesssChoices) {
 
 // Two processes saving one file over and over (the ranks of a data-parallel run): under the lock file each save reads
 // the other's last one, so no choice is lost.
+// What an instance read at its start does not overwrite what another saved since: only its new choices win.
+TEST(PlanCache, AStartingCopyDoesNotOverwriteANewerSave) {
+  TempDir dir;
+  const std::string path = dir.file("plans.txt");
+  write(path, header() + "plan shared 0 1 1=1 1.000000\n");
+  PlanCache first(path, kContext), second(path, kContext);
+  first.drop_plan("shared");  // found broken, searched again
+  first.put_plan("shared", PlanChoice{0, 2, "1=1", 2.0});
+  ASSERT_EQ(first.save(), "");
+  second.put_plan("b", PlanChoice{0, 3, "1=1", 3.0});
+  ASSERT_EQ(second.save(), "");
+  PlanCache merged(path, kContext);
+  EXPECT_EQ(merged.plan("shared")->engine, 2);  // not second's copy of engine 1
+  EXPECT_TRUE(merged.plan("b"));
+}
+
+// A prologue kept "fused" is given only with its plan: the fused form may have none where the file was written.
+TEST(PlanCache, AFusedPrologueComesOnlyWithItsPlan) {
+  TempDir dir;
+  const std::string path = dir.file("plans.txt");
+  write(path, header() + "plan with-plan 0 1 1=1 1.000000\nprologue with-plan fused\nprologue no-plan fused\n" +
+                  "prologue separate-no-plan separate\n");
+  PlanCache cache(path, kContext);
+  EXPECT_EQ(cache.prologue_separate("with-plan"), std::optional<bool>(false));
+  EXPECT_EQ(cache.prologue_separate("no-plan"), std::nullopt);
+  EXPECT_EQ(cache.prologue_separate("separate-no-plan"), std::optional<bool>(true));
+  EXPECT_EQ(cache.hits(), 2);
+  EXPECT_EQ(cache.misses(), 1);
+}
+
 TEST(PlanCache, TwoProcessesSavingAtOnceKeepEveryChoice) {
   TempDir dir;
   const std::string path = dir.file("plans.txt");
@@ -239,6 +271,9 @@ TEST(PlanCache, UnwritableChoicesAreKeptOutAndDroppedChoicesCountAsMisses) {
     cache.put_plan("bad-knobs", PlanChoice{0, 1, "a=b", 1.0});
     cache.put_plan("no-knobs", PlanChoice{0, 1, "", 1.0});  // ambiguous: the engine's configurations unnamed
     cache.put_plan("no-engine", PlanChoice{0, -1, "1=1", 1.0});
+    cache.put_plan("variant", PlanChoice{64, 1, "1=1", 1.0});  // what the reader refuses is not written
+    cache.put_plan("nan-time", PlanChoice{0, 1, "1=1", std::nan("")});
+    cache.put_plan("long-time", PlanChoice{0, 1, "1=1", 2e6});
     cache.put_plan(kKey, PlanChoice{0, 9, "2=1", 1.0});
     cache.put_prologue("other", false);
     ASSERT_EQ(cache.save(), "");
