@@ -227,11 +227,6 @@ std::optional<bool> PlanCache::prologue_separate(const std::string& key) {
   return it->second;
 }
 
-bool PlanCache::has_plan(const std::string& key) const {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  return file_plans_.count(key) > 0;
-}
-
 void PlanCache::put_plan(const std::string& key, const PlanChoice& choice) {
   if (!valid_key(key) || choice.knobs.empty() || !valid_plan(choice)) return;
   const std::lock_guard<std::mutex> lock(mutex_);

@@ -43,7 +43,6 @@ class PlanCache {
   std::optional<PlanChoice> plan(const std::string& key);
   // A prologue's form; "fused" only where the file also holds that key's plan (the fused form may have none here).
   std::optional<bool> prologue_separate(const std::string& key);
-  bool has_plan(const std::string& key) const;  // counts nothing
   // New choices, written by the next save. A plan whose knobs cuDNN did not name is not kept (plan_of could not tell
   // it from the engine's other configurations), nor one the file's checks would refuse.
   void put_plan(const std::string& key, const PlanChoice& choice);
