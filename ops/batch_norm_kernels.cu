@@ -95,8 +95,9 @@ __global__ void __launch_bounds__(impl::kThreads, impl::kBlocksPerSm)
   impl::dx_rows<T, VEC, kSource>(p, thread_idx(), grad, y, x, co, dx);
 }
 
-// The backward of BatchNorm without an activation whose gradient a max-pool's gather gives (ops/max_pool.h's
-// bn_relu_max_pool2d): the passes above, each reading the gradient through `Grad` (pool_impl::PoolGatherGrad). Kept
+// The backward of BatchNorm without an activation whose gradient a max-pool gives (ops/max_pool.h's
+// bn_relu_max_pool2d): the passes above, each reading the gradient through `Grad`: the reduction over the pool's
+// outputs (pool_impl::PoolMaskedGrad, x at each output's max), dx over the inputs (pool_impl::PoolGatherGrad). Kept
 // apart from the dense kernels, whose __restrict__ pointer parameters a struct member would not carry.
 template <typename T, int VEC, class Grad>
 __global__ void __launch_bounds__(impl::kThreads, impl::kBlocksPerSm)
@@ -212,15 +213,18 @@ void backward_with(const Plan& p, const BackwardArgs<T>& a, cudaStream_t stream)
   RN50_CUDA_CHECK(cudaGetLastError());
 }
 
+// The sums over the pool's outputs (`po`: pooled_reduce_plan), then dx over the inputs gathering each one's gradient.
 template <typename T, int VEC, class Grad>
-void backward_from_with(const Plan& p, const BackwardArgs<T>& a, const Grad& grad, cudaStream_t stream) {
+void backward_from_with(const Plan& p, const Plan& po, const BackwardArgs<T>& a, const T* pool_dy,
+                        const uint8_t* positions, const T* x_at, const Grad& grad, cudaStream_t stream) {
   float* part_g = static_cast<float*>(a.workspace);
-  float* part_gx = part_g + static_cast<int64_t>(p.reduce_blocks) * p.channels;
-  backward_reduce_from_kernel<T, VEC, Grad>
-      <<<dim3(p.tiles, p.reduce_blocks), main_block(p), 0, stream>>>(p, grad, a.x, a.mean, part_g, part_gx);
+  float* part_gx = part_g + static_cast<int64_t>(po.reduce_blocks) * po.channels;
+  using Masked = pool_impl::PoolMaskedGrad<T, VEC>;
+  backward_reduce_from_kernel<T, VEC, Masked><<<dim3(po.tiles, po.reduce_blocks), main_block(po), 0, stream>>>(
+      po, Masked{pool_dy, positions, po.channels}, x_at, a.mean, part_g, part_gx);
   RN50_CUDA_CHECK(cudaGetLastError());
-  finalize_backward_kernel<<<finalize_grid(p), finalize_block(), 0, stream>>>(
-      p, part_g, part_gx, impl::GradOut{a.invstd, a.dweight, a.dbias});
+  finalize_backward_kernel<<<finalize_grid(po), finalize_block(), 0, stream>>>(
+      po, part_g, part_gx, impl::GradOut{a.invstd, a.dweight, a.dbias});
   RN50_CUDA_CHECK(cudaGetLastError());
   const impl::DxCoefficients co{a.weight, a.mean, a.invstd, a.dweight, a.dbias, a.batch_stats, a.bias};
   dx_from_kernel<T, VEC, Grad>
@@ -230,11 +234,14 @@ void backward_from_with(const Plan& p, const BackwardArgs<T>& a, const Grad& gra
 
 template <typename T, int VEC>
 void backward_pooled_with(const Plan& p, const BackwardArgs<T>& a, const PoolPlan& pool, const T* pool_dy,
-                          const uint8_t* positions, cudaStream_t stream) {
+                          const uint8_t* positions, const T* x_at, cudaStream_t stream) {
+  const Plan po = impl::pooled_reduce_plan(p, pool.s.n * pool.oh * pool.ow);
   if (pool.few_covers) {
-    backward_from_with<T, VEC>(p, a, pool_impl::PoolGatherGrad<T, VEC, true>{pool, pool_dy, positions}, stream);
+    backward_from_with<T, VEC>(p, po, a, pool_dy, positions, x_at,
+                               pool_impl::PoolGatherGrad<T, VEC, true>{pool, pool_dy, positions}, stream);
   } else {
-    backward_from_with<T, VEC>(p, a, pool_impl::PoolGatherGrad<T, VEC, false>{pool, pool_dy, positions}, stream);
+    backward_from_with<T, VEC>(p, po, a, pool_dy, positions, x_at,
+                               pool_impl::PoolGatherGrad<T, VEC, false>{pool, pool_dy, positions}, stream);
   }
 }
 
@@ -275,8 +282,11 @@ void batch_norm_backward(const Plan& plan, const BackwardArgs<T>& args, cudaStre
 
 template <typename T>
 void batch_norm_backward_pooled(const Plan& plan, const BackwardArgs<T>& args, const PoolPlan& pool, const T* pool_dy,
-                                const uint8_t* positions, cudaStream_t stream) {
-  check_plan(plan, sizeof(T), {args.x, args.dx, pool_dy, positions});
+                                const uint8_t* positions, const T* x_at, cudaStream_t stream) {
+  check_plan(plan, sizeof(T), {args.x, args.dx, pool_dy, positions, x_at});
+  if (pool_dy == nullptr || positions == nullptr || x_at == nullptr) {
+    throw std::invalid_argument("batch_norm_backward_pooled: a null pool tensor");
+  }
   if (args.workspace == nullptr) throw std::invalid_argument("batch_norm_backward_pooled: no workspace");
   if (args.relu || args.silu || args.dresidual != nullptr || !args.batch_stats) {
     throw std::invalid_argument("batch_norm_backward_pooled: training BatchNorm alone (no activation or residual)");
@@ -286,17 +296,17 @@ void batch_norm_backward_pooled(const Plan& plan, const BackwardArgs<T>& args, c
   }
   constexpr int kWide = cuda::launch::kVectorBytes / sizeof(T);
   if (plan.vec == kWide) {
-    backward_pooled_with<T, kWide>(plan, args, pool, pool_dy, positions, stream);
+    backward_pooled_with<T, kWide>(plan, args, pool, pool_dy, positions, x_at, stream);
   } else {
-    backward_pooled_with<T, 1>(plan, args, pool, pool_dy, positions, stream);
+    backward_pooled_with<T, 1>(plan, args, pool, pool_dy, positions, x_at, stream);
   }
 }
 
-#define RN50_BN_INSTANTIATE(T)                                                           \
-  template Plan make_plan<T>(int64_t, int64_t, bool, int);                               \
+#define RN50_BN_INSTANTIATE(T)                                                                                \
+  template Plan make_plan<T>(int64_t, int64_t, bool, int);                                                    \
   template void batch_norm_backward_pooled<T>(const Plan&, const BackwardArgs<T>&, const PoolPlan&, const T*, \
-                                              const uint8_t*, cudaStream_t);             \
-  template void batch_norm_forward<T>(const Plan&, const ForwardArgs<T>&, cudaStream_t); \
+                                              const uint8_t*, const T*, cudaStream_t);                        \
+  template void batch_norm_forward<T>(const Plan&, const ForwardArgs<T>&, cudaStream_t);                      \
   template void batch_norm_backward<T>(const Plan&, const BackwardArgs<T>&, cudaStream_t);
 RN50_BN_INSTANTIATE(float)
 RN50_BN_INSTANTIATE(__half)

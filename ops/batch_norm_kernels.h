@@ -85,11 +85,13 @@ template <typename T>
 void batch_norm_backward(const Plan& plan, const BackwardArgs<T>& args, cudaStream_t stream);
 
 // batch_norm_backward in training without activation or residual, with args.dy (unused) replaced by a max-pool's input
-// gradient, gathered from its output gradient `pool_dy` and positions (ops/max_pool_kernels.h; `pool` planned on the
-// BatchNorm's x, the pool's input) as each pass reads it, rounded to T: the results of max_pool_backward followed by
-// batch_norm_backward, without the input-sized gradient between them (ops/max_pool.h's bn_relu_max_pool2d).
+// gradient, from its output gradient `pool_dy`, positions and x_at (bn_relu_max_pool_forward's; `pool` planned on the
+// BatchNorm's x, the pool's input): dweight and dbias summed over the pool's outputs (each output's gradient at x_at),
+// dx gathering each input's gradient, rounded to T, as it reads it. The results of max_pool_backward followed by
+// batch_norm_backward within float rounding (not bit for bit: those sum each input's gradient rounded to T), without
+// the input-sized gradient between them or a gather in the reduction (ops/max_pool.h's bn_relu_max_pool2d).
 template <typename T>
 void batch_norm_backward_pooled(const Plan& plan, const BackwardArgs<T>& args, const PoolPlan& pool, const T* pool_dy,
-                                const uint8_t* positions, cudaStream_t stream);
+                                const uint8_t* positions, const T* x_at, cudaStream_t stream);
 
 }  // namespace rn50::ops::kernels

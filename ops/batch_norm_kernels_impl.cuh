@@ -68,6 +68,19 @@ inline Plan make_plan_for(int64_t rows, int64_t channels, int elem_bytes, bool a
   return p;
 }
 
+// The plan of batch_norm_backward_pooled's reduction over a max-pool's outputs (`rows_out` of them) for a BatchNorm
+// planned as `in` on the pool's input: the same channels and tiling, at most `in`'s blocks, so that its partials fit
+// `in`'s workspace.
+inline Plan pooled_reduce_plan(const Plan& in, int64_t rows_out) {
+  Plan p = in;
+  p.rows = rows_out;
+  const int64_t row_groups = ceil_div(ceil_div(rows_out, p.row_threads), kStatsUnroll);
+  p.reduce_blocks = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(row_groups, in.reduce_blocks)));
+  p.elementwise_blocks = p.reduce_blocks;
+  p.workspace_bytes = 2 * static_cast<size_t>(p.reduce_blocks) * static_cast<size_t>(p.channels) * sizeof(float);
+  return p;
+}
+
 // ---- element conversion and vector access -----------------------------------------------------------------------
 
 RN50_HD inline float to_float(float v) { return v; }

@@ -50,8 +50,9 @@ struct BackwardIn {
   BnKernels kernels = BnKernels::kAuto;
   Ran ran = Ran::kOwn;
   // Instead of dy (left undefined): the output gradient and positions of the max-pool whose input is this BatchNorm's
-  // output (ops/max_pool.h's bn_relu_max_pool2d, training, no activation): rn50's kernels gather dy as they read it.
-  at::Tensor pool_dy, pool_positions;
+  // output (ops/max_pool.h's bn_relu_max_pool2d, training, no activation), and x at each output's max: rn50's kernels
+  // sum dweight and dbias over the pool's outputs and gather dy for dx as they read it.
+  at::Tensor pool_dy, pool_positions, pool_x_at;
   kernels::PoolShape pool_shape;
 };
 

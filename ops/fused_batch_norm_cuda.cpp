@@ -138,7 +138,7 @@ BackwardOut own_backward_pooled(const BackwardIn& in, cudaStream_t stream) {
   out.dx = empty_nhwc_like(x);
   out.dweight = empty_floats(channels_of(x), x);
   out.dbias = empty_floats(channels_of(x), x);
-  const bool aligned = aligned16({&x, &out.dx, &pool_dy, &in.pool_positions});
+  const bool aligned = aligned16({&x, &out.dx, &pool_dy, &in.pool_positions, &in.pool_x_at});
   const kernels::Plan plan = kernels::make_plan<T>(rows_of(x), channels_of(x), aligned, device_index(x));
   const kernels::PoolPlan pool = kernels::make_pool_plan(in.pool_shape, sizeof(T), aligned);
   const at::Tensor workspace = empty_bytes(plan.workspace_bytes, x);
@@ -154,8 +154,8 @@ BackwardOut own_backward_pooled(const BackwardIn& in, cudaStream_t stream) {
   a.relu = false;
   a.batch_stats = true;
   a.workspace = workspace.data_ptr();
-  kernels::batch_norm_backward_pooled<T>(plan, a, pool, ptr<const T>(pool_dy),
-                                         ptr<const uint8_t>(in.pool_positions), stream);
+  kernels::batch_norm_backward_pooled<T>(plan, a, pool, ptr<const T>(pool_dy), ptr<const uint8_t>(in.pool_positions),
+                                         ptr<const T>(in.pool_x_at), stream);
   return out;
 }
 

@@ -80,8 +80,9 @@ struct NormPoolSettings {
   kernels::PoolShape shape;
 };
 
-// Keeps x, the batch statistics and the one-byte positions: not relu(batch_norm(x)), which the two ops apart keep for
-// ReLU's backward (the positions say where ReLU passes a gradient).
+// Keeps x, the batch statistics, the one-byte positions and x at each output's max (a quarter of x at the stem's
+// stride 2): not relu(batch_norm(x)), which the two ops apart keep for ReLU's backward (the positions say where ReLU
+// passes a gradient).
 class BnReluMaxPoolFunction : public torch::autograd::Function<BnReluMaxPoolFunction> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
@@ -103,6 +104,7 @@ class BnReluMaxPoolFunction : public torch::autograd::Function<BnReluMaxPoolFunc
     ctx->saved_data["mean"] = stats.mean;
     ctx->saved_data["invstd"] = stats.invstd;
     ctx->saved_data["positions"] = out.positions;
+    ctx->saved_data["x_at"] = out.x_at;
     ctx->saved_data["shape"] = pack_shape(s.shape);
     ctx->saved_data["eps"] = s.eps;
     return {out.y};
@@ -117,6 +119,7 @@ class BnReluMaxPoolFunction : public torch::autograd::Function<BnReluMaxPoolFunc
     // passes, none where the max was not above zero.
     in.pool_dy = grad_outputs[0];
     in.pool_positions = ctx->saved_data["positions"].toTensor();
+    in.pool_x_at = ctx->saved_data["x_at"].toTensor();
     in.pool_shape = shape;
     in.x = saved[0];
     in.weight = saved[1];

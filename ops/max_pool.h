@@ -57,6 +57,7 @@ std::string bn_relu_max_pool_unsupported_reason(const at::Tensor& x, const Batch
 // corner, padding included. For tests and benchmarks; throws std::invalid_argument where the kernels do not take x.
 struct MaxPoolForward {
   at::Tensor y, positions;
+  at::Tensor x_at;  // bn_relu_max_pool's alone: x at each output's max (y's shape and dtype)
 };
 MaxPoolForward max_pool2d_positions(const at::Tensor& x, const MaxPool2d& pool);
 

@@ -14,7 +14,7 @@ namespace rn50::ops::detail {
 MaxPoolForward max_pool_forward(const at::Tensor& x, const kernels::PoolShape& shape);
 
 // The same for relu(batch_norm(x)) with the given statistics (float32 [C] each, on x's device): positions are
-// kernels::kNoGradient where the max is not above zero.
+// kernels::kNoGradient where the max is not above zero; x_at: x at each output's max.
 MaxPoolForward bn_relu_max_pool_forward(const at::Tensor& x, const kernels::PoolShape& shape, const at::Tensor& weight,
                                         const at::Tensor& bias, const at::Tensor& mean, const at::Tensor& invstd);
 

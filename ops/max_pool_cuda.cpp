@@ -33,10 +33,11 @@ void forward_as(const at::Tensor& x, const kernels::PoolShape& shape, const MaxP
 template <typename T>
 void norm_forward_as(const at::Tensor& x, const kernels::PoolShape& shape, const kernels::PoolNorm& norm,
                      const MaxPoolForward& out, cudaStream_t stream) {
-  const kernels::PoolPlan plan = kernels::make_pool_plan(shape, sizeof(T), aligned16({&x, &out.y, &out.positions}));
-  kernels::bn_relu_max_pool_forward<T>(plan, static_cast<const T*>(x.data_ptr()), norm,
-                                       static_cast<T*>(out.y.data_ptr()),
-                                       static_cast<uint8_t*>(out.positions.data_ptr()), stream);
+  const kernels::PoolPlan plan =
+      kernels::make_pool_plan(shape, sizeof(T), aligned16({&x, &out.y, &out.positions, &out.x_at}));
+  kernels::bn_relu_max_pool_forward<T>(
+      plan, static_cast<const T*>(x.data_ptr()), norm, static_cast<T*>(out.y.data_ptr()),
+      static_cast<uint8_t*>(out.positions.data_ptr()), static_cast<T*>(out.x_at.data_ptr()), stream);
 }
 
 template <typename T>
@@ -98,6 +99,7 @@ MaxPoolForward bn_relu_max_pool_forward(const at::Tensor& x, const kernels::Pool
   const kernels::PoolNorm norm{weight.data_ptr<float>(), bias.data_ptr<float>(), mean.data_ptr<float>(),
                                invstd.data_ptr<float>()};
   MaxPoolForward out = empty_outputs(x, shape);
+  out.x_at = at::empty_like(out.y);
   with_element_type(x.scalar_type(), [&](auto t) { norm_forward_as<decltype(t)>(x, shape, norm, out, stream); });
   return out;
 }

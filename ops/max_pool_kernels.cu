@@ -18,8 +18,8 @@ __device__ inline int64_t grid_step() { return static_cast<int64_t>(gridDim.x) *
 template <typename T, int VEC, bool kSmall, bool kNorm>
 __global__ void __launch_bounds__(cuda::launch::kThreads)
     max_pool_forward_kernel(PoolPlan p, const T* __restrict__ x, T* __restrict__ y, uint8_t* __restrict__ positions,
-                            PoolNorm norm) {
-  pool_impl::forward_thread<T, VEC, kSmall, kNorm>(p, first_item(), grid_step(), x, y, positions, norm);
+                            PoolNorm norm, T* __restrict__ x_at) {
+  pool_impl::forward_thread<T, VEC, kSmall, kNorm>(p, first_item(), grid_step(), x, y, positions, norm, x_at);
 }
 
 template <typename T, int VEC, bool kFew, bool kEager>
@@ -46,14 +46,14 @@ void check_plan(const PoolPlan& p, int elem_bytes, std::initializer_list<const v
 }
 
 template <typename T, int VEC, bool kNorm>
-void forward_with(const PoolPlan& p, const T* x, T* y, uint8_t* positions, const PoolNorm& norm,
+void forward_with(const PoolPlan& p, const T* x, T* y, uint8_t* positions, const PoolNorm& norm, T* x_at,
                   cudaStream_t stream) {
   if (p.small_window) {
     max_pool_forward_kernel<T, VEC, true, kNorm>
-        <<<p.forward_blocks, cuda::launch::kThreads, 0, stream>>>(p, x, y, positions, norm);
+        <<<p.forward_blocks, cuda::launch::kThreads, 0, stream>>>(p, x, y, positions, norm, x_at);
   } else {
     max_pool_forward_kernel<T, VEC, false, kNorm>
-        <<<p.forward_blocks, cuda::launch::kThreads, 0, stream>>>(p, x, y, positions, norm);
+        <<<p.forward_blocks, cuda::launch::kThreads, 0, stream>>>(p, x, y, positions, norm, x_at);
   }
   RN50_CUDA_CHECK(cudaGetLastError());
 }
@@ -80,16 +80,16 @@ void max_pool_forward(const PoolPlan& plan, const T* x, T* y, uint8_t* positions
   check_plan(plan, sizeof(T), {x, y, positions});
   constexpr int kWide = cuda::launch::kVectorBytes / sizeof(T);
   if (plan.vec == kWide) {
-    forward_with<T, kWide, false>(plan, x, y, positions, PoolNorm{}, stream);
+    forward_with<T, kWide, false>(plan, x, y, positions, PoolNorm{}, nullptr, stream);
   } else {
-    forward_with<T, 1, false>(plan, x, y, positions, PoolNorm{}, stream);
+    forward_with<T, 1, false>(plan, x, y, positions, PoolNorm{}, nullptr, stream);
   }
 }
 
 template <typename T>
-void bn_relu_max_pool_forward(const PoolPlan& plan, const T* x, const PoolNorm& norm, T* y, uint8_t* positions,
+void bn_relu_max_pool_forward(const PoolPlan& plan, const T* x, const PoolNorm& norm, T* y, uint8_t* positions, T* x_at,
                               cudaStream_t stream) {
-  check_plan(plan, sizeof(T), {x, y, positions});
+  check_plan(plan, sizeof(T), {x, y, positions, x_at});
   if (norm.weight == nullptr || norm.bias == nullptr || norm.mean == nullptr || norm.invstd == nullptr) {
     throw std::invalid_argument("bn_relu_max_pool kernels: a null BatchNorm pointer");
   }
@@ -98,9 +98,9 @@ void bn_relu_max_pool_forward(const PoolPlan& plan, const T* x, const PoolNorm& 
   }
   constexpr int kWide = cuda::launch::kVectorBytes / sizeof(T);
   if (plan.vec == kWide) {
-    forward_with<T, kWide, true>(plan, x, y, positions, norm, stream);
+    forward_with<T, kWide, true>(plan, x, y, positions, norm, x_at, stream);
   } else {
-    forward_with<T, 1, true>(plan, x, y, positions, norm, stream);
+    forward_with<T, 1, true>(plan, x, y, positions, norm, x_at, stream);
   }
 }
 
@@ -115,9 +115,10 @@ void max_pool_backward(const PoolPlan& plan, const T* dy, const uint8_t* positio
   }
 }
 
-#define RN50_MAX_POOL_INSTANTIATE(T)                                                                           \
-  template void max_pool_forward<T>(const PoolPlan&, const T*, T*, uint8_t*, cudaStream_t);                    \
-  template void bn_relu_max_pool_forward<T>(const PoolPlan&, const T*, const PoolNorm&, T*, uint8_t*, cudaStream_t); \
+#define RN50_MAX_POOL_INSTANTIATE(T)                                                                      \
+  template void max_pool_forward<T>(const PoolPlan&, const T*, T*, uint8_t*, cudaStream_t);               \
+  template void bn_relu_max_pool_forward<T>(const PoolPlan&, const T*, const PoolNorm&, T*, uint8_t*, T*, \
+                                            cudaStream_t);                                                \
   template void max_pool_backward<T>(const PoolPlan&, const T*, const uint8_t*, T*, cudaStream_t);
 RN50_MAX_POOL_INSTANTIATE(float)
 RN50_MAX_POOL_INSTANTIATE(__half)

@@ -32,9 +32,10 @@ struct PoolNorm {
 
 // max_pool_forward of relu(batch_norm(x)) without writing that tensor: each element as batch_norm_forward's normalize
 // pass computes and rounds it, so y is bit for bit the two ops' output; positions as max_pool_forward's where y > 0,
-// kNoGradient elsewhere, so that max_pool_backward of them gives BatchNorm's backward the ReLU-masked gradient.
+// kNoGradient elsewhere, so that max_pool_backward of them gives BatchNorm's backward the ReLU-masked gradient; x_at
+// (y's shape) the element of x whose normalised value is each output's max, for batch_norm_backward_pooled's sums.
 template <typename T>
-void bn_relu_max_pool_forward(const PoolPlan& plan, const T* x, const PoolNorm& norm, T* y, uint8_t* positions,
+void bn_relu_max_pool_forward(const PoolPlan& plan, const T* x, const PoolNorm& norm, T* y, uint8_t* positions, T* x_at,
                               cudaStream_t stream);
 
 // dx [n, c, h, w] from dy [n, c, oh, ow] and the forward's positions: each input element gets the sum, in float and

@@ -132,15 +132,32 @@ RN50_HD inline void apply(const NormRelu<T, VEC>& r, float (&f)[VEC]) {
   }
 }
 
+// take() that also keeps the element's value before BatchNorm+ReLU (`raw`) of the max: bn_relu_max_pool's x_at.
+template <int VEC>
+RN50_HD inline void take(const float (&f)[VEC], const float (&raw)[VEC], int position, Best<VEC>& b,
+                         float (&best_raw)[VEC]) {
+  RN50_UNROLL
+  for (int l = 0; l < VEC; ++l) {
+    if (f[l] > b.value[l] || is_nan(f[l])) {
+      b.value[l] = f[l];
+      b.at[l] = static_cast<uint8_t>(position);
+      best_raw[l] = raw[l];
+    }
+  }
+}
+
 // ---- forward: one output pixel's channel vector ---------------------------------------------------------------------
 
 // With kSmall (kh, kw <= kSmallWindow) every load of the window is issued before the first comparison, so that a
 // thread has the whole window in flight at once; otherwise the window is read element by element.
 // With kNorm each element goes through `norm` (BatchNorm+ReLU) before the comparison, and an output whose max is not
-// above zero (or NaN) gets kNoGradient as its position: ReLU's backward gives such an element no gradient.
+// above zero (or NaN) gets kNoGradient as its position: ReLU's backward gives such an element no gradient; and
+// x_at, where not null, gets the max's element as x holds it (before BatchNorm), which BatchNorm's backward sums over
+// the outputs (batch_norm_backward_pooled) instead of gathering every input's gradient.
 template <typename T, int VEC, bool kSmall, bool kNorm = false>
 RN50_HD inline void forward_item(const PoolPlan& p, int item, const T* __restrict__ x, T* __restrict__ y,
-                                 uint8_t* __restrict__ positions, const PoolNorm& norm = {}) {
+                                 uint8_t* __restrict__ positions, const PoolNorm& norm = {},
+                                 T* __restrict__ x_at = nullptr) {
   const PoolShape& s = p.s;
   const int h = static_cast<int>(s.h), w = static_cast<int>(s.w);
   int v, ox, oy;
@@ -152,6 +169,7 @@ RN50_HD inline void forward_item(const PoolPlan& p, int item, const T* __restric
   NormRelu<T, VEC> nr{};
   if constexpr (kNorm) nr = norm_relu_of<T, VEC>(norm, c0);
   Best<VEC> best;
+  float best_raw[VEC] = {};  // kNorm: every window has an element inside, and ReLU's output beats -inf
   // A window of nothing but -inf keeps its first element inside the input: where ATen's CPU kernel starts.
   const int first = ((y0 < 0 ? 0 : y0) - y0) * s.kw + ((x0 < 0 ? 0 : x0) - x0);
   RN50_UNROLL
@@ -174,8 +192,14 @@ RN50_HD inline void forward_item(const PoolPlan& p, int item, const T* __restric
       if (!inside[j]) continue;
       float f[VEC];
       unpack(e[j], f);
-      if constexpr (kNorm) apply(nr, f);
-      take(f, (j / K) * s.kw + j % K, best);
+      if constexpr (kNorm) {
+        float raw[VEC];
+        unpack(e[j], raw);
+        apply(nr, f);
+        take(f, raw, (j / K) * s.kw + j % K, best, best_raw);
+      } else {
+        take(f, (j / K) * s.kw + j % K, best);
+      }
     }
   } else {
     for (int dy = 0; dy < s.kh; ++dy) {
@@ -186,8 +210,15 @@ RN50_HD inline void forward_item(const PoolPlan& p, int item, const T* __restric
         if (xx < 0 || xx >= w) continue;
         float f[VEC];
         impl::load<T, VEC>(image + (static_cast<int64_t>(yy) * w + xx) * s.c, f);
-        if constexpr (kNorm) apply(nr, f);
-        take(f, dy * s.kw + dx, best);
+        if constexpr (kNorm) {
+          float raw[VEC];
+          RN50_UNROLL
+          for (int l = 0; l < VEC; ++l) raw[l] = f[l];
+          apply(nr, f);
+          take(f, raw, dy * s.kw + dx, best, best_raw);
+        } else {
+          take(f, dy * s.kw + dx, best);
+        }
       }
     }
   }
@@ -200,6 +231,9 @@ RN50_HD inline void forward_item(const PoolPlan& p, int item, const T* __restric
   const int64_t out = static_cast<int64_t>(pixel) * s.c + c0;
   impl::store<T, VEC>(y + out, best.value);
   store_positions<VEC>(positions + out, best.at);
+  if constexpr (kNorm) {
+    if (x_at != nullptr) impl::store<T, VEC>(x_at + out, best_raw);  // values of T: stored exactly
+  }
 }
 
 // ---- backward: one input pixel's channel vector ---------------------------------------------------------------------
@@ -321,13 +355,37 @@ struct PoolGatherGrad {
   }
 };
 
+// The pool's output gradient where its position passes one, zero where it is kNoGradient, as BatchNorm's reduction
+// over the pool's outputs reads it (impl::DenseGrad's interface; rows are output pixels): each output's gradient goes
+// to one input, whose x the forward kept in x_at, so the sums of g and g * (x - mean) over the outputs are those over
+// the inputs without gathering (in float and in another order: not bit for bit the two passes apart, which round
+// each input's gradient to T first).
+template <typename T, int VEC>
+struct PoolMaskedGrad {
+  const T* dy;
+  const uint8_t* positions;
+  int64_t channels;
+  RN50_HD impl::Pack<T, VEC> load(int64_t row, int64_t c0) const {
+    const int64_t at = row * channels + c0;
+    const Positions<VEC> pos = load_positions<VEC>(positions + at);
+    float g[VEC];
+    impl::load<T, VEC>(dy + at, g);
+    RN50_UNROLL
+    for (int l = 0; l < VEC; ++l) {
+      if (position_of(pos, l) == kNoGradient) g[l] = 0.0f;
+    }
+    return impl::pack_of(g, T{});
+  }
+};
+
 // ---- a thread's share of a launch: a grid-stride loop over the work items -----------------------------------------
 
 template <typename T, int VEC, bool kSmall, bool kNorm = false>
 RN50_HD inline void forward_thread(const PoolPlan& p, int64_t first, int64_t step, const T* __restrict__ x,
-                                   T* __restrict__ y, uint8_t* __restrict__ positions, const PoolNorm& norm = {}) {
+                                   T* __restrict__ y, uint8_t* __restrict__ positions, const PoolNorm& norm = {},
+                                   T* __restrict__ x_at = nullptr) {
   for (int64_t i = first; i < p.forward_items; i += step) {
-    forward_item<T, VEC, kSmall, kNorm>(p, static_cast<int>(i), x, y, positions, norm);
+    forward_item<T, VEC, kSmall, kNorm>(p, static_cast<int>(i), x, y, positions, norm, x_at);
   }
 }
 

@@ -1,7 +1,8 @@
 // bench/ops/bench_max_pool.cpp: rn50_bench_max_pool, a benchmark (not a test): ResNet-50's stem max-pool (3x3,
 // stride 2, padding 1 on [batch, 64, 112, 112] channels-last float16) as ATen's max_pool2d and as rn50's kernels,
 // forward and forward+backward, each captured in a CUDA graph (bench/ops/graph_timing.h); one line each with the median
-// milliseconds per call; then rn50's backward kernel alone in its two load orders.
+// milliseconds per call; then rn50's backward kernel alone in its two load orders; then the stem's BatchNorm+ReLU and
+// max-pool, forward+backward on rn50's kernels, apart and fused (ops/max_pool.h's bn_relu_max_pool2d, fuse_stem_pool).
 #include <ATen/cuda/CUDAContext.h>
 #include <torch/torch.h>
 
@@ -12,6 +13,7 @@
 
 #include "bench/ops/graph_timing.h"
 #include "cuda/device_ops.h"
+#include "ops/fused_batch_norm.h"
 #include "ops/max_pool.h"
 #include "ops/max_pool_kernels.h"
 
@@ -69,6 +71,53 @@ void backward_kernel_variants(const std::vector<at::Tensor>& x, const std::vecto
       torch::equal(results[0], results[1]) ? "equal" : "DIFFER");
 }
 
+// The stem's BatchNorm (training) + ReLU + max-pool on a convolution-like x, forward and the gradients of x, weight and
+// bias: the ops apart (batch_norm_act, then max_pool2d) against the fused op, each on rn50's kernels.
+void stem_norm_pool(int64_t batch, int sets) {
+  const auto f = torch::TensorOptions().device(torch::kCUDA);
+  std::vector<at::Tensor> x, dy;
+  for (int i = 0; i < sets; ++i) {
+    x.push_back((torch::randn({batch, 64, 112, 112}, f) + torch::randn({1, 64, 1, 1}, f))
+                    .to(at::kHalf)
+                    .contiguous(at::MemoryFormat::ChannelsLast)
+                    .requires_grad_(true));
+    dy.push_back(torch::randn({batch, 64, 56, 56}, f.dtype(at::kHalf)).contiguous(at::MemoryFormat::ChannelsLast));
+  }
+  rn50::ops::BatchNormState bn;
+  bn.weight = (torch::rand({64}, f) + 0.5).requires_grad_(true);
+  bn.bias = (torch::randn({64}, f) * 0.1).requires_grad_(true);
+  bn.running_mean = torch::zeros({64}, f);
+  bn.running_var = torch::ones({64}, f);
+  bn.num_batches_tracked = torch::zeros({}, f.dtype(at::kLong));
+  const auto run = [&](int i, bool fused) {
+    const at::Tensor y =
+        fused ? rn50::ops::bn_relu_max_pool2d(x[i], bn, kStemMaxPool, rn50::ops::BnKernels::kOwn)
+              : rn50::ops::max_pool2d(rn50::ops::batch_norm_act(x[i], bn, {}, true, rn50::ops::BnKernels::kOwn),
+                                      kStemMaxPool);
+    return torch::autograd::grad({y}, {x[i], bn.weight, bn.bias}, {dy[i]});
+  };
+  const std::string why =
+      rn50::ops::bn_relu_max_pool_unsupported_reason(x[0], bn, kStemMaxPool, rn50::ops::BnKernels::kOwn);
+  if (!why.empty()) throw std::runtime_error("the fused stem op does not run here: " + why);
+  const std::vector<at::Tensor> apart = run(0, false), fused = run(0, true);
+  const auto relative = [](const at::Tensor& a, const at::Tensor& b) {
+    return ((a.to(at::kDouble) - b.to(at::kDouble)).norm() / b.to(at::kDouble).norm()).item<double>();
+  };
+  double seconds[2] = {0, 0};
+  bool graphs = true;
+  for (const bool f2 : {false, true, true, false}) {  // each timed twice, alternating
+    const Timing t = time_calls([&](int i) { run(i, f2); }, sets, kRepeats);
+    seconds[f2] += t.seconds / 2;
+    graphs = graphs && t.graph;
+  }
+  std::printf(
+      "stem BatchNorm+ReLU+max-pool, forward+backward on rn50's kernels: apart %.3f ms, fused %.3f ms (%.2fx)%s; "
+      "fused against apart, relative: dx %.2e, dweight %.2e, dbias %.2e\n",
+      seconds[0] * 1e3, seconds[1] * 1e3, seconds[0] / seconds[1],
+      graphs ? "" : " (timed eagerly: capture failed, see stderr)", relative(fused[0], apart[0]),
+      relative(fused[1], apart[1]), relative(fused[2], apart[2]));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,6 +171,9 @@ int main(int argc, char** argv) {
     std::printf("rn50 against ATen: forward %.2fx, forward+backward %.2fx as fast\n",
                 forward[0].seconds / forward[1].seconds, both[0].seconds / both[1].seconds);
     backward_kernel_variants(x, dy, sets);
+    x.clear();
+    dy.clear();
+    stem_norm_pool(batch, sets);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rn50_bench_max_pool: %s\n", e.what());

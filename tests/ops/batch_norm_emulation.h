@@ -118,23 +118,26 @@ void emulate_backward(const Plan& p, const BackwardArgs<T>& a) {
   });
 }
 
-// batch_norm_backward_pooled: the passes of emulate_backward without an activation, each reading the gradient
-// through `grad` (pool_impl::PoolGatherGrad).
-template <typename T, int VEC, class Grad>
-void emulate_backward_from(const Plan& p, const BackwardArgs<T>& a, const Grad& grad) {
+// batch_norm_backward_pooled: the passes of emulate_backward without an activation: the reduction over `po`'s rows
+// (impl::pooled_reduce_plan: the pool's outputs) reading the gradient through `reduce_grad` (pool_impl::PoolMaskedGrad)
+// and x at `reduce_x` (x at each output's max), then dx over p's rows through `dx_grad` (pool_impl::PoolGatherGrad).
+template <typename T, int VEC, class ReduceGrad, class DxGrad>
+void emulate_backward_from(const Plan& p, const Plan& po, const BackwardArgs<T>& a, const ReduceGrad& reduce_grad,
+                           const T* reduce_x, const DxGrad& dx_grad) {
   std::vector<float> ws(p.workspace_bytes / sizeof(float));
   float* part_g = ws.data();
-  float* part_gx = part_g + static_cast<int64_t>(p.reduce_blocks) * p.channels;
-  emulate_reduce<VEC>(p, part_g, part_gx, [&](const Idx& i, float* s_a, float* s_b) {
-    impl::backward_accumulate_from<T, VEC, false, false>(p, i, grad, nullptr, a.x, a.mean, nullptr, s_a, s_b);
+  float* part_gx = part_g + static_cast<int64_t>(po.reduce_blocks) * po.channels;
+  emulate_reduce<VEC>(po, part_g, part_gx, [&](const Idx& i, float* s_a, float* s_b) {
+    impl::backward_accumulate_from<T, VEC, false, false>(po, i, reduce_grad, nullptr, reduce_x, a.mean, nullptr, s_a,
+                                                         s_b);
   });
   const impl::GradOut out{a.invstd, a.dweight, a.dbias};
-  emulate_finalize(p, part_g, part_gx, [&](int tx, int bx, const double* s_a, const double* s_b) {
-    impl::finalize_backward(p, tx, bx, s_a, s_b, out);
+  emulate_finalize(po, part_g, part_gx, [&](int tx, int bx, const double* s_a, const double* s_b) {
+    impl::finalize_backward(po, tx, bx, s_a, s_b, out);
   });
   const impl::DxCoefficients co{a.weight, a.mean, a.invstd, a.dweight, a.dbias, a.batch_stats, a.bias};
   for_each_thread(p, p.elementwise_blocks, [&](const Idx& i) {
-    impl::dx_rows_from<T, VEC, impl::GradSource::kDy>(p, i, grad, nullptr, a.x, co, a.dx);
+    impl::dx_rows_from<T, VEC, impl::GradSource::kDy>(p, i, dx_grad, nullptr, a.x, co, a.dx);
   });
 }
 

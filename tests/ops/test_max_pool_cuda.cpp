@@ -1,13 +1,14 @@
 // tests/ops/test_max_pool_cuda.cpp (GPU machine only): rn50's max_pool2d against ATen's on fresh random inputs:
 // values, indices and gradients equal to ATen's CUDA kernel in every dtype, NaN and infinities as ATen's CPU kernel;
 // every element written; capture and replay in a CUDA graph; the bytes kept for the backward; the fallbacks; the
-// ResNet stem's start-up line. bn_relu_max_pool2d against BatchNorm+ReLU and the pool apart on rn50's kernels, bit for
-// bit, eager and replayed, and what it keeps.
+// ResNet stem's start-up line. bn_relu_max_pool2d against BatchNorm+ReLU and the pool apart on rn50's kernels (values
+// bit for bit, gradients within float rounding), replayed against eager bit for bit, and what it keeps.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -339,9 +340,26 @@ at::Tensor conv_like(const Shape& s, at::ScalarType dtype) {
   return (torch::randn({s.n, s.c, s.h, s.w}, f) + torch::randn({1, s.c, 1, 1}, f)).to(dtype).contiguous(kChannelsLast);
 }
 
-// Every output of the fused op equal to BatchNorm+ReLU (rn50's kernels) then the pool: the pooled values, the input's
-// and the parameters' gradients, the running statistics, in every dtype and on odd shapes (C not a multiple of 8).
-TEST_F(MaxPoolCuda, BnReluPoolEqualsTheOpsApartOnRn50sKernels) {
+// T's relative rounding step, and its step below the smallest normal value.
+double rounding_of(at::ScalarType t) {
+  return t == at::kHalf ? std::ldexp(1.0, -10) : t == at::kBFloat16 ? std::ldexp(1.0, -7) : std::ldexp(1.0, -23);
+}
+double subnormal_of(at::ScalarType t) {
+  return t == at::kHalf ? std::ldexp(1.0, -24) : t == at::kBFloat16 ? std::ldexp(1.0, -133) : std::ldexp(1.0, -149);
+}
+
+// The largest excess of |got - want| over `tolerance` (<= 0: within it everywhere).
+double excess(const at::Tensor& got, const at::Tensor& want, const at::Tensor& tolerance) {
+  return ((got.to(at::kDouble) - want.to(at::kDouble)).abs() - tolerance).max().item<double>();
+}
+
+// Every output of the fused op against BatchNorm+ReLU (rn50's kernels) then the pool, in every dtype and on odd shapes
+// (C not a multiple of 8): the pooled values and the running statistics bit for bit; the gradients within float
+// rounding, since the fused op sums dweight and dbias over the pool's outputs in float where the ops apart sum each
+// input's gradient rounded to T. From g, the pool's input gradient the ops apart computed, in float64: dbias and
+// dweight within (T's step + 2e-5) of the sums of |g| and |g * xhat|; dx within two of T's steps of |weight * invstd *
+// g| and of |dx|, plus (T's step + 2e-5) of its mean terms' magnitudes and one subnormal step.
+TEST_F(MaxPoolCuda, BnReluPoolMatchesTheOpsApartOnRn50sKernels) {
   const std::vector<Shape> shapes = {{8, 64, 112, 112}, {3, 24, 15, 13}, {2, 12, 9, 10}, {4, 7, 8, 7}};
   for (const at::ScalarType dtype : {at::kHalf, at::kBFloat16, at::kFloat}) {
     for (const Shape& s : shapes) {
@@ -352,25 +370,48 @@ TEST_F(MaxPoolCuda, BnReluPoolEqualsTheOpsApartOnRn50sKernels) {
       ASSERT_EQ(bn_relu_max_pool_unsupported_reason(x0, state_of(bn.a), kStemMaxPool, BnKernels::kOwn), "");
       const at::Tensor x = x0.clone().requires_grad_(true), xr = x0.clone().requires_grad_(true);
       const at::Tensor y = bn_relu_max_pool2d(x, state_of(bn.a), kStemMaxPool, BnKernels::kOwn);
-      const at::Tensor want = max_pool2d(batch_norm_act(xr, state_of(bn.b), {}, true, BnKernels::kOwn), kStemMaxPool);
+      const at::Tensor normalised = batch_norm_act(xr, state_of(bn.b), {}, true, BnKernels::kOwn);
+      const at::Tensor want = max_pool2d(normalised, kStemMaxPool);
       const at::Tensor dy = random_gradient(want);
       y.backward(dy);
+      const at::Tensor g = torch::autograd::grad({want}, {normalised}, {dy}, /*retain_graph=*/true)[0];
       want.backward(dy);
-      const bool y_eq = torch::equal(y, want), dx_eq = torch::equal(x.grad(), xr.grad()),
-                 dw_eq = torch::equal(bn.a->weight.grad(), bn.b->weight.grad()),
-                 db_eq = torch::equal(bn.a->bias.grad(), bn.b->bias.grad());
+      // The batch's statistics and the tolerances, in float64.
+      const at::Tensor xd = x0.to(at::kDouble);
+      const at::Tensor mean = xd.mean({0, 2, 3}, true);
+      const at::Tensor invstd = ((xd - mean).pow(2).mean({0, 2, 3}, true) + bn.a->options.eps()).rsqrt();
+      const at::Tensor xhat = (xd - mean) * invstd,
+                       gd = (g * normalised.detach().gt(0)).to(at::kDouble);  // ReLU's mask
+      const at::Tensor scale = bn.a->weight.detach().to(at::kDouble).view({1, -1, 1, 1}) * invstd;
+      const double step = rounding_of(dtype) + 2e-5, m = static_cast<double>(s.n * s.h * s.w);
+      const at::Tensor db_abs = gd.abs().sum({0, 2, 3}), dw_abs = (gd * xhat).abs().sum({0, 2, 3});
+      const at::Tensor dx_apart = xr.grad();
+      const at::Tensor dx_tolerance =
+          2.0 * rounding_of(dtype) * ((scale * gd).abs() + dx_apart.to(at::kDouble).abs()) +
+          step * scale.abs() * (db_abs.view({1, -1, 1, 1}) + xhat.abs() * dw_abs.view({1, -1, 1, 1})) / m +
+          subnormal_of(dtype);
+      const double dx_off = excess(x.grad(), dx_apart, dx_tolerance);
+      const double dw_off = excess(bn.a->weight.grad(), bn.b->weight.grad(), step * dw_abs);
+      const double db_off = excess(bn.a->bias.grad(), bn.b->bias.grad(), step * db_abs);
+      const bool y_eq = torch::equal(y, want);
       EXPECT_TRUE(y_eq);
-      EXPECT_TRUE(dx_eq) << (x.grad() - xr.grad()).abs().max().item<double>();
-      EXPECT_TRUE(dw_eq) << (bn.a->weight.grad() - bn.b->weight.grad()).abs().max().item<double>();
-      EXPECT_TRUE(db_eq);
+      EXPECT_LE(dx_off, 0.0);
+      EXPECT_LE(dw_off, 0.0);
+      EXPECT_LE(db_off, 0.0);
       EXPECT_TRUE(torch::equal(bn.a->running_mean, bn.b->running_mean));
       EXPECT_TRUE(torch::equal(bn.a->running_var, bn.b->running_var));
       EXPECT_EQ(bn.a->num_batches_tracked.item<int64_t>(), 1);
       EXPECT_TRUE(y.is_contiguous(kChannelsLast));
       const double zeros = want.eq(0).sum().item<double>() / want.numel();
-      std::printf("[ bn pool  ] %-46s y %s dx %s dweight %s dbias %s (%.0f%% of the outputs zero)\n", what.c_str(),
-                  y_eq ? "equal" : "DIFFER", dx_eq ? "equal" : "DIFFER", dw_eq ? "equal" : "DIFFER",
-                  db_eq ? "equal" : "DIFFER", 100.0 * zeros);
+      const auto relative = [](const at::Tensor& a, const at::Tensor& b) {
+        return ((a.to(at::kDouble) - b.to(at::kDouble)).norm() / b.to(at::kDouble).norm()).item<double>();
+      };
+      std::printf(
+          "[ bn pool  ] %-46s y %s; against the ops apart, relative: dx %.2e dweight %.2e dbias %.2e%s (%.0f%% "
+          "of the outputs zero)\n",
+          what.c_str(), y_eq ? "equal" : "DIFFER", relative(x.grad(), dx_apart),
+          relative(bn.a->weight.grad(), bn.b->weight.grad()), relative(bn.a->bias.grad(), bn.b->bias.grad()),
+          dx_off <= 0 && dw_off <= 0 && db_off <= 0 ? "" : " OUTSIDE THE TOLERANCE", 100.0 * zeros);
     }
   }
 }
@@ -406,7 +447,7 @@ TEST_F(MaxPoolCuda, BnReluPoolCapturedReplaysLikeEager) {
 }
 
 // The ops apart keep BatchNorm+ReLU's output (the size of x) for ReLU's backward and the pool's positions; the fused
-// op the positions alone.
+// op the positions and x at each output's max (the size of y), and 1 MiB of slack for the allocator's rounding.
 TEST_F(MaxPoolCuda, BnReluPoolKeepsNoNormalisedTensor) {
   const Shape s{16, 64, 112, 112};
   const at::Tensor x = conv_like(s, at::kHalf).requires_grad_(true);
@@ -428,7 +469,7 @@ TEST_F(MaxPoolCuda, BnReluPoolKeepsNoNormalisedTensor) {
                 kept[fused] / 1e6, x_bytes / 1e6);
   }
   EXPECT_GE(kept[0], x_bytes);
-  EXPECT_LE(kept[1] + x_bytes, kept[0]);
+  EXPECT_LE(kept[1] + x_bytes, kept[0] + y_bytes + (size_t{1} << 20));
 }
 
 }  // namespace

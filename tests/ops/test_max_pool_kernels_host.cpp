@@ -343,13 +343,13 @@ TEST(MaxPoolKernelsHost, BackwardSumsEveryOutputPointingAtAnInput) {
 // ---- BatchNorm+ReLU in the forward (bn_relu_max_pool_forward) -------------------------------------------------------
 
 template <typename T, int VEC>
-void emulate_norm_forward(const PoolPlan& p, const T* x, T* y, uint8_t* positions, const PoolNorm& norm) {
+void emulate_norm_forward(const PoolPlan& p, const T* x, T* y, uint8_t* positions, const PoolNorm& norm, T* x_at) {
   const int64_t threads = static_cast<int64_t>(p.forward_blocks) * kThreads;
   for (int64_t t = 0; t < threads; ++t) {
     if (p.small_window) {
-      pool_impl::forward_thread<T, VEC, true, true>(p, t, threads, x, y, positions, norm);
+      pool_impl::forward_thread<T, VEC, true, true>(p, t, threads, x, y, positions, norm, x_at);
     } else {
-      pool_impl::forward_thread<T, VEC, false, true>(p, t, threads, x, y, positions, norm);
+      pool_impl::forward_thread<T, VEC, false, true>(p, t, threads, x, y, positions, norm, x_at);
     }
   }
 }
@@ -361,6 +361,13 @@ void emulate_norm_forward(const PoolPlan& p, const T* x, T* y, uint8_t* position
 struct Cases {
   int64_t passing = 0, blocked = 0;  // outputs whose max is above zero, and the others
 };
+
+// The input element (channels-last index) at window position `at` of output element `o` (channels-last index).
+int64_t input_of(const PoolShape& s, const PoolPlan& p, int64_t o, int at) {
+  const int64_t c = o % s.c, pixel = o / s.c, ox = pixel % p.ow, oy = pixel / p.ow % p.oh, n = pixel / p.ow / p.oh;
+  const int64_t iy = oy * s.sh - s.ph + at / s.kw, ix = ox * s.sw - s.pw + at % s.kw;
+  return ((n * s.h + iy) * s.w + ix) * s.c + c;
+}
 
 template <typename T>
 void run_norm_case(const PoolShape& s, const Variant& variant, std::mt19937& rng, Cases& cases) {
@@ -399,9 +406,10 @@ void run_norm_case(const PoolShape& s, const Variant& variant, std::mt19937& rng
     emulation::emulate_forward<T, 1>(impl::make_plan_for(s.n * s.h * s.w, s.c, sizeof(T), false, 8), fa);
   }
   const T poison = of<T>(777.0f);
-  Buffer<T> x(inputs, variant.misalign, poison), zb(inputs, variant.misalign, poison), y(outputs, variant.misalign, poison),
-      y_ref(outputs, variant.misalign, poison), dy(outputs, variant.misalign, poison), dx(inputs, variant.misalign, poison),
-      dx_ref(inputs, variant.misalign, poison);
+  Buffer<T> x(inputs, variant.misalign, poison), zb(inputs, variant.misalign, poison),
+      y(outputs, variant.misalign, poison), y_ref(outputs, variant.misalign, poison),
+      dy(outputs, variant.misalign, poison), dx(inputs, variant.misalign, poison),
+      dx_ref(inputs, variant.misalign, poison), x_at(outputs, variant.misalign, poison);
   Buffer<uint8_t> positions(outputs, false, 0xee), positions_ref(outputs, false, 0xee);
   std::copy(x_values.begin(), x_values.end(), x.data);
   std::copy(z.begin(), z.end(), zb.data);
@@ -409,23 +417,24 @@ void run_norm_case(const PoolShape& s, const Variant& variant, std::mt19937& rng
   const PoolNorm norm{weight.data(), bias.data(), mean.data(), invstd.data()};
   if (p.vec > 1) {
     constexpr int kWide = 16 / sizeof(T);
-    emulate_norm_forward<T, kWide>(p, x.data, y.data, positions.data, norm);
+    emulate_norm_forward<T, kWide>(p, x.data, y.data, positions.data, norm, x_at.data);
     emulate_forward<T, kWide>(p, zb.data, y_ref.data, positions_ref.data);
     emulate_backward<T, kWide>(p, dy.data, positions.data, dx.data);
     emulate_backward<T, kWide>(p, dy.data, positions_ref.data, dx_ref.data);
   } else {
-    emulate_norm_forward<T, 1>(p, x.data, y.data, positions.data, norm);
+    emulate_norm_forward<T, 1>(p, x.data, y.data, positions.data, norm, x_at.data);
     emulate_forward<T, 1>(p, zb.data, y_ref.data, positions_ref.data);
     emulate_backward<T, 1>(p, dy.data, positions.data, dx.data);
     emulate_backward<T, 1>(p, dy.data, positions_ref.data, dx_ref.data);
   }
-  int64_t wrong_y = 0, wrong_at = 0, wrong_dx = 0;
+  int64_t wrong_y = 0, wrong_at = 0, wrong_dx = 0, wrong_x_at = 0;
   for (int64_t o = 0; o < outputs; ++o) {
     const float want = value(y_ref.data[o]);
     wrong_y += !same(value(y.data[o]), want);
     const int at = want > 0.0f ? positions_ref.data[o] : kNoGradient;
     wrong_at += positions.data[o] != at;
     (want > 0.0f ? cases.passing : cases.blocked) += 1;
+    if (at != kNoGradient) wrong_x_at += !same(value(x_at.data[o]), value(x_values[input_of(s, p, o, at)]));
   }
   for (int64_t i = 0; i < inputs; ++i) {
     const float want = value(z[i]) > 0.0f ? value(dx_ref.data[i]) : 0.0f;
@@ -433,6 +442,8 @@ void run_norm_case(const PoolShape& s, const Variant& variant, std::mt19937& rng
   }
   EXPECT_EQ(wrong_y, 0) << "outputs unlike the pool of the normalised tensor";
   EXPECT_EQ(wrong_at, 0) << "positions unlike the plain pool's (or not kNoGradient where the max is not above zero)";
+  EXPECT_EQ(wrong_x_at, 0) << "x_at unlike x at the max's position";
+  EXPECT_EQ(value(x_at.data[outputs]), value(poison));
   EXPECT_EQ(wrong_dx, 0) << "input gradients unlike the plain backward masked by ReLU";
   EXPECT_EQ(positions.data[outputs], 0xee);
   EXPECT_EQ(value(y.data[outputs]), value(poison));
@@ -459,17 +470,39 @@ TEST(MaxPoolKernelsHost, NormalisedFloatPoolEqualsTheOpsApart) { run_all_norm<fl
 TEST(MaxPoolKernelsHost, NormalisedHalfPoolEqualsTheOpsApart) { run_all_norm<__half>(); }
 TEST(MaxPoolKernelsHost, NormalisedBFloat16PoolEqualsTheOpsApart) { run_all_norm<__nv_bfloat16>(); }
 
-// ---- BatchNorm's backward gathering the pool's gradient (batch_norm_backward_pooled) --------------------------------
+// ---- BatchNorm's backward from the pool's gradient (batch_norm_backward_pooled) -----------------------------------
 
-// The pool's backward into an input-sized gradient, then BatchNorm's backward without an activation (the two passes
-// apart, as bn_relu_max_pool2d ran them before), against BatchNorm's passes gathering that gradient as they read it:
-// dx, dweight and dbias bit for bit, on positions from the fused forward (kNoGradient among them).
+// T's relative rounding step (2^-mantissa bits).
+template <typename T>
+double rounding() {
+  if constexpr (std::is_same_v<T, float>) return std::ldexp(1.0, -23);
+  if constexpr (std::is_same_v<T, __half>) return std::ldexp(1.0, -10);
+  return std::ldexp(1.0, -7);
+}
+
+// T's step below its smallest normal value (half: 2^-24, where float16's subnormals start at 6.1e-5).
+template <typename T>
+double subnormal() {
+  if constexpr (std::is_same_v<T, float>) return std::ldexp(1.0, -149);
+  if constexpr (std::is_same_v<T, __half>) return std::ldexp(1.0, -24);
+  return std::ldexp(1.0, -133);
+}
+
+// The fused path (dweight and dbias summed over the pool's outputs at x_at, dx gathering each input's gradient) against
+// a float64 reference written plainly from dy, the positions and x. Tolerances, from the sums of the terms'
+// magnitudes: dweight and dbias within 1e-5 of theirs (float sums); dx within two of T's steps of |weight * invstd *
+// g| and of |dx| (the gathered gradient and dx are rounded to T), plus 2e-5 of its mean terms' magnitudes and one
+// subnormal step of T. The two
+// passes apart (the pool's backward into an input-sized gradient rounded to T, then BatchNorm's backward, as
+// bn_relu_max_pool2d ran them before) must meet the reference within T's step too: a check of the reference.
 template <typename T>
 void run_pooled_backward_case(const PoolShape& s, bool misalign, std::mt19937& rng) {
   const PoolPlan pool = make_pool_plan(s, sizeof(T), !misalign);
   const int64_t rows = s.n * s.h * s.w, inputs = rows * s.c, outputs = s.n * s.c * pool.oh * pool.ow;
   const Plan plan = impl::make_plan_for(rows, s.c, sizeof(T), !misalign, 8);
+  const Plan po = impl::pooled_reduce_plan(plan, s.n * pool.oh * pool.ow);
   ASSERT_EQ(plan.vec, pool.vec);
+  ASSERT_LE(po.workspace_bytes, plan.workspace_bytes);
   SCOPED_TRACE(::testing::Message() << dtype<T>() << " [" << s.n << "," << s.c << "," << s.h << "," << s.w << "] k"
                                     << s.kh << "x" << s.kw << " s" << s.sh << " p" << s.ph << " vec " << plan.vec);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -483,12 +516,13 @@ void run_pooled_backward_case(const PoolShape& s, bool misalign, std::mt19937& r
   }
   const T poison = of<T>(777.0f);
   Buffer<T> x(inputs, misalign, poison), y(outputs, misalign, poison), dy(outputs, misalign, poison),
-      g(inputs, misalign, poison), dx_apart(inputs, misalign, poison), dx_gathered(inputs, misalign, poison);
+      x_at(outputs, misalign, poison), g(inputs, misalign, poison), dx_apart(inputs, misalign, poison),
+      dx_fused(inputs, misalign, poison);
   Buffer<uint8_t> positions(outputs, false, 0xee);
   for (int64_t i = 0; i < inputs; ++i) x.data[i] = of<T>(normal(rng));
   const std::vector<T> dy_values = random_gradient<T>(outputs, rng);
   std::copy(dy_values.begin(), dy_values.end(), dy.data);
-  std::vector<float> dw_apart(s.c), db_apart(s.c), dw_gathered(s.c), db_gathered(s.c);
+  std::vector<float> dw_apart(s.c), db_apart(s.c), dw_fused(s.c), db_fused(s.c);
   const PoolNorm norm{weight.data(), bias.data(), mean.data(), invstd.data()};
   BackwardArgs<T> a;
   a.x = x.data;
@@ -503,18 +537,21 @@ void run_pooled_backward_case(const PoolShape& s, bool misalign, std::mt19937& r
   a.dx = dx_apart.data;
   a.dweight = dw_apart.data();
   a.dbias = db_apart.data();
-  b.dx = dx_gathered.data;
-  b.dweight = dw_gathered.data();
-  b.dbias = db_gathered.data();
+  b.dx = dx_fused.data;
+  b.dweight = dw_fused.data();
+  b.dbias = db_fused.data();
   const auto run = [&](auto vec) {
     constexpr int VEC = decltype(vec)::value;
-    emulate_norm_forward<T, VEC>(pool, x.data, y.data, positions.data, norm);
+    emulate_norm_forward<T, VEC>(pool, x.data, y.data, positions.data, norm, x_at.data);
     emulate_backward<T, VEC>(pool, dy.data, positions.data, g.data);
     emulation::emulate_backward<T, VEC>(plan, a);
+    const pool_impl::PoolMaskedGrad<T, VEC> masked{dy.data, positions.data, s.c};
     if (pool.few_covers) {
-      emulation::emulate_backward_from<T, VEC>(plan, b, pool_impl::PoolGatherGrad<T, VEC, true>{pool, dy.data, positions.data});
+      emulation::emulate_backward_from<T, VEC>(plan, po, b, masked, x_at.data,
+                                               pool_impl::PoolGatherGrad<T, VEC, true>{pool, dy.data, positions.data});
     } else {
-      emulation::emulate_backward_from<T, VEC>(plan, b, pool_impl::PoolGatherGrad<T, VEC, false>{pool, dy.data, positions.data});
+      emulation::emulate_backward_from<T, VEC>(plan, po, b, masked, x_at.data,
+                                               pool_impl::PoolGatherGrad<T, VEC, false>{pool, dy.data, positions.data});
     }
   };
   if (plan.vec > 1) {
@@ -522,16 +559,47 @@ void run_pooled_backward_case(const PoolShape& s, bool misalign, std::mt19937& r
   } else {
     run(std::integral_constant<int, 1>{});
   }
-  int64_t wrong_dx = 0, wrong_dw = 0, wrong_db = 0;
-  for (int64_t i = 0; i < inputs; ++i) wrong_dx += !same(value(dx_gathered.data[i]), value(dx_apart.data[i]));
-  for (int64_t c = 0; c < s.c; ++c) {
-    wrong_dw += !same(dw_gathered[c], dw_apart[c]);
-    wrong_db += !same(db_gathered[c], db_apart[c]);
+  // The reference: each output's gradient where its position passes one, at x of that position.
+  std::vector<double> db64(s.c, 0.0), dw64(s.c, 0.0), db_abs(s.c, 0.0), dw_abs(s.c, 0.0), g64(inputs, 0.0);
+  const auto xhat_of = [&](int64_t i) {
+    return (static_cast<double>(value(x.data[i])) - mean[i % s.c]) * invstd[i % s.c];
+  };
+  for (int64_t o = 0; o < outputs; ++o) {
+    if (positions.data[o] == kNoGradient) continue;
+    const int64_t c = o % s.c, i = input_of(s, pool, o, positions.data[o]);
+    const double gv = value(dy.data[o]);
+    const double xhat = xhat_of(i);
+    g64[i] += gv;
+    db64[c] += gv;
+    dw64[c] += gv * xhat;
+    db_abs[c] += std::fabs(gv);
+    dw_abs[c] += std::fabs(gv * xhat);
   }
-  EXPECT_EQ(wrong_dx, 0) << "dx unlike the two passes apart";
-  EXPECT_EQ(wrong_dw, 0) << "dweight unlike the two passes apart";
-  EXPECT_EQ(wrong_db, 0) << "dbias unlike the two passes apart";
-  EXPECT_EQ(value(dx_gathered.data[inputs]), value(poison));
+  const auto near = [](double got, double want, double tolerance) {
+    return std::isnan(want) ? std::isnan(got) : std::fabs(got - want) <= tolerance;
+  };
+  int64_t wrong_dw = 0, wrong_db = 0, wrong_apart = 0, wrong_dx = 0;
+  for (int64_t c = 0; c < s.c; ++c) {
+    wrong_db += !near(db_fused[c], db64[c], 1e-5 * db_abs[c] + 1e-30);
+    wrong_dw += !near(dw_fused[c], dw64[c], 1e-5 * dw_abs[c] + 1e-30);
+    const double step = rounding<T>() + 1e-5;
+    wrong_apart +=
+        !near(db_apart[c], db64[c], step * db_abs[c] + 1e-30) + !near(dw_apart[c], dw64[c], step * dw_abs[c] + 1e-30);
+  }
+  const double m = static_cast<double>(rows);
+  for (int64_t i = 0; i < inputs; ++i) {
+    const int64_t c = i % s.c;
+    const double scale = static_cast<double>(weight[c]) * invstd[c], xhat = xhat_of(i);
+    const double want = scale * (g64[i] - db64[c] / m - xhat * dw64[c] / m);
+    const double tolerance = 2.0 * rounding<T>() * (std::fabs(scale * g64[i]) + std::fabs(want)) +
+                             2e-5 * std::fabs(scale) * (db_abs[c] + std::fabs(xhat) * dw_abs[c]) / m + subnormal<T>();
+    wrong_dx += !near(value(dx_fused.data[i]), want, tolerance);
+  }
+  EXPECT_EQ(wrong_db, 0) << "dbias off the float64 reference";
+  EXPECT_EQ(wrong_dw, 0) << "dweight off the float64 reference";
+  EXPECT_EQ(wrong_apart, 0) << "the passes apart off the float64 reference: the reference is wrong";
+  EXPECT_EQ(wrong_dx, 0) << "dx off the float64 reference";
+  EXPECT_EQ(value(dx_fused.data[inputs]), value(poison));
 }
 
 template <typename T>
@@ -543,9 +611,13 @@ void run_all_pooled_backward() {
   }
 }
 
-TEST(MaxPoolKernelsHost, FloatBatchNormBackwardGathersAsThePassesApart) { run_all_pooled_backward<float>(); }
-TEST(MaxPoolKernelsHost, HalfBatchNormBackwardGathersAsThePassesApart) { run_all_pooled_backward<__half>(); }
-TEST(MaxPoolKernelsHost, BFloat16BatchNormBackwardGathersAsThePassesApart) {
+TEST(MaxPoolKernelsHost, FloatBatchNormBackwardFromThePoolMatchesFloat64AndThePassesApart) {
+  run_all_pooled_backward<float>();
+}
+TEST(MaxPoolKernelsHost, HalfBatchNormBackwardFromThePoolMatchesFloat64AndThePassesApart) {
+  run_all_pooled_backward<__half>();
+}
+TEST(MaxPoolKernelsHost, BFloat16BatchNormBackwardFromThePoolMatchesFloat64AndThePassesApart) {
   run_all_pooled_backward<__nv_bfloat16>();
 }
 
