@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(impl::kThreads, impl::kBlocksPerSm)
 }
 
 template <typename T, int VEC, class Grad>
-__global__ void __launch_bounds__(impl::kThreads, impl::kBlocksPerSm)
+__global__ void __launch_bounds__(impl::kThreads, impl::kGatherBlocksPerSm)
     dx_from_kernel(Plan p, Grad grad, const T* __restrict__ x, impl::DxCoefficients co, T* __restrict__ dx) {
   impl::dx_rows_from<T, VEC, impl::GradSource::kDy>(p, thread_idx(), grad, nullptr, x, co, dx);
 }
@@ -227,8 +227,9 @@ void backward_from_with(const Plan& p, const Plan& po, const BackwardArgs<T>& a,
       po, part_g, part_gx, impl::GradOut{a.invstd, a.dweight, a.dbias});
   RN50_CUDA_CHECK(cudaGetLastError());
   const impl::DxCoefficients co{a.weight, a.mean, a.invstd, a.dweight, a.dbias, a.batch_stats, a.bias};
+  const Plan pd = impl::pooled_dx_plan(p);
   dx_from_kernel<T, VEC, Grad>
-      <<<dim3(p.tiles, p.elementwise_blocks), main_block(p), 0, stream>>>(p, grad, a.x, co, a.dx);
+      <<<dim3(pd.tiles, pd.elementwise_blocks), main_block(pd), 0, stream>>>(pd, grad, a.x, co, a.dx);
   RN50_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -32,6 +32,10 @@ namespace rn50::ops::kernels::impl {
 
 constexpr int kThreads = 256;    // threads of a main kernel's block, at most
 constexpr int kBlocksPerSm = 4;  // resident blocks per SM the grids aim for (one wave; loops stride over rows)
+// The dx pass that gathers a max-pool's gradient (batch_norm_backward_pooled) holds up to four positions and gradients
+// a row: at kBlocksPerSm (64 registers) ptxas spilled 208 bytes a thread on sm_90, at 2 blocks it takes 110 and
+// spills nothing (CUDA 13, 2026-12-06).
+constexpr int kGatherBlocksPerSm = 2;
 constexpr int kMaxLanes = 32;    // channel vectors across one block: 512 contiguous bytes of a row
 // Rows a thread loads before it uses any: enough bytes in flight per SM to cover memory latency, few enough registers
 // for kBlocksPerSm blocks (the suffix counts the tensors a row reads).
@@ -65,6 +69,14 @@ inline Plan make_plan_for(int64_t rows, int64_t channels, int elem_bytes, bool a
   p.reduce_blocks = static_cast<int>(std::max<int64_t>(1, blocks));
   p.elementwise_blocks = p.reduce_blocks;
   p.workspace_bytes = 2 * static_cast<size_t>(p.reduce_blocks) * static_cast<size_t>(channels) * sizeof(float);
+  return p;
+}
+
+// The plan of batch_norm_backward_pooled's dx pass: `in` with the grid of kGatherBlocksPerSm blocks an SM (one wave).
+inline Plan pooled_dx_plan(const Plan& in) {
+  Plan p = in;
+  p.elementwise_blocks = static_cast<int>(
+      std::max<int64_t>(1, ceil_div(static_cast<int64_t>(in.elementwise_blocks) * kGatherBlocksPerSm, kBlocksPerSm)));
   return p;
 }
 

@@ -136,8 +136,9 @@ void emulate_backward_from(const Plan& p, const Plan& po, const BackwardArgs<T>&
     impl::finalize_backward(po, tx, bx, s_a, s_b, out);
   });
   const impl::DxCoefficients co{a.weight, a.mean, a.invstd, a.dweight, a.dbias, a.batch_stats, a.bias};
-  for_each_thread(p, p.elementwise_blocks, [&](const Idx& i) {
-    impl::dx_rows_from<T, VEC, impl::GradSource::kDy>(p, i, dx_grad, nullptr, a.x, co, a.dx);
+  const Plan pd = impl::pooled_dx_plan(p);
+  for_each_thread(pd, pd.elementwise_blocks, [&](const Idx& i) {
+    impl::dx_rows_from<T, VEC, impl::GradSource::kDy>(pd, i, dx_grad, nullptr, a.x, co, a.dx);
   });
 }
 

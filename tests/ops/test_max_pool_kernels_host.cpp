@@ -710,5 +710,25 @@ TEST(MaxPoolKernelsHost, PlanOfTheStem) {
   EXPECT_FALSE(make_pool_plan(odd, 2, true).few_covers);
 }
 
+// The stem's BatchNorm backward from its pool on a 132-SM GPU (an H100): dx's gathering pass one wave of 2 blocks an SM
+// (impl::kGatherBlocksPerSm), the reduction over the pool's outputs on the input plan's tiling and blocks.
+TEST(MaxPoolKernelsHost, PooledBackwardPlansOfTheStem) {
+  const Plan p = impl::make_plan_for(256 * 112 * 112, 64, 2, true, 132);
+  EXPECT_EQ(p.tiles, 1);
+  EXPECT_EQ(p.elementwise_blocks, 132 * impl::kBlocksPerSm);
+  const Plan pd = impl::pooled_dx_plan(p);
+  EXPECT_EQ(pd.elementwise_blocks, 132 * impl::kGatherBlocksPerSm);
+  EXPECT_EQ(pd.rows, p.rows);
+  const Plan po = impl::pooled_reduce_plan(p, 256 * 56 * 56);
+  EXPECT_EQ(po.rows, 256 * 56 * 56);
+  EXPECT_EQ(po.reduce_blocks, p.reduce_blocks);
+  EXPECT_EQ(po.lanes, p.lanes);
+  EXPECT_EQ(po.workspace_bytes, p.workspace_bytes);
+  // A pool with more outputs than inputs (kernel 2, padding 1, stride 1) keeps within the input plan's workspace.
+  const Plan small = impl::make_plan_for(7 * 7, 8, 4, true, 132);
+  EXPECT_LE(impl::pooled_reduce_plan(small, 8 * 8).workspace_bytes, small.workspace_bytes);
+  EXPECT_GE(impl::pooled_dx_plan(small).elementwise_blocks, 1);
+}
+
 }  // namespace
 }  // namespace rn50::ops::kernels
