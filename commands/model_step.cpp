@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "cuda/device_ops.h"
 #include "models/model.h"
 #include "trainer/sgd.h"
 #include "trainer/step_timer.h"
@@ -38,6 +39,12 @@ ModelStep::ModelStep(const std::string& name, const std::string& device, const O
   m.device = c10::Device(device);
   const bool gpu = m.device.is_cuda();
   at::globalContext().setBenchmarkCuDNN(gpu);
+  if (gpu) {
+    // configs/optimized.yaml's tf32 and expandable_segments, as its run sets them (trainer/session.cpp); process-wide.
+    at::globalContext().setAllowTF32CuBLAS(true);
+    at::globalContext().setAllowTF32CuDNN(true);
+    cuda::use_expandable_segments();
+  }
   models::ModelOptions model_options;
   // fusion: conv falls back to bn, then off, as in training.
   model_options.fusion = gpu ? models::Fusion::kConv : models::Fusion::kOff;

@@ -11,7 +11,8 @@
 namespace rn50::commands {
 
 // On a GPU with configs/optimized.yaml's compute switches (fp16, channels-last, cuDNN autotuning, CUDA graph unless
-// `cuda_graph` is off, fusion: conv, stem_channels 4, batched casts, the stem's BatchNorm in its pool, batch 256), so
+// `cuda_graph` is off, fusion: conv, stem_channels 4, batched casts, the stem's BatchNorm in its pool, batch 256; TF32
+// and the allocator's expandable segments, which are process-wide and stay set), so
 // that what it measures is what the fastest run consumes; fp32 on the CPU, batch 8 (64 px with `quick`, where the
 // model takes any size). The step runs on the current stream; on a GPU, call cuda::use_side_stream first (a graph is
 // not captured on the default stream).
