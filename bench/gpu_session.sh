@@ -40,7 +40,8 @@ if has build; then
   grep "rn50:" "$OUT/build.log"
 fi
 if has ab; then  # the other tree's rn50 builds while the stages before ab run (they time nothing)
-  (cd "$AB_OLD" && RN50_OPENCV_DEBS=$(realpath "$OLDPWD/$RN50_OPENCV_DEBS") RN50_BUILD_TARGETS=rn50 \
+  debs=$(realpath "$RN50_OPENCV_DEBS")  # resolved here: RN50_OPENCV_DEBS may be relative to this tree or absolute
+  (cd "$AB_OLD" && RN50_OPENCV_DEBS=$debs RN50_BUILD_TARGETS=rn50 \
      scripts/build.sh build-gpu > "$OUT/ab_old_build.log" 2>&1) &
   ab_build=$!
 fi
@@ -518,7 +519,8 @@ if has decodeload; then  # what bounds GPU decoding on 8 cores: the step beside 
   cat "$OUT/decode_load.txt" >> "$OUT/table.txt"
   pack
 fi
-if has doctor; then  # the instance check, table and JSON
+if has doctor; then  # the instance check, table and JSON (after the other tree's build: it times the CPU)
+  ab_built || true
   "$build/rn50" doctor > "$OUT/doctor.txt" 2>&1; echo "doctor exit $?"; cat "$OUT/doctor.txt"
   "$build/rn50" doctor --json > "$OUT/doctor.json" 2> "$OUT/doctor_json.err"; echo "doctor --json exit $?"; pack
 fi
