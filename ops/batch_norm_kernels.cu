@@ -51,14 +51,15 @@ __global__ void __launch_bounds__(impl::kThreads, impl::kBlocksPerSm)
   impl::normalize_rows<T, VEC, kResidual, kRelu, kSilu>(p, thread_idx(), x, residual, y, weight, bias, mean, invstd);
 }
 
-template <typename T, int VEC, bool kRelu, bool kWriteG>
+template <typename T, int VEC, impl::ReluFrom kRelu, bool kWriteG>
 __global__ void __launch_bounds__(impl::kThreads, impl::kBlocksPerSm)
-    backward_reduce_kernel(Plan p, const T* __restrict__ dy, const T* __restrict__ y, const T* __restrict__ x,
+    backward_reduce_kernel(Plan p, const T* __restrict__ dy, const T* __restrict__ y,
+                           const uint8_t* __restrict__ relu_bits, const T* __restrict__ x,
                            const float* __restrict__ mean, T* __restrict__ g_out, float* __restrict__ part_g,
                            float* __restrict__ part_gx) {
   __shared__ float s_g[impl::kThreads * VEC];
   __shared__ float s_gx[impl::kThreads * VEC];
-  impl::backward_accumulate<T, VEC, kRelu, kWriteG>(p, thread_idx(), dy, y, x, mean, g_out, s_g, s_gx);
+  impl::backward_accumulate<T, VEC, kRelu, kWriteG>(p, thread_idx(), dy, y, relu_bits, x, mean, g_out, s_g, s_gx);
   __syncthreads();
   impl::block_partials(p, VEC, threadIdx.y * blockDim.x + threadIdx.x, blockIdx.x, blockIdx.y, s_g, s_gx, part_g,
                        part_gx);
@@ -105,7 +106,8 @@ __global__ void __launch_bounds__(impl::kThreads, impl::kBlocksPerSm)
                                 float* __restrict__ part_g, float* __restrict__ part_gx) {
   __shared__ float s_g[impl::kThreads * VEC];
   __shared__ float s_gx[impl::kThreads * VEC];
-  impl::backward_accumulate_from<T, VEC, false, false>(p, thread_idx(), dy, nullptr, x, mean, nullptr, s_g, s_gx);
+  impl::backward_accumulate_from<T, VEC, impl::ReluFrom::kNone, false>(p, thread_idx(), dy, nullptr, nullptr, x, mean,
+                                                                       nullptr, s_g, s_gx);
   __syncthreads();
   impl::block_partials(p, VEC, threadIdx.y * blockDim.x + threadIdx.x, blockIdx.x, blockIdx.y, s_g, s_gx, part_g,
                        part_gx);
@@ -172,6 +174,32 @@ void forward_with(const Plan& p, const ForwardArgs<T>& a, cudaStream_t stream) {
   RN50_CUDA_CHECK(cudaGetLastError());
 }
 
+// The reduction with ReLU, its mask from relu_bits where given (VEC 8 only: batch_norm_backward checks), else from y.
+template <typename T, int VEC>
+void reduce_relu(const Plan& p, const BackwardArgs<T>& a, bool store_g, dim3 grid, float* part_g, float* part_gx,
+                 cudaStream_t stream) {
+  T* g_out = store_g ? a.dresidual : nullptr;
+  if constexpr (VEC == 8) {
+    if (a.relu_bits != nullptr) {
+      if (store_g) {
+        backward_reduce_kernel<T, VEC, impl::ReluFrom::kBits, true>
+            <<<grid, main_block(p), 0, stream>>>(p, a.dy, nullptr, a.relu_bits, a.x, a.mean, g_out, part_g, part_gx);
+      } else {
+        backward_reduce_kernel<T, VEC, impl::ReluFrom::kBits, false>
+            <<<grid, main_block(p), 0, stream>>>(p, a.dy, nullptr, a.relu_bits, a.x, a.mean, g_out, part_g, part_gx);
+      }
+      return;
+    }
+  }
+  if (store_g) {
+    backward_reduce_kernel<T, VEC, impl::ReluFrom::kY, true>
+        <<<grid, main_block(p), 0, stream>>>(p, a.dy, a.y, nullptr, a.x, a.mean, g_out, part_g, part_gx);
+  } else {
+    backward_reduce_kernel<T, VEC, impl::ReluFrom::kY, false>
+        <<<grid, main_block(p), 0, stream>>>(p, a.dy, a.y, nullptr, a.x, a.mean, g_out, part_g, part_gx);
+  }
+}
+
 template <typename T, int VEC>
 void backward_with(const Plan& p, const BackwardArgs<T>& a, cudaStream_t stream) {
   float* part_g = static_cast<float*>(a.workspace);
@@ -182,17 +210,13 @@ void backward_with(const Plan& p, const BackwardArgs<T>& a, cudaStream_t stream)
   const bool store_g = a.relu && a.dresidual != nullptr;
   if (a.silu) {
     if (a.dresidual != nullptr) throw std::invalid_argument("batch_norm kernels: SiLU with a residual is not implemented");
-    backward_reduce_silu_kernel<T, VEC><<<reduce_grid, main_block(p), 0, stream>>>(p, a.dy, a.x, a.mean, a.weight,
-                                                                                   a.bias, a.invstd, part_g, part_gx);
-  } else if (store_g) {
-    backward_reduce_kernel<T, VEC, true, true>
-        <<<reduce_grid, main_block(p), 0, stream>>>(p, a.dy, a.y, a.x, a.mean, a.dresidual, part_g, part_gx);
+    backward_reduce_silu_kernel<T, VEC>
+        <<<reduce_grid, main_block(p), 0, stream>>>(p, a.dy, a.x, a.mean, a.weight, a.bias, a.invstd, part_g, part_gx);
   } else if (a.relu) {
-    backward_reduce_kernel<T, VEC, true, false>
-        <<<reduce_grid, main_block(p), 0, stream>>>(p, a.dy, a.y, a.x, a.mean, nullptr, part_g, part_gx);
+    reduce_relu<T, VEC>(p, a, store_g, reduce_grid, part_g, part_gx, stream);
   } else {
-    backward_reduce_kernel<T, VEC, false, false>
-        <<<reduce_grid, main_block(p), 0, stream>>>(p, a.dy, nullptr, a.x, a.mean, nullptr, part_g, part_gx);
+    backward_reduce_kernel<T, VEC, impl::ReluFrom::kNone, false>
+        <<<reduce_grid, main_block(p), 0, stream>>>(p, a.dy, nullptr, nullptr, a.x, a.mean, nullptr, part_g, part_gx);
   }
   RN50_CUDA_CHECK(cudaGetLastError());
   finalize_backward_kernel<<<finalize_grid(p), finalize_block(), 0, stream>>>(
@@ -273,6 +297,13 @@ template <typename T>
 void batch_norm_backward(const Plan& plan, const BackwardArgs<T>& args, cudaStream_t stream) {
   check_plan(plan, sizeof(T), {args.dy, args.x, args.y, args.dx, args.dresidual});
   if (args.workspace == nullptr) throw std::invalid_argument("batch_norm_backward: no workspace");
+  if (args.relu_bits != nullptr && (!args.relu || sizeof(T) != 2 || plan.vec != 8)) {
+    throw std::invalid_argument(
+        "batch_norm_backward: relu_bits need ReLU and a half or bfloat16 plan of 16-byte vectors");
+  }
+  if (args.relu && args.y == nullptr && (args.relu_bits == nullptr || args.dresidual == nullptr)) {
+    throw std::invalid_argument("batch_norm_backward: ReLU without y needs relu_bits and dresidual");
+  }
   constexpr int kWide = cuda::launch::kVectorBytes / sizeof(T);
   if (plan.vec == kWide) {
     backward_with<T, kWide>(plan, args, stream);

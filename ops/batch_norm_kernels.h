@@ -67,6 +67,10 @@ struct BackwardArgs {
   const T* dy = nullptr;
   const T* x = nullptr;
   const T* y = nullptr;  // the forward's output, for the ReLU mask; unused without ReLU
+  // Where not null, the reduction reads ReLU's mask here instead of y: one bit an element, bit k of byte
+  // (row * channels + c0) / 8 set where the output of channel c0 + k is positive (ops/conv_bn_kernels.h's bn_apply
+  // writes it). Half and bfloat16 plans of 16-byte vectors only; y is still read by dx where no dresidual stores g.
+  const uint8_t* relu_bits = nullptr;
   const float* weight = nullptr;
   const float* bias = nullptr;  // SiLU: to recompute z
   const float* mean = nullptr;

@@ -411,12 +411,21 @@ struct DenseGrad {
   RN50_HD Pack<T, VEC> load(int64_t row, int64_t c0) const { return load_pack<T, VEC>(dy + row * channels + c0); }
 };
 
+// Where the reduction reads ReLU's mask: nowhere (no ReLU), the forward's output y (> 0), or one bit an element as the
+// forward wrote it (ops/batch_norm_kernels.h's relu_bits: 1/16 of y's bytes in half).
+enum class ReluFrom { kNone, kY, kBits };
+
+// Byte (row * channels + c0) / 8 of a relu_bits mask, bit k for channel c0 + k (channels a multiple of 8).
+RN50_HD inline int64_t relu_bits_index(int64_t row, int64_t channels, int64_t c0) { return (row * channels + c0) / 8; }
+
 // Each thread sums g and g * (x - mean) over its rows (first to last) and, with kWriteG, stores g (the residual's
 // gradient; exact, since g is dy or zero).
-template <typename T, int VEC, bool kRelu, bool kWriteG, class Grad>
+template <typename T, int VEC, ReluFrom kRelu, bool kWriteG, class Grad>
 RN50_HD inline void backward_accumulate_from(const Plan& p, const Idx& i, const Grad& dy, const T* __restrict__ y,
-                                             const T* __restrict__ x, const float* __restrict__ mean,
-                                             T* __restrict__ g_out, float* s_a, float* s_b) {
+                                             const uint8_t* __restrict__ relu_bits, const T* __restrict__ x,
+                                             const float* __restrict__ mean, T* __restrict__ g_out, float* s_a,
+                                             float* s_b) {
+  static_assert(kRelu != ReluFrom::kBits || VEC == 8, "relu_bits hold one byte a vector of 8 elements");
   constexpr int U = kBackwardUnroll;
   const int64_t v = vector_of(p, i);
   float sg[VEC], sgx[VEC];
@@ -430,13 +439,15 @@ RN50_HD inline void backward_accumulate_from(const Plan& p, const Idx& i, const 
     const int64_t step = static_cast<int64_t>(p.reduce_blocks) * p.row_threads;
     for (int64_t r = static_cast<int64_t>(i.by) * p.row_threads + i.ty; r < p.rows; r += U * step) {
       Pack<T, VEC> pg[U]{}, pe[U]{}, po[U]{};
+      unsigned pb[U]{};
       RN50_UNROLL
       for (int u = 0; u < U; ++u) {
         const int64_t row = r + u * step;
         if (row < p.rows) {
           pg[u] = dy.load(row, c0);
           pe[u] = load_pack<T, VEC>(x + row * p.channels + c0);
-          if (kRelu) po[u] = load_pack<T, VEC>(y + row * p.channels + c0);
+          if (kRelu == ReluFrom::kY) po[u] = load_pack<T, VEC>(y + row * p.channels + c0);
+          if (kRelu == ReluFrom::kBits) pb[u] = relu_bits[relu_bits_index(row, p.channels, c0)];
         }
       }
       RN50_UNROLL
@@ -446,10 +457,11 @@ RN50_HD inline void backward_accumulate_from(const Plan& p, const Idx& i, const 
         float g[VEC], f[VEC], fo[VEC];
         unpack(pg[u], g);
         unpack(pe[u], f);
-        if (kRelu) unpack(po[u], fo);
+        if (kRelu == ReluFrom::kY) unpack(po[u], fo);
         RN50_UNROLL
         for (int k = 0; k < VEC; ++k) {
-          if (kRelu && !(fo[k] > 0.0f)) g[k] = 0.0f;
+          if (kRelu == ReluFrom::kY && !(fo[k] > 0.0f)) g[k] = 0.0f;
+          if (kRelu == ReluFrom::kBits && ((pb[u] >> k) & 1U) == 0) g[k] = 0.0f;
           sg[k] += g[k];
           sgx[k] = fmaf(g[k], f[k] - mu[k], sgx[k]);
         }
@@ -465,12 +477,12 @@ RN50_HD inline void backward_accumulate_from(const Plan& p, const Idx& i, const 
   }
 }
 
-template <typename T, int VEC, bool kRelu, bool kWriteG>
+template <typename T, int VEC, ReluFrom kRelu, bool kWriteG>
 RN50_HD inline void backward_accumulate(const Plan& p, const Idx& i, const T* __restrict__ dy, const T* __restrict__ y,
-                                        const T* __restrict__ x, const float* __restrict__ mean, T* __restrict__ g_out,
-                                        float* s_a, float* s_b) {
-  backward_accumulate_from<T, VEC, kRelu, kWriteG>(p, i, DenseGrad<T, VEC>{dy, p.channels}, y, x, mean, g_out, s_a,
-                                                   s_b);
+                                        const uint8_t* __restrict__ relu_bits, const T* __restrict__ x,
+                                        const float* __restrict__ mean, T* __restrict__ g_out, float* s_a, float* s_b) {
+  backward_accumulate_from<T, VEC, kRelu, kWriteG>(p, i, DenseGrad<T, VEC>{dy, p.channels}, y, relu_bits, x, mean,
+                                                   g_out, s_a, s_b);
 }
 
 // The same for BatchNorm+SiLU: g = dy * silu'(z), with z = (x - mean) * weight * invstd + bias recomputed as the forward

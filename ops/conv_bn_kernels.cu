@@ -94,14 +94,19 @@ __global__ void __launch_bounds__(launch::kThreads) apply_kernel(ApplyArgs a) {
     Pack<T, VEC> rv{};
     if (r != nullptr) rv = r[i];
     Pack<T, VEC> o;
+    unsigned bits = 0;
 #pragma unroll
     for (int k = 0; k < VEC; ++k) {
       float v = to_float(xv.v[k]) * scale[k] + shift[k];
       if (r != nullptr) v += to_float(rv.v[k]) * rscale[k] + rshift[k];
       if (a.relu) v = fmaxf(v, 0.0F);
       o.v[k] = to_out<T>(v);
+      bits |= (to_float(o.v[k]) > 0.0F ? 1U : 0U) << k;  // of the value stored, as a mask read from out would be
     }
     out[i] = o;
+    if constexpr (VEC == 8) {
+      if (a.relu_bits != nullptr) a.relu_bits[i] = static_cast<uint8_t>(bits);  // pack i: elements 8i..8i+7
+    }
   }
 }
 
@@ -149,6 +154,8 @@ void launch_apply(const ApplyArgs& a, cudaStream_t stream) {
   constexpr int kWide = launch::kVectorBytes / sizeof(T);
   if (a.channels % kWide == 0 && aligned16(a.x) && aligned16(a.residual) && aligned16(a.out)) {
     launch_apply_vec<T, kWide>(a, stream);
+  } else if (a.relu_bits != nullptr) {
+    throw std::invalid_argument("bn_apply: relu_bits need channels a multiple of 8 and 16-byte aligned tensors");
   } else {
     launch_apply_vec<T, 1>(a, stream);
   }
@@ -182,6 +189,7 @@ void bn_finalize(const FinalizeArgs& args, cudaStream_t stream) {
 
 void bn_apply(const ApplyArgs& args, cudaStream_t stream) {
   if (args.rows <= 0 || args.channels <= 0) return;
+  if (args.relu_bits != nullptr && !args.relu) throw std::invalid_argument("bn_apply: relu_bits without ReLU");
   if (args.half) {
     launch_apply<__half>(args, stream);
   } else {

@@ -40,6 +40,11 @@ struct ApplyArgs {
   const float* rscale = nullptr;
   const float* rshift = nullptr;
   void* out = nullptr;
+  // Where not null (with relu): ReLU's mask, one bit an element, bit k of byte (row * C + c0) / 8 set where out at
+  // channel c0 + k is positive as stored: what the block output's BatchNorm backward reads instead of out
+  // (ops/batch_norm_kernels.h's relu_bits). Needs C a multiple of 8 and 16-byte aligned tensors (else
+  // invalid_argument).
+  uint8_t* relu_bits = nullptr;
   int64_t rows = 0, channels = 0;
   bool relu = true;
   bool half = true;  // false: bfloat16

@@ -49,6 +49,10 @@ struct BackwardIn {
   double eps = 1e-5;
   BnKernels kernels = BnKernels::kAuto;
   Ran ran = Ran::kOwn;
+  // rn50's kernels with ReLU: its mask as one bit an element (ops/fused_conv.h's bn_apply_relu_bits), read instead of
+  // y where the plan allows (half or bfloat16, 16-byte vectors); y may then be left undefined if a residual's
+  // gradient is stored (dx reads it), else y is needed as before.
+  at::Tensor relu_bits;
   // Instead of dy (left undefined): the output gradient and positions of the max-pool whose input is this BatchNorm's
   // output (ops/max_pool.h's bn_relu_max_pool2d, training, no activation), and x at each output's max: rn50's kernels
   // sum dweight and dbias over the pool's outputs and gather dy for dx as they read it.

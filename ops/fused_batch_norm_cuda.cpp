@@ -125,6 +125,17 @@ BackwardOut own_backward(const BackwardIn& in, const at::Tensor& dy, cudaStream_
   a.silu = in.silu;
   a.batch_stats = in.training;
   a.workspace = workspace.data_ptr();
+  if (in.relu && in.relu_bits.defined()) {
+    if (in.relu_bits.scalar_type() != at::kByte || in.relu_bits.device() != x.device() ||
+        !in.relu_bits.is_contiguous() || in.relu_bits.numel() * 8 != x.numel()) {
+      throw std::invalid_argument("fused batch_norm: relu_bits must be contiguous uint8 [numel / 8] on x's device");
+    }
+    // Read where the plan runs 16-byte vectors of half or bfloat16 (a byte a vector); else y below.
+    if (sizeof(T) == 2 && plan.vec == 8) a.relu_bits = ptr<const uint8_t>(in.relu_bits);
+  }
+  if (in.relu && a.relu_bits == nullptr && !y.defined()) {
+    throw std::invalid_argument("fused batch_norm: ReLU's backward has neither y nor usable relu_bits");
+  }
   kernels::batch_norm_backward<T>(plan, a, stream);
   return out;
 }

@@ -43,11 +43,13 @@ int64_t rows_of(const at::Tensor& y) { return y.size(0) * y.size(2) * y.size(3);
 // residual's gradient written out.
 detail::BackwardOut own_bn_backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& y,
                                     const at::Tensor& weight, const at::Tensor& bias, const at::Tensor& mean,
-                                    const at::Tensor& invstd, bool residual, bool relu, double eps) {
+                                    const at::Tensor& invstd, bool residual, bool relu, double eps,
+                                    const at::Tensor& relu_bits = {}) {
   detail::BackwardIn in;
   in.dy = dy;
   in.x = x;
   in.y = y;
+  in.relu_bits = relu_bits;
   in.weight = weight;
   in.bias = bias;
   in.mean = mean;
@@ -77,19 +79,27 @@ class BottleneckFunction : public torch::autograd::Function<BottleneckFunction> 
     const BnFinal f2 = bn_finalize(c2.sum, c2.sq_sum, rows_of(c2.y), with_affine(s.bn2, g2, b2));
     const ConvStats c3 = conv_forward_stats(c2.y, w3, one, {f2.scale, f2.shift, s.prologue});
     const BnFinal f3 = bn_finalize(c3.sum, c3.sq_sum, rows_of(c3.y), with_affine(s.bn3, g3, b3));
-    at::Tensor out, yd;
+    at::Tensor yd;
     BnFinal fd;
     if (s.downsample) {
       const ConvStats cd = conv_forward_stats(x, *wd, down);
       fd = bn_finalize(cd.sum, cd.sq_sum, rows_of(cd.y), with_affine(s.bnd, *gd, *bd));
       yd = cd.y;
-      out = bn_apply(c3.y, f3.scale, f3.shift, true, cd.y, fd.scale, fd.shift);
-    } else {
-      out = bn_apply(c3.y, f3.scale, f3.shift, true, x);
     }
+    // The block output with ReLU's mask as bits where C allows: bn3's backward reads them instead of the output, a
+    // sixteenth of its bytes (its reduction is one of the step's largest passes).
+    const at::Tensor residual = s.downsample ? yd : x;
+    AppliedRelu applied;
+    if (c3.y.size(1) % 8 == 0) {
+      applied = bn_apply_relu_bits(c3.y, f3.scale, f3.shift, residual, fd.scale, fd.shift);
+    } else {
+      applied.y = bn_apply(c3.y, f3.scale, f3.shift, true, residual, fd.scale, fd.shift);
+    }
+    const at::Tensor& out = applied.y;
     // The convolutions' raw outputs and the block's output: the activations in between are never written.
     ctx->save_for_backward({x, w1, w2, w3, s.downsample ? *wd : at::Tensor(), c1.y, c2.y, c3.y, yd, out, g1, b1, g2, b2,
-                            g3, b3, s.downsample ? *gd : at::Tensor(), s.downsample ? *bd : at::Tensor()});
+                            g3, b3, s.downsample ? *gd : at::Tensor(), s.downsample ? *bd : at::Tensor(),
+                            applied.relu_bits});
     ctx->saved_data["stats"] = std::vector<at::Tensor>{f1.mean,  f1.invstd, f1.scale, f1.shift,  f2.mean, f2.invstd,
                                                        f2.scale, f2.shift,  f3.mean,  f3.invstd, fd.mean, fd.invstd};
     ctx->saved_data["stride"] = s.stride;
@@ -107,7 +117,7 @@ class BottleneckFunction : public torch::autograd::Function<BottleneckFunction> 
     const auto v = ctx->get_saved_variables();
     const at::Tensor &x = v[0], &w1 = v[1], &w2 = v[2], &w3 = v[3], &wd = v[4], &y1 = v[5], &y2 = v[6], &y3 = v[7],
                      &yd = v[8], &out = v[9], &g1 = v[10], &b1 = v[11], &g2 = v[12], &b2 = v[13], &g3 = v[14],
-                     &b3 = v[15], &gd = v[16], &bd = v[17];
+                     &b3 = v[15], &gd = v[16], &bd = v[17], &relu_bits = v[18];
     const auto st = ctx->saved_data["stats"].toTensorVector();
     const int64_t stride = ctx->saved_data["stride"].toInt();
     const bool downsample = ctx->saved_data["downsample"].toBool();
@@ -124,7 +134,7 @@ class BottleneckFunction : public torch::autograd::Function<BottleneckFunction> 
 
     // The block output: dReLU, bn3's backward and the residual's gradient g, then the downsample's BatchNorm.
     const detail::BackwardOut o3 =
-        own_bn_backward(dout, y3, out, g3, b3, st[8], st[9], true, true, ctx->saved_data["eps3"].toDouble());
+        own_bn_backward(dout, y3, out, g3, b3, st[8], st[9], true, true, ctx->saved_data["eps3"].toDouble(), relu_bits);
     at::Tensor dyd, dgd, dbd, dwd;
     if (downsample) {
       const detail::BackwardOut od = own_bn_backward(o3.dresidual, yd, {}, gd, bd, st[10], st[11], false, false,

@@ -77,6 +77,16 @@ BnFinal bn_finalize(const at::Tensor& sum, const at::Tensor& sq_sum, int64_t cou
 at::Tensor bn_apply(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, bool relu,
                     const at::Tensor& residual = {}, const at::Tensor& rscale = {}, const at::Tensor& rshift = {});
 
+// bn_apply with ReLU, also writing ReLU's mask as one bit an element (relu_bits: uint8 [numel / 8], bit k of byte
+// (row * C + c0) / 8 for channel c0 + k, set where y is positive): what the block output's BatchNorm backward reads
+// instead of y, a sixteenth of its bytes in half. C a multiple of 8.
+struct AppliedRelu {
+  at::Tensor y, relu_bits;
+};
+AppliedRelu bn_apply_relu_bits(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift,
+                               const at::Tensor& residual = {}, const at::Tensor& rscale = {},
+                               const at::Tensor& rshift = {});
+
 // A BatchNorm's input gradient from the data gradient's epilogue: eq_dy * dz + eq_x * x + eq_bias.
 at::Tensor dbn_apply(const DgradBn& grad, const at::Tensor& x);
 

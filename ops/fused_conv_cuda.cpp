@@ -827,8 +827,10 @@ BnFinal bn_finalize(const at::Tensor& sum, const at::Tensor& sq_sum, int64_t cou
   return out;
 }
 
-at::Tensor bn_apply(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, bool relu,
-                    const at::Tensor& residual, const at::Tensor& rscale, const at::Tensor& rshift) {
+namespace {
+
+AppliedRelu apply(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, bool relu,
+                  const at::Tensor& residual, const at::Tensor& rscale, const at::Tensor& rshift, bool relu_bits) {
   check_data(x, "x", x);
   const int64_t c = x.size(1);
   check_channel(scale, "scale", c, x);
@@ -842,8 +844,10 @@ at::Tensor bn_apply(const at::Tensor& x, const at::Tensor& scale, const at::Tens
     check_channel(rscale, "rscale", c, x);
     check_channel(rshift, "rshift", c, x);
   }
+  if (relu_bits && c % 8 != 0) throw std::invalid_argument("fused conv: ReLU's bits need channels a multiple of 8");
   const c10::DeviceGuard guard(x.device());
   at::Tensor out = at::empty_like(x, x.options().memory_format(kChannelsLast));
+  at::Tensor bits = relu_bits ? at::empty({x.numel() / 8}, x.options().dtype(at::kByte)) : at::Tensor();
   kernels::ApplyArgs a;
   a.x = x.data_ptr();
   a.scale = scale.data_ptr<float>();
@@ -852,13 +856,26 @@ at::Tensor bn_apply(const at::Tensor& x, const at::Tensor& scale, const at::Tens
   a.rscale = rscale.defined() ? rscale.data_ptr<float>() : nullptr;
   a.rshift = rscale.defined() ? rshift.data_ptr<float>() : nullptr;
   a.out = out.data_ptr();
+  a.relu_bits = relu_bits ? bits.data_ptr<uint8_t>() : nullptr;
   a.rows = x.numel() / c;
   a.channels = c;
   a.relu = relu;
   a.half = x.scalar_type() == at::kHalf;
   cudnn_type(x.scalar_type());  // refuses other dtypes
   kernels::bn_apply(a, detail::current_stream(x.get_device()));
-  return out;
+  return {out, bits};
+}
+
+}  // namespace
+
+at::Tensor bn_apply(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, bool relu,
+                    const at::Tensor& residual, const at::Tensor& rscale, const at::Tensor& rshift) {
+  return apply(x, scale, shift, relu, residual, rscale, rshift, false).y;
+}
+
+AppliedRelu bn_apply_relu_bits(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift,
+                               const at::Tensor& residual, const at::Tensor& rscale, const at::Tensor& rshift) {
+  return apply(x, scale, shift, true, residual, rscale, rshift, true);
 }
 
 at::Tensor dbn_apply(const DgradBn& grad, const at::Tensor& x) {

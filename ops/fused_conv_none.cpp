@@ -26,6 +26,10 @@ at::Tensor bn_apply(const at::Tensor&, const at::Tensor&, const at::Tensor&, boo
                     const at::Tensor&) {
   refuse();
 }
+AppliedRelu bn_apply_relu_bits(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                               const at::Tensor&, const at::Tensor&) {
+  refuse();
+}
 at::Tensor dbn_apply(const DgradBn&, const at::Tensor&) { refuse(); }
 
 std::string fused_conv_unsupported_reason(const at::Tensor& x) {

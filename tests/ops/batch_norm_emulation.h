@@ -83,6 +83,30 @@ void emulate_forward(const Plan& p, const ForwardArgs<T>& a) {
   });
 }
 
+// One thread of batch_norm_backward's reduction with ReLU: its mask from relu_bits where given, else from y.
+template <typename T, int VEC>
+void reduce_relu(const Plan& p, const Idx& i, const BackwardArgs<T>& a, bool store_g, float* s_a, float* s_b) {
+  T* g_out = store_g ? a.dresidual : nullptr;
+  if constexpr (VEC == 8) {
+    if (a.relu_bits != nullptr) {
+      if (store_g) {
+        impl::backward_accumulate<T, VEC, impl::ReluFrom::kBits, true>(p, i, a.dy, nullptr, a.relu_bits, a.x, a.mean,
+                                                                       g_out, s_a, s_b);
+      } else {
+        impl::backward_accumulate<T, VEC, impl::ReluFrom::kBits, false>(p, i, a.dy, nullptr, a.relu_bits, a.x, a.mean,
+                                                                        g_out, s_a, s_b);
+      }
+      return;
+    }
+  }
+  if (store_g) {
+    impl::backward_accumulate<T, VEC, impl::ReluFrom::kY, true>(p, i, a.dy, a.y, nullptr, a.x, a.mean, g_out, s_a, s_b);
+  } else {
+    impl::backward_accumulate<T, VEC, impl::ReluFrom::kY, false>(p, i, a.dy, a.y, nullptr, a.x, a.mean, g_out, s_a,
+                                                                 s_b);
+  }
+}
+
 template <typename T, int VEC>
 void emulate_backward(const Plan& p, const BackwardArgs<T>& a) {
   std::vector<float> ws(p.workspace_bytes / sizeof(float));
@@ -92,12 +116,11 @@ void emulate_backward(const Plan& p, const BackwardArgs<T>& a) {
   emulate_reduce<VEC>(p, part_g, part_gx, [&](const Idx& i, float* s_a, float* s_b) {
     if (a.silu) {
       impl::backward_accumulate_silu<T, VEC>(p, i, a.dy, a.x, a.mean, a.weight, a.bias, a.invstd, s_a, s_b);
-    } else if (store_g) {
-      impl::backward_accumulate<T, VEC, true, true>(p, i, a.dy, a.y, a.x, a.mean, a.dresidual, s_a, s_b);
     } else if (a.relu) {
-      impl::backward_accumulate<T, VEC, true, false>(p, i, a.dy, a.y, a.x, a.mean, nullptr, s_a, s_b);
+      reduce_relu<T, VEC>(p, i, a, store_g, s_a, s_b);
     } else {
-      impl::backward_accumulate<T, VEC, false, false>(p, i, a.dy, nullptr, a.x, a.mean, nullptr, s_a, s_b);
+      impl::backward_accumulate<T, VEC, impl::ReluFrom::kNone, false>(p, i, a.dy, nullptr, nullptr, a.x, a.mean,
+                                                                      nullptr, s_a, s_b);
     }
   });
   const impl::GradOut out{a.invstd, a.dweight, a.dbias};
@@ -128,8 +151,8 @@ void emulate_backward_from(const Plan& p, const Plan& po, const BackwardArgs<T>&
   float* part_g = ws.data();
   float* part_gx = part_g + static_cast<int64_t>(po.reduce_blocks) * po.channels;
   emulate_reduce<VEC>(po, part_g, part_gx, [&](const Idx& i, float* s_a, float* s_b) {
-    impl::backward_accumulate_from<T, VEC, false, false>(po, i, reduce_grad, nullptr, reduce_x, a.mean, nullptr, s_a,
-                                                         s_b);
+    impl::backward_accumulate_from<T, VEC, impl::ReluFrom::kNone, false>(po, i, reduce_grad, nullptr, nullptr, reduce_x,
+                                                                         a.mean, nullptr, s_a, s_b);
   });
   const impl::GradOut out{a.invstd, a.dweight, a.dbias};
   emulate_finalize(po, part_g, part_gx, [&](int tx, int bx, const double* s_a, const double* s_b) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -82,6 +83,43 @@ double silu_ref(double z) { return z / (1.0 + std::exp(-z)); }
 double silu_grad_ref(double z) {
   const double s = 1.0 / (1.0 + std::exp(-z));
   return s * (1.0 + z * (1.0 - s));
+}
+
+// The backward again with ReLU's mask read from relu_bits (made from y as bn_apply makes them: bit k of byte i / 8 for
+// y[i] > 0, i = row * C + c0 + k), with y withheld where dx does not read it: every output bit for bit the y run's.
+// Then one bit of a positive output cleared: dbias must change, so the bits are what the reduction reads.
+template <typename T>
+void expect_relu_bits_match_y(const Plan& p, const BackwardArgs<T>& with_y, int64_t n, bool residual) {
+  std::vector<uint8_t> bits(static_cast<size_t>(n / 8), 0);
+  int64_t positive = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (to_d(with_y.y[i]) > 0) {
+      bits[i / 8] |= static_cast<uint8_t>(1U << (i % 8));
+      if (positive < 0 && std::abs(to_d(with_y.dy[i])) > 0.1) positive = i;
+    }
+  }
+  const int64_t c = p.channels;
+  Buffer<T> dx(n, false), dr(n, false);
+  std::vector<float> dw(c), db(c);
+  BackwardArgs<T> b = with_y;
+  b.relu_bits = bits.data();
+  b.y = residual ? nullptr : with_y.y;  // with a residual dx reads the stored g: y is not needed
+  b.dx = dx.data;
+  b.dresidual = with_y.dresidual != nullptr ? dr.data : nullptr;
+  b.dweight = dw.data();
+  b.dbias = db.data();
+  emulate_backward<T, 8>(p, b);
+  int64_t differ = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    differ += std::memcmp(&dx.data[i], &with_y.dx[i], sizeof(T)) != 0;
+    if (b.dresidual != nullptr) differ += std::memcmp(&dr.data[i], &with_y.dresidual[i], sizeof(T)) != 0;
+  }
+  for (int64_t k = 0; k < c; ++k) differ += dw[k] != with_y.dweight[k] || db[k] != with_y.dbias[k];
+  EXPECT_EQ(differ, 0) << "relu_bits must give the y mask's results bit for bit";
+  ASSERT_GE(positive, 0);
+  bits[positive / 8] &= static_cast<uint8_t>(~(1U << (positive % 8)));
+  emulate_backward<T, 8>(p, b);
+  EXPECT_NE(db[positive % c], with_y.dbias[positive % c]) << "a cleared bit must mask its element";
 }
 
 // `silu`: BatchNorm+SiLU (no residual, relu false) instead of ReLU.
@@ -254,6 +292,9 @@ void run_case(const Case& cs, bool residual, bool relu, bool training, std::mt19
   }
   EXPECT_LT(worst_dx, 1.0);
   EXPECT_EQ(wrong_dr, 0) << "the stored residual gradient must equal the masked dy exactly";
+  if constexpr (sizeof(T) == 2) {
+    if (relu && p.vec == 8) expect_relu_bits_match_y<T>(p, ba, n, residual);
+  }
   std::printf("[ emulated ] %-62s worst error / tolerance: mean %.2f invstd %.2f y %.2f dx %.2f\n", what.c_str(),
               worst_mean, worst_invstd, worst_y, worst_dx);
 }

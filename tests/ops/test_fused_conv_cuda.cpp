@@ -3,8 +3,8 @@
 // weight gradient with the prologue, the data gradient with dReLU and BatchNorm's backward weights (through to the
 // BatchNorm's input gradient against autograd), the finalize, apply and input-gradient kernels, a captured CUDA graph
 // against eager, every op repeating bit for bit under deterministic cuDNN; the prologue run separately, the timed
-// choice between the two forms, and those choices from the plan cache's file. Prints each case's relative errors, so
-// that the log shows the margins.
+// choice between the two forms, and those choices from the plan cache's file; ReLU's mask as bits and bn3's backward
+// reading them. Prints each case's relative errors, so that the log shows the margins.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -21,6 +21,7 @@
 
 #include "core/plan_cache.h"
 #include "cuda/device_ops.h"
+#include "ops/fused_batch_norm_backend.h"
 #include "ops/fused_conv.h"
 #include "tests/support/cuda_test.h"
 #include "tests/support/temp_dir.h"
@@ -559,6 +560,58 @@ TEST_F(FusedConvCuda, ApplyAndInputGradientKernelsMatchFloat64) {
       for (const double e : {e_plain, e_relu, e_add, e_dual, e_dbn}) EXPECT_LT(e, tol_out(t));
     }
   }
+}
+
+// The block output's ReLU mask as bits (bn_apply_relu_bits): the same output as bn_apply, bit k of byte i / 8 set
+// exactly where element i (channels-last order) is positive; bn3's backward reading the bits instead of y gives every
+// gradient bit for bit (rn50's kernels, with the residual's gradient stored, y withheld).
+TEST_F(FusedConvCuda, ReluBitsMarkThePositiveOutputsAndGiveTheSameBackward) {
+  for (const at::ScalarType t : {at::kHalf, at::kBFloat16}) {
+    for (const int64_t c : {64, 256}) {
+      at::manual_seed(17);
+      const at::Tensor x = randn_nhwc({3, c, 5, 7}, t), r = randn_nhwc({3, c, 5, 7}, t);
+      const at::Tensor s1 = channel_param(c, 0.5, 1.5), b1 = channel_param(c, -1, 1);
+      const at::Tensor s2 = channel_param(c, 0.5, 1.5), b2 = channel_param(c, -1, 1);
+      const at::Tensor weights =
+          at::tensor({1, 2, 4, 8, 16, 32, 64, 128}, at::TensorOptions(at::kCUDA).dtype(at::kLong));
+      for (const bool dual : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " C" + std::to_string(c) + (dual ? " dual" : ""));
+        const AppliedRelu a = dual ? bn_apply_relu_bits(x, s1, b1, r, s2, b2) : bn_apply_relu_bits(x, s1, b1, r);
+        const at::Tensor y = dual ? bn_apply(x, s1, b1, true, r, s2, b2) : bn_apply(x, s1, b1, true, r);
+        EXPECT_TRUE(at::equal(a.y, y));
+        const at::Tensor positive = (y.permute({0, 2, 3, 1}).reshape({-1, 8}) > 0).to(at::kLong);
+        const at::Tensor want = (positive * weights).sum(1).to(at::kByte);
+        ASSERT_EQ(a.relu_bits.scalar_type(), at::kByte);
+        EXPECT_TRUE(at::equal(a.relu_bits, want));
+        const double share = positive.to(at::kDouble).mean().item<double>();
+        EXPECT_GT(share, 0.1);  // both kinds of element present
+        EXPECT_LT(share, 0.9);
+
+        detail::BackwardIn in;
+        in.dy = randn_nhwc({3, c, 5, 7}, t);
+        in.x = x;
+        in.y = y;
+        in.weight = channel_param(c, 0.5, 1.5);
+        in.bias = channel_param(c, -1, 1);
+        in.mean = channel_param(c, -0.5, 0.5);
+        in.invstd = channel_param(c, 0.5, 2);
+        in.has_residual = true;
+        in.relu = true;
+        in.kernels = BnKernels::kOwn;
+        in.ran = detail::Ran::kOwn;
+        const detail::BackwardOut from_y = detail::backward(in);
+        in.y = at::Tensor();
+        in.relu_bits = a.relu_bits;
+        const detail::BackwardOut from_bits = detail::backward(in);
+        EXPECT_TRUE(at::equal(from_bits.dx, from_y.dx));
+        EXPECT_TRUE(at::equal(from_bits.dresidual, from_y.dresidual));
+        EXPECT_TRUE(at::equal(from_bits.dweight, from_y.dweight));
+        EXPECT_TRUE(at::equal(from_bits.dbias, from_y.dbias));
+      }
+    }
+  }
+  const at::Tensor odd = randn_nhwc({2, 100, 3, 3}, at::kHalf);
+  EXPECT_THROW(bn_apply_relu_bits(odd, channel_param(100, 0.5, 1.5), channel_param(100, -1, 1)), std::invalid_argument);
 }
 
 TEST_F(FusedConvCuda, CapturedGraphReplaysAsEager) {
