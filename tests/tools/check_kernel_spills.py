@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# tests/tools/check_kernel_spills.py: the fused ResNet-50 step's own BatchNorm and max-pool kernels (half, 16-byte
+# tests/tools/check_kernel_spills.py: the fused ResNet-50 step's own BatchNorm, apply and max-pool kernels (half, 16-byte
 # vectors) keep their registers: compiled for sm_90 with ptxas's report, none of them spills to local memory. A spill
 # there cost the stem's dx pass about half of the DRAM bandwidth its bytes need (docs/fused-kernels.md). Exits 1 naming
 # each kernel that spills, and each pattern no kernel matches (a renamed kernel). Needs nvcc and c++filt, no GPU.
@@ -19,6 +19,10 @@ GUARDED = {
         r"dx_kernel<__half, 8, \(rn50::ops::kernels::impl::GradSource\)1>",  # kStored: a block's output BatchNorm
         r"backward_reduce_from_kernel<__half, 8,",
         r"dx_from_kernel<__half, 8,",
+    ],
+    "ops/conv_bn_kernels.cu": [
+        r"apply_kernel<__half, 8>",  # the block outputs (with ReLU's bits) and the prologues run as passes
+        r"dbn_apply_kernel<__half, 8>",
     ],
     "ops/max_pool_kernels.cu": [
         r"max_pool_forward_kernel<__half, 8, true,",
