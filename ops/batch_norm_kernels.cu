@@ -47,8 +47,9 @@ template <typename T, int VEC, bool kResidual, bool kRelu, bool kSilu = false>
 __global__ void __launch_bounds__(impl::kThreads, impl::kBlocksPerSm)
     normalize_kernel(Plan p, const T* __restrict__ x, const T* __restrict__ residual, T* __restrict__ y,
                      const float* __restrict__ weight, const float* __restrict__ bias, const float* __restrict__ mean,
-                     const float* __restrict__ invstd) {
-  impl::normalize_rows<T, VEC, kResidual, kRelu, kSilu>(p, thread_idx(), x, residual, y, weight, bias, mean, invstd);
+                     const float* __restrict__ invstd, uint8_t* __restrict__ relu_bits) {
+  impl::normalize_rows<T, VEC, kResidual, kRelu, kSilu>(p, thread_idx(), x, residual, y, weight, bias, mean, invstd,
+                                                        relu_bits);
 }
 
 template <typename T, int VEC, impl::ReluFrom kRelu, bool kWriteG>
@@ -157,19 +158,19 @@ void forward_with(const Plan& p, const ForwardArgs<T>& a, cudaStream_t stream) {
   if (a.silu) {
     if (residual) throw std::invalid_argument("batch_norm kernels: SiLU with a residual is not implemented");
     normalize_kernel<T, VEC, false, false, true>
-        <<<grid, main_block(p), 0, stream>>>(p, a.x, nullptr, a.y, a.weight, a.bias, a.mean, a.invstd);
+        <<<grid, main_block(p), 0, stream>>>(p, a.x, nullptr, a.y, a.weight, a.bias, a.mean, a.invstd, nullptr);
   } else if (residual && a.relu) {
     normalize_kernel<T, VEC, true, true>
-        <<<grid, main_block(p), 0, stream>>>(p, a.x, a.residual, a.y, a.weight, a.bias, a.mean, a.invstd);
+        <<<grid, main_block(p), 0, stream>>>(p, a.x, a.residual, a.y, a.weight, a.bias, a.mean, a.invstd, a.relu_bits);
   } else if (residual) {
     normalize_kernel<T, VEC, true, false>
-        <<<grid, main_block(p), 0, stream>>>(p, a.x, a.residual, a.y, a.weight, a.bias, a.mean, a.invstd);
+        <<<grid, main_block(p), 0, stream>>>(p, a.x, a.residual, a.y, a.weight, a.bias, a.mean, a.invstd, nullptr);
   } else if (a.relu) {
     normalize_kernel<T, VEC, false, true>
-        <<<grid, main_block(p), 0, stream>>>(p, a.x, nullptr, a.y, a.weight, a.bias, a.mean, a.invstd);
+        <<<grid, main_block(p), 0, stream>>>(p, a.x, nullptr, a.y, a.weight, a.bias, a.mean, a.invstd, nullptr);
   } else {
     normalize_kernel<T, VEC, false, false>
-        <<<grid, main_block(p), 0, stream>>>(p, a.x, nullptr, a.y, a.weight, a.bias, a.mean, a.invstd);
+        <<<grid, main_block(p), 0, stream>>>(p, a.x, nullptr, a.y, a.weight, a.bias, a.mean, a.invstd, nullptr);
   }
   RN50_CUDA_CHECK(cudaGetLastError());
 }
@@ -285,6 +286,12 @@ void batch_norm_forward(const Plan& plan, const ForwardArgs<T>& args, cudaStream
   check_plan(plan, sizeof(T), {args.x, args.residual, args.y});
   if (args.batch_stats && args.workspace == nullptr) throw std::invalid_argument("batch_norm_forward: no workspace");
   if (args.y == nullptr && !args.batch_stats) throw std::invalid_argument("batch_norm_forward: no output and no statistics");
+  if (args.relu_bits != nullptr &&
+      (!args.relu || args.residual == nullptr || args.y == nullptr || sizeof(T) != 2 || plan.vec != 8)) {
+    throw std::invalid_argument(
+        "batch_norm_forward: relu_bits need ReLU, a residual, an output and a half or bfloat16 plan of 16-byte "
+        "vectors");
+  }
   constexpr int kWide = cuda::launch::kVectorBytes / sizeof(T);
   if (plan.vec == kWide) {
     forward_with<T, kWide>(plan, args, stream);

@@ -52,6 +52,9 @@ struct ForwardArgs {
   bool silu = false;  // instead of ReLU (relu false), without a residual
   bool batch_stats = true;
   void* workspace = nullptr;  // plan.workspace_bytes, when batch_stats
+  // Where not null (a residual and ReLU; half or bfloat16 plans of 16-byte vectors): ReLU's mask as bits, as
+  // BackwardArgs::relu_bits reads it, [rows * channels / 8] bytes.
+  uint8_t* relu_bits = nullptr;
 };
 // With y null (and batch_stats) batch_norm_forward computes the statistics alone: ops/norm_pool.h normalises as the
 // max-pool reads.

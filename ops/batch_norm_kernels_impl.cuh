@@ -343,6 +343,21 @@ RN50_HD inline void finalize_forward(const Plan& p, int tx, int bx, const double
 
 // ---- forward: normalise, add, ReLU or SiLU -------------------------------------------------------------------------
 
+// Byte (row * channels + c0) / 8 of a relu_bits mask, bit k for channel c0 + k (channels a multiple of 8).
+RN50_HD inline int64_t relu_bits_index(int64_t row, int64_t channels, int64_t c0) { return (row * channels + c0) / 8; }
+
+// That byte for a pack of 8 outputs as stored: bit k set where element k is positive (a mask read from y would say the
+// same, NaN and values rounded to zero included).
+template <typename T>
+RN50_HD inline uint8_t relu_bits_of(const Pack<T, 8>& stored) {
+  float f[8];
+  unpack(stored, f);
+  unsigned bits = 0;
+  RN50_UNROLL
+  for (int k = 0; k < 8; ++k) bits |= (f[k] > 0.0f ? 1U : 0U) << k;
+  return static_cast<uint8_t>(bits);
+}
+
 // SiLU and its derivative: z * sigmoid(z), and sigmoid(z) * (1 + z * (1 - sigmoid(z))).
 RN50_HD inline float silu_of(float z) { return z / (1.0f + expf(-z)); }
 RN50_HD inline float silu_grad(float z) {
@@ -351,11 +366,13 @@ RN50_HD inline float silu_grad(float z) {
 }
 
 // Rows run from the last to the first: the statistics pass read them first to last, so the tensor's tail is what the
-// L2 cache still holds when this pass starts.
+// L2 cache still holds when this pass starts. With a residual, ReLU and 8-element packs, relu_bits (where not null)
+// receives the mask as bits (ForwardArgs::relu_bits).
 template <typename T, int VEC, bool kResidual, bool kRelu, bool kSilu = false>
 RN50_HD inline void normalize_rows(const Plan& p, const Idx& i, const T* __restrict__ x, const T* __restrict__ residual,
                                    T* __restrict__ y, const float* __restrict__ weight, const float* __restrict__ bias,
-                                   const float* __restrict__ mean, const float* __restrict__ invstd) {
+                                   const float* __restrict__ mean, const float* __restrict__ invstd,
+                                   uint8_t* __restrict__ relu_bits = nullptr) {
   constexpr int U = kResidual ? kElementwiseUnroll2 : kElementwiseUnroll1;
   const int64_t v = vector_of(p, i);
   if (v * VEC >= p.channels) return;
@@ -395,7 +412,12 @@ RN50_HD inline void normalize_rows(const Plan& p, const Idx& i, const T* __restr
           out[k] = (kRelu && z < 0.0f) ? 0.0f : z;  // NaN stays NaN, as in torch.relu
         }
       }
-      store<T, VEC>(y + row * p.channels + c0, out);
+      const Pack<T, VEC> stored = pack_of(out, T{});
+      store_pack<T, VEC>(y + row * p.channels + c0, stored);
+      // BatchNorm+add+ReLU only: with ReLU alone the extra registers made ptxas spill at that variant's unroll.
+      if constexpr (kResidual && kRelu && VEC == 8) {
+        if (relu_bits != nullptr) relu_bits[relu_bits_index(row, p.channels, c0)] = relu_bits_of(stored);
+      }
     }
   }
 }
@@ -414,9 +436,6 @@ struct DenseGrad {
 // Where the reduction reads ReLU's mask: nowhere (no ReLU), the forward's output y (> 0), or one bit an element as the
 // forward wrote it (ops/batch_norm_kernels.h's relu_bits: 1/16 of y's bytes in half).
 enum class ReluFrom { kNone, kY, kBits };
-
-// Byte (row * channels + c0) / 8 of a relu_bits mask, bit k for channel c0 + k (channels a multiple of 8).
-RN50_HD inline int64_t relu_bits_index(int64_t row, int64_t channels, int64_t c0) { return (row * channels + c0) / 8; }
 
 // Each thread sums g and g * (x - mean) over its rows (first to last) and, with kWriteG, stores g (the residual's
 // gradient; exact, since g is dy or zero).

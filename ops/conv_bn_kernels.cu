@@ -101,7 +101,8 @@ __global__ void __launch_bounds__(launch::kThreads) apply_kernel(ApplyArgs a) {
       if (r != nullptr) v += to_float(rv.v[k]) * rscale[k] + rshift[k];
       if (a.relu) v = fmaxf(v, 0.0F);
       o.v[k] = to_out<T>(v);
-      bits |= (to_float(o.v[k]) > 0.0F ? 1U : 0U) << k;  // of the value stored, as a mask read from out would be
+      // Of the value stored, as a mask read from out would be; a few compares, kept only where the bits are stored.
+      bits |= (to_float(o.v[k]) > 0.0F ? 1U : 0U) << k;
     }
     out[i] = o;
     if constexpr (VEC == 8) {

@@ -66,9 +66,12 @@ class FusedBatchNormFunction : public torch::autograd::Function<FusedBatchNormFu
     in.relu = s.relu;
     in.silu = s.silu;
     in.kernels = s.kernels;
+    in.relu_bits = s.relu && s.training && residual.has_value();  // the backward's reduction reads them, not y
     detail::ForwardOut out = detail::forward(in);
-    // y only for the ReLU's mask: without ReLU nothing is kept that the unfused path would not keep.
+    // y only for the ReLU's mask: without ReLU nothing is kept that the unfused path would not keep. (Kept with the
+    // bits: a misaligned dy makes the backward use it.)
     ctx->save_for_backward({x, s.relu ? out.y : at::Tensor(), weight, bias});
+    ctx->saved_data["relu_bits"] = out.relu_bits;
     ctx->saved_data["mean"] = out.mean;
     ctx->saved_data["invstd"] = out.invstd;
     ctx->saved_data["reserve"] = out.reserve;
@@ -101,6 +104,7 @@ class FusedBatchNormFunction : public torch::autograd::Function<FusedBatchNormFu
     in.training = ctx->saved_data["training"].toBool();
     in.eps = ctx->saved_data["eps"].toDouble();
     in.kernels = static_cast<BnKernels>(ctx->saved_data["kernels"].toInt());
+    in.relu_bits = ctx->saved_data["relu_bits"].toTensor();
     detail::BackwardOut g = detail::backward(in);
     // One gradient per forward argument: x, weight, bias, residual, and none for the settings.
     return {g.dx, g.dweight, g.dbias, g.dresidual, at::Tensor()};

@@ -31,12 +31,16 @@ struct ForwardIn {
   bool silu = false;  // SiLU instead of ReLU (relu false, no residual): rn50's kernels only
   BnKernels kernels = BnKernels::kAuto;
   bool stats_only = false;  // training: mean, invstd and the running statistics alone, y undefined (rn50's kernels)
+  // rn50's kernels in training with a residual and ReLU: also write ReLU's mask as bits (ForwardOut::relu_bits) where
+  // the plan runs 16-byte vectors of half or bfloat16, for the backward's reduction to read instead of y.
+  bool relu_bits = false;
 };
 
 // y: the output; mean and invstd (float32 [C]): the batch's in training, the running statistics' in evaluation;
 // reserve: cuDNN's reserve space (undefined for rn50's kernels).
 struct ForwardOut {
   at::Tensor y, mean, invstd, reserve;
+  at::Tensor relu_bits;  // uint8 [numel / 8] where ForwardIn::relu_bits was asked for and the plan allowed it
   Ran ran = Ran::kOwn;
 };
 
@@ -49,9 +53,9 @@ struct BackwardIn {
   double eps = 1e-5;
   BnKernels kernels = BnKernels::kAuto;
   Ran ran = Ran::kOwn;
-  // rn50's kernels with ReLU: its mask as one bit an element (ops/fused_conv.h's bn_apply_relu_bits), read instead of
-  // y where the plan allows (half or bfloat16, 16-byte vectors); y may then be left undefined if a residual's
-  // gradient is stored (dx reads it), else y is needed as before.
+  // rn50's kernels with ReLU: its mask as one bit an element (ForwardOut::relu_bits, ops/fused_conv.h's
+  // bn_apply_relu_bits), read instead of y where the plan allows (half or bfloat16, every tensor 16-byte aligned so
+  // that it runs 16-byte vectors); ignored elsewhere, so keep y unless a misaligned input cannot occur.
   at::Tensor relu_bits;
   // Instead of dy (left undefined): the output gradient and positions of the max-pool whose input is this BatchNorm's
   // output (ops/max_pool.h's bn_relu_max_pool2d, training, no activation), and x at each output's max: rn50's kernels

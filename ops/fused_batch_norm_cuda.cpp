@@ -91,6 +91,11 @@ ForwardOut own_forward(const ForwardIn& in, cudaStream_t stream) {
   a.silu = in.silu;
   a.batch_stats = in.training;
   a.workspace = workspace.defined() ? workspace.data_ptr() : nullptr;
+  if (in.relu_bits && in.relu && in.residual.defined() && in.training && out.y.defined() && sizeof(T) == 2 &&
+      plan.vec == 8) {
+    out.relu_bits = at::empty({x.numel() / 8}, x.options().dtype(at::kByte));
+    a.relu_bits = ptr<uint8_t>(out.relu_bits);
+  }
   kernels::batch_norm_forward<T>(plan, a, stream);
   out.ran = Ran::kOwn;
   return out;

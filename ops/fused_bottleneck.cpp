@@ -39,8 +39,8 @@ BatchNormState with_affine(const BatchNormState& s, const at::Tensor& weight, co
 
 int64_t rows_of(const at::Tensor& y) { return y.size(0) * y.size(2) * y.size(3); }
 
-// The block output's BatchNorm (and the downsample's) backward with rn50's own kernels: dReLU from the output, the
-// residual's gradient written out.
+// The block output's BatchNorm (and the downsample's) backward with rn50's own kernels: dReLU from the forward's bits
+// where given (else from the output y), the residual's gradient written out.
 detail::BackwardOut own_bn_backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& y,
                                     const at::Tensor& weight, const at::Tensor& bias, const at::Tensor& mean,
                                     const at::Tensor& invstd, bool residual, bool relu, double eps,
@@ -96,7 +96,8 @@ class BottleneckFunction : public torch::autograd::Function<BottleneckFunction> 
       applied.y = bn_apply(c3.y, f3.scale, f3.shift, true, residual, fd.scale, fd.shift);
     }
     const at::Tensor& out = applied.y;
-    // The convolutions' raw outputs and the block's output: the activations in between are never written.
+    // The convolutions' raw outputs and the block's output (and its ReLU bits): the activations in between are never
+    // written.
     ctx->save_for_backward({x, w1, w2, w3, s.downsample ? *wd : at::Tensor(), c1.y, c2.y, c3.y, yd, out, g1, b1, g2, b2,
                             g3, b3, s.downsample ? *gd : at::Tensor(), s.downsample ? *bd : at::Tensor(),
                             applied.relu_bits});

@@ -72,7 +72,8 @@ void emulate_forward(const Plan& p, const ForwardArgs<T>& a) {
     if (a.silu) {
       impl::normalize_rows<T, VEC, false, false, true>(p, i, a.x, nullptr, a.y, a.weight, a.bias, a.mean, a.invstd);
     } else if (a.residual && a.relu) {
-      impl::normalize_rows<T, VEC, true, true>(p, i, a.x, a.residual, a.y, a.weight, a.bias, a.mean, a.invstd);
+      impl::normalize_rows<T, VEC, true, true>(p, i, a.x, a.residual, a.y, a.weight, a.bias, a.mean, a.invstd,
+                                               a.relu_bits);
     } else if (a.residual) {
       impl::normalize_rows<T, VEC, true, false>(p, i, a.x, a.residual, a.y, a.weight, a.bias, a.mean, a.invstd);
     } else if (a.relu) {

@@ -85,19 +85,19 @@ double silu_grad_ref(double z) {
   return s * (1.0 + z * (1.0 - s));
 }
 
-// The backward again with ReLU's mask read from relu_bits (made from y as bn_apply makes them: bit k of byte i / 8 for
-// y[i] > 0, i = row * C + c0 + k), with y withheld where dx does not read it: every output bit for bit the y run's.
-// Then one bit of a positive output cleared: dbias must change, so the bits are what the reduction reads.
+// The forward's ReLU bits (ForwardArgs::relu_bits) are bit k of byte i / 8 set exactly where y[i] > 0 (i = row * C +
+// c0 + k). The backward again reading them, y withheld where dx does not read it: every output bit for bit the y
+// run's. Then one bit of a positive output cleared: dbias must change, so the bits are what the reduction reads.
 template <typename T>
-void expect_relu_bits_match_y(const Plan& p, const BackwardArgs<T>& with_y, int64_t n, bool residual) {
-  std::vector<uint8_t> bits(static_cast<size_t>(n / 8), 0);
-  int64_t positive = -1;
+void expect_relu_bits_match_y(const Plan& p, const BackwardArgs<T>& with_y, int64_t n, bool residual,
+                              std::vector<uint8_t> bits) {
+  int64_t positive = -1, wrong_bits = 0;
   for (int64_t i = 0; i < n; ++i) {
-    if (to_d(with_y.y[i]) > 0) {
-      bits[i / 8] |= static_cast<uint8_t>(1U << (i % 8));
-      if (positive < 0 && std::abs(to_d(with_y.dy[i])) > 0.1) positive = i;
-    }
+    const bool set = (bits[i / 8] >> (i % 8)) & 1U;
+    wrong_bits += set != (to_d(with_y.y[i]) > 0);
+    if (set && positive < 0 && std::abs(to_d(with_y.dy[i])) > 0.1) positive = i;
   }
+  EXPECT_EQ(wrong_bits, 0) << "the forward's bits must mark exactly the positive outputs";
   const int64_t c = p.channels;
   Buffer<T> dx(n, false), dr(n, false);
   std::vector<float> dw(c), db(c);
@@ -188,6 +188,10 @@ void run_case(const Case& cs, bool residual, bool relu, bool training, std::mt19
   fa.relu = relu;
   fa.silu = silu;
   fa.batch_stats = training;
+  // ReLU's mask as bits where the kernels write them (a residual and ReLU, half and bfloat16, 16-byte vectors).
+  const bool bits_case = sizeof(T) == 2 && relu && residual && p.vec == 8;
+  std::vector<uint8_t> bits(bits_case ? static_cast<size_t>(n / 8) : 0, 0xAA);  // a pattern the forward must replace
+  fa.relu_bits = bits_case ? bits.data() : nullptr;
   if (p.vec > 1) {
     emulate_forward<T, 16 / sizeof(T)>(p, fa);
   } else {
@@ -293,7 +297,12 @@ void run_case(const Case& cs, bool residual, bool relu, bool training, std::mt19
   EXPECT_LT(worst_dx, 1.0);
   EXPECT_EQ(wrong_dr, 0) << "the stored residual gradient must equal the masked dy exactly";
   if constexpr (sizeof(T) == 2) {
-    if (relu && p.vec == 8) expect_relu_bits_match_y<T>(p, ba, n, residual);
+    if (bits_case) expect_relu_bits_match_y<T>(p, ba, n, residual, bits);
+    if (relu && !residual && p.vec == 8) {  // the forward writes none here; the backward reads them all the same
+      std::vector<uint8_t> made(static_cast<size_t>(n / 8), 0);
+      for (int64_t i = 0; i < n; ++i) made[i / 8] |= static_cast<uint8_t>((to_d(y.data[i]) > 0 ? 1U : 0U) << (i % 8));
+      expect_relu_bits_match_y<T>(p, ba, n, residual, made);
+    }
   }
   std::printf("[ emulated ] %-62s worst error / tolerance: mean %.2f invstd %.2f y %.2f dx %.2f\n", what.c_str(),
               worst_mean, worst_invstd, worst_y, worst_dx);

@@ -342,7 +342,7 @@ size_t allocated_peak() {
 TEST_F(FusedBnCuda, KeepsNoMoreMemoryThanTheUnfusedPath) {
   // What a forward keeps for its backward, and the peak over forward and backward, against ATen's batch_norm,
   // add_ and relu_ (which keep BatchNorm's input and ReLU's output). cuDNN may keep its reserve space (a bit mask:
-  // 1/16 of a half tensor), as ATen's own cuDNN BatchNorm does.
+  // 1/16 of a half tensor), as ATen's own cuDNN BatchNorm does; rn50's kernels keep ReLU's mask as bits (1/16 too).
   const Shape shape{32, 256, 14, 14};
   const Inputs in = random_inputs(shape, at::kHalf);
   const BatchNormState s0 = random_state(shape.c, true);
@@ -372,7 +372,7 @@ TEST_F(FusedBnCuda, KeepsNoMoreMemoryThanTheUnfusedPath) {
                   residual ? "bn+add+relu" : "bn+relu", static_cast<double>(kept[i]) / tensor_bytes,
                   static_cast<double>(peak[i]) / tensor_bytes);
       if (i > 0) {
-        const size_t slack = (all[i] == BnKernels::kOwn ? 0 : tensor_bytes / 8) + (1 << 20);
+        const size_t slack = (all[i] == BnKernels::kOwn ? tensor_bytes / 16 : tensor_bytes / 8) + (1 << 20);
         EXPECT_LE(kept[i], kept[0] + slack) << to_string(all[i]);
         EXPECT_LE(peak[i], peak[0] + slack) << to_string(all[i]);
       }

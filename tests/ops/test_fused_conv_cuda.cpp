@@ -567,7 +567,7 @@ TEST_F(FusedConvCuda, ApplyAndInputGradientKernelsMatchFloat64) {
 // gradient bit for bit (rn50's kernels, with the residual's gradient stored, y withheld).
 TEST_F(FusedConvCuda, ReluBitsMarkThePositiveOutputsAndGiveTheSameBackward) {
   for (const at::ScalarType t : {at::kHalf, at::kBFloat16}) {
-    for (const int64_t c : {64, 256}) {
+    for (const int64_t c : {64, 256, 2048}) {  // 2048: several channel tiles and blocks of the apply kernel
       at::manual_seed(17);
       const at::Tensor x = randn_nhwc({3, c, 5, 7}, t), r = randn_nhwc({3, c, 5, 7}, t);
       const at::Tensor s1 = channel_param(c, 0.5, 1.5), b1 = channel_param(c, -1, 1);
@@ -607,6 +607,17 @@ TEST_F(FusedConvCuda, ReluBitsMarkThePositiveOutputsAndGiveTheSameBackward) {
         EXPECT_TRUE(at::equal(from_bits.dresidual, from_y.dresidual));
         EXPECT_TRUE(at::equal(from_bits.dweight, from_y.dweight));
         EXPECT_TRUE(at::equal(from_bits.dbias, from_y.dbias));
+        // Without a residual's stored gradient dx reads y: the bits serve the reduction alone, bit for bit again.
+        in.has_residual = false;
+        in.relu_bits = at::Tensor();
+        in.y = y;
+        const detail::BackwardOut plain_y = detail::backward(in);
+        in.relu_bits = a.relu_bits;
+        const detail::BackwardOut plain_bits = detail::backward(in);
+        EXPECT_TRUE(at::equal(plain_bits.dx, plain_y.dx));
+        EXPECT_TRUE(at::equal(plain_bits.dweight, plain_y.dweight));
+        in.y = at::Tensor();  // neither y nor stored g for dx: refused in one line
+        EXPECT_THROW(detail::backward(in), std::invalid_argument);
       }
     }
   }
