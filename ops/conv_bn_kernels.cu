@@ -12,6 +12,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/device_convert.cuh"
 #include "cuda/launch.h"
+#include "ops/batch_norm_kernels_impl.cuh"
 
 namespace rn50::ops::kernels {
 namespace {
@@ -94,19 +95,20 @@ __global__ void __launch_bounds__(launch::kThreads) apply_kernel(ApplyArgs a) {
     Pack<T, VEC> rv{};
     if (r != nullptr) rv = r[i];
     Pack<T, VEC> o;
-    unsigned bits = 0;
 #pragma unroll
     for (int k = 0; k < VEC; ++k) {
       float v = to_float(xv.v[k]) * scale[k] + shift[k];
       if (r != nullptr) v += to_float(rv.v[k]) * rscale[k] + rshift[k];
       if (a.relu) v = fmaxf(v, 0.0F);
       o.v[k] = to_out<T>(v);
-      // Of the value stored, as a mask read from out would be; a few compares, kept only where the bits are stored.
-      bits |= (to_float(o.v[k]) > 0.0F ? 1U : 0U) << k;
     }
     out[i] = o;
     if constexpr (VEC == 8) {
-      if (a.relu_bits != nullptr) a.relu_bits[i] = static_cast<uint8_t>(bits);  // pack i: elements 8i..8i+7
+      // The layout and the mask of the BatchNorm kernels' relu_bits, which their backward reads (the same 16 bytes).
+      if (a.relu_bits != nullptr) {
+        a.relu_bits[impl::relu_bits_index(row, a.channels, p * VEC)] =
+            impl::relu_bits_of(impl::bit_cast<impl::Pack<T, 8>>(o));
+      }
     }
   }
 }
