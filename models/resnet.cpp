@@ -59,7 +59,8 @@ class Block : public nn::Module {
         mode_(mode),
         where_(std::move(where)),
         forward_range_(where_ + " forward"),
-        backward_range_(where_ + " backward") {
+        backward_range_(where_ + " backward"),
+        out_link_(bottleneck && mode.fusion == Fusion::kConv ? ops::make_boundary_link() : nullptr) {
     const int64_t expansion = bottleneck ? 4 : 1;
     const int64_t out = planes * expansion;
     if (bottleneck) {
@@ -84,11 +85,16 @@ class Block : public nn::Module {
   }
 
   // `copies`: float16 copies of fused_weights() made beforehand (batched_casts), or empty: the fused op casts them.
-  at::Tensor forward(const at::Tensor& x, at::ArrayRef<at::Tensor> copies = {}) {
+  // `in_link`: the previous block's output boundary (null for the first block), for bn3's backward across the two.
+  at::Tensor forward(const at::Tensor& x, at::ArrayRef<at::Tensor> copies = {},
+                     const std::shared_ptr<ops::BoundaryLink>& in_link = nullptr) {
     const cuda::NvtxRange profiled(forward_range_.c_str());
     if (is_training()) ran_fused_ = false;  // an evaluation in between leaves the training steps' batching as it was
+    ops::reset_boundary_link(out_link_.get());  // armed again only by a fused forward of this call
     if (mode_.fusion == Fusion::kConv && bottleneck_ && is_training()) {
       ops::BottleneckParams p = params();
+      p.in_link = in_link;
+      p.out_link = out_link_;
       if (!copies.empty()) {
         p.w1 = copies[0];
         p.w2 = copies[1];
@@ -112,6 +118,9 @@ class Block : public nn::Module {
         downsample_.is_empty() ? x : bn_act(downsample_bn_, downsample_conv_->forward(x), {}, false, mode_);
     return bn_act(last_bn(), last, identity, true, mode_);
   }
+
+  // This block's output boundary with the next fused block (fusion: conv's bottlenecks), or null.
+  const std::shared_ptr<ops::BoundaryLink>& out_link() const { return out_link_; }
 
   // The BatchNorm whose output joins the identity: zeroed for zero_init_residual.
   nn::BatchNorm2d last_bn() const { return bottleneck_ ? bn3_ : bn2_; }
@@ -167,6 +176,7 @@ class Block : public nn::Module {
   std::string where_;       // e.g. "layer2.0", for logs
   std::string forward_range_, backward_range_;  // profilers' names for its work (cuda/nvtx.h)
   bool ran_fused_ = false;  // whether the last training forward ran the fused op
+  std::shared_ptr<ops::BoundaryLink> out_link_;  // fusion: conv's bottlenecks: bn3's backward in the next block's
   std::map<std::pair<std::vector<int64_t>, int>, bool> ready_;
   nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
   nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
@@ -218,7 +228,9 @@ class ResNet final : public Classifier {
       }
     }
     const std::vector<std::vector<at::Tensor>> copies = weight_copies();
-    for (size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i]->forward(x, copies[i]);
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      x = blocks_[i]->forward(x, copies[i], i > 0 ? blocks_[i - 1]->out_link() : nullptr);
+    }
     const cuda::NvtxRange profiled("head forward");
     x = x.mean({2, 3});  // global average pool; keeps the batch dimension
     return fc_->forward(x);

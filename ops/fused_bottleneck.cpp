@@ -6,6 +6,7 @@
 #include <c10/core/GradMode.h>
 #include <torch/autograd.h>
 
+#include <atomic>
 #include <stdexcept>
 #include <string>
 
@@ -15,6 +16,48 @@
 #include "ops/side_stream.h"
 
 namespace rn50::ops {
+
+struct BoundaryLink {
+  // Block k's forward: bn3's input and statistics, its residual (block k's input), and block k's output address (that
+  // block k+1's input must be). armed: block k can use a fused boundary (an identity residual). generation: unique
+  // to the forward that armed it (one counter for the process, so no other link repeats it), so that a backward of an
+  // older forward (two forwards before one backward) falls back. refused: cuDNN offered no plan at this boundary's
+  // shape, so it is not tried again.
+  int64_t generation = 0;
+  bool armed = false;
+  bool refused = false;
+  BnSaved bn3;
+  at::Tensor residual;
+  const void* output = nullptr;
+  // Block k+1's backward: bn3's backward weights and the masked gradient (also block k's residual gradient), with
+  // that gradient's version counter then (an in-place change since, say autograd adding another consumer's gradient,
+  // makes block k fall back).
+  bool filled = false;
+  DgradBn grad;
+  int64_t grad_version = 0;
+
+  void reset() {
+    armed = filled = false;
+    bn3 = {};
+    residual = at::Tensor();
+    output = nullptr;
+    grad = {};
+  }
+};
+
+std::shared_ptr<BoundaryLink> make_boundary_link() { return std::make_shared<BoundaryLink>(); }
+
+void reset_boundary_link(BoundaryLink* link) {
+  if (link != nullptr) link->reset();
+}
+
+namespace {
+std::atomic<int64_t> generations{0};
+std::atomic<int64_t> boundaries_filled{0}, boundaries_taken{0};
+}  // namespace
+
+BoundaryCounts fused_boundaries_run() { return {boundaries_filled.load(), boundaries_taken.load()}; }
+
 namespace {
 
 constexpr auto kChannelsLast = at::MemoryFormat::ChannelsLast;
@@ -28,7 +71,12 @@ struct BlockSettings {
   bool wgrad_stream = true;
   PrologueRun prologue = PrologueRun::kTimed;
   std::string backward_range;
+  std::shared_ptr<BoundaryLink> in_link, out_link;
 };
+
+// The links travel through autograd's saved data as addresses: the model owns them for as long as it runs the blocks.
+int64_t link_word(const BoundaryLink* link) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(link)); }
+BoundaryLink* link_of(const c10::IValue& word) { return reinterpret_cast<BoundaryLink*>(word.toInt()); }
 
 BatchNormState with_affine(const BatchNormState& s, const at::Tensor& weight, const at::Tensor& bias) {
   BatchNormState out = s;
@@ -96,6 +144,22 @@ class BottleneckFunction : public torch::autograd::Function<BottleneckFunction> 
       applied.y = bn_apply(c3.y, f3.scale, f3.shift, true, residual, fd.scale, fd.shift);
     }
     const at::Tensor& out = applied.y;
+    // This block's output boundary: armed where the residual is the block's input itself (with a downsample it is a
+    // scale-shift of yd, which the boundary graph does not take).
+    BoundaryLink* out_link = s.out_link.get();
+    if (out_link != nullptr) {
+      out_link->reset();
+      if (!s.downsample) {
+        out_link->generation = generations.fetch_add(1) + 1;
+        out_link->armed = true;
+        out_link->bn3 = {c3.y, f3.mean, f3.invstd, g3, b3};
+        out_link->residual = x;
+        out_link->output = out.data_ptr();
+      }
+    }
+    // The input boundary takes part only if this block's input is that block's output.
+    BoundaryLink* in_link = s.in_link.get();
+    if (in_link != nullptr && !(in_link->armed && in_link->output == x.data_ptr())) in_link = nullptr;
     // The convolutions' raw outputs and the block's output (and its ReLU bits): the activations in between are never
     // written.
     ctx->save_for_backward({x, w1, w2, w3, s.downsample ? *wd : at::Tensor(), c1.y, c2.y, c3.y, yd, out, g1, b1, g2, b2,
@@ -109,6 +173,11 @@ class BottleneckFunction : public torch::autograd::Function<BottleneckFunction> 
     ctx->saved_data["prologue"] = static_cast<int64_t>(s.prologue);
     ctx->saved_data["range"] = s.backward_range;
     ctx->saved_data["eps3"] = s.bn3.eps;
+    ctx->saved_data["in_link"] = link_word(in_link);
+    ctx->saved_data["in_generation"] = in_link != nullptr ? in_link->generation : int64_t{0};
+    if (out_link != nullptr && !out_link->armed) out_link = nullptr;
+    ctx->saved_data["out_link"] = link_word(out_link);
+    ctx->saved_data["out_generation"] = out_link != nullptr ? out_link->generation : int64_t{0};
     ctx->saved_data["epsd"] = s.bnd.eps;
     return {out};
   }
@@ -133,9 +202,23 @@ class BottleneckFunction : public torch::autograd::Function<BottleneckFunction> 
     // once, and the locals the side stream reads must not be freed under it.
     SideStream side(dout.get_device(), ctx->saved_data["wgrad_stream"].toBool());
 
-    // The block output: dReLU, bn3's backward and the residual's gradient g, then the downsample's BatchNorm.
-    const detail::BackwardOut o3 =
-        own_bn_backward(dout, y3, out, g3, b3, st[8], st[9], true, true, ctx->saved_data["eps3"].toDouble(), relu_bits);
+    // The block output: dReLU, bn3's backward and the residual's gradient g, then the downsample's BatchNorm. Where the
+    // next block's input gradient already did bn3's part (the boundary graph), dout is g and only dx remains.
+    BoundaryLink* out_link = link_of(ctx->saved_data["out_link"]);
+    if (out_link != nullptr && out_link->generation != ctx->saved_data["out_generation"].toInt()) out_link = nullptr;
+    detail::BackwardOut o3;
+    if (out_link != nullptr && out_link->filled && out_link->grad.dz.data_ptr() == dout.data_ptr() &&
+        out_link->grad_version == dout._version()) {
+      boundaries_taken.fetch_add(1);
+      o3.dx = dbn_apply(out_link->grad, y3);
+      o3.dweight = out_link->grad.dweight;
+      o3.dbias = out_link->grad.dbias;
+      o3.dresidual = dout;
+    } else {
+      o3 = own_bn_backward(dout, y3, out, g3, b3, st[8], st[9], true, true, ctx->saved_data["eps3"].toDouble(),
+                           relu_bits);
+    }
+    if (out_link != nullptr) out_link->reset();  // its tensors go as this backward's do
     at::Tensor dyd, dgd, dbd, dwd;
     if (downsample) {
       const detail::BackwardOut od = own_bn_backward(o3.dresidual, yd, {}, gd, bd, st[10], st[11], false, false,
@@ -158,9 +241,25 @@ class BottleneckFunction : public torch::autograd::Function<BottleneckFunction> 
     const DgradBn d1 = conv_backward_data_bn(dy2, w2, {y1, st[0], st[1], g1, b1}, three);
     const at::Tensor dy1 = dbn_apply(d1, y1);
     const at::Tensor dw1 = side.run([&] { return conv_backward_filter(x, dy1, w1.sizes(), one); });
-    // The block input's two gradients summed inside the second data gradient (cuDNN's beta = 1), not by autograd.
+    // The block input's two gradients summed inside the second data gradient (cuDNN's beta = 1), not by autograd; at
+    // a fused boundary that graph also takes the previous block's ReLU and bn3's backward weights, and x's gradient
+    // is returned masked (that block's g: it masks its gradient first anyway, and x has no other consumer).
     at::Tensor dx = downsample ? conv_backward_data(dyd, wd, x.sizes(), down) : o3.dresidual;
-    dx = conv_backward_data(dy1, w1, x.sizes(), one, dx);
+    BoundaryLink* in_link = link_of(ctx->saved_data["in_link"]);
+    bool boundary = false;
+    if (in_link != nullptr && in_link->armed && !in_link->refused &&
+        in_link->generation == ctx->saved_data["in_generation"].toInt()) {
+      try {
+        in_link->grad = conv_backward_data_add_bn(dy1, w1, dx, in_link->residual, in_link->bn3, one);
+        in_link->grad_version = in_link->grad.dz._version();
+        in_link->filled = boundary = true;
+        boundaries_filled.fetch_add(1);
+        dx = in_link->grad.dz;
+      } catch (const NoPlanError&) {
+        in_link->refused = true;  // no plan at this shape: the two passes apart from now on, as without a link
+      }
+    }
+    if (!boundary) dx = conv_backward_data(dy1, w1, x.sizes(), one, dx);
     side.join();
     return {dx,         dw1,      dw2,        dw3,      dwd, d1.dweight, d1.dbias,
             d2.dweight, d2.dbias, o3.dweight, o3.dbias, dgd, dbd,        at::Tensor()};
@@ -214,7 +313,9 @@ std::string bottleneck_unsupported_reason(const at::Tensor& x, const BottleneckP
 at::Tensor bottleneck_forward(const at::Tensor& x, const BottleneckParams& p) {
   const std::string why = bottleneck_unsupported_reason(x, p);
   if (!why.empty()) throw std::invalid_argument("fused bottleneck: " + why);
-  BlockSettings s{p.bn1, p.bn2, p.bn3, p.bnd, p.stride, p.wd.defined(), p.wgrad_stream, p.prologue, p.backward_range};
+  BlockSettings s{
+      p.bn1,     p.bn2,     p.bn3, p.bnd, p.stride, p.wd.defined(), p.wgrad_stream, p.prologue, p.backward_range,
+      p.in_link, p.out_link};
   const bool down = p.wd.defined();
   return BottleneckFunction::apply(x, half_weight(p.w1, x), half_weight(p.w2, x), half_weight(p.w3, x),
                                    down ? maybe(half_weight(p.wd, x)) : c10::nullopt, p.bn1.weight, p.bn1.bias,

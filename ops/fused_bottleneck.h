@@ -7,12 +7,33 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "ops/conv_prologue.h"
 #include "ops/fused_batch_norm.h"
 
 namespace rn50::ops {
+
+// A boundary between two fused bottlenecks, block k's output and block k+1's input, through which bn3's backward
+// moves into the next block's input gradient: block k's forward leaves bn3's input, statistics and residual here;
+// block k+1's backward computes bn3's backward weights and the masked gradient inside that input gradient's graph
+// (ops/fused_conv.h's conv_backward_data_add_bn) and leaves them here; block k's backward then skips bn3's reduction.
+// Owned by the model, one per boundary, reused every step, and it must outlive the backward of every forward that
+// used it; either block falls back to the separate passes when the other did not take part. x's gradient that block
+// k+1 returns is block k's masked gradient, not the true one: right for block k, which masks first, and the reason a
+// block output with another consumer must not be linked. A training forward without a backward keeps bn3's input and
+// the residual referenced until the block's next forward. Opaque outside ops/fused_bottleneck.cpp.
+struct BoundaryLink;
+std::shared_ptr<BoundaryLink> make_boundary_link();
+// Disarms it (the model, at each forward of the block before it: only a fused forward arms it again).
+void reset_boundary_link(BoundaryLink* link);
+// Since the process started (for tests and logs): boundaries whose graph block k+1's backward ran (filled), and of
+// those, how many block k's backward took instead of its own bn3 backward (taken).
+struct BoundaryCounts {
+  int64_t filled = 0, taken = 0;
+};
+BoundaryCounts fused_boundaries_run();
 
 // One block's parameters as torchvision holds them: float32 convolution weights [K, C, R, S] (wd undefined without a
 // downsample) and the BatchNorms after conv1, conv2, conv3 and the downsample's convolution; the 3x3 convolution's
@@ -28,6 +49,8 @@ struct BottleneckParams {
   bool wgrad_stream = true;
   PrologueRun prologue = PrologueRun::kTimed;
   std::string backward_range{};  // profilers' name for the block's backward (cuda/nvtx.h), e.g. "layer2.0 backward"
+  // The boundaries at this block's input (the previous block's output link) and output; null: none.
+  std::shared_ptr<BoundaryLink> in_link{}, out_link{};
 };
 
 // relu(bn3(conv3(relu(bn2(conv2(relu(bn1(conv1(x)))))))) + identity), identity = bnd(convd(x)) or x, with batch

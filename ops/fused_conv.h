@@ -64,6 +64,13 @@ struct DgradBn {
 };
 DgradBn conv_backward_data_bn(const at::Tensor& dy, const at::Tensor& w, const BnSaved& bn, ConvGeometry geometry);
 
+// At a block boundary: dz = (dgrad(dy, w) + accumulate) * (bn(bn.x) + residual > 0), the gradient at the previous
+// block's output BatchNorm+add before its ReLU (accumulate: the identity's or downsample's gradient of this block's
+// input; bn: the previous block's bn3 with its input, the conv3 output; residual: what that block added), with that
+// BatchNorm's backward weights in the epilogue. dz is also the previous block's residual gradient.
+DgradBn conv_backward_data_add_bn(const at::Tensor& dy, const at::Tensor& w, const at::Tensor& accumulate,
+                                  const at::Tensor& residual, const BnSaved& bn, ConvGeometry geometry);
+
 // BatchNorm's training statistics from a convolution's sums over count = N*H*W values: mean, invstd, and the affine
 // folded into one scale and shift (x * scale + shift = (x - mean) * invstd * weight + bias); the state's running
 // statistics updated in place (unbiased variance, momentum) and num_batches_tracked incremented.

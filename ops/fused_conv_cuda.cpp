@@ -36,7 +36,14 @@ namespace {
 
 namespace cg = cudnn_graph;
 
-enum class Pattern { kForwardStats, kBackwardFilter, kBackwardDataBn, kBackwardData, kBackwardDataAccumulate };
+enum class Pattern {
+  kForwardStats,
+  kBackwardFilter,
+  kBackwardDataBn,
+  kBackwardData,
+  kBackwardDataAccumulate,
+  kBackwardDataAddBn
+};
 
 // The variant pack's names.
 enum Uid : int64_t {
@@ -59,6 +66,8 @@ enum Uid : int64_t {
   kEqDy,
   kEqX,
   kEqBias,
+  kAccumulate,
+  kResidual,
   kVirtual = 100,
 };
 
@@ -132,6 +141,24 @@ const cg::Descriptor& add_prologue(cg::GraphBuilder& g, const cg::Descriptor& x,
   return relu;
 }
 
+// BatchNorm's output recomputed from its input for the ReLU mask of the data gradient's epilogue: (x - mean) * invstd *
+// gamma + beta as four virtual tensors; returns the last.
+const cg::Descriptor& add_bn_recompute(cg::GraphBuilder& g, const cg::Descriptor& x, const cg::Descriptor& mean,
+                                       const cg::Descriptor& invstd, const cg::Descriptor& gamma,
+                                       const cg::Descriptor& beta, const std::vector<int64_t>& dims, cudnnDataType_t vt,
+                                       int64_t* next_virtual) {
+  const auto strides = cg::nhwc_strides(dims);
+  const auto& centred = g.tensor({(*next_virtual)++, dims, strides, vt, true});
+  const auto& normed = g.tensor({(*next_virtual)++, dims, strides, vt, true});
+  const auto& scaled = g.tensor({(*next_virtual)++, dims, strides, vt, true});
+  const auto& bn = g.tensor({(*next_virtual)++, dims, strides, vt, true});
+  g.pointwise(CUDNN_POINTWISE_SUB, x, &mean, centred);
+  g.pointwise(CUDNN_POINTWISE_MUL, centred, &invstd, normed);
+  g.pointwise(CUDNN_POINTWISE_MUL, normed, &gamma, scaled);
+  g.pointwise(CUDNN_POINTWISE_ADD, scaled, &beta, bn);
+  return bn;
+}
+
 void build_graph(cg::GraphBuilder& g, Pattern pattern, const Shapes& s, Variant v) {
   int64_t next_virtual = kVirtual;
   const auto wstrides = cg::nhwc_strides(s.w);
@@ -179,17 +206,41 @@ void build_graph(cg::GraphBuilder& g, Pattern pattern, const Shapes& s, Variant 
       const auto& mean = channel(kMean);
       const auto& invstd = channel(kInvstd);
       const auto& gamma = channel(kGamma);
-      const auto& beta = channel(kBeta);
-      const auto& centred = g.tensor({next_virtual++, s.x, xs, vt, true});
-      const auto& normed = g.tensor({next_virtual++, s.x, xs, vt, true});
-      const auto& scaled = g.tensor({next_virtual++, s.x, xs, vt, true});
-      const auto& bn = g.tensor({next_virtual++, s.x, xs, vt, true});
-      g.pointwise(CUDNN_POINTWISE_SUB, x, &mean, centred);
-      g.pointwise(CUDNN_POINTWISE_MUL, centred, &invstd, normed);
-      g.pointwise(CUDNN_POINTWISE_MUL, normed, &gamma, scaled);
-      g.pointwise(CUDNN_POINTWISE_ADD, scaled, &beta, bn);
+      const auto& bn = add_bn_recompute(g, x, mean, invstd, gamma, channel(kBeta), s.x, vt, &next_virtual);
       const auto& dz = g.tensor({kDz, s.x, xs, s.type});
       g.relu_backward(dgrad, bn, dz);
+      g.bn_backward_weights(x, mean, invstd, gamma, dz, channel(kDgamma), channel(kDbeta), channel(kEqDy),
+                            channel(kEqX), channel(kEqBias));
+      return;
+    }
+    case Pattern::kBackwardDataAddBn: {
+      // A block boundary: the next block's input gradient (dgrad plus the identity's or downsample's gradient),
+      // through the ReLU of this block's output, into bn3's backward weights. cuDNN 9.19 plans the mask only as a
+      // recomputation, relu_backward against bn3(y3) + residual (a ReLU input read whole, the block output, was
+      // refused: "no engine configuration offered", H100, 2026-12-06).
+      const cudnnDataType_t vt = v.float_virtual ? CUDNN_DATA_FLOAT : s.type;
+      const int64_t c = s.x[1];
+      const auto xs = cg::nhwc_strides(s.x);
+      const auto& dy = g.tensor({kDy, s.y, cg::nhwc_strides(s.y), s.type});
+      const auto& w = g.tensor({kW, s.w, wstrides, s.type});
+      const auto& dgrad = g.tensor({next_virtual++, s.x, xs, vt, true});
+      g.conv_backward_data(dy, w, dgrad, conv_spec(s));
+      const auto& acc = g.tensor({kAccumulate, s.x, xs, s.type});
+      const auto& total = g.tensor({next_virtual++, s.x, xs, vt, true});
+      g.pointwise(CUDNN_POINTWISE_ADD, dgrad, &acc, total);
+      const auto& x = g.tensor({kX, s.x, xs, s.type});
+      auto channel = [&](int64_t uid) -> const cg::Descriptor& {
+        return g.tensor({uid, channel_dims(c), channel_strides(c), CUDNN_DATA_FLOAT});
+      };
+      const auto& mean = channel(kMean);
+      const auto& invstd = channel(kInvstd);
+      const auto& gamma = channel(kGamma);
+      const auto& bn = add_bn_recompute(g, x, mean, invstd, gamma, channel(kBeta), s.x, vt, &next_virtual);
+      const auto& residual = g.tensor({kResidual, s.x, xs, s.type});
+      const auto& pre_relu = g.tensor({next_virtual++, s.x, xs, vt, true});
+      g.pointwise(CUDNN_POINTWISE_ADD, bn, &residual, pre_relu);
+      const auto& dz = g.tensor({kDz, s.x, xs, s.type});
+      g.relu_backward(total, pre_relu, dz);
       g.bn_backward_weights(x, mean, invstd, gamma, dz, channel(kDgamma), channel(kDbeta), channel(kEqDy),
                             channel(kEqX), channel(kEqBias));
       return;
@@ -248,6 +299,8 @@ const char* pattern_name(Pattern p) {
       return "dgrad";
     case Pattern::kBackwardDataAccumulate:
       return "dgrad+=";
+    case Pattern::kBackwardDataAddBn:
+      return "dgrad+add+drelu+dbn";
   }
   return "?";
 }
@@ -279,6 +332,7 @@ constexpr int kMaxCandidates = 16;
 // patterns with intermediates try their two types.
 bool variant_applies(Variant v, Pattern pattern, const Shapes& s) {
   if (v.narrow_params && !s.prologue) return false;
+  // The boundary graph only in float: its recomputed ReLU mask must agree with the forward's output.
   return v.float_virtual || pattern == Pattern::kForwardStats || pattern == Pattern::kBackwardFilter ||
          pattern == Pattern::kBackwardDataBn;
 }
@@ -754,6 +808,44 @@ DgradBn conv_backward_data_bn(const at::Tensor& dy, const at::Tensor& w, const B
                                 out.dweight.data_ptr(), out.dbias.data_ptr(), out.eq_dy.data_ptr(), out.eq_x.data_ptr(),
                                 out.eq_bias.data_ptr()};
   run(Pattern::kBackwardDataBn, s, bn.x, uids, [&](Variant, bool) { return Bound{ptrs, {}}; });
+  if (deterministic_requested()) recompute_bn_weights(bn, &out);
+  return out;
+}
+
+DgradBn conv_backward_data_add_bn(const at::Tensor& dy, const at::Tensor& w, const at::Tensor& accumulate,
+                                  const at::Tensor& residual, const BnSaved& bn, ConvGeometry geometry) {
+  check_data(bn.x, "the BatchNorm's input", bn.x);
+  check_data(dy, "dy", bn.x);
+  check_data(w, "w", bn.x);
+  check_data(accumulate, "the added gradient", bn.x);
+  check_data(residual, "the residual", bn.x);
+  const c10::DeviceGuard guard(bn.x.device());
+  const Shapes s = shapes_of(bn.x, w.sizes(), geometry, false);
+  if (vec(dy.sizes()) != s.y) throw std::invalid_argument("fused conv: dy's shape is not the convolution's output's");
+  if (accumulate.sizes() != bn.x.sizes() || residual.sizes() != bn.x.sizes()) {
+    throw std::invalid_argument("fused conv: the added gradient and the residual must have x's shape");
+  }
+  const int64_t c = s.x[1];
+  check_channel(bn.mean, "mean", c, bn.x);
+  check_channel(bn.invstd, "invstd", c, bn.x);
+  check_channel(bn.weight, "BatchNorm weight", c, bn.x);
+  check_channel(bn.bias, "BatchNorm bias", c, bn.x);
+  DgradBn out;
+  out.dz = empty_nhwc(s.x, bn.x);
+  auto channel = [&] { return at::empty({c}, bn.x.options().dtype(at::kFloat)); };
+  out.dweight = channel();
+  out.dbias = channel();
+  out.eq_dy = channel();
+  out.eq_x = channel();
+  out.eq_bias = channel();
+  const std::vector<int64_t> uids{kDy,    kW,  kBeta,   kAccumulate, kResidual, kX,   kMean,  kInvstd,
+                                  kGamma, kDz, kDgamma, kDbeta,      kEqDy,     kEqX, kEqBias};
+  const std::vector<void*> ptrs{dy.data_ptr(),         w.data_ptr(),           bn.bias.data_ptr(),
+                                accumulate.data_ptr(), residual.data_ptr(),    bn.x.data_ptr(),
+                                bn.mean.data_ptr(),    bn.invstd.data_ptr(),   bn.weight.data_ptr(),
+                                out.dz.data_ptr(),     out.dweight.data_ptr(), out.dbias.data_ptr(),
+                                out.eq_dy.data_ptr(),  out.eq_x.data_ptr(),    out.eq_bias.data_ptr()};
+  run(Pattern::kBackwardDataAddBn, s, bn.x, uids, [&](Variant, bool) { return Bound{ptrs, {}}; });
   if (deterministic_requested()) recompute_bn_weights(bn, &out);
   return out;
 }

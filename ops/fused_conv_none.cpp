@@ -21,6 +21,10 @@ at::Tensor conv_backward_data(const at::Tensor&, const at::Tensor&, at::IntArray
   refuse();
 }
 DgradBn conv_backward_data_bn(const at::Tensor&, const at::Tensor&, const BnSaved&, ConvGeometry) { refuse(); }
+DgradBn conv_backward_data_add_bn(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                  const BnSaved&, ConvGeometry) {
+  refuse();
+}
 BnFinal bn_finalize(const at::Tensor&, const at::Tensor&, int64_t, const BatchNormState&) { refuse(); }
 at::Tensor bn_apply(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool, const at::Tensor&, const at::Tensor&,
                     const at::Tensor&) {

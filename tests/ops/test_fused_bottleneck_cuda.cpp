@@ -177,6 +177,81 @@ TEST_F(FusedBottleneckCuda, MatchesFloat64AsCloselyAsTheUnfusedPath) {
   }
 }
 
+// Two blocks chained through a boundary link (ResNet's layer1.1 then layer2.0, with a downsample; and layer1.1 twice):
+// bn3's backward of the first runs inside the second's input gradient (one cuDNN graph). Against float64 next to the
+// same chain without links (each block's own passes): every gradient of both blocks and the input's within twice that
+// path's error, and the fused boundary counted as run.
+TEST_F(FusedBottleneckCuda, ChainedBlocksFuseTheirBoundaryAsAccurately) {
+  const std::vector<std::pair<Block, Block>> chains = {{{256, 64, 1, 16}, {256, 128, 2, 16}},
+                                                       {{256, 64, 1, 16}, {256, 64, 1, 16}}};
+  for (const auto& [a, b] : chains) {
+    at::manual_seed(41);
+    const int64_t n = 8;
+    const at::Tensor x16 = at::relu(at::randn({n, a.in, a.size, a.size}, at::TensorOptions(at::kCUDA)))
+                               .to(at::kHalf)
+                               .contiguous(kChannelsLast);
+    const int64_t out_size = b.size / b.stride;
+    const at::Tensor dout16 = at::randn({n, b.width * 4, out_size, out_size}, at::TensorOptions(at::kCUDA))
+                                  .to(at::kHalf)
+                                  .contiguous(kChannelsLast);
+    const BottleneckParams pa0 = make_params(a), pb0 = make_params(b);
+    auto all = [&](const at::Tensor& x, const BottleneckParams& pa, const BottleneckParams& pb) {
+      std::vector<at::Tensor> v = wrt(x, pa);
+      const std::vector<at::Tensor> vb = wrt(at::Tensor(), pb);
+      v.insert(v.end(), vb.begin() + 1, vb.end());
+      return v;
+    };
+    const BottleneckParams ra = copy_params(pa0, at::kDouble), rb = copy_params(pb0, at::kDouble);
+    const at::Tensor xr = x16.detach().to(at::kDouble).requires_grad_(true);
+    const auto grads_r =
+        torch::autograd::grad({reference(reference(xr, ra), rb)}, all(xr, ra, rb), {dout16.to(at::kDouble)});
+    auto fused = [&](bool linked) {
+      BottleneckParams pa = copy_params(pa0, at::kFloat), pb = copy_params(pb0, at::kFloat);
+      const std::shared_ptr<BoundaryLink> link = linked ? make_boundary_link() : nullptr;
+      pa.out_link = link;
+      pb.in_link = link;
+      const at::Tensor x = x16.detach().clone().requires_grad_(true);
+      const BoundaryCounts before = fused_boundaries_run();
+      const at::Tensor out = bottleneck_forward(bottleneck_forward(x, pa), pb);
+      const auto grads = torch::autograd::grad({out}, all(x, pa, pb), {dout16});
+      const BoundaryCounts after = fused_boundaries_run();
+      EXPECT_EQ(after.filled - before.filled, linked ? 1 : 0);  // block b ran the boundary graph
+      EXPECT_EQ(after.taken - before.taken, linked ? 1 : 0);    // and block a took its result
+      return grads;
+    };
+    const auto apart = fused(false), linked = fused(true);
+    {
+      // Two forwards through one link, then the first one's backward: its boundary belongs to the second forward, so
+      // both blocks take their own passes (the results as without a link).
+      BottleneckParams pa = copy_params(pa0, at::kFloat), pb = copy_params(pb0, at::kFloat);
+      const std::shared_ptr<BoundaryLink> link = make_boundary_link();
+      pa.out_link = link;
+      pb.in_link = link;
+      const at::Tensor x = x16.detach().clone().requires_grad_(true);
+      const at::Tensor first = bottleneck_forward(bottleneck_forward(x, pa), pb);
+      BottleneckParams qa = copy_params(pa0, at::kFloat), qb = copy_params(pb0, at::kFloat);
+      qa.out_link = link;
+      qb.in_link = link;
+      const at::Tensor second = bottleneck_forward(bottleneck_forward(x16.detach().clone(), qa), qb);
+      const BoundaryCounts before = fused_boundaries_run();
+      const auto stale = torch::autograd::grad({first}, all(x, pa, pb), {dout16});
+      const BoundaryCounts after = fused_boundaries_run();
+      EXPECT_EQ(after.filled - before.filled, 0);
+      EXPECT_EQ(after.taken - before.taken, 0);
+      for (size_t i = 0; i < stale.size(); ++i)
+        EXPECT_LT(rel_err(stale[i], grads_r[i]), 2 * rel_err(apart[i], grads_r[i]) + 2e-3) << i;
+    }
+    std::printf("blocks in %lld width %lld, then in %lld width %lld stride %lld (relative to float64):\n",
+                static_cast<long long>(a.in), static_cast<long long>(a.width), static_cast<long long>(b.in),
+                static_cast<long long>(b.width), static_cast<long long>(b.stride));
+    for (size_t i = 0; i < grads_r.size(); ++i) {
+      const double el = rel_err(linked[i], grads_r[i]), ea = rel_err(apart[i], grads_r[i]);
+      std::printf("  gradient %2zu linked %.2e, apart %.2e\n", i, el, ea);
+      EXPECT_LT(el, 2 * ea + 2e-3) << i;
+    }
+  }
+}
+
 // The weight gradients on a side stream (ops/side_stream.h) against the same block with them in line, eagerly and
 // replayed from a CUDA graph that captured the fork and join, on fresh inputs: the output and every gradient, bit for
 // bit, under deterministic cuDNN (two in-line runs must match too: without it the fused path's sums vary run to run).

@@ -421,6 +421,50 @@ TEST_F(FusedConvCuda, DataGradientThroughBatchNormMatchesAutograd) {
   }
 }
 
+// At a block boundary (the next block's 1x1 conv1, stride 1): the input gradient, dgrad plus the identity's gradient,
+// through the previous block's output ReLU (its mask recomputed from bn3's input and the residual) and into its bn3's
+// backward weights in one graph, against autograd in float64 through batch_norm (batch statistics), the residual add,
+// ReLU and the convolution; then bn3's input gradient.
+TEST_F(FusedConvCuda, BoundaryDataGradientThroughAddReluAndBatchNormMatchesAutograd) {
+  const at::ScalarType t = at::kHalf;
+  for (const Case& s : kCases) {
+    if (s.kernel != 1 || s.stride != 1) continue;  // the boundary's convolution
+    at::manual_seed(18);
+    const at::Tensor y3 = randn_nhwc({s.n, s.c, s.size, s.size}, t, 2.0);  // bn3's input
+    const at::Tensor r = randn_nhwc({s.n, s.c, s.size, s.size}, t);        // the previous block's residual
+    const at::Tensor w = randn_nhwc({s.k, s.c, 1, 1}, t, 1.0 / std::sqrt(s.c));
+    const at::Tensor dy = randn_nhwc({s.n, s.k, s.size, s.size}, t);
+    const at::Tensor acc = randn_nhwc({s.n, s.c, s.size, s.size}, t);  // the identity's gradient
+    const at::Tensor gamma = channel_param(s.c, 0.5, 1.5), beta = channel_param(s.c, -0.5, 0.5);
+    const double eps = 1e-5;
+    const at::Tensor xd = y3.to(at::kDouble);
+    const at::Tensor mean = xd.mean({0, 2, 3});
+    const at::Tensor invstd = (xd.var({0, 2, 3}, /*unbiased=*/false) + eps).rsqrt();
+    at::Tensor xr = xd.clone().requires_grad_(true);
+    at::Tensor gr = gamma.to(at::kDouble).requires_grad_(true), br = beta.to(at::kDouble).requires_grad_(true);
+    at::Tensor z = at::batch_norm(xr, gr, br, {}, {}, true, 0.1, eps, false) + r.to(at::kDouble);
+    z.retain_grad();
+    const at::Tensor out = at::relu(z);
+    const at::Tensor y = at::conv2d(out, w.to(at::kDouble));
+    ((y * dy.to(at::kDouble)).sum() + (out * acc.to(at::kDouble)).sum()).backward();
+
+    const BnSaved bn{y3, mean.to(at::kFloat), invstd.to(at::kFloat), gamma, beta};
+    const DgradBn got = conv_backward_data_add_bn(dy, w, acc, r, bn, {1, 0});
+    const at::Tensor dx = dbn_apply(got, y3);
+    const double e_dz = rel_err(got.dz, z.grad());
+    const double e_dg = rel_err(got.dweight, gr.grad());
+    const double e_db = rel_err(got.dbias, br.grad());
+    const double e_dx = rel_err(dx, xr.grad());
+    std::printf("dgrad+add+dbn %s %s: dz %.2e, dweight %.2e, dbias %.2e, dx %.2e  [%s]\n", dtype_name(t),
+                str(s).c_str(), e_dz, e_dg, e_db, e_dx, last_plan_description().c_str());
+    // As the data gradient through BatchNorm above: dz rounded once, the sums and dx twice the output's room.
+    EXPECT_LT(e_dz, tol_out(t)) << str(s);
+    EXPECT_LT(e_dg, 2 * tol_out(t)) << str(s);
+    EXPECT_LT(e_db, 2 * tol_out(t)) << str(s);
+    EXPECT_LT(e_dx, 2 * tol_out(t)) << str(s);
+  }
+}
+
 // With deterministic cuDNN asked for, every op repeats bit for bit (the epilogues' sums are recomputed by ATen's
 // ordered reductions, fused_conv_cuda.cpp) and stays as close to float64 as the fast path's tolerances demand: the
 // forward's sums, the weight gradient, and the data gradient's BatchNorm weights through to the BatchNorm's input
