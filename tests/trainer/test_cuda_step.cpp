@@ -20,15 +20,16 @@
 #include "core/config.h"
 #include "core/torch_compat.h"
 #include "cuda/device_ops.h"
+#include "input/async_upload.h"
+#include "models/model.h"
+#include "ops/fused_bottleneck.h"
 #include "trainer/executor.h"
-#include "trainer/options.h"
 #include "trainer/mixup.h"
 #include "trainer/optimizer.h"
+#include "trainer/options.h"
 #include "trainer/sgd.h"
 #include "trainer/step_timer.h"
 #include "trainer/train_step.h"
-#include "input/async_upload.h"
-#include "models/model.h"
 
 namespace rn50 {
 namespace {
@@ -478,7 +479,19 @@ void expect_fused_as_accurate_as_unfused(Precision precision, Fusion fusion = Fu
                                          const std::string& model = "resnet18", int64_t size = 64,
                                          bool fuse_stem_pool = false) {
   const GradientErrors unfused = errors_against_float64(precision, Fusion::kOff, model, size);
+  const ops::BoundaryCounts before = ops::fused_boundaries_run();
   const GradientErrors fused = errors_against_float64(precision, fusion, model, size, fuse_stem_pool);
+  const ops::BoundaryCounts after = ops::fused_boundaries_run();
+  if (fusion == Fusion::kConv && model == "resnet50") {
+    // Boundaries after identity blocks (11 of ResNet-50's 15; fewer where cuDNN plans no graph at a shape) through
+    // the next block's input gradient, each one taken: the errors above include the linked step's.
+    EXPECT_GE(after.filled - before.filled, 1);
+    EXPECT_LE(after.filled - before.filled, 11);
+    EXPECT_EQ(after.taken - before.taken, after.filled - before.filled);
+    std::printf("[ boundary ] %s at %lld px: %lld block boundaries filled, %lld taken\n", model.c_str(),
+                static_cast<long long>(size), static_cast<long long>(after.filled - before.filled),
+                static_cast<long long>(after.taken - before.taken));
+  }
   const auto names = models::create(model, {10, false})->named_parameters();
   double worst_ratio = 0;
   for (size_t i = 0; i < fused.gradients.size(); ++i) {
