@@ -121,6 +121,9 @@ class Block : public nn::Module {
 
   // This block's output boundary with the next fused block (fusion: conv's bottlenecks), or null.
   const std::shared_ptr<ops::BoundaryLink>& out_link() const { return out_link_; }
+  // Whether its last training forward ran fused (and so could arm that boundary where its residual is its input).
+  bool ran_fused() const { return ran_fused_; }
+  bool has_downsample() const { return !downsample_.is_empty(); }
 
   // The BatchNorm whose output joins the identity: zeroed for zero_init_residual.
   nn::BatchNorm2d last_bn() const { return bottleneck_ ? bn3_ : bn2_; }
@@ -211,6 +214,7 @@ class ResNet final : public Classifier {
   }
 
   at::Tensor forward(const at::Tensor& images) override {
+    if (mode_.fusion == Fusion::kConv && is_training() && !boundaries_logged_) log_boundaries_once();
     at::Tensor x;
     {
       const cuda::NvtxRange profiled("stem forward");
@@ -331,8 +335,30 @@ class ResNet final : public Classifier {
     }
   }
 
+  // fusion: conv: at the second training forward, how many block boundaries the first step's backward ran as one
+  // graph (bn3's backward inside the next block's input gradient), against how many pairs of fused blocks could: a
+  // shape cuDNN refused shows here, not as an error.
+  void log_boundaries_once() {
+    const int64_t taken = ops::fused_boundaries_run().taken;
+    if (boundaries_before_ < 0) {
+      boundaries_before_ = taken;
+      return;
+    }
+    boundaries_logged_ = true;
+    int64_t possible = 0;
+    for (size_t i = 0; i + 1 < blocks_.size(); ++i) {
+      possible += blocks_[i]->ran_fused() && !blocks_[i]->has_downsample() && blocks_[i + 1]->ran_fused() ? 1 : 0;
+    }
+    if (possible == 0) return;  // no fused bottlenecks (CPU, ResNeXt, basic blocks): nothing to report
+    log_info("fusion: conv: bn3's backward inside the next block's input gradient at " +
+             std::to_string(taken - boundaries_before_) + " of " + std::to_string(possible) +
+             " block boundaries in the first training step");
+  }
+
   ModelOptions mode_;
   int64_t groups_;  // the bottlenecks' cardinality: 1 for a ResNet, 32 for resnext50_32x4d
+  int64_t boundaries_before_ = -1;  // fused_boundaries_run().taken at the first training forward
+  bool boundaries_logged_ = false;
   nn::Conv2d conv1_{nullptr};
   nn::BatchNorm2d bn1_{nullptr};
   std::vector<std::shared_ptr<Block>> blocks_;
