@@ -781,10 +781,22 @@ at::Tensor conv_backward_filter(const at::Tensor& x, const at::Tensor& dy, at::I
   return dw;
 }
 
-DgradBn conv_backward_data_bn(const at::Tensor& dy, const at::Tensor& w, const BnSaved& bn, ConvGeometry geometry) {
+namespace {
+
+// The data gradient into a BatchNorm's backward weights, both forms: checks, outputs and the variant pack's common part
+// (dy, w, the BatchNorm's input and statistics, dz and the weights' gradients); the boundary form adds the gradient to
+// accumulate and the residual (`extra_uids`, `extra`: tensors of x's shape).
+DgradBn backward_data_bn(Pattern pattern, const at::Tensor& dy, const at::Tensor& w, const BnSaved& bn,
+                         ConvGeometry geometry, const std::vector<int64_t>& extra_uids,
+                         const std::vector<std::pair<const at::Tensor*, const char*>>& extra) {
   check_data(bn.x, "the BatchNorm's input", bn.x);
   check_data(dy, "dy", bn.x);
   check_data(w, "w", bn.x);
+  for (const auto& [t, what] : extra) {
+    check_data(*t, what, bn.x);
+    if (t->sizes() != bn.x.sizes())
+      throw std::invalid_argument(std::string("fused conv: ") + what + " must have x's shape");
+  }
   const c10::DeviceGuard guard(bn.x.device());
   const Shapes s = shapes_of(bn.x, w.sizes(), geometry, false);
   if (vec(dy.sizes()) != s.y) throw std::invalid_argument("fused conv: dy's shape is not the convolution's output's");
@@ -801,53 +813,28 @@ DgradBn conv_backward_data_bn(const at::Tensor& dy, const at::Tensor& w, const B
   out.eq_dy = channel();
   out.eq_x = channel();
   out.eq_bias = channel();
-  const std::vector<int64_t> uids{kDy, kW,      kX,     kMean, kInvstd, kGamma, kBeta,
-                                  kDz, kDgamma, kDbeta, kEqDy, kEqX,    kEqBias};
-  const std::vector<void*> ptrs{dy.data_ptr(),          w.data_ptr(),         bn.x.data_ptr(),      bn.mean.data_ptr(),
-                                bn.invstd.data_ptr(),   bn.weight.data_ptr(), bn.bias.data_ptr(),   out.dz.data_ptr(),
-                                out.dweight.data_ptr(), out.dbias.data_ptr(), out.eq_dy.data_ptr(), out.eq_x.data_ptr(),
-                                out.eq_bias.data_ptr()};
-  run(Pattern::kBackwardDataBn, s, bn.x, uids, [&](Variant, bool) { return Bound{ptrs, {}}; });
+  std::vector<int64_t> uids{kDy, kW, kX, kMean, kInvstd, kGamma, kBeta, kDz, kDgamma, kDbeta, kEqDy, kEqX, kEqBias};
+  std::vector<void*> ptrs{dy.data_ptr(),          w.data_ptr(),         bn.x.data_ptr(),      bn.mean.data_ptr(),
+                          bn.invstd.data_ptr(),   bn.weight.data_ptr(), bn.bias.data_ptr(),   out.dz.data_ptr(),
+                          out.dweight.data_ptr(), out.dbias.data_ptr(), out.eq_dy.data_ptr(), out.eq_x.data_ptr(),
+                          out.eq_bias.data_ptr()};
+  uids.insert(uids.end(), extra_uids.begin(), extra_uids.end());
+  for (const auto& e : extra) ptrs.push_back(e.first->data_ptr());
+  run(pattern, s, bn.x, uids, [&](Variant, bool) { return Bound{ptrs, {}}; });
   if (deterministic_requested()) recompute_bn_weights(bn, &out);
   return out;
 }
 
+}  // namespace
+
+DgradBn conv_backward_data_bn(const at::Tensor& dy, const at::Tensor& w, const BnSaved& bn, ConvGeometry geometry) {
+  return backward_data_bn(Pattern::kBackwardDataBn, dy, w, bn, geometry, {}, {});
+}
+
 DgradBn conv_backward_data_add_bn(const at::Tensor& dy, const at::Tensor& w, const at::Tensor& accumulate,
                                   const at::Tensor& residual, const BnSaved& bn, ConvGeometry geometry) {
-  check_data(bn.x, "the BatchNorm's input", bn.x);
-  check_data(dy, "dy", bn.x);
-  check_data(w, "w", bn.x);
-  check_data(accumulate, "the added gradient", bn.x);
-  check_data(residual, "the residual", bn.x);
-  const c10::DeviceGuard guard(bn.x.device());
-  const Shapes s = shapes_of(bn.x, w.sizes(), geometry, false);
-  if (vec(dy.sizes()) != s.y) throw std::invalid_argument("fused conv: dy's shape is not the convolution's output's");
-  if (accumulate.sizes() != bn.x.sizes() || residual.sizes() != bn.x.sizes()) {
-    throw std::invalid_argument("fused conv: the added gradient and the residual must have x's shape");
-  }
-  const int64_t c = s.x[1];
-  check_channel(bn.mean, "mean", c, bn.x);
-  check_channel(bn.invstd, "invstd", c, bn.x);
-  check_channel(bn.weight, "BatchNorm weight", c, bn.x);
-  check_channel(bn.bias, "BatchNorm bias", c, bn.x);
-  DgradBn out;
-  out.dz = empty_nhwc(s.x, bn.x);
-  auto channel = [&] { return at::empty({c}, bn.x.options().dtype(at::kFloat)); };
-  out.dweight = channel();
-  out.dbias = channel();
-  out.eq_dy = channel();
-  out.eq_x = channel();
-  out.eq_bias = channel();
-  const std::vector<int64_t> uids{kDy,    kW,  kBeta,   kAccumulate, kResidual, kX,   kMean,  kInvstd,
-                                  kGamma, kDz, kDgamma, kDbeta,      kEqDy,     kEqX, kEqBias};
-  const std::vector<void*> ptrs{dy.data_ptr(),         w.data_ptr(),           bn.bias.data_ptr(),
-                                accumulate.data_ptr(), residual.data_ptr(),    bn.x.data_ptr(),
-                                bn.mean.data_ptr(),    bn.invstd.data_ptr(),   bn.weight.data_ptr(),
-                                out.dz.data_ptr(),     out.dweight.data_ptr(), out.dbias.data_ptr(),
-                                out.eq_dy.data_ptr(),  out.eq_x.data_ptr(),    out.eq_bias.data_ptr()};
-  run(Pattern::kBackwardDataAddBn, s, bn.x, uids, [&](Variant, bool) { return Bound{ptrs, {}}; });
-  if (deterministic_requested()) recompute_bn_weights(bn, &out);
-  return out;
+  return backward_data_bn(Pattern::kBackwardDataAddBn, dy, w, bn, geometry, {kAccumulate, kResidual},
+                          {{&accumulate, "the added gradient"}, {&residual, "the residual"}});
 }
 
 at::Tensor conv_backward_data(const at::Tensor& dy, const at::Tensor& w, at::IntArrayRef x_sizes, ConvGeometry geometry,
