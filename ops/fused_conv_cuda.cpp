@@ -191,43 +191,27 @@ void build_graph(cg::GraphBuilder& g, Pattern pattern, const Shapes& s, Variant 
       g.conv_backward_data(dy, w, dx, conv_spec(s), pattern == Pattern::kBackwardDataAccumulate ? 1.0F : 0.0F);
       return;
     }
-    case Pattern::kBackwardDataBn: {
-      const cudnnDataType_t vt = v.float_virtual ? CUDNN_DATA_FLOAT : s.type;
-      const int64_t c = s.x[1];
-      const auto xs = cg::nhwc_strides(s.x);
-      const auto& dy = g.tensor({kDy, s.y, cg::nhwc_strides(s.y), s.type});
-      const auto& w = g.tensor({kW, s.w, wstrides, s.type});
-      const auto& dgrad = g.tensor({next_virtual++, s.x, xs, s.type, true});
-      g.conv_backward_data(dy, w, dgrad, conv_spec(s));
-      const auto& x = g.tensor({kX, s.x, xs, s.type});
-      auto channel = [&](int64_t uid) -> const cg::Descriptor& {
-        return g.tensor({uid, channel_dims(c), channel_strides(c), CUDNN_DATA_FLOAT});
-      };
-      const auto& mean = channel(kMean);
-      const auto& invstd = channel(kInvstd);
-      const auto& gamma = channel(kGamma);
-      const auto& bn = add_bn_recompute(g, x, mean, invstd, gamma, channel(kBeta), s.x, vt, &next_virtual);
-      const auto& dz = g.tensor({kDz, s.x, xs, s.type});
-      g.relu_backward(dgrad, bn, dz);
-      g.bn_backward_weights(x, mean, invstd, gamma, dz, channel(kDgamma), channel(kDbeta), channel(kEqDy),
-                            channel(kEqX), channel(kEqBias));
-      return;
-    }
+    case Pattern::kBackwardDataBn:
     case Pattern::kBackwardDataAddBn: {
-      // A block boundary: the next block's input gradient (dgrad plus the identity's or downsample's gradient),
-      // through the ReLU of this block's output, into bn3's backward weights. cuDNN 9.19 plans the mask only as a
-      // recomputation, relu_backward against bn3(y3) + residual (a ReLU input read whole, the block output, was
-      // refused: "no engine configuration offered", H100, 2026-12-06).
+      // kBackwardDataAddBn, a block boundary: the next block's input gradient (dgrad plus the identity's or
+      // downsample's gradient), through the ReLU of this block's output, into bn3's backward weights. cuDNN 9.19 plans
+      // the mask only as a recomputation, relu_backward against bn3(y3) + residual (a ReLU input read whole, the block
+      // output, was refused: "no engine configuration offered", H100, 2026-12-06).
+      const bool boundary = pattern == Pattern::kBackwardDataAddBn;
       const cudnnDataType_t vt = v.float_virtual ? CUDNN_DATA_FLOAT : s.type;
       const int64_t c = s.x[1];
       const auto xs = cg::nhwc_strides(s.x);
       const auto& dy = g.tensor({kDy, s.y, cg::nhwc_strides(s.y), s.type});
       const auto& w = g.tensor({kW, s.w, wstrides, s.type});
-      const auto& dgrad = g.tensor({next_virtual++, s.x, xs, vt, true});
+      const auto& dgrad = g.tensor({next_virtual++, s.x, xs, boundary ? vt : s.type, true});
       g.conv_backward_data(dy, w, dgrad, conv_spec(s));
-      const auto& acc = g.tensor({kAccumulate, s.x, xs, s.type});
-      const auto& total = g.tensor({next_virtual++, s.x, xs, vt, true});
-      g.pointwise(CUDNN_POINTWISE_ADD, dgrad, &acc, total);
+      const cg::Descriptor* grad = &dgrad;  // what ReLU's backward masks
+      if (boundary) {
+        const auto& acc = g.tensor({kAccumulate, s.x, xs, s.type});
+        const auto& total = g.tensor({next_virtual++, s.x, xs, vt, true});
+        g.pointwise(CUDNN_POINTWISE_ADD, dgrad, &acc, total);
+        grad = &total;
+      }
       const auto& x = g.tensor({kX, s.x, xs, s.type});
       auto channel = [&](int64_t uid) -> const cg::Descriptor& {
         return g.tensor({uid, channel_dims(c), channel_strides(c), CUDNN_DATA_FLOAT});
@@ -236,11 +220,15 @@ void build_graph(cg::GraphBuilder& g, Pattern pattern, const Shapes& s, Variant 
       const auto& invstd = channel(kInvstd);
       const auto& gamma = channel(kGamma);
       const auto& bn = add_bn_recompute(g, x, mean, invstd, gamma, channel(kBeta), s.x, vt, &next_virtual);
-      const auto& residual = g.tensor({kResidual, s.x, xs, s.type});
-      const auto& pre_relu = g.tensor({next_virtual++, s.x, xs, vt, true});
-      g.pointwise(CUDNN_POINTWISE_ADD, bn, &residual, pre_relu);
+      const cg::Descriptor* mask = &bn;  // ReLU's input, recomputed
+      if (boundary) {
+        const auto& residual = g.tensor({kResidual, s.x, xs, s.type});
+        const auto& pre_relu = g.tensor({next_virtual++, s.x, xs, vt, true});
+        g.pointwise(CUDNN_POINTWISE_ADD, bn, &residual, pre_relu);
+        mask = &pre_relu;
+      }
       const auto& dz = g.tensor({kDz, s.x, xs, s.type});
-      g.relu_backward(total, pre_relu, dz);
+      g.relu_backward(*grad, *mask, dz);
       g.bn_backward_weights(x, mean, invstd, gamma, dz, channel(kDgamma), channel(kDbeta), channel(kEqDy),
                             channel(kEqX), channel(kEqBias));
       return;
