@@ -771,19 +771,26 @@ at::Tensor conv_backward_filter(const at::Tensor& x, const at::Tensor& dy, at::I
 
 namespace {
 
+// A tensor of x's shape that a data-gradient-into-BatchNorm graph reads besides the common ones, under its uid.
+struct Extra {
+  int64_t uid;
+  const at::Tensor* tensor;
+  const char* what;
+};
+
 // The data gradient into a BatchNorm's backward weights, both forms: checks, outputs and the variant pack's common part
 // (dy, w, the BatchNorm's input and statistics, dz and the weights' gradients); the boundary form adds the gradient to
-// accumulate and the residual (`extra_uids`, `extra`: tensors of x's shape).
+// accumulate and the residual (`extra`).
 DgradBn backward_data_bn(Pattern pattern, const at::Tensor& dy, const at::Tensor& w, const BnSaved& bn,
-                         ConvGeometry geometry, const std::vector<int64_t>& extra_uids,
-                         const std::vector<std::pair<const at::Tensor*, const char*>>& extra) {
+                         ConvGeometry geometry, const std::vector<Extra>& extra) {
   check_data(bn.x, "the BatchNorm's input", bn.x);
   check_data(dy, "dy", bn.x);
   check_data(w, "w", bn.x);
-  for (const auto& [t, what] : extra) {
-    check_data(*t, what, bn.x);
-    if (t->sizes() != bn.x.sizes())
-      throw std::invalid_argument(std::string("fused conv: ") + what + " must have x's shape");
+  for (const Extra& e : extra) {
+    check_data(*e.tensor, e.what, bn.x);
+    if (e.tensor->sizes() != bn.x.sizes()) {
+      throw std::invalid_argument(std::string("fused conv: ") + e.what + " must have x's shape");
+    }
   }
   const c10::DeviceGuard guard(bn.x.device());
   const Shapes s = shapes_of(bn.x, w.sizes(), geometry, false);
@@ -806,8 +813,10 @@ DgradBn backward_data_bn(Pattern pattern, const at::Tensor& dy, const at::Tensor
                           bn.invstd.data_ptr(),   bn.weight.data_ptr(), bn.bias.data_ptr(),   out.dz.data_ptr(),
                           out.dweight.data_ptr(), out.dbias.data_ptr(), out.eq_dy.data_ptr(), out.eq_x.data_ptr(),
                           out.eq_bias.data_ptr()};
-  uids.insert(uids.end(), extra_uids.begin(), extra_uids.end());
-  for (const auto& e : extra) ptrs.push_back(e.first->data_ptr());
+  for (const Extra& e : extra) {
+    uids.push_back(e.uid);
+    ptrs.push_back(e.tensor->data_ptr());
+  }
   run(pattern, s, bn.x, uids, [&](Variant, bool) { return Bound{ptrs, {}}; });
   if (deterministic_requested()) recompute_bn_weights(bn, &out);
   return out;
@@ -816,13 +825,13 @@ DgradBn backward_data_bn(Pattern pattern, const at::Tensor& dy, const at::Tensor
 }  // namespace
 
 DgradBn conv_backward_data_bn(const at::Tensor& dy, const at::Tensor& w, const BnSaved& bn, ConvGeometry geometry) {
-  return backward_data_bn(Pattern::kBackwardDataBn, dy, w, bn, geometry, {}, {});
+  return backward_data_bn(Pattern::kBackwardDataBn, dy, w, bn, geometry, {});
 }
 
 DgradBn conv_backward_data_add_bn(const at::Tensor& dy, const at::Tensor& w, const at::Tensor& accumulate,
                                   const at::Tensor& residual, const BnSaved& bn, ConvGeometry geometry) {
-  return backward_data_bn(Pattern::kBackwardDataAddBn, dy, w, bn, geometry, {kAccumulate, kResidual},
-                          {{&accumulate, "the added gradient"}, {&residual, "the residual"}});
+  return backward_data_bn(Pattern::kBackwardDataAddBn, dy, w, bn, geometry,
+                          {{kAccumulate, &accumulate, "the added gradient"}, {kResidual, &residual, "the residual"}});
 }
 
 at::Tensor conv_backward_data(const at::Tensor& dy, const at::Tensor& w, at::IntArrayRef x_sizes, ConvGeometry geometry,
