@@ -12,11 +12,7 @@
 namespace rn50::models {
 namespace {
 
-ModelOptions with_classes(int64_t classes) {
-  ModelOptions o;
-  o.num_classes = classes;
-  return o;
-}
+using testing::with_classes;
 
 TEST(AlexNet, GivesOneRowOfLogitsPerImageAtAnySizeFromItsSmallest) {
   torch::manual_seed(1);
@@ -33,9 +29,7 @@ TEST(AlexNet, GivesOneRowOfLogitsPerImageAtAnySizeFromItsSmallest) {
 TEST(AlexNet, ATrainingStepReachesAndChangesEveryParameter) {
   torch::manual_seed(2);
   auto model = create("alexnet", with_classes(4));
-  const auto step = testing::train_one_step(*model, 2, 64, 4);
-  EXPECT_TRUE(step.without_gradient.empty()) << step.without_gradient.front();
-  EXPECT_EQ(step.changed.size(), model->parameters().size());
+  EXPECT_TRUE(testing::step_reaches_and_changes_every_parameter(*model, 2, 64, 4));
 }
 
 // Dropout 0.9 in training; in evaluation the model is the same function as one without dropout.
@@ -43,17 +37,7 @@ TEST(AlexNet, DropoutIsOffInEvaluation) {
   ModelOptions dropping = with_classes(5), none = with_classes(5);
   dropping.dropout = 0.9;
   none.dropout = 0;
-  torch::manual_seed(3);
-  auto a = create("alexnet", dropping);
-  torch::manual_seed(3);
-  auto b = create("alexnet", none);
-  const auto x = at::randn({2, 3, 64, 64});
-  torch::NoGradGuard no_grad;
-  a->eval();
-  b->eval();
-  EXPECT_TRUE(at::equal(a->forward(x), b->forward(x)));
-  a->train();
-  EXPECT_FALSE(at::equal(a->forward(x), a->forward(x)));
+  EXPECT_TRUE(testing::regulariser_acts_only_in_training("alexnet", dropping, none, at::randn({2, 3, 64, 64})));
 }
 
 TEST(AlexNet, SaysItHasNothingToFuse) {

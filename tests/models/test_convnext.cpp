@@ -13,11 +13,7 @@
 namespace rn50::models {
 namespace {
 
-ModelOptions with_classes(int64_t classes) {
-  ModelOptions o;
-  o.num_classes = classes;
-  return o;
-}
+using testing::with_classes;
 
 TEST(ConvNeXtTiny, GivesOneRowOfLogitsPerImage) {
   torch::manual_seed(1);
@@ -40,9 +36,7 @@ TEST(ConvNeXtTiny, ATrainingStepReachesAndChangesEveryParameter) {
       if (p.key().find("layer_scale") != std::string::npos) p.value().fill_(0.5);
     }
   }
-  const auto step = testing::train_one_step(*model, 2, 64, 4);
-  EXPECT_TRUE(step.without_gradient.empty()) << step.without_gradient.front();
-  EXPECT_EQ(step.changed.size(), model->parameters().size());
+  EXPECT_TRUE(testing::step_reaches_and_changes_every_parameter(*model, 2, 64, 4));
 }
 
 // Stochastic depth 0.9 at the deepest block drops most branches in training; in evaluation the model is the same
@@ -51,17 +45,7 @@ TEST(ConvNeXtTiny, StochasticDepthIsOffInEvaluation) {
   ModelOptions dropping = with_classes(5), none = with_classes(5);
   dropping.stochastic_depth = 0.9;
   none.stochastic_depth = 0;
-  torch::manual_seed(3);
-  auto a = create("convnext_tiny", dropping);
-  torch::manual_seed(3);
-  auto b = create("convnext_tiny", none);
-  const auto x = at::randn({4, 3, 64, 64});
-  torch::NoGradGuard no_grad;
-  a->eval();
-  b->eval();
-  EXPECT_TRUE(at::equal(a->forward(x), b->forward(x)));
-  a->train();
-  EXPECT_FALSE(at::equal(a->forward(x), a->forward(x)));  // the drops are drawn anew each time
+  EXPECT_TRUE(testing::regulariser_acts_only_in_training("convnext_tiny", dropping, none, at::randn({4, 3, 64, 64})));
 }
 
 TEST(ConvNeXtTiny, InitialisationFollowsTorchvision) {

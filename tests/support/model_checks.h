@@ -1,8 +1,9 @@
 // tests/support/model_checks.h: what the model tests ask of every model: its parameter count, one training step on
-// the CPU, a named parameter.
+// the CPU that reaches every parameter, a named parameter, regularisers that act only in training.
 #pragma once
 
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 #include <torch/nn/module.h>
 #include <torch/utils.h>
 
@@ -12,6 +13,12 @@
 #include "models/model.h"
 
 namespace rn50::testing {
+
+inline models::ModelOptions with_classes(int64_t classes) {
+  models::ModelOptions o;
+  o.num_classes = classes;
+  return o;
+}
 
 inline int64_t parameter_count(const torch::nn::Module& model) {
   int64_t n = 0;
@@ -56,6 +63,42 @@ inline StepResult train_one_step(models::Classifier& model, int64_t batch, int64
     if (!at::equal(parameter(model, name), old)) result.changed.push_back(name);
   }
   return result;
+}
+
+// train_one_step's verdict: the loss reached every parameter and the step changed each one.
+inline ::testing::AssertionResult step_reaches_and_changes_every_parameter(models::Classifier& model, int64_t batch,
+                                                                           int64_t size, int64_t classes) {
+  const StepResult step = train_one_step(model, batch, size, classes);
+  if (!step.without_gradient.empty()) {
+    return ::testing::AssertionFailure() << step.without_gradient.size() << " parameters without a gradient, first "
+                                         << step.without_gradient.front();
+  }
+  const size_t total = model.parameters().size();
+  if (step.changed.size() != total) {
+    return ::testing::AssertionFailure() << "the step changed " << step.changed.size() << " of " << total
+                                         << " parameters";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// A model whose options `dropping` turn a regulariser on (dropout, stochastic depth) against the same model with it
+// off (`none`), both built from one seed: in evaluation the same function on x, in training two forwards differ
+// (the drops are drawn anew each time).
+inline ::testing::AssertionResult regulariser_acts_only_in_training(const std::string& name,
+                                                                    const models::ModelOptions& dropping,
+                                                                    const models::ModelOptions& none,
+                                                                    const at::Tensor& x) {
+  torch::manual_seed(3);
+  auto a = models::create(name, dropping);
+  torch::manual_seed(3);
+  auto b = models::create(name, none);
+  torch::NoGradGuard no_grad;
+  a->eval();
+  b->eval();
+  if (!at::equal(a->forward(x), b->forward(x))) return ::testing::AssertionFailure() << "differs in evaluation";
+  a->train();
+  if (at::equal(a->forward(x), a->forward(x))) return ::testing::AssertionFailure() << "no drops in training";
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace rn50::testing
