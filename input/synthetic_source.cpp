@@ -21,7 +21,8 @@ class SyntheticSource final : public InputSource {
     for (int64_t c = 0; c < kSyntheticClasses; ++c) info_.classes.push_back("synthetic_" + std::to_string(c));
     info_.steps_per_epoch = options.synthetic_images / (static_cast<int64_t>(options.batch_size) * context.world);
     if (options.max_steps > 0) info_.steps_per_epoch = std::min(info_.steps_per_epoch, options.max_steps);
-    // Made on the device itself: at batch 256 the CPU took over a second to draw and upload them, at every start.
+    // Made on the device itself: drawn on the CPU and uploaded, they cost 0.8 s of each start at batch 256 (an H100's
+    // host; docs/ablation.md).
     // The generator is a private copy of the device's, seeded here, so that the run's other draws are untouched.
     at::Generator gen = at::globalContext().defaultGenerator(context.device).clone();
     {
