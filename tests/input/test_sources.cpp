@@ -65,6 +65,32 @@ TEST(Sources, SyntheticBatchesHaveZerosPastTheImagesChannels) {
   expect_padded(three.train, four.train, "synthetic");
 }
 
+// The synthetic batches come from a generator of their own, seeded by the run's seed: the same seed gives the same
+// batches, another seed others, and making them draws nothing from the device's default generator (the run's other
+// draws, such as the model's initial weights, stay as they were).
+TEST(Sources, SyntheticBatchesFollowTheSeedAndLeaveTheDefaultGeneratorAlone) {
+  InputOptions options;
+  options.kind = SourceKind::kSynthetic;
+  options.batch_size = 2;
+  options.image_size = 8;
+  options.synthetic_images = 8;
+  options.seed = 11;
+  at::manual_seed(123);
+  const at::Tensor expected = at::randn({16});
+  at::manual_seed(123);
+  const Batches first = read_batches(options, 3);
+  EXPECT_TRUE(torch::equal(at::randn({16}), expected)) << "the default generator advanced";
+  const Batches again = read_batches(options, 3);
+  options.seed = 12;
+  const Batches other = read_batches(options, 3);
+  ASSERT_EQ(first.train.size(), 2u);
+  for (size_t i = 0; i < first.train.size(); ++i) {
+    EXPECT_TRUE(torch::equal(first.train[i], again.train[i])) << "batch " << i;
+    EXPECT_FALSE(torch::equal(first.train[i], other.train[i])) << "batch " << i;
+  }
+  EXPECT_FALSE(torch::equal(first.train[0], first.train[1]));  // the fixed batches differ from each other
+}
+
 TEST(Sources, CpuDecodedBatchesHaveZerosPastTheImagesChannels) {
   test::TempDir root;
   int n = 0;
