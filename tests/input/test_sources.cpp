@@ -54,13 +54,19 @@ void expect_padded(const std::vector<at::Tensor>& three, const std::vector<at::T
   }
 }
 
-TEST(Sources, SyntheticBatchesHaveZerosPastTheImagesChannels) {
+// Options of a synthetic source of `images` images an epoch.
+InputOptions synthetic_options(int batch_size, int image_size, int64_t images, int64_t seed) {
   InputOptions options;
   options.kind = SourceKind::kSynthetic;
-  options.batch_size = 3;
-  options.image_size = 16;
-  options.synthetic_images = 12;
-  options.seed = 5;
+  options.batch_size = batch_size;
+  options.image_size = image_size;
+  options.synthetic_images = images;
+  options.seed = seed;
+  return options;
+}
+
+TEST(Sources, SyntheticBatchesHaveZerosPastTheImagesChannels) {
+  const InputOptions options = synthetic_options(3, 16, 12, 5);
   const Batches three = read_batches(options, 3), four = read_batches(options, 4);
   expect_padded(three.train, four.train, "synthetic");
 }
@@ -69,12 +75,7 @@ TEST(Sources, SyntheticBatchesHaveZerosPastTheImagesChannels) {
 // batches, another seed others, and making them draws nothing from the device's default generator (the run's other
 // draws, such as the model's initial weights, stay as they were).
 TEST(Sources, SyntheticBatchesFollowTheSeedAndLeaveTheDefaultGeneratorAlone) {
-  InputOptions options;
-  options.kind = SourceKind::kSynthetic;
-  options.batch_size = 2;
-  options.image_size = 8;
-  options.synthetic_images = 8;
-  options.seed = 11;
+  InputOptions options = synthetic_options(2, 8, 8, 11);
   at::manual_seed(123);
   const at::Tensor expected = at::randn({16});
   at::manual_seed(123);
