@@ -78,7 +78,7 @@ def prepare(work):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rn50", required=True, help="the rn50 binary")
-    p.add_argument("--work", required=True, help="an empty folder to run in (removed first)")
+    p.add_argument("--work", required=True, help="a folder to run in (removed first, and again when every command passed)")
     p.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
     p.add_argument("--list", action="store_true", help="print the command lines and exit")
     opts = p.parse_args()
@@ -116,6 +116,7 @@ def main():
             return 1
         print(f"{readme}:{number}: ok ({seconds:.1f} s): {command}")
     print(f"check_readme_commands: all {len(commands)} command lines ran; {skipped} marked as needing a GPU not run")
+    shutil.rmtree(work, ignore_errors=True)  # ~450 MB of runs and weights; a failure keeps them to look at
     return 0
 
 
