@@ -2,7 +2,7 @@
 # bench/gpu_session.sh: one GPU-machine session: build against pip LibTorch, run every test (the GPU
 # tests included), train the generated sample on cuda:0 for two epochs, and time synthetic ResNet-50
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
-#   STAGES="build test cudatests dptest dpshared mig smoke synthetic graphmem ddp ddptune jpeg ddpjpeg gpudecode datapath hostile ncu curves
+#   STAGES="build test cudatests dptest dpshared mig smoke synthetic headline graphmem ddp ddptune jpeg ddpjpeg gpudecode datapath hostile ncu curves
 #           pinning decodeprobe decodeload doctor baseline ptx roundtrip ablation ports opbench stemab castab stempool ab checkhost
 #           plancache"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
@@ -125,6 +125,35 @@ if has synthetic; then
   synthetic b64_fp16_cl 64 200 --precision fp16 --channels-last
   synthetic b64_fp16_cl_graph 64 200 --precision fp16 --channels-last --cuda-graph
   synthetic b64_fp16_cl_bench_graph 64 200 --precision fp16 --channels-last --cudnn-benchmark --cuda-graph
+fi
+if has headline; then  # the README's headline: configs/optimized.yaml on synthetic data, 3 epochs (the first dropped),
+  # HEADLINE_REPS (2) runs at each of HEADLINE_BATCHES (256), then torch.compile at batch 256 in the same call
+  for batch in ${HEADLINE_BATCHES:-256}; do
+    for rep in $(seq "${HEADLINE_REPS:-2}"); do
+      name=headline_b${batch}_$rep
+      rm -rf "/tmp/runs/$name"
+      "$build/rn50" train --config configs/optimized.yaml --data synthetic --batch-size "$batch" --epochs 3 \
+        --out-dir "/tmp/runs/$name" > "$OUT/$name.log" 2>&1 || { echo "$name failed"; tail -3 "$OUT/$name.log"; continue; }
+      cp "/tmp/runs/$name/metrics.jsonl" "$OUT/$name.jsonl"
+      python3 - "$OUT/$name.jsonl" "$name" <<'PY' | tee -a "$OUT/table.txt"
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if '"type":"epoch"' in l][1:]
+ips = [e["images_per_s"] for e in r]
+tensor = [e.get("tensor_util_pct_mean") for e in r]
+print(f"{sys.argv[2]:<34} {sum(ips) / len(ips):8.1f} img/s (epochs 2+: {', '.join(f'{x:.1f}' for x in ips)})"
+      f"  reserved {max(e.get('peak_gpu_reserved_gib') or 0 for e in r):.2f} GiB  tensor {tensor[-1]}")
+PY
+      pack
+    done
+  done
+  if [[ ${HEADLINE_COMPILE:-1} == 1 ]]; then
+    python3 bench/torch_reference.py --modes compile --batch 256 --zero-grad none > "$OUT/headline_compile.log" 2>&1 \
+      || tail -3 "$OUT/headline_compile.log"
+    grep '"images_per_s"' "$OUT/headline_compile.log" | tail -1 | python3 -c "import json, sys
+r = json.loads(sys.stdin.read())
+print('%-34s %8.1f img/s' % ('torch_compile_b256', r['images_per_s']))" | tee -a "$OUT/table.txt"
+    pack
+  fi
 fi
 if has graphmem; then  # peak memory of the graphed runs (the cache is emptied after capture)
   synthetic b256_fp16_cl_bench_graph 256 100 --precision fp16 --channels-last --cudnn-benchmark --cuda-graph
