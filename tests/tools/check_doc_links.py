@@ -4,6 +4,7 @@
 # GitHub's rules: lowercase, punctuation other than '-' and '_' dropped, spaces to '-', a repeated heading numbered.
 # Web links are not fetched. Exits 1 naming each link that does not resolve.
 #   check_doc_links.py ROOT | --self-test
+import functools
 import os
 import re
 import sys
@@ -38,20 +39,19 @@ def slug(heading):
     return text.replace(" ", "-")
 
 
-def anchors(path, cache={}):
-    if path not in cache:
-        found, seen = set(), {}
-        text = re.sub(r"^(```|~~~).*?^\1[^\n]*$", "", open(path, encoding="utf-8").read(), flags=re.M | re.S)
-        for line in text.splitlines():
-            m = HEADING.match(line)
-            if m:
-                base = slug(m.group(2))
-                n = seen.get(base, 0)
-                seen[base] = n + 1
-                found.add(base if n == 0 else f"{base}-{n}")
-            found.update(HTML_ID.findall(line))
-        cache[path] = found
-    return cache[path]
+@functools.lru_cache(maxsize=None)
+def anchors(path):
+    found, seen = set(), {}
+    text = re.sub(r"^(```|~~~).*?^\1[^\n]*$", "", open(path, encoding="utf-8").read(), flags=re.M | re.S)
+    for line in text.splitlines():
+        m = HEADING.match(line)
+        if m:
+            base = slug(m.group(2))
+            n = seen.get(base, 0)
+            seen[base] = n + 1
+            found.add(base if n == 0 else f"{base}-{n}")
+        found.update(HTML_ID.findall(line))
+    return found
 
 
 def check_file(path, root):
@@ -104,7 +104,7 @@ def main():
     if sys.argv[1:] == ["--self-test"]:
         return self_test()
     if len(sys.argv) != 2:
-        print(__doc__ or "usage: check_doc_links.py ROOT | --self-test", file=sys.stderr)
+        print("usage: check_doc_links.py ROOT | --self-test", file=sys.stderr)
         return 2
     problems, count = check(sys.argv[1])
     for p in problems:

@@ -16,7 +16,7 @@ against that instead of its own size). Prints a markdown table; exits 0 when eve
 (ctest's skip) when this Python has no torchvision.
 
 The safetensors files are read and written here (8-byte little-endian header length, JSON header, raw little-endian
-data), as Debian has no python3-safetensors. WORK_DIR is emptied first and removed when every row passes (a ViT's
+data), as Debian has no python3-safetensors. WORK_DIR, empty or an earlier round trip's, is emptied first and removed when every row passes (a ViT's
 leaves 1.3 GB, all the models' together 6 GB); a failure keeps it to look at.
 
 usage: check_torchvision_roundtrip.py RN50_BINARY WORK_DIR [--arch resnet50] [--device cpu] [--batch 2]
@@ -121,8 +121,12 @@ def main():
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batch", type=int, default=2, help="images in the compared batch")
     args = parser.parse_args()
-    shutil.rmtree(args.work, ignore_errors=True)
-    os.makedirs(args.work)
+    # Only an earlier round trip's folder is emptied: a mistyped WORK_DIR must not cost anyone their files.
+    if os.path.isdir(args.work) and os.listdir(args.work):
+        if not os.path.exists(os.path.join(args.work, "images.safetensors")):
+            sys.exit(f"{args.work} is not empty and not an earlier round trip's folder (no images.safetensors)")
+        shutil.rmtree(args.work)
+    os.makedirs(args.work, exist_ok=True)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     device = torch.device(args.device)
