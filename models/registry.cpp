@@ -1,4 +1,5 @@
-// models/registry.cpp: the table of trainable models. Porting a model: one new file and one line here.
+// models/registry.cpp: the table of trainable models. Porting a model: its file, and here its factory's declaration and
+// one table line (the rest of the checklist, tests and docs, is in docs/porting.md).
 #include <algorithm>
 #include <functional>
 #include <utility>

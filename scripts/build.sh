@@ -4,6 +4,8 @@
 #   RN50_TORCH=auto|debian|pip   which LibTorch (auto: pip torch's when python3 has torch, else Debian's)
 #   RN50_OPENCV_DEBS=DIR         unpack OpenCV .deb files from DIR into BUILD_DIR/opencv and use them
 #   RN50_CMAKE_ARGS="..."        extra CMake arguments (e.g. -DRN50_CUDA_ARCHS=90)
+#   RN50_BUILD_TARGETS="..."     only these targets (e.g. "rn50 rn50_tests"); default every one
+#   RN50_JOBS=N                  parallel compile jobs (default every core)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(realpath -m "${1:-$root/build}")
