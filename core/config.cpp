@@ -155,7 +155,9 @@ const Names<Decode>& names(Decode) {
   return n;
 }
 const Names<LrScheduleKind>& names(LrScheduleKind) {
-  static const Names<LrScheduleKind> n = {{LrScheduleKind::kCosine, "cosine"}, {LrScheduleKind::kStep, "step"}};
+  static const Names<LrScheduleKind> n = {{LrScheduleKind::kCosine, "cosine"},
+                                          {LrScheduleKind::kStep, "step"},
+                                          {LrScheduleKind::kExponential, "exponential"}};
   return n;
 }
 const Names<Tf32>& names(Tf32) {
@@ -316,7 +318,7 @@ std::vector<ConfigKey> make_keys() {
       choice_key("lr_schedule", &C::lr_schedule, "decay after warm-up"),
       int_list_key("lr_milestones", &C::lr_milestones,
                    "step schedule: epochs at which the rate is multiplied by lr_gamma"),
-      double_key("lr_gamma", &C::lr_gamma, "step schedule: factor at each milestone"),
+      double_key("lr_gamma", &C::lr_gamma, "step: factor at each milestone; exponential: factor each epoch"),
       choice_key("optimizer", &C::optimizer,
                  "sgd (momentum SGD) or adamw (AdamW, decoupled weight decay); one fused kernel over all parameters "
                  "on a GPU"),

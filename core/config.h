@@ -14,7 +14,7 @@ namespace rn50 {
 // Choices, parsed once from their names (the key table lists them; name_of prints one).
 enum class DataSource { kFolder, kSynthetic };  // folder | synthetic
 enum class Decode { kCpu, kGpu };               // cpu | gpu
-enum class LrScheduleKind { kCosine, kStep };   // cosine | step
+enum class LrScheduleKind { kCosine, kStep, kExponential };  // cosine | step | exponential
 enum class Tf32 { kDefault, kOn, kOff };        // default | on | off
 enum class Precision { kFp32, kBf16, kFp16 };   // fp32 | bf16 | fp16
 enum class Fusion { kOff, kBatchNorm, kConv };  // off | bn | conv

@@ -1,4 +1,4 @@
-// trainer/lr_schedule.cpp: warm-up, cosine and step learning-rate schedules.
+// trainer/lr_schedule.cpp: warm-up, cosine, step and exponential learning-rate schedules.
 #include "trainer/lr_schedule.h"
 
 #include <algorithm>
@@ -13,6 +13,10 @@ double LrSchedule::at(int64_t step) const {
     const int64_t epoch = step / std::max<int64_t>(1, steps_per_epoch);
     const auto passed = std::count_if(milestones.begin(), milestones.end(), [&](int m) { return epoch >= m; });
     return peak_lr * std::pow(gamma, static_cast<double>(passed));
+  }
+  if (decay == Decay::kExponential) {  // whole epochs since warm-up ended, as torchvision's SequentialLR counts them
+    const int64_t epochs_since = (step - warmup_steps) / std::max<int64_t>(1, steps_per_epoch);
+    return peak_lr * std::pow(gamma, static_cast<double>(epochs_since));
   }
   const int64_t total = static_cast<int64_t>(epochs) * steps_per_epoch;
   const int64_t decay_steps = std::max<int64_t>(1, total - warmup_steps);

@@ -1,4 +1,4 @@
-// trainer/lr_schedule.h: the learning rate at every step: linear warm-up, then cosine or step decay.
+// trainer/lr_schedule.h: the learning rate at every step: linear warm-up, then cosine, step or exponential decay.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +7,7 @@
 namespace rn50::trainer {
 
 struct LrSchedule {
-  enum class Decay { kCosine, kStep };  // after warm-up
+  enum class Decay { kCosine, kStep, kExponential };  // after warm-up
 
   double peak_lr = 0.1;  // already scaled for the global batch
   int64_t steps_per_epoch = 1;
@@ -15,7 +15,7 @@ struct LrSchedule {
   int epochs = 1;
   Decay decay = Decay::kCosine;
   std::vector<int> milestones;  // step: epochs at which the rate is multiplied by gamma
-  double gamma = 0.1;
+  double gamma = 0.1;  // exponential: the factor each epoch after warm-up (torchvision's StepLR with step_size 1)
 
   // The rate for 0-based global step `step`. Warm-up rises linearly to peak_lr over its steps (the first
   // step already gets peak/warmup_steps, never 0); cosine then falls to 0 at the last step of training.

@@ -143,7 +143,17 @@ LrSchedule schedule_for(const Config& c, int64_t global_batch, int64_t steps_per
   schedule.steps_per_epoch = steps_per_epoch;
   schedule.warmup_epochs = c.warmup_epochs;
   schedule.epochs = c.epochs;
-  schedule.decay = c.lr_schedule == LrScheduleKind::kStep ? LrSchedule::Decay::kStep : LrSchedule::Decay::kCosine;
+  switch (c.lr_schedule) {
+    case LrScheduleKind::kCosine:
+      schedule.decay = LrSchedule::Decay::kCosine;
+      break;
+    case LrScheduleKind::kStep:
+      schedule.decay = LrSchedule::Decay::kStep;
+      break;
+    case LrScheduleKind::kExponential:
+      schedule.decay = LrSchedule::Decay::kExponential;
+      break;
+  }
   schedule.milestones = c.lr_milestones;
   schedule.gamma = c.lr_gamma;
   return schedule;

@@ -46,6 +46,24 @@ TEST(LrSchedule, StepDecayAtMilestones) {
   EXPECT_NEAR(s.at(49), 0.01, 1e-15);
 }
 
+// torchvision's MobileNet recipes: warm-up, then StepLR(step_size 1, gamma) counted from the end of warm-up.
+TEST(LrSchedule, ExponentialDecayEachEpochAfterWarmup) {
+  LrSchedule s;
+  s.peak_lr = 1.0;
+  s.steps_per_epoch = 5;
+  s.warmup_epochs = 2;
+  s.epochs = 10;
+  s.decay = LrSchedule::Decay::kExponential;
+  s.gamma = 0.5;
+  EXPECT_DOUBLE_EQ(s.at(0), 0.1);   // warm-up: 1/10 of the peak at the first step
+  EXPECT_DOUBLE_EQ(s.at(9), 1.0);   // its last step reaches the peak
+  EXPECT_DOUBLE_EQ(s.at(10), 1.0);  // the first epoch after warm-up keeps it
+  EXPECT_DOUBLE_EQ(s.at(14), 1.0);
+  EXPECT_DOUBLE_EQ(s.at(15), 0.5);
+  EXPECT_DOUBLE_EQ(s.at(20), 0.25);
+  EXPECT_NEAR(s.at(49), std::pow(0.5, 7), 1e-15);
+}
+
 TEST(LrSchedule, NoWarmupStartsAtPeak) {
   LrSchedule s;
   s.peak_lr = 0.1;
