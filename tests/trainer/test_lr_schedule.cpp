@@ -1,4 +1,4 @@
-// tests/trainer/test_lr_schedule.cpp: warm-up, cosine and step values of the learning-rate schedule.
+// tests/trainer/test_lr_schedule.cpp: warm-up, cosine, step and exponential values of the learning-rate schedule.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +8,17 @@
 namespace rn50::trainer {
 namespace {
 
+LrSchedule schedule(LrSchedule::Decay decay, double peak_lr, int64_t steps_per_epoch, double warmup_epochs,
+                    int epochs) {
+  LrSchedule s;
+  s.decay = decay;
+  s.peak_lr = peak_lr;
+  s.steps_per_epoch = steps_per_epoch;
+  s.warmup_epochs = warmup_epochs;
+  s.epochs = epochs;
+  return s;
+}
+
 TEST(LrSchedule, LinearScalingRule) {
   EXPECT_DOUBLE_EQ(scaled_lr(0.1, 256), 0.1);
   EXPECT_DOUBLE_EQ(scaled_lr(0.1, 1024), 0.4);
@@ -15,11 +26,7 @@ TEST(LrSchedule, LinearScalingRule) {
 }
 
 TEST(LrSchedule, WarmupThenCosine) {
-  LrSchedule s;
-  s.peak_lr = 0.4;
-  s.steps_per_epoch = 10;
-  s.warmup_epochs = 2;
-  s.epochs = 12;
+  const LrSchedule s = schedule(LrSchedule::Decay::kCosine, 0.4, 10, 2, 12);
   EXPECT_DOUBLE_EQ(s.at(0), 0.4 / 20);
   EXPECT_DOUBLE_EQ(s.at(9), 0.4 * 10 / 20);
   EXPECT_DOUBLE_EQ(s.at(19), 0.4);
@@ -31,12 +38,7 @@ TEST(LrSchedule, WarmupThenCosine) {
 }
 
 TEST(LrSchedule, StepDecayAtMilestones) {
-  LrSchedule s;
-  s.peak_lr = 1.0;
-  s.steps_per_epoch = 5;
-  s.warmup_epochs = 0;
-  s.epochs = 10;
-  s.decay = LrSchedule::Decay::kStep;
+  LrSchedule s = schedule(LrSchedule::Decay::kStep, 1.0, 5, 0, 10);
   s.milestones = {3, 6};
   s.gamma = 0.1;
   EXPECT_DOUBLE_EQ(s.at(0), 1.0);
@@ -48,12 +50,7 @@ TEST(LrSchedule, StepDecayAtMilestones) {
 
 // torchvision's MobileNet recipes: warm-up, then StepLR(step_size 1, gamma) counted from the end of warm-up.
 TEST(LrSchedule, ExponentialDecayEachEpochAfterWarmup) {
-  LrSchedule s;
-  s.peak_lr = 1.0;
-  s.steps_per_epoch = 5;
-  s.warmup_epochs = 2;
-  s.epochs = 10;
-  s.decay = LrSchedule::Decay::kExponential;
+  LrSchedule s = schedule(LrSchedule::Decay::kExponential, 1.0, 5, 2, 10);
   s.gamma = 0.5;
   EXPECT_DOUBLE_EQ(s.at(0), 0.1);   // warm-up: 1/10 of the peak at the first step
   EXPECT_DOUBLE_EQ(s.at(9), 1.0);   // its last step reaches the peak
@@ -65,10 +62,7 @@ TEST(LrSchedule, ExponentialDecayEachEpochAfterWarmup) {
 }
 
 TEST(LrSchedule, NoWarmupStartsAtPeak) {
-  LrSchedule s;
-  s.peak_lr = 0.1;
-  s.steps_per_epoch = 4;
-  s.epochs = 1;
+  const LrSchedule s = schedule(LrSchedule::Decay::kCosine, 0.1, 4, 0, 1);
   EXPECT_DOUBLE_EQ(s.at(0), 0.1);
   EXPECT_NEAR(s.at(2), 0.05, 1e-15);
 }
