@@ -140,13 +140,13 @@ bool names_word(const std::string& text, const std::string& word) {
 TEST(Registry, EveryModelAndConfigIsDocumented) {
   const std::filesystem::path docs(RN50_DOCS);
   const std::string models = read_text(docs / "models.md");
-  const std::string model_row = line_starting(read_text(docs / "configuration.md"), "| `model` |");
+  const std::string configuration = read_text(docs / "configuration.md");
+  const std::string model_row = line_starting(configuration, "| `model` |");
   ASSERT_FALSE(model_row.empty()) << "configuration.md has no row for the key model";
   for (const auto& name : names()) {
     EXPECT_NE(models.find("`" + name + "`"), std::string::npos) << "docs/models.md does not name " << name;
     EXPECT_TRUE(names_word(model_row, name)) << "configuration.md's `model` row does not name " << name;
   }
-  const std::string configuration = read_text(docs / "configuration.md");
   for (const auto& entry : std::filesystem::directory_iterator(docs / ".." / "configs")) {
     if (entry.path().extension() != ".yaml") continue;
     const std::string file = entry.path().filename().string();
