@@ -4,7 +4,7 @@
 # steps in the configurations the Python comparison used. Logs go to $OUT; a short table is printed last.
 #   STAGES="build test cudatests dptest dpshared mig smoke synthetic headline graphmem ddp ddptune jpeg ddpjpeg gpudecode datapath hostile ncu curves
 #           pinning decodeprobe decodeload doctor baseline ptx roundtrip ablation ports opbench stemab castab stempool ab checkhost
-#           plancache"
+#           plancache searchcold searchab"
 #   (default: build test mig smoke synthetic jpeg gpudecode roundtrip; dptest and ddp need the two-GPU machine;
 #   gpudecode makes the JPEG files when the jpeg stage did not run; JPEG_NOISE=20: ImageNet-sized files, see $jpeg;
 #   GPUDECODE_AHEAD="3": gpudecode also trains with decode_ahead_batches 3; ports: PORTS_MODELS, PORTS_UNFUSED,
@@ -625,6 +625,27 @@ if has stempool; then  # fuse_stem_pool in training, one build: the stem's Batch
   OUT="$OUT/stempool" OLD="$PWD" SKIP_BUILD=1 CONFIGS=synthetic REPS="${AB_REPS:-2}" \
     NEW_ARGS="--fuse-stem-pool=on" OLD_ARGS="--fuse-stem-pool=off" bench/ab_speed.sh > "$OUT/stempool.txt" 2>&1
   tail -4 "$OUT/stempool.txt"; pack
+fi
+# plan_search in training, one build: heuristics against exhaustive, synthetic data. searchcold: an exhaustive run
+# (one epoch) fills a plan file of its own and logs each choice (its first epoch: the search); searchab: both searches
+# alternating with their plans from that file (kept in build-gpu between calls), so both sides time only training.
+searchplans=$build/searchab-plans.txt
+if has searchcold; then
+  rm -f "$searchplans"
+  timeout "${SEARCHAB_COLD_TIMEOUT:-420}" "$build/rn50" train --config configs/optimized.yaml --data synthetic \
+    --epochs 1 --plan-search exhaustive --plan-cache "$searchplans" --out-dir /tmp/runs/searchab_cold \
+    > "$OUT/searchab_cold.log" 2>&1
+  echo "exhaustive planning run exit $?"
+  grep -cE ": plan: engine" "$OUT/searchab_cold.log" | sed 's/^/patterns searched: /'
+  grep -cE "this one enumerated" "$OUT/searchab_cold.log" | sed 's/^/won by an enumerated plan: /'
+  grep -E "plan cache|epoch 1/1" "$OUT/searchab_cold.log" | tail -3; pack
+fi
+if has searchab; then
+  ab_built || true
+  OUT="$OUT/searchab" OLD="$PWD" SKIP_BUILD=1 CONFIGS=synthetic REPS="${AB_REPS:-2}" \
+    NEW_ARGS="--plan-search=exhaustive --plan-cache=$searchplans" \
+    OLD_ARGS="--plan-search=heuristics --plan-cache=$searchplans" bench/ab_speed.sh > "$OUT/searchab.txt" 2>&1
+  tail -4 "$OUT/searchab.txt"; pack
 fi
 if has ab; then  # this tree against AB_OLD (built in the background since the build stage), AB_CONFIGS (synthetic)
   ab_built || { echo "the old tree's build failed"; tail -5 "$OUT/ab_old_build.log"; }

@@ -190,6 +190,11 @@ const Names<ConvPrologue>& names(ConvPrologue) {
       {ConvPrologue::kTimed, "timed"}, {ConvPrologue::kFused, "fused"}, {ConvPrologue::kSeparate, "separate"}};
   return n;
 }
+const Names<ConvPlanSearch>& names(ConvPlanSearch) {
+  static const Names<ConvPlanSearch> n = {{ConvPlanSearch::kHeuristics, "heuristics"},
+                                          {ConvPlanSearch::kExhaustive, "exhaustive"}};
+  return n;
+}
 const Names<WgradStream>& names(WgradStream) {
   static const Names<WgradStream> n = {
       {WgradStream::kAuto, "auto"}, {WgradStream::kOn, "on"}, {WgradStream::kOff, "off"}};
@@ -401,6 +406,11 @@ std::vector<ConfigKey> make_keys() {
                  "prologue's form) between runs, so that a run on the same GPU, driver, cuDNN and rn50 build takes "
                  "them from it instead of timing them again: auto ($RN50_CACHE_DIR, else $XDG_CACHE_HOME/rn50, else "
                  "$HOME/.cache/rn50, file fusion-conv-plans.txt), off (every choice timed), or the file's path"),
+      choice_key("plan_search", &C::plan_search,
+                 "fusion: conv: which cuDNN plans are timed for each convolution pattern and shape: heuristics (the "
+                 "first 16 configurations cuDNN's heuristics list that build) or exhaustive (those and every engine "
+                 "that takes the graph with its knob settings enumerated, up to 96 more: a start of minutes rather "
+                 "than seconds, which the plan cache keeps for the next run; deterministic cuDNN keeps heuristics)"),
       int_key("stem_channels", &C::stem_channels,
               "ResNets: the stem convolution's input channels: 3 (the image's), or 4 or 8 (zero channels added to the "
               "image and the weight each step: the same results, on cuDNN's kernels for those channel counts)"),
@@ -468,6 +478,7 @@ std::string name_of(Fusion value) { return name_in_table(value); }
 std::string name_of(FusionKernels value) { return name_in_table(value); }
 std::string name_of(ConvPrologue value) { return name_in_table(value); }
 std::string name_of(WgradStream value) { return name_in_table(value); }
+std::string name_of(ConvPlanSearch value) { return name_in_table(value); }
 std::string name_of(OptimizerKind value) { return name_in_table(value); }
 std::string name_of(DistBackend value) { return name_in_table(value); }
 

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -375,7 +376,188 @@ bool finalize(cudnnHandle_t handle, const Descriptor& config, Plan* p, std::stri
   return true;
 }
 
+// One knob of an engine and the settings it allows (cuDNN's minimum to maximum by its stride).
+struct KnobRange {
+  cudnnBackendKnobType_t type{};
+  std::vector<int64_t> values;
+};
+
+// The engine of that global index for the graph, finalized; none where it does not take the graph.
+std::optional<Descriptor> engine_for(const Descriptor& graph, int64_t index) {
+  Descriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  engine.set_desc(CUDNN_ATTR_ENGINE_OPERATION_GRAPH, graph).set_int(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, index);
+  if (engine.try_finalize() != CUDNN_STATUS_SUCCESS) return std::nullopt;
+  return std::optional<Descriptor>(std::move(engine));
+}
+
+bool compiles_at_run_time(const Descriptor& engine) {
+  cudnnBackendBehaviorNote_t notes[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                               CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, notes) != CUDNN_STATUS_SUCCESS) {
+    return false;
+  }
+  return std::any_of(notes, notes + n,
+                     [](cudnnBackendBehaviorNote_t b) { return b == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION; });
+}
+
+// The engine's knobs, each with at most max_values settings (evenly spaced over its range where it has more).
+std::vector<KnobRange> knob_ranges(const Descriptor& engine, int max_values) {
+  DescriptorArray infos = make_descriptors(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, CUDNN_KNOB_TYPE_COUNTS);
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                               CUDNN_KNOB_TYPE_COUNTS, &n, infos.raw.data()) != CUDNN_STATUS_SUCCESS) {
+    return {};
+  }
+  std::vector<KnobRange> ranges;
+  for (int64_t i = 0; i < n; ++i) {
+    KnobRange r;
+    int64_t lo = 0, hi = 0, stride = 1, got = 0;
+    if (cudnnBackendGetAttribute(infos.raw[i], CUDNN_ATTR_KNOB_INFO_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &r.type) !=
+            CUDNN_STATUS_SUCCESS ||
+        cudnnBackendGetAttribute(infos.raw[i], CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, CUDNN_TYPE_INT64, 1, &got, &lo) !=
+            CUDNN_STATUS_SUCCESS ||
+        cudnnBackendGetAttribute(infos.raw[i], CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, CUDNN_TYPE_INT64, 1, &got, &hi) !=
+            CUDNN_STATUS_SUCCESS) {
+      continue;  // a knob cuDNN does not describe keeps its default
+    }
+    cudnnBackendGetAttribute(infos.raw[i], CUDNN_ATTR_KNOB_INFO_STRIDE, CUDNN_TYPE_INT64, 1, &got, &stride);
+    if (stride <= 0) stride = 1;
+    if (hi < lo) continue;
+    const int64_t count = (hi - lo) / stride + 1;
+    const int64_t take = std::min<int64_t>(count, std::max(1, max_values));
+    for (int64_t k = 0; k < take; ++k) {
+      const int64_t step = take == 1 ? 0 : k * (count - 1) / (take - 1);
+      r.values.push_back(lo + step * stride);
+    }
+    ranges.push_back(std::move(r));
+  }
+  return ranges;
+}
+
+// An engine configuration of these knob settings; none where cuDNN refuses the combination.
+std::optional<Descriptor> config_of(const Descriptor& engine,
+                                    const std::vector<std::pair<cudnnBackendKnobType_t, int64_t>>& settings) {
+  Descriptor config(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  config.set_desc(CUDNN_ATTR_ENGINECFG_ENGINE, engine);
+  std::vector<Descriptor> choices;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (const auto& [type, value] : settings) {
+    Descriptor c(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+    c.set(CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &type)
+        .set_int(CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, value);
+    if (c.try_finalize() != CUDNN_STATUS_SUCCESS) return std::nullopt;
+    raw.push_back(c.get());
+    choices.push_back(std::move(c));
+  }
+  if (!raw.empty() &&
+      cudnnBackendSetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                               static_cast<int64_t>(raw.size()), raw.data()) != CUDNN_STATUS_SUCCESS) {
+    return std::nullopt;
+  }
+  if (config.try_finalize() != CUDNN_STATUS_SUCCESS) return std::nullopt;
+  return std::optional<Descriptor>(std::move(config));
+}
+
+// "type=value,..." as knob_choices writes it, read back; none for text it does not write.
+std::optional<std::vector<std::pair<cudnnBackendKnobType_t, int64_t>>> parse_knobs(const std::string& knobs) {
+  std::vector<std::pair<cudnnBackendKnobType_t, int64_t>> out;
+  if (knobs == "none") return out;
+  size_t at = 0;
+  while (at < knobs.size()) {
+    const size_t end = std::min(knobs.find(',', at), knobs.size());
+    const std::string item = knobs.substr(at, end - at);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size() || item.size() > 40) return std::nullopt;
+    try {
+      size_t used = 0;
+      const long long type = std::stoll(item.substr(0, eq), &used);
+      if (used != eq || type < 0 || type >= CUDNN_KNOB_TYPE_COUNTS) return std::nullopt;
+      const std::string v = item.substr(eq + 1);
+      const long long value = std::stoll(v, &used);
+      if (used != v.size()) return std::nullopt;
+      out.emplace_back(static_cast<cudnnBackendKnobType_t>(type), value);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    at = end + 1;
+  }
+  if (out.empty() || out.size() > CUDNN_KNOB_TYPE_COUNTS) return std::nullopt;
+  return out;
+}
+
 }  // namespace
+
+std::vector<Plan> enumerated_plans(cudnnHandle_t handle, const Descriptor& graph, const Enumeration& limits) {
+  std::vector<Plan> plans;
+  int64_t engines = 0, got = 0;
+  if (cudnnBackendGetAttribute(graph.get(), CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64, 1, &got,
+                               &engines) != CUDNN_STATUS_SUCCESS) {
+    return plans;
+  }
+  std::string ignored;
+  for (int64_t index = 0; index < engines && static_cast<int>(plans.size()) < limits.max_plans; ++index) {
+    const std::optional<Descriptor> engine = engine_for(graph, index);
+    if (!engine || compiles_at_run_time(*engine)) continue;  // compiling each setting would take seconds
+    const std::vector<KnobRange> ranges = knob_ranges(*engine, limits.max_knob_values);
+    int64_t combinations = 1;
+    for (const KnobRange& r : ranges) {
+      combinations = std::min<int64_t>(combinations * static_cast<int64_t>(r.values.size()), int64_t{1} << 40);
+    }
+    // Every combination where they are few; otherwise a fixed pseudo-random sample of them (the same each run).
+    const bool all = combinations <= limits.max_tries_per_engine;
+    const int64_t tries = all ? combinations : limits.max_tries_per_engine;
+    uint64_t state = 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(index);
+    for (int64_t t = 0; t < tries && static_cast<int>(plans.size()) < limits.max_plans; ++t) {
+      std::vector<std::pair<cudnnBackendKnobType_t, int64_t>> settings;
+      int64_t rest = t;
+      for (const KnobRange& r : ranges) {
+        const auto size = static_cast<int64_t>(r.values.size());
+        int64_t pick = 0;
+        if (all) {
+          pick = rest % size;
+          rest /= size;
+        } else {
+          state = state * 6364136223846793005ull + 1442695040888963407ull;
+          pick = static_cast<int64_t>((state >> 33) % static_cast<uint64_t>(size));
+        }
+        settings.emplace_back(r.type, r.values[static_cast<size_t>(pick)]);
+      }
+      const std::optional<Descriptor> config = config_of(*engine, settings);
+      if (!config) continue;
+      Plan p;
+      describe_engine(*config, &p);
+      p.knobs = knob_choices(*config);
+      if (p.knobs.empty()) continue;  // a choice it could not name could not be kept or told apart
+      const bool seen = std::any_of(plans.begin(), plans.end(),
+                                    [&](const Plan& q) { return q.engine == p.engine && q.knobs == p.knobs; });
+      if (seen) continue;
+      if (!finalize(handle, *config, &p, &ignored)) continue;
+      if (p.workspace_bytes > limits.max_workspace_bytes) continue;
+      p.enumerated = true;
+      plans.push_back(std::move(p));
+    }
+  }
+  return plans;
+}
+
+std::optional<Plan> plan_from_knobs(cudnnHandle_t handle, const Descriptor& graph, int64_t engine,
+                                    const std::string& knobs) {
+  if (engine < 0) return std::nullopt;
+  const auto settings = parse_knobs(knobs);
+  if (!settings) return std::nullopt;
+  const std::optional<Descriptor> e = engine_for(graph, engine);
+  if (!e) return std::nullopt;
+  const std::optional<Descriptor> config = config_of(*e, *settings);
+  if (!config) return std::nullopt;
+  Plan p;
+  describe_engine(*config, &p);
+  p.knobs = knob_choices(*config);
+  if (p.engine != engine || p.knobs != knobs) return std::nullopt;  // cuDNN read the settings otherwise
+  std::string why;
+  if (!finalize(handle, *config, &p, &why)) return std::nullopt;
+  return std::optional<Plan>(std::move(p));
+}
 
 std::vector<Plan> candidate_plans(cudnnHandle_t handle, const Descriptor& graph, int max_plans, std::string* why_none) {
   std::vector<Plan> plans;

@@ -103,6 +103,7 @@ struct Plan {
   bool nondeterministic = false;  // cuDNN's numerical note: results may differ run to run (atomics, split reductions)
   float time_ms = -1.0F;          // when chosen by timing
   std::string knobs;              // knob choices, "type=value,..." ("none": no knobs; empty: cuDNN does not say)
+  bool enumerated = false;        // found by enumerated_plans, not listed by the heuristics
 };
 
 // Runs one candidate plan once on the current buffers (the caller's variant pack), for timing.
@@ -119,6 +120,25 @@ std::vector<Plan> candidate_plans(cudnnHandle_t handle, const Descriptor& graph,
 // not finalize.
 std::optional<Plan> plan_of(cudnnHandle_t handle, const Descriptor& graph, int64_t engine, const std::string& knobs,
                             int max_plans);
+
+// How far enumerated_plans looks: settings per knob, knob combinations tried per engine, plans returned, and the
+// largest workspace a plan may ask for.
+struct Enumeration {
+  int max_knob_values = 32;
+  int64_t max_tries_per_engine = 256;
+  int max_plans = 96;
+  int64_t max_workspace_bytes = int64_t{256} << 20;
+};
+
+// Beyond the heuristics: each engine cuDNN has (by global index) that takes the graph and does not compile at run
+// time, with its knobs' settings enumerated (every combination where there are at most max_tries_per_engine, else a
+// fixed sample of that many), the configurations that finalize, in engine order. For plan_search: exhaustive.
+std::vector<Plan> enumerated_plans(cudnnHandle_t handle, const Descriptor& graph, const Enumeration& limits);
+
+// The configuration of that engine and knob settings ("type=value,..." as a Plan names them) built directly, without
+// the heuristics' lists: a choice enumerated_plans found, taken from the plan cache. None where it no longer builds.
+std::optional<Plan> plan_from_knobs(cudnnHandle_t handle, const Descriptor& graph, int64_t engine,
+                                    const std::string& knobs);
 
 // The fastest of the candidates, each run `warmup` + `repeats` times through `run` on `stream` (not under capture),
 // its time_ms set; with `repeats` 0 the first, untimed. A candidate whose warm-up run throws std::runtime_error (a

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <iterator>
 #include <map>
@@ -30,6 +31,7 @@
 #include "ops/cudnn_handle.h"
 #include "ops/current_stream.h"
 #include "ops/fused_conv.h"
+#include "ops/plan_search.h"
 
 namespace rn50::ops {
 namespace {
@@ -248,7 +250,7 @@ struct Cached {
 };
 
 using Key = std::tuple<int, int, int, std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>, int64_t,
-                       int64_t, bool, bool>;
+                       int64_t, bool, bool, int>;
 
 struct ThreadPlans {
   std::map<Key, std::unique_ptr<Cached>> plans;
@@ -300,7 +302,7 @@ at::Tensor workspace(int64_t bytes, const at::Tensor& like) {
 // Deterministic cuDNN asked for: plans and epilogue sums that repeat bit for bit (run() and the sums below).
 bool deterministic_requested() { return at::globalContext().deterministicCuDNN(); }
 
-Key key_of(Pattern pattern, int device, const Shapes& s, bool reproducible) {
+Key key_of(Pattern pattern, int device, const Shapes& s, bool reproducible, PlanSearch search) {
   return {static_cast<int>(pattern),
           device,
           static_cast<int>(s.type),
@@ -310,7 +312,8 @@ Key key_of(Pattern pattern, int device, const Shapes& s, bool reproducible) {
           s.stride,
           s.padding,
           s.prologue,
-          reproducible};
+          reproducible,
+          static_cast<int>(search)};
 }
 
 // Configurations timed for each pattern, shape and variant (cudnn_graph.cpp says why this many).
@@ -352,21 +355,22 @@ std::string join(const std::vector<int64_t>& v) {
 }
 
 // The plan cache's key for a pattern and shape on a device: one word, e.g.
-// "NVIDIA_H200-sm132-cc90/wgrad/f16/x256x64x56x56/w64x64x3x3/s1p1/prologue".
-std::string cache_key(Pattern pattern, int device, const Shapes& s) {
+// "NVIDIA_H200-sm132-cc90/wgrad/f16/x256x64x56x56/w64x64x3x3/s1p1/prologue"; "/exhaustive" at the end for a choice
+// of plan_search: exhaustive (a heuristics search's choice is not one for it, nor the other way round).
+std::string cache_key(Pattern pattern, int device, const Shapes& s, PlanSearch search) {
   std::string p = pattern_name(pattern);
   for (char& c : p) {
     if (c == '+') c = '_';
   }
   return gpu_word(device) + "/" + p + "/" + (s.type == CUDNN_DATA_HALF ? "f16" : "bf16") + "/x" + join(s.x) + "/w" +
          join(s.w) + "/s" + std::to_string(s.stride) + "p" + std::to_string(s.padding) +
-         (s.prologue ? "/prologue" : "");
+         (s.prologue ? "/prologue" : "") + (search == PlanSearch::kExhaustive ? "/exhaustive" : "");
 }
 
 // The plan a run before chose for this pattern and shape (core/plan_cache.h), built without a search: its typing's
 // graph and only that configuration finalized. False where it no longer builds (the caller searches).
-bool plan_from_choice(const PlanChoice& choice, Pattern pattern, const Shapes& shapes, cudnnHandle_t handle,
-                      Cached* cached) {
+bool plan_from_choice(const PlanChoice& choice, Pattern pattern, const Shapes& shapes, PlanSearch search,
+                      cudnnHandle_t handle, Cached* cached) {
   if (choice.variant < 0 || choice.variant >= static_cast<int>(std::size(kVariants))) return false;
   const Variant v = kVariants[choice.variant];
   if (!variant_applies(v, pattern, shapes)) return false;
@@ -375,6 +379,8 @@ bool plan_from_choice(const PlanChoice& choice, Pattern pattern, const Shapes& s
     build_graph(*builder, pattern, shapes, v);
     auto graph = std::make_unique<cg::Descriptor>(builder->build(handle));
     std::optional<cg::Plan> plan = cg::plan_of(handle, *graph, choice.engine, choice.knobs, kMaxCandidates);
+    if (!plan && search == PlanSearch::kExhaustive)
+      plan = cg::plan_from_knobs(handle, *graph, choice.engine, choice.knobs);
     if (!plan) return false;
     plan->time_ms = static_cast<float>(choice.time_ms);
     cached->plan = std::move(*plan);
@@ -391,6 +397,17 @@ bool plan_from_choice(const PlanChoice& choice, Pattern pattern, const Shapes& s
   }
 }
 
+// The pattern and its shapes, for logs.
+std::string shape_text(Pattern pattern, const Shapes& s) {
+  char text[160];
+  std::snprintf(text, sizeof(text), "%s x %lldx%lldx%lldx%lld, w %lldx%lldx%lldx%lld, stride %lld",
+                pattern_name(pattern), static_cast<long long>(s.x[0]), static_cast<long long>(s.x[1]),
+                static_cast<long long>(s.x[2]), static_cast<long long>(s.x[3]), static_cast<long long>(s.w[0]),
+                static_cast<long long>(s.w[1]), static_cast<long long>(s.w[2]), static_cast<long long>(s.w[3]),
+                static_cast<long long>(s.stride));
+  return text;
+}
+
 // Runs the pattern with these tensors, building and choosing its plan on first use for the shape.
 void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const std::vector<int64_t>& uids,
          const Bind& bind) {
@@ -399,9 +416,12 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
   const cudaStream_t stream = detail::current_stream(device);
   RN50_CUDNN_CHECK(cudnnSetStream(handle, stream));
   ThreadPlans& tp = thread_plans();
-  // Deterministic cuDNN chooses among other plans (below): a plan chosen without it is not reused with it.
+  // Deterministic cuDNN chooses among other plans (below): a plan chosen without it is not reused with it; nor is a
+  // plan of one search for the other. plan_search: exhaustive adds every engine's knob settings to the heuristics'
+  // candidates (deterministic cuDNN keeps the heuristics' order).
   const bool reproducible = deterministic_requested();
-  const Key key = key_of(pattern, device, shapes, reproducible);
+  const PlanSearch search = reproducible ? PlanSearch::kHeuristics : current_plan_search();
+  const Key key = key_of(pattern, device, shapes, reproducible, search);
   auto it = tp.plans.find(key);
   if (it == tp.plans.end()) {
     auto cached = std::make_unique<Cached>();
@@ -415,11 +435,21 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
     // A choice a run before saved (core/plan_cache.h) is built alone and untimed; deterministic plans are never
     // timed, so they do not use it.
     PlanCache* disk = reproducible ? nullptr : current_plan_cache();
-    const std::string disk_key = disk ? cache_key(pattern, device, shapes) : "";
+    const std::string disk_key = disk ? cache_key(pattern, device, shapes, search) : "";
     bool from_disk = false;
+    size_t beyond = 0;                                    // candidates of the enumeration, not listed by the heuristics
+    float fastest_listed = -1;                            // the heuristics' choice's time, for the log
+    std::vector<std::pair<int64_t, std::string>> listed;  // the chosen typing's heuristic candidates
+    // One timing run of a candidate plan on the bound buffers.
+    const auto timing_run = [&](const Bound& bound) {
+      return [&, bound_ptr = &bound](const cg::Plan& p) {
+        at::Tensor ws = workspace(p.workspace_bytes, like);
+        cg::execute(handle, p, uids, bound_ptr->pointers, ws.data_ptr());
+      };
+    };
     if (disk) {
       if (const std::optional<PlanChoice> choice = disk->plan(disk_key)) {
-        from_disk = plan_from_choice(*choice, pattern, shapes, handle, cached.get());
+        from_disk = plan_from_choice(*choice, pattern, shapes, search, handle, cached.get());
         if (!from_disk) disk->drop_plan(disk_key);  // no longer offered: searched for again below
       }
     }
@@ -444,15 +474,12 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
           continue;
         }
         offered += candidates.size();
+        std::vector<std::pair<int64_t, std::string>> ids;
+        for (const cg::Plan& p : candidates) ids.emplace_back(p.engine, p.knobs);
         const Bound bound = bind(v, true);
-        cg::Plan chosen = cg::choose_plan(
-            std::move(candidates),
-            [&](const cg::Plan& p) {
-              at::Tensor ws = workspace(p.workspace_bytes, like);
-              cg::execute(handle, p, uids, bound.pointers, ws.data_ptr());
-            },
-            stream, 1, reproducible ? 0 : 3);
+        cg::Plan chosen = cg::choose_plan(std::move(candidates), timing_run(bound), stream, 1, reproducible ? 0 : 3);
         if (cached->plan.plan && cached->plan.time_ms <= chosen.time_ms) continue;
+        listed = std::move(ids);
         cached->plan = std::move(chosen);
         cached->graph = std::move(graph);
         cached->builder = std::move(builder);
@@ -464,13 +491,36 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
         why += " " + variant_name(v) + ": " + e.what() + ";";  // a cuDNN call's status
       }
     }
+    // plan_search: exhaustive: the typing the heuristics' search chose, with every other configuration of its graph
+    // timed too (each typing's would take four times as long; the typing decides which engines apply at all).
+    if (search == PlanSearch::kExhaustive && cached->plan.plan && !from_disk) {
+      fastest_listed = cached->plan.time_ms;
+      try {
+        std::vector<cg::Plan> more;
+        for (cg::Plan& p : cg::enumerated_plans(handle, *cached->graph, cg::Enumeration{})) {
+          if (std::find(listed.begin(), listed.end(), std::make_pair(p.engine, p.knobs)) == listed.end()) {
+            more.push_back(std::move(p));
+          }
+        }
+        beyond = more.size();
+        offered += more.size();
+        if (!more.empty()) {
+          const Bound bound = bind(cached->variant, true);
+          cg::Plan chosen = cg::choose_plan(std::move(more), timing_run(bound), stream, 1, 3);
+          if (chosen.time_ms < cached->plan.time_ms) cached->plan = std::move(chosen);
+        }
+      } catch (const c10::Error&) {
+        throw;
+      } catch (const std::runtime_error&) {  // none of them ran: the heuristics' choice stands
+      }
+    }
     if (cached->plan.plan && disk && !from_disk) {
       disk->put_plan(disk_key, PlanChoice{cached->variant_index, cached->plan.engine, cached->plan.knobs,
                                           static_cast<double>(cached->plan.time_ms)});
     }
     if (cached->plan.plan) {
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      char text[256];
+      char text[384];
       if (from_disk) {
         std::snprintf(text, sizeof(text),
                       "%s: engine %lld%s, %.3f ms when chosen, from the plan cache, planned in %.2f s; %s",
@@ -484,6 +534,19 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
                       pattern_name(pattern), static_cast<long long>(cached->plan.engine),
                       cached->plan.runtime_compiled ? " (runtime-compiled)" : "", seconds,
                       variant_name(cached->variant).c_str());
+      } else if (search == PlanSearch::kExhaustive) {
+        std::snprintf(text, sizeof(text),
+                      "%s: engine %lld%s, %.3f ms, fastest of %zu (%zu of them enumerated beyond the heuristics; "
+                      "this one %s; the heuristics' choice %.3f ms), planned in %.2f s; %s",
+                      pattern_name(pattern), static_cast<long long>(cached->plan.engine),
+                      cached->plan.runtime_compiled ? " (runtime-compiled)" : "", cached->plan.time_ms, offered, beyond,
+                      cached->plan.enumerated ? "enumerated" : "listed", fastest_listed, seconds,
+                      variant_name(cached->variant).c_str());
+        // Each exhaustive choice is logged with its shape (the probe's log lines): what the enumeration found.
+        ChoiceLog& log = choice_log();
+        const std::lock_guard<std::mutex> lock(log.mutex);
+        log.lines.push_back(shape_text(pattern, shapes) + ": plan" +
+                            std::string(text).substr(std::strlen(pattern_name(pattern))));
       } else {
         std::snprintf(text, sizeof(text), "%s: engine %lld%s, %.3f ms, fastest of %zu, planned in %.2f s; %s",
                       pattern_name(pattern), static_cast<long long>(cached->plan.engine),
@@ -517,7 +580,7 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
     }
   }
   if (!refused) return;
-  if (PlanCache* disk = current_plan_cache()) disk->drop_plan(cache_key(pattern, device, shapes));
+  if (PlanCache* disk = current_plan_cache()) disk->drop_plan(cache_key(pattern, device, shapes, search));
   tp.plans.erase(it);  // c is not used again
   run(pattern, shapes, like, uids, bind);
 }
@@ -604,16 +667,6 @@ void recompute_bn_weights(const BnSaved& bn, DgradBn* out) {
   out->eq_bias = scale * (bn.mean * bn.invstd * out->dweight - out->dbias) / m;
 }
 
-std::string shape_text(Pattern pattern, const Shapes& s) {
-  char text[160];
-  std::snprintf(text, sizeof(text), "%s x %lldx%lldx%lldx%lld, w %lldx%lldx%lldx%lld, stride %lld",
-                pattern_name(pattern), static_cast<long long>(s.x[0]), static_cast<long long>(s.x[1]),
-                static_cast<long long>(s.x[2]), static_cast<long long>(s.x[3]), static_cast<long long>(s.w[0]),
-                static_cast<long long>(s.w[1]), static_cast<long long>(s.w[2]), static_cast<long long>(s.w[3]),
-                static_cast<long long>(s.stride));
-  return text;
-}
-
 // Milliseconds a call takes on the current stream: once to build its plans and warm up, then the mean of ten (enough
 // that the first call's launch latency, which a CUDA graph's replay would not pay, is a small part).
 double time_ms(const std::function<void()>& call, cudaStream_t stream) {
@@ -643,7 +696,8 @@ bool run_separately(Pattern pattern, const Shapes& s, const at::Tensor& like, Pr
   if (mode == PrologueRun::kSeparate) return true;
   if (deterministic_requested()) return false;
   ThreadPlans& tp = thread_plans();
-  const Key key = key_of(pattern, like.get_device(), s, false);
+  const PlanSearch search = current_plan_search();  // the plans it compares depend on it
+  const Key key = key_of(pattern, like.get_device(), s, false, search);
   const auto it = tp.separate.find(key);
   if (it != tp.separate.end()) return it->second;
   const cudaStream_t stream = detail::current_stream(like.get_device());
@@ -651,7 +705,7 @@ bool run_separately(Pattern pattern, const Shapes& s, const at::Tensor& like, Pr
   RN50_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
   if (capture != cudaStreamCaptureStatusNone) return false;  // no timing under capture: the fused form, not kept
   PlanCache* disk = current_plan_cache();
-  const std::string disk_key = disk ? cache_key(pattern, like.get_device(), s) : "";
+  const std::string disk_key = disk ? cache_key(pattern, like.get_device(), s, search) : "";
   if (disk) {
     if (const std::optional<bool> separate = disk->prologue_separate(disk_key)) {
       const std::string line =

@@ -31,6 +31,7 @@
 #include "monitor/devices.h"
 #include "monitor/nvml.h"
 #include "monitor/utilisation.h"
+#include "ops/plan_search.h"
 #include "parallel/distributed.h"
 #include "parallel/grad_sync.h"
 #include "parallel/watchdog.h"
@@ -120,6 +121,10 @@ Session::Session(const Config& config, const LaunchEnv& launch, std::unique_ptr<
       plan_cache = std::make_unique<PlanCache>(path, models::fusion_plan_context());
       plan_cache_use = std::make_unique<UsePlanCache>(*plan_cache);
       plan_cache_status = plan_cache->note();
+    }
+    if (config.plan_search == ConvPlanSearch::kExhaustive) {
+      plan_search_use = std::make_unique<ops::UsePlanSearch>(ops::PlanSearch::kExhaustive);
+      plan_cache_status += "; plans searched exhaustively (plan_search)";
     }
   }
   input::InputContext context;

@@ -237,6 +237,24 @@ TEST(Config, PlanCacheIsAutoOffOrAPath) {
   EXPECT_NE(e.find("auto, off or a file's path"), std::string::npos) << e;
 }
 
+// plan_search: heuristics by default, exhaustive by name in YAML and on the command line, kept by the dump, and
+// anything else named with the values it takes.
+TEST(Config, PlanSearchIsHeuristicsOrExhaustive) {
+  Config c;
+  EXPECT_EQ(c.plan_search, ConvPlanSearch::kHeuristics);
+  apply_yaml_text(c, "plan_search: exhaustive", "test");
+  EXPECT_EQ(c.plan_search, ConvPlanSearch::kExhaustive);
+  Config back;
+  apply_yaml_text(back, to_yaml(c), "dump");
+  EXPECT_EQ(back.plan_search, ConvPlanSearch::kExhaustive);
+  apply_overrides(c, {{"plan_search", "heuristics"}});
+  EXPECT_EQ(c.plan_search, ConvPlanSearch::kHeuristics);
+  const std::string e = config_error_of([&] { apply_overrides(c, {{"plan_search", "all"}}); });
+  EXPECT_NE(e.find("plan_search"), std::string::npos) << e;
+  EXPECT_NE(e.find("heuristics"), std::string::npos) << e;
+  EXPECT_NE(e.find("exhaustive"), std::string::npos) << e;
+}
+
 // Strings a plain YAML scalar would change or break (found by fuzz_config: the dump of a value with a control byte
 // was not YAML): each reads back as written (string keys are trimmed when parsed, so no value has blank edges). A path
 // with " #" used to come back cut at the comment.

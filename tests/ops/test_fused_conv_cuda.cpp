@@ -3,8 +3,9 @@
 // weight gradient with the prologue, the data gradient with dReLU and BatchNorm's backward weights (through to the
 // BatchNorm's input gradient against autograd), the finalize, apply and input-gradient kernels, a captured CUDA graph
 // against eager, every op repeating bit for bit under deterministic cuDNN; the prologue run separately, the timed
-// choice between the two forms, and those choices from the plan cache's file; ReLU's mask as bits and bn3's backward
-// reading them. Prints each case's relative errors, so that the log shows the margins.
+// choice between the two forms, and those choices from the plan cache's file; plan_search: exhaustive's choices;
+// ReLU's mask as bits and bn3's backward reading them. Prints each case's relative errors, so that the log shows the
+// margins.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -23,6 +25,7 @@
 #include "cuda/device_ops.h"
 #include "ops/fused_batch_norm_backend.h"
 #include "ops/fused_conv.h"
+#include "ops/plan_search.h"
 #include "tests/support/cuda_test.h"
 #include "tests/support/temp_dir.h"
 
@@ -372,6 +375,83 @@ TEST_F(FusedConvCuda, PlanCacheGivesTheTimedChoicesWithoutTiming) {
   for (const std::string& line : lines_starting(path, "plan ")) stale += line.find(" 999999 ") != std::string::npos;
   EXPECT_EQ(stale, 2);
   EXPECT_EQ(lines_starting(path, "plan ").size(), 4U);
+}
+
+struct SearchRun {
+  at::Tensor dx;
+  std::string plan;
+  std::string error;
+};
+
+// The data gradient planned on a thread of its own (a fresh set of thread plans) under that search and cache.
+SearchRun run_searched(PlanSearch search, PlanCache* cache, const at::Tensor& dy, const at::Tensor& w,
+                       at::IntArrayRef x_sizes) {
+  SearchRun out;
+  torch::cuda::synchronize();
+  std::thread thread([&] {
+    try {
+      cuda::use_side_stream(0);
+      const UsePlanSearch use_search(search);
+      std::unique_ptr<UsePlanCache> use_cache = cache ? std::make_unique<UsePlanCache>(*cache) : nullptr;
+      out.dx = conv_backward_data(dy, w, x_sizes, {1, 1});
+      out.plan = last_plan_description();
+      torch::cuda::synchronize();
+    } catch (const std::exception& e) {
+      out.error = e.what();
+    }
+  });
+  thread.join();
+  return out;
+}
+
+// plan_search: exhaustive (ops/plan_search.h): the heuristics' candidates and the enumerated ones are timed, the
+// choice is logged as listed or enumerated, the result matches float64; the plan cache keeps it under its own key, a
+// later exhaustive run rebuilds it from the file (cudnn_graph::plan_from_knobs where the heuristics do not list it)
+// and computes the same values, and a heuristics run does not take it.
+TEST_F(FusedConvCuda, ExhaustiveSearchTimesEnumeratedPlansAndTheCacheKeepsThem) {
+  at::manual_seed(23);
+  const Case s{8, 64, 28, 64, 3, 1};
+  const at::Tensor w = randn_nhwc({s.k, s.c, 3, 3}, at::kHalf, 1.0 / std::sqrt(s.c * 9.0));
+  const at::Tensor dy = randn_nhwc({s.n, s.k, s.size, s.size}, at::kHalf);
+  const std::vector<int64_t> x_sizes{s.n, s.c, s.size, s.size};
+  const at::Tensor ref = std::get<0>(at::convolution_backward(
+      dy.to(at::kDouble), at::zeros(x_sizes, dy.options().dtype(at::kDouble)), w.to(at::kDouble), std::nullopt, {1, 1},
+      {1, 1}, {1, 1}, false, {0, 0}, 1, {true, false, false}));
+  testing::TempDir dir;
+  const std::string path = dir.file("plans.txt");
+  const std::string context = fused_conv_plan_context();
+
+  PlanCache first(path, context);
+  const SearchRun searched = run_searched(PlanSearch::kExhaustive, &first, dy, w, x_sizes);
+  ASSERT_EQ(searched.error, "");
+  std::printf("exhaustive: %s\n", searched.plan.c_str());
+  EXPECT_NE(searched.plan.find("enumerated beyond the heuristics"), std::string::npos) << searched.plan;
+  EXPECT_EQ(searched.plan.find("(0 of them enumerated"), std::string::npos) << "nothing beyond the heuristics";
+  const double err = rel_err(searched.dx, ref);
+  std::printf("exhaustive dgrad against float64: %.3g\n", err);
+  EXPECT_LT(err, tol_out(at::kHalf));
+  ASSERT_EQ(first.save(), "");
+  const std::vector<std::string> plans = lines_starting(path, "plan ");
+  ASSERT_EQ(plans.size(), 1U);
+  EXPECT_NE(plans[0].find("/exhaustive "), std::string::npos) << plans[0];
+
+  PlanCache second(path, context);
+  const SearchRun cached = run_searched(PlanSearch::kExhaustive, &second, dy, w, x_sizes);
+  ASSERT_EQ(cached.error, "");
+  std::printf("from the file: %s\n", cached.plan.c_str());
+  EXPECT_NE(cached.plan.find("from the plan cache"), std::string::npos) << cached.plan;
+  EXPECT_EQ(second.hits(), 1);
+  EXPECT_EQ(cached.plan.substr(0, cached.plan.find(',')), searched.plan.substr(0, searched.plan.find(',')));
+  EXPECT_LT(rel_err(cached.dx, searched.dx), 1e-3);  // the same engine and knobs (split sums may add in any order)
+
+  PlanCache third(path, context);
+  const SearchRun heuristic = run_searched(PlanSearch::kHeuristics, &third, dy, w, x_sizes);
+  ASSERT_EQ(heuristic.error, "");
+  std::printf("heuristics: %s\n", heuristic.plan.c_str());
+  EXPECT_EQ(third.hits(), 0);
+  EXPECT_EQ(third.misses(), 1);
+  EXPECT_EQ(heuristic.plan.find("enumerated"), std::string::npos) << heuristic.plan;
+  EXPECT_LT(rel_err(heuristic.dx, ref), tol_out(at::kHalf));
 }
 
 // The BatchNorm before the convolution in training: its input x, batch statistics from x itself; the reference is

@@ -1,0 +1,30 @@
+// ops/plan_search.h: PlanSearch, how far fusion: conv looks for each convolution pattern's cuDNN plan, and the scope
+// that sets it for the process (torch-free: the run's assembly sets it from the config).
+#pragma once
+
+namespace rn50::ops {
+
+// kHeuristics: the first 16 configurations cuDNN's heuristics modes A and B list that finalize, each timed;
+// kExhaustive: those and every engine that takes the graph with its knobs' settings enumerated (cudnn_graph.h's
+// enumerated_plans), each timed: a start of minutes rather than seconds, kept by the plan cache for the next run.
+enum class PlanSearch { kHeuristics, kExhaustive };
+
+// "heuristics", "exhaustive".
+const char* to_string(PlanSearch search);
+
+// The search the fused convolutions plan with while this lives, process-wide (the weight gradients plan on
+// autograd's thread); one at a time. Without one: kHeuristics. Set where the run is assembled.
+class UsePlanSearch {
+ public:
+  explicit UsePlanSearch(PlanSearch search);
+  ~UsePlanSearch();
+  UsePlanSearch(const UsePlanSearch&) = delete;
+  UsePlanSearch& operator=(const UsePlanSearch&) = delete;
+
+ private:
+  PlanSearch previous_;
+};
+
+PlanSearch current_plan_search();
+
+}  // namespace rn50::ops

@@ -1,0 +1,33 @@
+// tests/ops/test_plan_search.cpp: PlanSearch's names and its scope: heuristics without one, the scope's search while
+// it lives, the one before it restored after (nested scopes too), and the value seen from another thread.
+#include "ops/plan_search.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+
+namespace rn50::ops {
+namespace {
+
+TEST(PlanSearch, ScopesSetTheSearchAndRestoreTheOneBefore) {
+  EXPECT_EQ(std::string(to_string(PlanSearch::kHeuristics)), "heuristics");
+  EXPECT_EQ(std::string(to_string(PlanSearch::kExhaustive)), "exhaustive");
+  EXPECT_EQ(current_plan_search(), PlanSearch::kHeuristics);
+  {
+    const UsePlanSearch outer(PlanSearch::kExhaustive);
+    EXPECT_EQ(current_plan_search(), PlanSearch::kExhaustive);
+    PlanSearch seen = PlanSearch::kHeuristics;
+    std::thread([&] { seen = current_plan_search(); }).join();  // autograd's thread plans the weight gradients
+    EXPECT_EQ(seen, PlanSearch::kExhaustive);
+    {
+      const UsePlanSearch inner(PlanSearch::kHeuristics);
+      EXPECT_EQ(current_plan_search(), PlanSearch::kHeuristics);
+    }
+    EXPECT_EQ(current_plan_search(), PlanSearch::kExhaustive);
+  }
+  EXPECT_EQ(current_plan_search(), PlanSearch::kHeuristics);
+}
+
+}  // namespace
+}  // namespace rn50::ops
