@@ -409,8 +409,9 @@ std::vector<ConfigKey> make_keys() {
       choice_key("plan_search", &C::plan_search,
                  "fusion: conv: which cuDNN plans are timed for each convolution pattern and shape: heuristics (the "
                  "first 16 configurations cuDNN's heuristics list that build) or exhaustive (those and every engine "
-                 "that takes the graph with its knob settings enumerated, up to 96 more: a start of minutes rather "
-                 "than seconds, which the plan cache keeps for the next run; deterministic cuDNN keeps heuristics)"),
+                 "that takes the graph with its knob settings enumerated, up to 96 more: on an H100 ResNet-50's first "
+                 "epoch took 85 s against about 18, which the plan cache keeps for the next run; deterministic cuDNN "
+                 "keeps heuristics)"),
       int_key("stem_channels", &C::stem_channels,
               "ResNets: the stem convolution's input channels: 3 (the image's), or 4 or 8 (zero channels added to the "
               "image and the weight each step: the same results, on cuDNN's kernels for those channel counts)"),

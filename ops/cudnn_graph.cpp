@@ -390,12 +390,14 @@ std::optional<Descriptor> engine_for(const Descriptor& graph, int64_t index) {
   return std::optional<Descriptor>(std::move(engine));
 }
 
+// Whether the engine compiles its kernels at run time; true also where cuDNN does not say (such an engine is left out
+// of the enumeration rather than compiled for each of its settings).
 bool compiles_at_run_time(const Descriptor& engine) {
   cudnnBackendBehaviorNote_t notes[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
   int64_t n = 0;
   if (cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
                                CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, notes) != CUDNN_STATUS_SUCCESS) {
-    return false;
+    return true;
   }
   return std::any_of(notes, notes + n,
                      [](cudnnBackendBehaviorNote_t b) { return b == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION; });
@@ -424,45 +426,53 @@ std::vector<KnobRange> knob_ranges(const Descriptor& engine, int max_values) {
     cudnnBackendGetAttribute(infos.raw[i], CUDNN_ATTR_KNOB_INFO_STRIDE, CUDNN_TYPE_INT64, 1, &got, &stride);
     if (stride <= 0) stride = 1;
     if (hi < lo) continue;
-    const int64_t count = (hi - lo) / stride + 1;
-    const int64_t take = std::min<int64_t>(count, std::max(1, max_values));
-    for (int64_t k = 0; k < take; ++k) {
-      const int64_t step = take == 1 ? 0 : k * (count - 1) / (take - 1);
-      r.values.push_back(lo + step * stride);
+    // In 128 bits: cuDNN's range is not trusted to keep (hi - lo) or a step times the stride within int64.
+    const __int128 count = (static_cast<__int128>(hi) - lo) / stride + 1;
+    const __int128 take = std::min<__int128>(count, std::max(1, max_values));
+    for (__int128 k = 0; k < take; ++k) {
+      const __int128 step = take == 1 ? 0 : k * (count - 1) / (take - 1);
+      r.values.push_back(static_cast<int64_t>(lo + step * stride));  // within [lo, hi]
     }
     ranges.push_back(std::move(r));
   }
   return ranges;
 }
 
-// An engine configuration of these knob settings; none where cuDNN refuses the combination.
-std::optional<Descriptor> config_of(const Descriptor& engine,
-                                    const std::vector<std::pair<cudnnBackendKnobType_t, int64_t>>& settings) {
-  Descriptor config(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-  config.set_desc(CUDNN_ATTR_ENGINECFG_ENGINE, engine);
+// An engine configuration and the knob choices it was given, kept alive together until its plan is finalized (as
+// GraphBuilder keeps a graph's descriptors: cuDNN is not relied on to copy what a descriptor attribute points at).
+struct Config {
+  Descriptor config{CUDNN_BACKEND_ENGINECFG_DESCRIPTOR};
   std::vector<Descriptor> choices;
+};
+
+// The engine's configuration of these knob settings; none where cuDNN refuses the combination.
+std::optional<Config> config_of(const Descriptor& engine,
+                                const std::vector<std::pair<cudnnBackendKnobType_t, int64_t>>& settings) {
+  Config c;
+  c.config.set_desc(CUDNN_ATTR_ENGINECFG_ENGINE, engine);
   std::vector<cudnnBackendDescriptor_t> raw;
   for (const auto& [type, value] : settings) {
-    Descriptor c(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
-    c.set(CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &type)
+    Descriptor choice(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+    choice.set(CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &type)
         .set_int(CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, value);
-    if (c.try_finalize() != CUDNN_STATUS_SUCCESS) return std::nullopt;
-    raw.push_back(c.get());
-    choices.push_back(std::move(c));
+    if (choice.try_finalize() != CUDNN_STATUS_SUCCESS) return std::nullopt;
+    raw.push_back(choice.get());
+    c.choices.push_back(std::move(choice));
   }
   if (!raw.empty() &&
-      cudnnBackendSetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+      cudnnBackendSetAttribute(c.config.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
                                static_cast<int64_t>(raw.size()), raw.data()) != CUDNN_STATUS_SUCCESS) {
     return std::nullopt;
   }
-  if (config.try_finalize() != CUDNN_STATUS_SUCCESS) return std::nullopt;
-  return std::optional<Descriptor>(std::move(config));
+  if (c.config.try_finalize() != CUDNN_STATUS_SUCCESS) return std::nullopt;
+  return std::optional<Config>(std::move(c));
 }
 
 // "type=value,..." as knob_choices writes it, read back; none for text it does not write.
 std::optional<std::vector<std::pair<cudnnBackendKnobType_t, int64_t>>> parse_knobs(const std::string& knobs) {
   std::vector<std::pair<cudnnBackendKnobType_t, int64_t>> out;
   if (knobs == "none") return out;
+  if (knobs.empty() || knobs.back() == ',') return std::nullopt;
   size_t at = 0;
   while (at < knobs.size()) {
     const size_t end = std::min(knobs.find(',', at), knobs.size());
@@ -489,14 +499,16 @@ std::optional<std::vector<std::pair<cudnnBackendKnobType_t, int64_t>>> parse_kno
 }  // namespace
 
 std::vector<Plan> enumerated_plans(cudnnHandle_t handle, const Descriptor& graph, const Enumeration& limits) {
-  std::vector<Plan> plans;
   int64_t engines = 0, got = 0;
   if (cudnnBackendGetAttribute(graph.get(), CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64, 1, &got,
                                &engines) != CUDNN_STATUS_SUCCESS) {
-    return plans;
+    return {};
   }
+  // Each engine's configurations apart, then taken in turn (one of each engine, then a second of each, ...): an engine
+  // with many settings that finalize does not crowd out those after it when max_plans cuts the list.
+  std::vector<std::vector<Plan>> by_engine;
   std::string ignored;
-  for (int64_t index = 0; index < engines && static_cast<int>(plans.size()) < limits.max_plans; ++index) {
+  for (int64_t index = 0; index < engines; ++index) {
     const std::optional<Descriptor> engine = engine_for(graph, index);
     if (!engine || compiles_at_run_time(*engine)) continue;  // compiling each setting would take seconds
     const std::vector<KnobRange> ranges = knob_ranges(*engine, limits.max_knob_values);
@@ -508,6 +520,7 @@ std::vector<Plan> enumerated_plans(cudnnHandle_t handle, const Descriptor& graph
     const bool all = combinations <= limits.max_tries_per_engine;
     const int64_t tries = all ? combinations : limits.max_tries_per_engine;
     uint64_t state = 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(index);
+    std::vector<Plan> plans;
     for (int64_t t = 0; t < tries && static_cast<int>(plans.size()) < limits.max_plans; ++t) {
       std::vector<std::pair<cudnnBackendKnobType_t, int64_t>> settings;
       int64_t rest = t;
@@ -523,22 +536,36 @@ std::vector<Plan> enumerated_plans(cudnnHandle_t handle, const Descriptor& graph
         }
         settings.emplace_back(r.type, r.values[static_cast<size_t>(pick)]);
       }
-      const std::optional<Descriptor> config = config_of(*engine, settings);
-      if (!config) continue;
-      Plan p;
-      describe_engine(*config, &p);
-      p.knobs = knob_choices(*config);
-      if (p.knobs.empty()) continue;  // a choice it could not name could not be kept or told apart
-      const bool seen = std::any_of(plans.begin(), plans.end(),
-                                    [&](const Plan& q) { return q.engine == p.engine && q.knobs == p.knobs; });
-      if (seen) continue;
-      if (!finalize(handle, *config, &p, &ignored)) continue;
-      if (p.workspace_bytes > limits.max_workspace_bytes) continue;
-      p.enumerated = true;
-      plans.push_back(std::move(p));
+      try {
+        const std::optional<Config> config = config_of(*engine, settings);
+        if (!config) continue;
+        Plan p;
+        describe_engine(config->config, &p);
+        p.knobs = knob_choices(config->config);
+        if (p.knobs.empty()) continue;  // a choice it could not name could not be kept or told apart
+        // Told apart by the knobs cuDNN reads back, as text: the same configuration spelled otherwise is timed twice.
+        const bool seen = std::any_of(plans.begin(), plans.end(), [&](const Plan& q) { return q.knobs == p.knobs; });
+        if (seen) continue;
+        if (!finalize(handle, config->config, &p, &ignored)) continue;
+        if (p.workspace_bytes > limits.max_workspace_bytes) continue;
+        p.enumerated = true;
+        plans.push_back(std::move(p));
+      } catch (const std::runtime_error&) {  // a cuDNN call's status for this setting: the next one may build
+      }
     }
+    if (!plans.empty()) by_engine.push_back(std::move(plans));
   }
-  return plans;
+  std::vector<Plan> out;
+  for (size_t round = 0; static_cast<int>(out.size()) < limits.max_plans; ++round) {
+    bool any = false;
+    for (std::vector<Plan>& plans : by_engine) {
+      if (round >= plans.size() || static_cast<int>(out.size()) >= limits.max_plans) continue;
+      out.push_back(std::move(plans[round]));
+      any = true;
+    }
+    if (!any) break;
+  }
+  return out;
 }
 
 std::optional<Plan> plan_from_knobs(cudnnHandle_t handle, const Descriptor& graph, int64_t engine,
@@ -548,14 +575,14 @@ std::optional<Plan> plan_from_knobs(cudnnHandle_t handle, const Descriptor& grap
   if (!settings) return std::nullopt;
   const std::optional<Descriptor> e = engine_for(graph, engine);
   if (!e) return std::nullopt;
-  const std::optional<Descriptor> config = config_of(*e, *settings);
+  const std::optional<Config> config = config_of(*e, *settings);
   if (!config) return std::nullopt;
   Plan p;
-  describe_engine(*config, &p);
-  p.knobs = knob_choices(*config);
+  describe_engine(config->config, &p);
+  p.knobs = knob_choices(config->config);
   if (p.engine != engine || p.knobs != knobs) return std::nullopt;  // cuDNN read the settings otherwise
   std::string why;
-  if (!finalize(handle, *config, &p, &why)) return std::nullopt;
+  if (!finalize(handle, config->config, &p, &why)) return std::nullopt;
   return std::optional<Plan>(std::move(p));
 }
 

@@ -511,7 +511,7 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
         }
       } catch (const c10::Error&) {
         throw;
-      } catch (const std::runtime_error&) {  // none of them ran: the heuristics' choice stands
+      } catch (const std::runtime_error&) {  // every enumerated candidate failed to run: the heuristics' choice stands
       }
     }
     if (cached->plan.plan && disk && !from_disk) {

@@ -5,8 +5,9 @@
 namespace rn50::ops {
 
 // kHeuristics: the first 16 configurations cuDNN's heuristics modes A and B list that finalize, each timed;
-// kExhaustive: those and every engine that takes the graph with its knobs' settings enumerated (cudnn_graph.h's
-// enumerated_plans), each timed: a start of minutes rather than seconds, kept by the plan cache for the next run.
+// kExhaustive: those and, for the typing they chose, every engine that takes the graph with its knobs' settings
+// enumerated (cudnn_graph.h's enumerated_plans), each timed: on an H100 ResNet-50's first epoch took 85 s against
+// about 18, which the plan cache keeps for the next run.
 enum class PlanSearch { kHeuristics, kExhaustive };
 
 // "heuristics", "exhaustive".
@@ -25,6 +26,7 @@ class UsePlanSearch {
   PlanSearch previous_;
 };
 
+// The search in use: the innermost live scope's, else kHeuristics.
 PlanSearch current_plan_search();
 
 }  // namespace rn50::ops
