@@ -190,9 +190,8 @@ const Names<ConvPrologue>& names(ConvPrologue) {
       {ConvPrologue::kTimed, "timed"}, {ConvPrologue::kFused, "fused"}, {ConvPrologue::kSeparate, "separate"}};
   return n;
 }
-const Names<ConvPlanSearch>& names(ConvPlanSearch) {
-  static const Names<ConvPlanSearch> n = {{ConvPlanSearch::kHeuristics, "heuristics"},
-                                          {ConvPlanSearch::kExhaustive, "exhaustive"}};
+const Names<PlanSearch>& names(PlanSearch) {
+  static const Names<PlanSearch> n = {{PlanSearch::kHeuristics, "heuristics"}, {PlanSearch::kExhaustive, "exhaustive"}};
   return n;
 }
 const Names<WgradStream>& names(WgradStream) {
@@ -479,7 +478,7 @@ std::string name_of(Fusion value) { return name_in_table(value); }
 std::string name_of(FusionKernels value) { return name_in_table(value); }
 std::string name_of(ConvPrologue value) { return name_in_table(value); }
 std::string name_of(WgradStream value) { return name_in_table(value); }
-std::string name_of(ConvPlanSearch value) { return name_in_table(value); }
+std::string name_of(PlanSearch value) { return name_in_table(value); }
 std::string name_of(OptimizerKind value) { return name_in_table(value); }
 std::string name_of(DistBackend value) { return name_in_table(value); }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/image_limits.h"
+#include "core/plan_search.h"
 
 namespace rn50 {
 
@@ -20,8 +21,7 @@ enum class Precision { kFp32, kBf16, kFp16 };   // fp32 | bf16 | fp16
 enum class Fusion { kOff, kBatchNorm, kConv };  // off | bn | conv
 enum class FusionKernels { kAuto, kRn50 };      // auto | rn50
 enum class ConvPrologue { kTimed, kFused, kSeparate };  // timed | fused | separate
-enum class WgradStream { kAuto, kOn, kOff };           // auto | on | off
-enum class ConvPlanSearch { kHeuristics, kExhaustive };  // heuristics | exhaustive
+enum class WgradStream { kAuto, kOn, kOff };            // auto | on | off
 enum class OptimizerKind { kSgd, kAdamW };      // sgd | adamw
 enum class DistBackend { kAuto, kNccl, kGloo, kShm };  // auto | nccl | gloo | shm
 std::string name_of(DataSource value);
@@ -33,7 +33,7 @@ std::string name_of(Fusion value);
 std::string name_of(FusionKernels value);
 std::string name_of(ConvPrologue value);
 std::string name_of(WgradStream value);
-std::string name_of(ConvPlanSearch value);
+std::string name_of(PlanSearch value);
 std::string name_of(OptimizerKind value);
 std::string name_of(DistBackend value);
 
@@ -117,7 +117,7 @@ struct Config {
   WgradStream wgrad_stream = WgradStream::kAuto;
   ConvPrologue conv_prologue = ConvPrologue::kTimed;  // fusion: conv: where conv2's and conv3's prologues run
   std::string plan_cache = "auto";  // fusion: conv: the file keeping its timed choices between runs (auto, off, a path)
-  ConvPlanSearch plan_search = ConvPlanSearch::kHeuristics;  // fusion: conv: how far each pattern's plan is looked for
+  PlanSearch plan_search = PlanSearch::kHeuristics;  // fusion: conv: how far each pattern's plan is looked for
   int stem_channels = 3;  // ResNets: the stem convolution's input channels, the image's 3 zero-padded to 4 or 8
   bool batched_casts = false;  // fusion: conv: the bottlenecks' float16 weights and their gradients cast in one launch
   bool fuse_stem_pool = false;  // fusion bn or conv: ResNets' stem BatchNorm+ReLU+max-pool as one op (ops/max_pool.h)

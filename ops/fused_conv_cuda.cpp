@@ -23,6 +23,7 @@
 
 #include "core/build_info.h"
 #include "core/plan_cache.h"
+#include "core/plan_search.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_event.h"
 #include "cuda/cudnn_check.h"
@@ -31,7 +32,6 @@
 #include "ops/cudnn_handle.h"
 #include "ops/current_stream.h"
 #include "ops/fused_conv.h"
-#include "ops/plan_search.h"
 
 namespace rn50::ops {
 namespace {

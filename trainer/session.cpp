@@ -24,6 +24,7 @@
 #include "core/launch_env.h"
 #include "core/log.h"
 #include "core/plan_cache.h"
+#include "core/plan_search.h"
 #include "cuda/cuda_support.h"
 #include "cuda/device_ops.h"
 #include "input/source.h"
@@ -31,7 +32,6 @@
 #include "monitor/devices.h"
 #include "monitor/nvml.h"
 #include "monitor/utilisation.h"
-#include "ops/plan_search.h"
 #include "parallel/distributed.h"
 #include "parallel/grad_sync.h"
 #include "parallel/watchdog.h"
@@ -122,8 +122,8 @@ Session::Session(const Config& config, const LaunchEnv& launch, std::unique_ptr<
       plan_cache_use = std::make_unique<UsePlanCache>(*plan_cache);
       plan_cache_status = plan_cache->note();
     }
-    if (config.plan_search == ConvPlanSearch::kExhaustive) {
-      plan_search_use = std::make_unique<ops::UsePlanSearch>(ops::PlanSearch::kExhaustive);
+    if (config.plan_search == PlanSearch::kExhaustive) {
+      plan_search_use = std::make_unique<UsePlanSearch>(PlanSearch::kExhaustive);
       plan_cache_status += "; plans searched exhaustively (plan_search)";
     }
   }

@@ -27,9 +27,7 @@ class UtilisationSampler;
 }
 class PlanCache;
 class UsePlanCache;
-namespace ops {
 class UsePlanSearch;
-}
 namespace parallel {
 class Distributed;
 class GradientBuckets;
@@ -106,7 +104,7 @@ struct Session {
   std::unique_ptr<PlanCache> plan_cache;         // fusion: conv on a GPU, plan_cache not off
   std::unique_ptr<UsePlanCache> plan_cache_use;  // after it: the ops stop consulting it before it goes
   std::string plan_cache_status;                 // for the start-up table
-  std::unique_ptr<ops::UsePlanSearch> plan_search_use;  // plan_search: exhaustive, for the fused convolutions
+  std::unique_ptr<UsePlanSearch> plan_search_use;  // plan_search: exhaustive, for the fused convolutions
   LrSchedule schedule;
   int64_t start_epoch = 0;
   int64_t start_epoch_step = 0;  // a checkpoint written mid-epoch: the steps of start_epoch already done

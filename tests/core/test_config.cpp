@@ -241,14 +241,14 @@ TEST(Config, PlanCacheIsAutoOffOrAPath) {
 // anything else named with the values it takes.
 TEST(Config, PlanSearchIsHeuristicsOrExhaustive) {
   Config c;
-  EXPECT_EQ(c.plan_search, ConvPlanSearch::kHeuristics);
+  EXPECT_EQ(c.plan_search, PlanSearch::kHeuristics);
   apply_yaml_text(c, "plan_search: exhaustive", "test");
-  EXPECT_EQ(c.plan_search, ConvPlanSearch::kExhaustive);
+  EXPECT_EQ(c.plan_search, PlanSearch::kExhaustive);
   Config back;
   apply_yaml_text(back, to_yaml(c), "dump");
-  EXPECT_EQ(back.plan_search, ConvPlanSearch::kExhaustive);
+  EXPECT_EQ(back.plan_search, PlanSearch::kExhaustive);
   apply_overrides(c, {{"plan_search", "heuristics"}});
-  EXPECT_EQ(c.plan_search, ConvPlanSearch::kHeuristics);
+  EXPECT_EQ(c.plan_search, PlanSearch::kHeuristics);
   const std::string e = config_error_of([&] { apply_overrides(c, {{"plan_search", "all"}}); });
   EXPECT_NE(e.find("plan_search"), std::string::npos) << e;
   EXPECT_NE(e.find("heuristics"), std::string::npos) << e;

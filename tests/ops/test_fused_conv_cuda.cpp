@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "core/plan_cache.h"
+#include "core/plan_search.h"
 #include "cuda/device_ops.h"
 #include "ops/fused_batch_norm_backend.h"
 #include "ops/fused_conv.h"
-#include "ops/plan_search.h"
 #include "tests/support/cuda_test.h"
 #include "tests/support/temp_dir.h"
 

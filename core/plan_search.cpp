@@ -1,9 +1,9 @@
-// ops/plan_search.cpp: PlanSearch's names and its process-wide scope (torch-free, in every build).
-#include "ops/plan_search.h"
+// core/plan_search.cpp: PlanSearch's names and its process-wide scope (torch-free, in every build).
+#include "core/plan_search.h"
 
 #include <atomic>
 
-namespace rn50::ops {
+namespace rn50 {
 namespace {
 
 std::atomic<PlanSearch>& in_use() {
@@ -28,4 +28,4 @@ UsePlanSearch::~UsePlanSearch() { in_use().store(previous_); }
 
 PlanSearch current_plan_search() { return in_use().load(); }
 
-}  // namespace rn50::ops
+}  // namespace rn50

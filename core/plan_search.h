@@ -1,12 +1,12 @@
-// ops/plan_search.h: PlanSearch, how far fusion: conv looks for each convolution pattern's cuDNN plan, and the scope
-// that sets it for the process (torch-free: the run's assembly sets it from the config).
+// core/plan_search.h: PlanSearch, how far fusion: conv looks for each convolution pattern's cuDNN plan, and the scope
+// that sets it for the process (torch-free: the config names it, the run's assembly sets it, ops/ reads it).
 #pragma once
 
-namespace rn50::ops {
+namespace rn50 {
 
 // kHeuristics: the first 16 configurations cuDNN's heuristics modes A and B list that finalize, each timed;
 // kExhaustive: those and, for the typing they chose, every engine that takes the graph with its knobs' settings
-// enumerated (cudnn_graph.h's enumerated_plans), each timed: on an H100 ResNet-50's first epoch took 85 s against
+// enumerated (ops/cudnn_graph.h's enumerated_plans), each timed: on an H100 ResNet-50's first epoch took 85 s against
 // about 18, which the plan cache keeps for the next run.
 enum class PlanSearch { kHeuristics, kExhaustive };
 
@@ -29,4 +29,4 @@ class UsePlanSearch {
 // The search in use: the innermost live scope's, else kHeuristics.
 PlanSearch current_plan_search();
 
-}  // namespace rn50::ops
+}  // namespace rn50

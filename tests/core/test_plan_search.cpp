@@ -1,13 +1,13 @@
-// tests/ops/test_plan_search.cpp: PlanSearch's names and its scope: heuristics without one, the scope's search while
+// tests/core/test_plan_search.cpp: PlanSearch's names and its scope: heuristics without one, the scope's search while
 // it lives, the one before it restored after (nested scopes too), and the value seen from another thread.
-#include "ops/plan_search.h"
+#include "core/plan_search.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <thread>
 
-namespace rn50::ops {
+namespace rn50 {
 namespace {
 
 TEST(PlanSearch, ScopesSetTheSearchAndRestoreTheOneBefore) {
@@ -30,4 +30,4 @@ TEST(PlanSearch, ScopesSetTheSearchAndRestoreTheOneBefore) {
 }
 
 }  // namespace
-}  // namespace rn50::ops
+}  // namespace rn50
