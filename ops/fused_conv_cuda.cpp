@@ -417,8 +417,8 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
   RN50_CUDNN_CHECK(cudnnSetStream(handle, stream));
   ThreadPlans& tp = thread_plans();
   // Deterministic cuDNN chooses among other plans (below): a plan chosen without it is not reused with it; nor is a
-  // plan of one search for the other. plan_search: exhaustive adds every engine's knob settings to the heuristics'
-  // candidates (deterministic cuDNN keeps the heuristics' order).
+  // plan of one search for the other. plan_search: exhaustive then times, for the typing the heuristics chose, every
+  // engine's knob settings too (deterministic cuDNN keeps the heuristics' order).
   const bool reproducible = deterministic_requested();
   const PlanSearch search = reproducible ? PlanSearch::kHeuristics : current_plan_search();
   const Key key = key_of(pattern, device, shapes, reproducible, search);
@@ -438,7 +438,7 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
     const std::string disk_key = disk ? cache_key(pattern, device, shapes, search) : "";
     bool from_disk = false;
     size_t beyond = 0;                                    // candidates of the enumeration, not listed by the heuristics
-    float fastest_listed = -1;                            // the heuristics' choice's time, for the log
+    float heuristics_ms = -1;                             // the heuristics' choice's time, for the log
     std::vector<std::pair<int64_t, std::string>> listed;  // the chosen typing's heuristic candidates
     // One timing run of a candidate plan on the bound buffers.
     const auto timing_run = [&](const Bound& bound) {
@@ -494,7 +494,7 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
     // plan_search: exhaustive: the typing the heuristics' search chose, with every other configuration of its graph
     // timed too (each typing's would take four times as long; the typing decides which engines apply at all).
     if (search == PlanSearch::kExhaustive && cached->plan.plan && !from_disk) {
-      fastest_listed = cached->plan.time_ms;
+      heuristics_ms = cached->plan.time_ms;
       try {
         std::vector<cg::Plan> more;
         for (cg::Plan& p : cg::enumerated_plans(handle, *cached->graph, cg::Enumeration{})) {
@@ -540,7 +540,7 @@ void run(Pattern pattern, const Shapes& shapes, const at::Tensor& like, const st
                       "this one %s; the heuristics' choice %.3f ms), planned in %.2f s; %s",
                       pattern_name(pattern), static_cast<long long>(cached->plan.engine),
                       cached->plan.runtime_compiled ? " (runtime-compiled)" : "", cached->plan.time_ms, offered, beyond,
-                      cached->plan.enumerated ? "enumerated" : "listed", fastest_listed, seconds,
+                      cached->plan.enumerated ? "enumerated" : "listed", heuristics_ms, seconds,
                       variant_name(cached->variant).c_str());
         // Each exhaustive choice is logged with its shape (the probe's log lines): what the enumeration found.
         ChoiceLog& log = choice_log();
