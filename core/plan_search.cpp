@@ -1,4 +1,4 @@
-// core/plan_search.cpp: PlanSearch's names and its process-wide scope (torch-free, in every build).
+// core/plan_search.cpp: PlanSearch's process-wide scope (torch-free, in every build; its names are the config's).
 #include "core/plan_search.h"
 
 #include <atomic>
@@ -12,16 +12,6 @@ std::atomic<PlanSearch>& in_use() {
 }
 
 }  // namespace
-
-const char* to_string(PlanSearch search) {
-  switch (search) {
-    case PlanSearch::kHeuristics:
-      return "heuristics";
-    case PlanSearch::kExhaustive:
-      return "exhaustive";
-  }
-  return "?";
-}
 
 UsePlanSearch::UsePlanSearch(PlanSearch search) : previous_(in_use().exchange(search)) {}
 UsePlanSearch::~UsePlanSearch() { in_use().store(previous_); }

@@ -10,9 +10,6 @@ namespace rn50 {
 // about 18, which the plan cache keeps for the next run.
 enum class PlanSearch { kHeuristics, kExhaustive };
 
-// "heuristics", "exhaustive".
-const char* to_string(PlanSearch search);
-
 // The search the fused convolutions plan with while this lives, process-wide (the weight gradients plan on
 // autograd's thread); one at a time. Without one: kHeuristics. Set where the run is assembled.
 class UsePlanSearch {

@@ -1,5 +1,6 @@
-// tests/core/test_plan_search.cpp: PlanSearch's names and its scope: heuristics without one, the scope's search while
-// it lives, the one before it restored after (nested scopes too), and the value seen from another thread.
+// tests/core/test_plan_search.cpp: PlanSearch's names (the config's) and its scope: heuristics without one, the
+// scope's search while it lives, the one before it restored after (nested scopes too), and the value seen from another
+// thread.
 #include "core/plan_search.h"
 
 #include <gtest/gtest.h>
@@ -7,12 +8,14 @@
 #include <string>
 #include <thread>
 
+#include "core/config.h"
+
 namespace rn50 {
 namespace {
 
 TEST(PlanSearch, ScopesSetTheSearchAndRestoreTheOneBefore) {
-  EXPECT_EQ(std::string(to_string(PlanSearch::kHeuristics)), "heuristics");
-  EXPECT_EQ(std::string(to_string(PlanSearch::kExhaustive)), "exhaustive");
+  EXPECT_EQ(name_of(PlanSearch::kHeuristics), "heuristics");  // the config's names (core/config.h)
+  EXPECT_EQ(name_of(PlanSearch::kExhaustive), "exhaustive");
   EXPECT_EQ(current_plan_search(), PlanSearch::kHeuristics);
   {
     const UsePlanSearch outer(PlanSearch::kExhaustive);
