@@ -24,6 +24,7 @@ import json
 import os
 import platform
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -562,6 +563,15 @@ def main():
                                 else earlier_command_s + time.monotonic() - command_started)
         with open(saved_path, "w") as f:
             json.dump({"machine": machine, "switches": names, "runs": runs + list(pending.values())}, f, indent=1)
+
+    def stopped(signum, _frame):
+        # A time limit's SIGTERM or a Ctrl-C: the time until now counts toward the whole command's, which --resume adds
+        # to; the run in flight is lost (subprocess.run kills it) and made again by --resume.
+        save()
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stopped)
+    signal.signal(signal.SIGINT, stopped)
 
     for data, data_args in datasets:
         for batch in batches:

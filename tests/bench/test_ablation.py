@@ -3,7 +3,7 @@
 writes: ablation.json, report.md (headline with the ratio next to the source's 2.7x, costs, both pictures
 referenced) and the two SVG pictures, parsed as XML. Also the GPU matrix's shape: a switch that needs another
 (wgrad_stream, conv_prologue, batched_casts and fuse_stem_pool, which act only with fusion) is only removed from the
-full set, never run alone on the baseline.
+full set, never run alone on the baseline. And a stop by SIGTERM mid-run: the command's time kept, the run killed.
 
   tests/bench/test_ablation.py --rn50 build/rn50 --out DIR --work DIR
 """
@@ -11,8 +11,11 @@ import argparse
 import json
 import os
 import re
+import signal
+import stat
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -125,7 +128,52 @@ def main():
     check(other.returncode != 0 and "other settings" in other.stderr and "5 steps" in other.stderr,
           f"resume over runs made with other options was not refused: {other.returncode} {other.stderr}")
     check(json.load(open(os.path.join(opts.out, "ablation.json"))) == resumed, "a refused resume changed the file")
-    print("ablation quick run: report and pictures well-formed; resume redoes only what is missing")
+    check_stopped_command_keeps_its_time(opts.work)
+    print("ablation quick run: report and pictures well-formed; resume redoes only what is missing; a stopped "
+          "command keeps its time")
+
+
+def check_stopped_command_keeps_its_time(work):
+    """A time limit's SIGTERM in the middle of a run: ablation.json records the command's time up to the signal (which
+    --resume adds to), the exit status says which signal, and the run in flight does not outlive the command."""
+    folder = os.path.join(work, "stopped")
+    os.makedirs(folder, exist_ok=True)
+    fake = os.path.join(folder, "slow-rn50")
+    pid_file = os.path.join(folder, "run.pid")
+    for leftover in [pid_file, os.path.join(folder, "out", "ablation.json")]:
+        if os.path.exists(leftover):
+            os.remove(leftover)
+    with open(fake, "w") as f:  # make-sample succeeds at once; a training run outlasts the test
+        f.write(f'#!/bin/sh\n[ "$1" = make-sample ] && exit 0\necho $$ > {pid_file}\nexec sleep 60\n')
+    os.chmod(fake, os.stat(fake).st_mode | stat.S_IXUSR)
+    out = os.path.join(folder, "out")
+    started = time.monotonic()
+    command = subprocess.Popen([sys.executable, os.path.join(ROOT, "bench", "ablation.py"), "--rn50", fake,
+                                "--out", out, "--work", os.path.join(folder, "work"), "--quick"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not os.path.exists(pid_file) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    check(os.path.exists(pid_file), "the fake rn50's first run never started")
+    time.sleep(1.0)  # a second inside the run, which the recorded time must include
+    command.send_signal(signal.SIGTERM)
+    code = command.wait(timeout=30)
+    elapsed = time.monotonic() - started
+    check(code == 128 + signal.SIGTERM, f"ablation.py stopped by SIGTERM exited with {code}")
+    saved = json.load(open(os.path.join(out, "ablation.json")))
+    recorded = saved["machine"]["command_s"]
+    check(1.0 <= recorded <= elapsed, f"command_s {recorded} after a stop at {elapsed:.2f} s (at least 1.0 expected)")
+    check(saved["runs"] == [], f"a run cut short was recorded: {saved['runs']}")
+    run_pid = int(open(pid_file).read())
+    gone = False
+    for _ in range(100):  # the kill is sent before ablation.py exits; the process may take a moment to be reaped
+        try:
+            os.kill(run_pid, 0)
+        except ProcessLookupError:
+            gone = True
+            break
+        time.sleep(0.05)
+    check(gone, f"the run in flight (pid {run_pid}) outlived the stopped command")
 
 
 if __name__ == "__main__":
