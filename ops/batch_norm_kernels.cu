@@ -120,6 +120,16 @@ __global__ void __launch_bounds__(impl::kThreads, impl::kGatherBlocksPerSm)
   impl::dx_rows_from<T, VEC, impl::GradSource::kDy>(p, thread_idx(), grad, nullptr, x, co, dx);
 }
 
+// The dx pass of batch_norm_backward_pooled by the pool's output blocks (PoolPlan::two_by_two), a 1-D grid-stride loop.
+template <typename T, int VEC>
+__global__ void __launch_bounds__(impl::kThreads, impl::kGatherBlocksPerSm)
+    dx_block_kernel(PoolPlan pool, const T* __restrict__ pool_dy, const uint8_t* __restrict__ positions,
+                    const T* __restrict__ x, impl::DxCoefficients co, T* __restrict__ dx) {
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  pool_impl::dx_block_thread<T, VEC>(pool, first, static_cast<int64_t>(gridDim.x) * blockDim.x, pool_dy, positions, x,
+                                     co, dx);
+}
+
 bool misaligned(const void* p) {
   return p != nullptr && reinterpret_cast<uintptr_t>(p) % cuda::launch::kVectorBytes != 0;
 }
@@ -240,7 +250,7 @@ void backward_with(const Plan& p, const BackwardArgs<T>& a, cudaStream_t stream)
 
 // The sums over the pool's outputs (`po`: pooled_reduce_plan), then dx over the inputs gathering each one's gradient.
 template <typename T, int VEC, class Grad>
-void backward_from_with(const Plan& p, const Plan& po, const BackwardArgs<T>& a, const T* pool_dy,
+void backward_from_with(const Plan& p, const Plan& po, const BackwardArgs<T>& a, const PoolPlan& pool, const T* pool_dy,
                         const uint8_t* positions, const T* x_at, const Grad& grad, cudaStream_t stream) {
   float* part_g = static_cast<float*>(a.workspace);
   float* part_gx = part_g + static_cast<int64_t>(po.reduce_blocks) * po.channels;
@@ -253,8 +263,13 @@ void backward_from_with(const Plan& p, const Plan& po, const BackwardArgs<T>& a,
   RN50_CUDA_CHECK(cudaGetLastError());
   const impl::DxCoefficients co{a.weight, a.mean, a.invstd, a.dweight, a.dbias, a.batch_stats, a.bias};
   const Plan pd = impl::pooled_dx_plan(p);
-  dx_from_kernel<T, VEC, Grad>
-      <<<dim3(pd.tiles, pd.elementwise_blocks), main_block(pd), 0, stream>>>(pd, grad, a.x, co, a.dx);
+  if (pool.two_by_two) {
+    dx_block_kernel<T, VEC>
+        <<<pd.tiles * pd.elementwise_blocks, impl::kThreads, 0, stream>>>(pool, pool_dy, positions, a.x, co, a.dx);
+  } else {
+    dx_from_kernel<T, VEC, Grad>
+        <<<dim3(pd.tiles, pd.elementwise_blocks), main_block(pd), 0, stream>>>(pd, grad, a.x, co, a.dx);
+  }
   RN50_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -263,10 +278,10 @@ void backward_pooled_with(const Plan& p, const BackwardArgs<T>& a, const PoolPla
                           const uint8_t* positions, const T* x_at, cudaStream_t stream) {
   const Plan po = impl::pooled_reduce_plan(p, pool.s.n * pool.oh * pool.ow);
   if (pool.few_covers) {
-    backward_from_with<T, VEC>(p, po, a, pool_dy, positions, x_at,
+    backward_from_with<T, VEC>(p, po, a, pool, pool_dy, positions, x_at,
                                pool_impl::PoolGatherGrad<T, VEC, true>{pool, pool_dy, positions}, stream);
   } else {
-    backward_from_with<T, VEC>(p, po, a, pool_dy, positions, x_at,
+    backward_from_with<T, VEC>(p, po, a, pool, pool_dy, positions, x_at,
                                pool_impl::PoolGatherGrad<T, VEC, false>{pool, pool_dy, positions}, stream);
   }
 }

@@ -144,7 +144,7 @@ template <typename To, typename From>
 RN50_HD inline To bit_cast(const From& from) {
   static_assert(sizeof(To) == sizeof(From), "bit_cast between types of different sizes");
   To to;
-  memcpy(&to, &from, sizeof(To));
+  memcpy(static_cast<void*>(&to), &from, sizeof(To));  // void*: __half2 and the like have user copy operators
   return to;
 }
 
@@ -593,7 +593,35 @@ struct DxCoefficients {
 };
 
 // dx = A * g + B * (x - mean) + D per channel: A = w * invstd, B = -A * invstd * dweight / M, D = -A * dbias / M with
-// batch statistics; B = D = 0 with running ones. Rows run last to first (the reduction ran first to last).
+// batch statistics; B = D = 0 with running ones. dx_lanes gives them for channels c0..c0+VEC over M rows (and SiLU's
+// bias, to recompute z), dx_of one element's dx.
+template <int VEC>
+struct DxLanes {
+  float mu[VEC], a[VEC], b[VEC], d[VEC], shift[VEC];
+};
+
+template <int VEC>
+RN50_HD inline DxLanes<VEC> dx_lanes(const DxCoefficients& co, int64_t c0, int64_t rows, bool silu) {
+  const float inv_m = static_cast<float>(1.0 / static_cast<double>(rows));
+  DxLanes<VEC> l;
+  RN50_UNROLL
+  for (int k = 0; k < VEC; ++k) {
+    const float is = co.invstd[c0 + k];
+    l.mu[k] = co.mean[c0 + k];
+    l.a[k] = co.weight[c0 + k] * is;
+    l.shift[k] = silu ? co.bias[c0 + k] : 0.0f;
+    l.b[k] = co.batch_stats ? -l.a[k] * is * co.dweight[c0 + k] * inv_m : 0.0f;
+    l.d[k] = co.batch_stats ? -l.a[k] * co.dbias[c0 + k] * inv_m : 0.0f;
+  }
+  return l;
+}
+
+template <int VEC>
+RN50_HD inline float dx_of(const DxLanes<VEC>& l, int k, float g, float x) {
+  return fmaf(l.a[k], g, fmaf(l.b[k], x - l.mu[k], l.d[k]));
+}
+
+// Rows run last to first (the reduction ran first to last).
 template <typename T, int VEC, GradSource kSource, class Grad>
 RN50_HD inline void dx_rows_from(const Plan& p, const Idx& i, const Grad& grad, const T* __restrict__ y,
                                  const T* __restrict__ x, const DxCoefficients& co, T* __restrict__ dx) {
@@ -601,17 +629,7 @@ RN50_HD inline void dx_rows_from(const Plan& p, const Idx& i, const Grad& grad, 
   const int64_t v = vector_of(p, i);
   if (v * VEC >= p.channels) return;
   const int64_t c0 = v * VEC;
-  const float inv_m = static_cast<float>(1.0 / static_cast<double>(p.rows));
-  float mu[VEC], a[VEC], b[VEC], d[VEC], shift[VEC];
-  RN50_UNROLL
-  for (int k = 0; k < VEC; ++k) {
-    const float is = co.invstd[c0 + k];
-    mu[k] = co.mean[c0 + k];
-    a[k] = co.weight[c0 + k] * is;
-    shift[k] = kSource == GradSource::kDySilu ? co.bias[c0 + k] : 0.0f;
-    b[k] = co.batch_stats ? -a[k] * is * co.dweight[c0 + k] * inv_m : 0.0f;
-    d[k] = co.batch_stats ? -a[k] * co.dbias[c0 + k] * inv_m : 0.0f;
-  }
+  const DxLanes<VEC> l = dx_lanes<VEC>(co, c0, p.rows, kSource == GradSource::kDySilu);
   const int64_t step = static_cast<int64_t>(p.elementwise_blocks) * p.row_threads;
   for (int64_t r = static_cast<int64_t>(i.by) * p.row_threads + i.ty; r < p.rows; r += U * step) {
     Pack<T, VEC> pg[U]{}, pe[U]{}, po[U]{};
@@ -636,8 +654,8 @@ RN50_HD inline void dx_rows_from(const Plan& p, const Idx& i, const Grad& grad, 
       for (int k = 0; k < VEC; ++k) {
         if (kSource == GradSource::kDyMasked && !(fo[k] > 0.0f)) g[k] = 0.0f;
         // a[k] is weight * invstd: the forward's scale, so z is what the forward computed.
-        if (kSource == GradSource::kDySilu) g[k] *= silu_grad(fmaf(f[k] - mu[k], a[k], shift[k]));
-        result[k] = fmaf(a[k], g[k], fmaf(b[k], f[k] - mu[k], d[k]));
+        if (kSource == GradSource::kDySilu) g[k] *= silu_grad(fmaf(f[k] - l.mu[k], l.a[k], l.shift[k]));
+        result[k] = dx_of(l, k, g[k], f[k]);
       }
       store<T, VEC>(dx + row * p.channels + c0, result);
     }

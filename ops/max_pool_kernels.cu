@@ -29,6 +29,13 @@ __global__ void __launch_bounds__(cuda::launch::kThreads)
   pool_impl::backward_thread<T, VEC, kFew, kEager>(p, first_item(), grid_step(), dy, positions, dx);
 }
 
+template <typename T, int VEC>
+__global__ void __launch_bounds__(cuda::launch::kThreads)
+    max_pool_backward_block_kernel(PoolPlan p, const T* __restrict__ dy, const uint8_t* __restrict__ positions,
+                                   T* __restrict__ dx) {
+  pool_impl::backward_block_thread<T, VEC>(p, first_item(), grid_step(), dy, positions, dx);
+}
+
 bool misaligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % cuda::launch::kVectorBytes != 0; }
 
 // A plan made for another element type, or vector loads on pointers that do not allow them, would read wrong memory.
@@ -60,7 +67,10 @@ void forward_with(const PoolPlan& p, const T* x, T* y, uint8_t* positions, const
 
 template <typename T, int VEC>
 void backward_with(const PoolPlan& p, const T* dy, const uint8_t* positions, T* dx, cudaStream_t stream) {
-  if (p.few_covers && p.gradients_with_positions) {
+  if (p.two_by_two) {
+    max_pool_backward_block_kernel<T, VEC>
+        <<<p.forward_blocks, cuda::launch::kThreads, 0, stream>>>(p, dy, positions, dx);
+  } else if (p.few_covers && p.gradients_with_positions) {
     max_pool_backward_kernel<T, VEC, true, true>
         <<<p.backward_blocks, cuda::launch::kThreads, 0, stream>>>(p, dy, positions, dx);
   } else if (p.few_covers) {

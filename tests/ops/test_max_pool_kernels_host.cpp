@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -37,6 +38,11 @@ void emulate_forward(const PoolPlan& p, const T* x, T* y, uint8_t* positions) {
 
 template <typename T, int VEC>
 void emulate_backward(const PoolPlan& p, const T* dy, const uint8_t* positions, T* dx) {
+  if (p.two_by_two) {  // a thread per output item, on the forward's grid
+    const int64_t threads = static_cast<int64_t>(p.forward_blocks) * kThreads;
+    for (int64_t t = 0; t < threads; ++t) pool_impl::backward_block_thread<T, VEC>(p, t, threads, dy, positions, dx);
+    return;
+  }
   const int64_t threads = static_cast<int64_t>(p.backward_blocks) * kThreads;
   for (int64_t t = 0; t < threads; ++t) {
     if (p.few_covers && p.gradients_with_positions) {
@@ -186,13 +192,15 @@ struct Variant {
   bool unrolled = true;  // false: the element-by-element paths on a shape the unrolled ones take
   int blocks = 0;        // a grid this small (0: the plan's), so that each thread loops over several items
   bool eager = false;    // PoolPlan::gradients_with_positions: the backward's gradients loaded with the positions
+  bool by_blocks = true;  // PoolPlan::two_by_two where the plan takes it; false: a thread per input there too
 };
 
 template <typename T>
 void run_case(const PoolShape& s, const Variant& variant, std::mt19937& rng) {
   ASSERT_EQ(pool_unsupported_reason(s), "");
   PoolPlan p = make_pool_plan(s, sizeof(T), !variant.misalign);
-  if (!variant.unrolled) p.small_window = p.few_covers = false;
+  if (!variant.unrolled) p.small_window = p.few_covers = p.two_by_two = false;
+  if (!variant.by_blocks) p.two_by_two = false;
   if (variant.blocks > 0) p.forward_blocks = p.backward_blocks = variant.blocks;
   p.gradients_with_positions = variant.eager;
   const std::string what = std::string(dtype<T>()) + " [" + std::to_string(s.n) + "," + std::to_string(s.c) + "," +
@@ -200,8 +208,8 @@ void run_case(const PoolShape& s, const Variant& variant, std::mt19937& rng) {
                            std::to_string(s.kw) + " s" + std::to_string(s.sh) + "x" + std::to_string(s.sw) + " p" +
                            std::to_string(s.ph) + "x" + std::to_string(s.pw) + " vec " + std::to_string(p.vec) +
                            (p.small_window ? " small" : "") + (p.few_covers ? " few" : "") +
-                           (p.few_covers && p.gradients_with_positions ? " eager" : "") + " blocks " +
-                           std::to_string(p.forward_blocks) + "/" + std::to_string(p.backward_blocks);
+                           (p.few_covers && p.gradients_with_positions ? " eager" : "") + (p.two_by_two ? " 2x2" : "") +
+                           " blocks " + std::to_string(p.forward_blocks) + "/" + std::to_string(p.backward_blocks);
   SCOPED_TRACE(what);
   const int64_t inputs = s.n * s.c * s.h * s.w, outputs = s.n * s.c * p.oh * p.ow;
   const std::vector<T> x_values = random_input<T>(s, rng), dy_values = random_gradient<T>(outputs, rng);
@@ -276,6 +284,10 @@ void run_all() {
     run_case<T>(s, {false, true, 0, /*eager=*/true}, rng);
     run_case<T>(s, {/*misalign=*/true, true, 0, /*eager=*/true}, rng);  // the eager order on scalar loads
     run_case<T>(s, {false, true, /*blocks=*/2, /*eager=*/true}, rng);   // and looping over several items a thread
+    if (make_pool_plan(s, sizeof(T), true).two_by_two) {  // the stem's windows a thread per input, as before
+      run_case<T>(s, {false, true, 0, true, /*by_blocks=*/false}, rng);
+      run_case<T>(s, {true, true, 0, true, /*by_blocks=*/false}, rng);
+    }
   }
 }
 
@@ -517,7 +529,7 @@ void run_pooled_backward_case(const PoolShape& s, bool misalign, std::mt19937& r
   const T poison = of<T>(777.0f);
   Buffer<T> x(inputs, misalign, poison), y(outputs, misalign, poison), dy(outputs, misalign, poison),
       x_at(outputs, misalign, poison), g(inputs, misalign, poison), dx_apart(inputs, misalign, poison),
-      dx_fused(inputs, misalign, poison);
+      dx_fused(inputs, misalign, poison), dx_blocks(inputs, misalign, poison);
   Buffer<uint8_t> positions(outputs, false, 0xee);
   for (int64_t i = 0; i < inputs; ++i) x.data[i] = of<T>(normal(rng));
   const std::vector<T> dy_values = random_gradient<T>(outputs, rng);
@@ -552,6 +564,13 @@ void run_pooled_backward_case(const PoolShape& s, bool misalign, std::mt19937& r
     } else {
       emulation::emulate_backward_from<T, VEC>(plan, po, b, masked, x_at.data,
                                                pool_impl::PoolGatherGrad<T, VEC, false>{pool, dy.data, positions.data});
+    }
+    if (pool.two_by_two) {  // dx by output blocks, from the coefficients the passes above made, on a small grid
+      const impl::DxCoefficients co{b.weight, b.mean, b.invstd, b.dweight, b.dbias, true, b.bias};
+      const int64_t threads = 3 * kThreads;
+      for (int64_t t = 0; t < threads; ++t) {
+        pool_impl::dx_block_thread<T, VEC>(pool, t, threads, dy.data, positions.data, x.data, co, dx_blocks.data);
+      }
     }
   };
   if (plan.vec > 1) {
@@ -600,6 +619,12 @@ void run_pooled_backward_case(const PoolShape& s, bool misalign, std::mt19937& r
   EXPECT_EQ(wrong_apart, 0) << "the passes apart off the float64 reference: the reference is wrong";
   EXPECT_EQ(wrong_dx, 0) << "dx off the float64 reference";
   EXPECT_EQ(value(dx_fused.data[inputs]), value(poison));
+  if (pool.two_by_two) {  // the same sums and the same dx arithmetic: equal bit for bit, every element written
+    int64_t unlike = 0;
+    for (int64_t i = 0; i < inputs; ++i) unlike += std::memcmp(&dx_blocks.data[i], &dx_fused.data[i], sizeof(T)) != 0;
+    EXPECT_EQ(unlike, 0) << "dx by output blocks unlike dx a thread per input";
+    EXPECT_EQ(value(dx_blocks.data[inputs]), value(poison));
+  }
 }
 
 template <typename T>
