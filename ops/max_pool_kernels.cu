@@ -15,8 +15,13 @@ namespace {
 __device__ inline int64_t first_item() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ inline int64_t grid_step() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
+// The forward is issue-bound (its 3x3 windows normalised element by element): 3 resident blocks an SM instead of the
+// 2 its 87 registers allowed give the schedulers more warps; ptxas fits every variant in 85 without spilling, and
+// the fused stem's forward and backward took 0.867 against 0.894 ms at batch 256 on an H100 (2026-12-07).
+constexpr int kForwardBlocksPerSm = 3;
+
 template <typename T, int VEC, bool kSmall, bool kNorm>
-__global__ void __launch_bounds__(cuda::launch::kThreads)
+__global__ void __launch_bounds__(cuda::launch::kThreads, kForwardBlocksPerSm)
     max_pool_forward_kernel(PoolPlan p, const T* __restrict__ x, T* __restrict__ y, uint8_t* __restrict__ positions,
                             PoolNorm norm, T* __restrict__ x_at) {
   pool_impl::forward_thread<T, VEC, kSmall, kNorm>(p, first_item(), grid_step(), x, y, positions, norm, x_at);
