@@ -19,6 +19,7 @@ GUARDED = {
         r"dx_kernel<__half, 8, \(rn50::ops::kernels::impl::GradSource\)1>",  # kStored: a block's output BatchNorm
         r"backward_reduce_from_kernel<__half, 8,",
         r"dx_from_kernel<__half, 8,",
+        r"dx_block_kernel<__half, 8>",  # the stem's dx by the pool's output blocks (PoolPlan::two_by_two)
     ],
     "ops/conv_bn_kernels.cu": [
         r"apply_kernel<__half, 8>",  # the block outputs (with ReLU's bits) and the prologues run as passes
@@ -27,6 +28,7 @@ GUARDED = {
     "ops/max_pool_kernels.cu": [
         r"max_pool_forward_kernel<__half, 8, true,",
         r"max_pool_backward_kernel<__half, 8, true,",
+        r"max_pool_backward_block_kernel<__half, 8>",
     ],
 }
 
