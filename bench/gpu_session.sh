@@ -429,6 +429,7 @@ if has ncu; then  # step time by kernel class: ncu over eager steps, the last NC
   # NCU_METRICS=auto: DRAM throughput and whichever tensor-pipe activity metrics this GPU's ncu lists.
   # NCU_LAYERS=1: a second profile per run, each kernel renamed after its NVTX range (cuda/nvtx.h), split per layer;
   # NCU_LAYERS=only: that profile alone (the kernel-class one skipped, so that the per-layer one fits a call).
+  # NCU_TIMEOUT: seconds for each profile (default 300: with NCU_METRICS=auto one took over 140 s on an H100).
   ncu_bin=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   "$ncu_bin" --query-metrics 2>/dev/null | grep -iE "tensor|dram__throughput" > "$OUT/ncu_tensor_metrics.txt"
   ncu_metrics=${NCU_METRICS:-}
@@ -462,7 +463,7 @@ if has ncu; then  # step time by kernel class: ncu over eager steps, the last NC
       fi
       rm -rf "/tmp/runs/$name"
       if [[ ${NCU_LAYERS:-} != only ]]; then
-        timeout "${NCU_TIMEOUT:-150}" "$ncu_bin" --clock-control none --launch-skip "$ncu_skip" --metrics "$metrics" --csv \
+        timeout "${NCU_TIMEOUT:-300}" "$ncu_bin" --clock-control none --launch-skip "$ncu_skip" --metrics "$metrics" --csv \
           "$build/rn50" train --config configs/optimized.yaml --model "$m" --data synthetic --device cuda:0 \
           --synthetic-images 3072 --epochs 1 --warmup-epochs 0 --max-steps "${NCU_STEPS:-10}" --cuda-graph=off \
           --validate=off --checkpoint=off --log-every 100000 --fusion "$f" --out-dir "/tmp/runs/$name" "${extra[@]}" \
@@ -471,7 +472,7 @@ if has ncu; then  # step time by kernel class: ncu over eager steps, the last NC
       fi
       if [[ -n ${NCU_LAYERS:-} ]]; then
         rm -rf "/tmp/runs/$name"
-        timeout "${NCU_TIMEOUT:-150}" "$ncu_bin" --clock-control none --launch-skip "$ncu_skip" \
+        timeout "${NCU_TIMEOUT:-300}" "$ncu_bin" --clock-control none --launch-skip "$ncu_skip" \
           --metrics gpu__time_duration.sum --csv --nvtx \
           --print-nvtx-rename kernel \
           "$build/rn50" train --config configs/optimized.yaml --model "$m" --data synthetic --device cuda:0 \

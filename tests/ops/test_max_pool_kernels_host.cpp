@@ -721,6 +721,7 @@ TEST(MaxPoolKernelsHost, PlanOfTheStem) {
     EXPECT_EQ(p.vec, 16 / bytes);
     EXPECT_TRUE(p.small_window);
     EXPECT_TRUE(p.few_covers);
+    EXPECT_TRUE(p.two_by_two);  // the backward by output blocks
     EXPECT_EQ(p.forward_items, 256 * 56 * 56 * 64 / p.vec);
     EXPECT_EQ(p.backward_items, 256 * 112 * 112 * 64 / p.vec);
     EXPECT_EQ(p.forward_blocks,
@@ -731,8 +732,14 @@ TEST(MaxPoolKernelsHost, PlanOfTheStem) {
   odd.c = 12;
   EXPECT_EQ(make_pool_plan(odd, 2, true).vec, 1);
   EXPECT_EQ(make_pool_plan(odd, 4, true).vec, 4);
+  EXPECT_TRUE(make_pool_plan(odd, 2, true).two_by_two);  // any channels, scalar loads included
   odd.sh = 1;  // three outputs cover an input row
   EXPECT_FALSE(make_pool_plan(odd, 2, true).few_covers);
+  EXPECT_FALSE(make_pool_plan(odd, 2, true).two_by_two);
+  for (const PoolShape& other : {PoolShape{1, 8, 9, 9, 3, 3, 2, 2, 0, 0}, PoolShape{1, 8, 9, 9, 2, 2, 2, 2, 1, 1},
+                                 PoolShape{1, 8, 9, 9, 3, 2, 2, 2, 1, 1}, PoolShape{1, 8, 9, 9, 3, 3, 2, 1, 1, 1}}) {
+    EXPECT_FALSE(make_pool_plan(other, 2, true).two_by_two);  // other windows, strides or padding gather per input
+  }
 }
 
 // The stem's BatchNorm backward from its pool on a 132-SM GPU (an H100): dx's gathering pass one wave of 2 blocks an SM
