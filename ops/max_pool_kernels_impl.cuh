@@ -185,6 +185,23 @@ RN50_HD inline void take(const float (&f)[VEC], const float (&raw)[VEC], int pos
 
 // ---- forward: one output pixel's channel vector ---------------------------------------------------------------------
 
+// The window at (y0, x0) of a kernel up to kSmallWindow each way, loaded at once: e[j] for window place
+// (j / kSmallWindow, j % kSmallWindow) where inside[j] (inside the kernel and the input), so that a thread has the
+// whole window in flight before its first comparison.
+template <typename T, int VEC>
+RN50_HD inline void load_window(const PoolShape& s, int y0, int x0, const T* __restrict__ image,
+                                Pack<T, VEC> (&e)[kSmallWindow * kSmallWindow],
+                                bool (&inside)[kSmallWindow * kSmallWindow]) {
+  constexpr int K = kSmallWindow;
+  const int h = static_cast<int>(s.h), w = static_cast<int>(s.w);
+  RN50_UNROLL
+  for (int j = 0; j < K * K; ++j) {
+    const int dy = j / K, dx = j % K, yy = y0 + dy, xx = x0 + dx;
+    inside[j] = dy < s.kh && dx < s.kw && yy >= 0 && yy < h && xx >= 0 && xx < w;
+    if (inside[j]) e[j] = load_pack<T, VEC>(image + (static_cast<int64_t>(yy) * w + xx) * s.c);
+  }
+}
+
 // forward_item with kSmall and kNorm for 8 channels of a 16-bit T: the window loaded at once, each element normalised
 // in float as apply() does, rounded to T two lanes to a word, and the max, position and raw element taken a word at a
 // time (take_word). The results are forward_item's float path's, bit for bit; the comparisons and selections of two
@@ -195,16 +212,10 @@ RN50_HD inline void forward_norm_words(const PoolPlan& p, int pixel, int y0, int
                                        const T* __restrict__ image, const NormRelu<T, 8>& nr, T* __restrict__ y,
                                        uint8_t* __restrict__ positions, T* __restrict__ x_at) {
   const PoolShape& s = p.s;
-  const int h = static_cast<int>(s.h), w = static_cast<int>(s.w);
   constexpr int K = kSmallWindow;
   Pack<T, 8> e[K * K]{};
   bool inside[K * K];
-  RN50_UNROLL
-  for (int j = 0; j < K * K; ++j) {
-    const int dy = j / K, dx = j % K, yy = y0 + dy, xx = x0 + dx;
-    inside[j] = dy < s.kh && dx < s.kw && yy >= 0 && yy < h && xx >= 0 && xx < w;
-    if (inside[j]) e[j] = load_pack<T, 8>(image + (static_cast<int64_t>(yy) * w + xx) * s.c);
-  }
+  load_window<T, 8>(s, y0, x0, image, e, inside);
   // Every window has an element inside (padding is at most half the kernel) and its normalised value beats -inf, so
   // the first inside element is taken first, as forward_item's `first` has it.
   unsigned int best[4], at[4] = {}, best_raw[4] = {};
@@ -243,8 +254,7 @@ RN50_HD inline void forward_norm_words(const PoolPlan& p, int pixel, int y0, int
   }
 }
 
-// With kSmall (kh, kw <= kSmallWindow) every load of the window is issued before the first comparison, so that a
-// thread has the whole window in flight at once; otherwise the window is read element by element.
+// With kSmall (kh, kw <= kSmallWindow) the window is loaded at once (load_window); otherwise element by element.
 // With kNorm each element goes through `norm` (BatchNorm+ReLU) before the comparison, and an output whose max is not
 // above zero (or NaN) gets kNoGradient as its position: ReLU's backward gives such an element no gradient; and
 // x_at, where not null, gets the max's element as x holds it (before BatchNorm), which BatchNorm's backward sums over
@@ -280,12 +290,7 @@ RN50_HD inline void forward_item(const PoolPlan& p, int item, const T* __restric
     constexpr int K = kSmallWindow;
     Pack<T, VEC> e[K * K]{};
     bool inside[K * K];
-    RN50_UNROLL
-    for (int j = 0; j < K * K; ++j) {
-      const int dy = j / K, dx = j % K, yy = y0 + dy, xx = x0 + dx;
-      inside[j] = dy < s.kh && dx < s.kw && yy >= 0 && yy < h && xx >= 0 && xx < w;
-      if (inside[j]) e[j] = load_pack<T, VEC>(image + (static_cast<int64_t>(yy) * w + xx) * s.c);
-    }
+    load_window<T, VEC>(s, y0, x0, image, e, inside);
     RN50_UNROLL
     for (int j = 0; j < K * K; ++j) {
       if (!inside[j]) continue;
@@ -440,6 +445,31 @@ RN50_HD inline void backward_item(const PoolPlan& p, int item, const T* __restri
 
 // ---- backward by output blocks (PoolPlan::two_by_two: 3x3 windows, stride 2, padding 1) ----------------------------
 
+// Output item `item` (pixel and channel vector, as the forward's) split into its coordinates.
+struct OutputItem {
+  int pixel, n, oy, ox;
+  int64_t c0;
+};
+
+template <int VEC>
+RN50_HD inline OutputItem output_item(const PoolPlan& p, int item) {
+  OutputItem o;
+  int v;
+  o.pixel = divmod(p.vectors, item, v);
+  o.n = divmod(p.out_h, divmod(p.out_w, o.pixel, o.ox), o.oy);
+  o.c0 = static_cast<int64_t>(v) * VEC;
+  return o;
+}
+
+// Whether input i of output o's block, (2oy + i / 2, 2ox + i % 2), is inside the input, and where its channel vector
+// starts (`at`).
+RN50_HD inline bool block_input(const PoolPlan& p, const OutputItem& o, int i, int64_t& at) {
+  const int h = static_cast<int>(p.s.h), w = static_cast<int>(p.s.w);
+  const int iy = 2 * o.oy + (i >> 1), ix = 2 * o.ox + (i & 1);
+  at = ((static_cast<int64_t>(o.n) * h + iy) * w + ix) * p.s.c + o.c0;
+  return iy < h && ix < w;
+}
+
 // Positions no window position equals: those of an output past the pool's last row or column.
 template <int VEC>
 RN50_HD inline Positions<VEC> no_positions() {
@@ -454,35 +484,33 @@ RN50_HD inline Positions<VEC> no_positions() {
   return pos;
 }
 
-// The gradients of the 2x2 block of inputs of output pixel `pixel` ((n * oh + oy) * ow + ox), channels c0..c0+VEC:
+// The gradients of the 2x2 block of inputs of output item o (pixel (n * oh + oy) * ow + ox, channels c0..c0+VEC):
 // acc[dy * 2 + dx] for input (2oy + dy, 2ox + dx), each summed in float from zero over the outputs covering it in
 // row-major order (gather_pixel's sums, bit for bit). Output (oy + ey, ox + ex) covers it where ey <= dy and ex <= dx,
 // at window position (dy - 2ey + 1) * 3 + (dx - 2ex + 1); `x`'s four inputs (where inside) are loaded with the
 // gradients, into xs, so that one memory round trip serves the whole block.
 template <typename T, int VEC>
-RN50_HD inline void gather_block(const PoolPlan& p, int pixel, int n, int oy, int ox, int64_t c0,
-                                 const T* __restrict__ dy, const uint8_t* __restrict__ positions, float (&acc)[4][VEC],
+RN50_HD inline void gather_block(const PoolPlan& p, const OutputItem& o, const T* __restrict__ dy,
+                                 const uint8_t* __restrict__ positions, float (&acc)[4][VEC],
                                  const T* __restrict__ x = nullptr, Pack<T, VEC> (*xs)[4] = nullptr) {
   Positions<VEC> pos[4];
   Pack<T, VEC> g[4]{};
-  const bool down = oy + 1 < p.oh, right = ox + 1 < p.ow;
+  const bool down = o.oy + 1 < p.oh, right = o.ox + 1 < p.ow;
   RN50_UNROLL
   for (int j = 0; j < 4; ++j) {
     const int ey = j >> 1, ex = j & 1;
     pos[j] = no_positions<VEC>();
     if ((ey == 0 || down) && (ex == 0 || right)) {
-      const int64_t at = (static_cast<int64_t>(pixel) + ey * p.ow + ex) * p.s.c + c0;
+      const int64_t at = (static_cast<int64_t>(o.pixel) + ey * p.ow + ex) * p.s.c + o.c0;
       pos[j] = load_positions<VEC>(positions + at);
       g[j] = load_pack<T, VEC>(dy + at);
     }
   }
   if (xs != nullptr) {
-    const int h = static_cast<int>(p.s.h), w = static_cast<int>(p.s.w);
     RN50_UNROLL
     for (int i = 0; i < 4; ++i) {
-      const int iy = 2 * oy + (i >> 1), ix = 2 * ox + (i & 1);
-      if (iy < h && ix < w)
-        (*xs)[i] = load_pack<T, VEC>(x + ((static_cast<int64_t>(n) * h + iy) * w + ix) * p.s.c + c0);
+      int64_t at;
+      if (block_input(p, o, i, at)) (*xs)[i] = load_pack<T, VEC>(x + at);
     }
   }
   float f[4][VEC];
@@ -501,59 +529,39 @@ RN50_HD inline void gather_block(const PoolPlan& p, int pixel, int n, int oy, in
   }
 }
 
-// Output item `item` (pixel and channel vector, as the forward's) split into its coordinates.
-struct OutputItem {
-  int pixel, n, oy, ox;
-  int64_t c0;
-};
-
-template <int VEC>
-RN50_HD inline OutputItem output_item(const PoolPlan& p, int item) {
-  OutputItem o;
-  int v;
-  o.pixel = divmod(p.vectors, item, v);
-  o.n = divmod(p.out_h, divmod(p.out_w, o.pixel, o.ox), o.oy);
-  o.c0 = static_cast<int64_t>(v) * VEC;
-  return o;
-}
-
 // max_pool_backward by output blocks: the block's four input gradients rounded to T (those inside the input).
 template <typename T, int VEC>
 RN50_HD inline void backward_block_item(const PoolPlan& p, int item, const T* __restrict__ dy,
                                         const uint8_t* __restrict__ positions, T* __restrict__ dx) {
   const OutputItem o = output_item<VEC>(p, item);
   float acc[4][VEC];
-  gather_block<T, VEC>(p, o.pixel, o.n, o.oy, o.ox, o.c0, dy, positions, acc);
-  const int h = static_cast<int>(p.s.h), w = static_cast<int>(p.s.w);
+  gather_block<T, VEC>(p, o, dy, positions, acc);
   RN50_UNROLL
   for (int i = 0; i < 4; ++i) {
-    const int iy = 2 * o.oy + (i >> 1), ix = 2 * o.ox + (i & 1);
-    if (iy < h && ix < w)
-      impl::store<T, VEC>(dx + ((static_cast<int64_t>(o.n) * h + iy) * w + ix) * p.s.c + o.c0, acc[i]);
+    int64_t at;
+    if (block_input(p, o, i, at)) impl::store<T, VEC>(dx + at, acc[i]);
   }
 }
 
 // batch_norm_backward_pooled's dx by output blocks: each input's gathered gradient rounded to T (as PoolGatherGrad
 // hands it over), then impl::dx_of with its x, as impl::dx_rows_from computes a row, bit for bit.
 template <typename T, int VEC>
-RN50_HD inline void dx_block_item(const PoolPlan& p, int item, const T* __restrict__ dy,
+RN50_HD inline void dx_block_item(const PoolPlan& p, const OutputItem& o, const T* __restrict__ dy,
                                   const uint8_t* __restrict__ positions, const T* __restrict__ x,
                                   const impl::DxLanes<VEC>& lanes, T* __restrict__ dx) {
-  const OutputItem o = output_item<VEC>(p, item);
   float acc[4][VEC];
   Pack<T, VEC> xs[4]{};
-  gather_block<T, VEC>(p, o.pixel, o.n, o.oy, o.ox, o.c0, dy, positions, acc, x, &xs);
-  const int h = static_cast<int>(p.s.h), w = static_cast<int>(p.s.w);
+  gather_block<T, VEC>(p, o, dy, positions, acc, x, &xs);
   RN50_UNROLL
   for (int i = 0; i < 4; ++i) {
-    const int iy = 2 * o.oy + (i >> 1), ix = 2 * o.ox + (i & 1);
-    if (iy >= h || ix >= w) continue;
+    int64_t at;
+    if (!block_input(p, o, i, at)) continue;
     float g[VEC], f[VEC], result[VEC];
     unpack(impl::pack_of(acc[i], T{}), g);
     unpack(xs[i], f);
     RN50_UNROLL
     for (int k = 0; k < VEC; ++k) result[k] = impl::dx_of(lanes, k, g[k], f[k]);
-    impl::store<T, VEC>(dx + ((static_cast<int64_t>(o.n) * h + iy) * w + ix) * p.s.c + o.c0, result);
+    impl::store<T, VEC>(dx + at, result);
   }
 }
 
@@ -635,15 +643,12 @@ RN50_HD inline void dx_block_thread(const PoolPlan& p, int64_t first, int64_t st
   impl::DxLanes<VEC> lanes{};
   int64_t lanes_c0 = -1;
   for (int64_t k = first; k < p.forward_items; k += step) {
-    const int item = static_cast<int>(p.forward_items - 1 - k);
-    int v;
-    divmod(p.vectors, item, v);
-    const int64_t c0 = static_cast<int64_t>(v) * VEC;
-    if (c0 != lanes_c0) {
-      lanes = impl::dx_lanes<VEC>(co, c0, rows, false);
-      lanes_c0 = c0;
+    const OutputItem o = output_item<VEC>(p, static_cast<int>(p.forward_items - 1 - k));
+    if (o.c0 != lanes_c0) {
+      lanes = impl::dx_lanes<VEC>(co, o.c0, rows, false);
+      lanes_c0 = o.c0;
     }
-    dx_block_item<T, VEC>(p, item, dy, positions, x, lanes, dx);
+    dx_block_item<T, VEC>(p, o, dy, positions, x, lanes, dx);
   }
 }
 
