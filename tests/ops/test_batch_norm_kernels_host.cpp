@@ -12,6 +12,7 @@
 
 #include "ops/batch_norm_kernels_impl.cuh"
 #include "tests/ops/batch_norm_emulation.h"
+#include "tests/support/seeded_rng.h"
 
 namespace rn50::ops::kernels {
 namespace {
@@ -321,7 +322,7 @@ const Case kCases[] = {
 
 template <typename T>
 void run_all() {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng = rn50::test::test_rng();
   for (const Case& cs : kCases) {
     for (int variant = 0; variant < 4; ++variant) {
       const bool residual = variant & 1, relu = variant & 2;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/layer_norm_kernels_impl.cuh"
+#include "tests/support/seeded_rng.h"
 
 namespace rn50::ops::kernels {
 namespace {
@@ -296,23 +297,23 @@ TEST(LayerNormKernelsHost, PlanCoversEveryWidthItSaysItTakes) {
 }
 
 TEST(LayerNormKernelsHost, FloatStreamHalfBranchAndOutputMatchFloat64) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng = rn50::test::test_rng();
   run_layer_norm_cases<float, __half, __half>(rng);
 }
 
 TEST(LayerNormKernelsHost, FloatEverywhereMatchesFloat64) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng = rn50::test::test_rng();
   run_layer_norm_cases<float, float, float>(rng);
 }
 
 TEST(LayerNormKernelsHost, HalfInHalfOutAndHalfInFloatOutMatchFloat64) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng = rn50::test::test_rng();
   run_layer_norm_cases<__half, __half, __half>(rng);
   run_layer_norm_cases<__half, __half, float>(rng);
 }
 
 TEST(LayerNormKernelsHost, BFloat16MatchesFloat64) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng = rn50::test::test_rng();
   run_layer_norm_cases<float, __nv_bfloat16, __nv_bfloat16>(rng);
   run_layer_norm_cases<__nv_bfloat16, __nv_bfloat16, float>(rng);
 }
@@ -408,7 +409,7 @@ void run_scaled_residual_cases(std::mt19937& rng) {
 }
 
 TEST(LayerNormKernelsHost, ScaledResidualMatchesFloat64) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng = rn50::test::test_rng();
   run_scaled_residual_cases<__half>(rng);
   run_scaled_residual_cases<float>(rng);
   run_scaled_residual_cases<__nv_bfloat16>(rng);
