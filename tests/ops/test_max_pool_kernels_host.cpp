@@ -507,11 +507,10 @@ double subnormal() {
 // a float64 reference written plainly from dy, the positions and x. Tolerances, from the sums of the terms'
 // magnitudes: dweight and dbias within 1e-5 of theirs (float sums); dx within two of T's steps of |weight * invstd *
 // g| and of |dx| (the gathered gradient and dx are rounded to T), plus a float step per gathered term times |weight *
-// invstd| and their magnitudes' sum (g is summed in float, and the outputs pointing at one input can cancel: with
-// RN50_TEST_SEED 156, float dx was 1.5e-6 of itself off there), 2e-5 of its mean terms' magnitudes and one subnormal
-// step of T. The two passes apart (the pool's backward into an input-sized gradient rounded to T, then BatchNorm's
-// backward, as bn_relu_max_pool2d ran them before) must meet the reference within T's step too: a check of the
-// reference.
+// invstd| and their magnitudes' sum (g is summed in float, and the outputs pointing at one input can cancel), 2e-5 of
+// its mean terms' magnitudes and one subnormal step of T. The two passes apart (the pool's backward into an input-sized
+// gradient rounded to T, then BatchNorm's backward, as bn_relu_max_pool2d ran them before) must meet the reference
+// within T's step too: a check of the reference.
 template <typename T>
 void run_pooled_backward_case(const PoolShape& s, bool misalign, std::mt19937& rng) {
   const PoolPlan pool = make_pool_plan(s, sizeof(T), !misalign);
