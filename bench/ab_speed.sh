@@ -34,6 +34,7 @@ done
 export LD_LIBRARY_PATH=$new_build/opencv/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 jpeg=/tmp/ab_jpeg
 if [[ " $CONFIGS " == *" cpu "* || " $CONFIGS " == *" gpu "* ]] && [[ ! -d $jpeg/train ]]; then
+  rm -rf "$jpeg"  # a folder left without train/ by a stopped run: make-sample takes only a new or empty one
   "$new_build/rn50" make-sample --out "$jpeg" --classes 100 --per-class 128 --val-per-class 1 --size 375 --noise 20 \
     > "$logs/make_sample.log" 2>&1 || { tail -3 "$logs/make_sample.log"; exit 1; }
 fi

@@ -24,6 +24,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -533,6 +534,7 @@ def main():
             size = 48 if opts.quick else 375  # 375x500, like an average ImageNet photo
             per_class = 4 if opts.quick else 200
             started = time.monotonic()
+            shutil.rmtree(data_root, ignore_errors=True)  # a stopped run's partial folder: make-sample wants a new one
             subprocess.run([opts.rn50, "make-sample", "--out", data_root, "--classes", "16", "--per-class",
                             str(per_class), "--val-per-class", "1", "--size", str(size)], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

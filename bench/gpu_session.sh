@@ -25,6 +25,7 @@ jpeg=/tmp/jpeg${JPEG_NOISE:+_noise$JPEG_NOISE}
 export LD_LIBRARY_PATH=$build/opencv/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 make_small_sample() {  # the sample the smoke runs train on
+  rm -rf /tmp/sample  # make-sample writes into a new or empty folder only
   "$build/rn50" make-sample --out /tmp/sample --classes 10 --per-class 64 --val-per-class 16 --size 72 > /dev/null 2>&1
 }
 { date -u; nvidia-smi; nproc; } > "$OUT/machine.txt" 2>&1
@@ -210,6 +211,7 @@ if has ddptune; then  # what NCCL's share of the SMs costs the overlapped backwa
   ddp ddp1_graph_again 1 $fast
 fi
 make_jpeg_files() {  # JPEG_PER_CLASS x 16 files into $jpeg: 800 gives 50 steps of 256 per epoch (200 gave 12: too short to time)
+  rm -rf "$jpeg"
   "$build/rn50" make-sample --out "$jpeg" --classes 16 --per-class "${JPEG_PER_CLASS:-800}" --val-per-class 8 --size 375 \
     --noise "${JPEG_NOISE:-0}" \
     > "$OUT/make_jpeg.log" 2>&1
@@ -321,6 +323,7 @@ if has datapath; then  # JPEG training at the fused speed on 16 cores and on 8 (
   dp=/tmp/datapath
   dp_runs=" ${DATAPATH_RUNS:-synthetic cpu16 gpu16 cpu8 gpu8 share8 share16 gpu8x2} "
   if [[ ! -d $dp/train ]]; then
+    rm -rf /tmp/datapath_one
     "$build/rn50" make-sample --out /tmp/datapath_one --classes 16 --per-class 800 --val-per-class 1 --size 375 \
       --noise 20 > "$OUT/make_datapath.log" 2>&1 || tail -3 "$OUT/make_datapath.log"
     mkdir -p "$dp/train" "$dp/val"

@@ -21,9 +21,13 @@ int bench_decode_command(int argc, char** argv);  // commands/bench_decode.cpp
 int report_command(int argc, char** argv);        // commands/report_command.cpp
 int compare_command(int argc, char** argv);       // commands/compare.cpp
 
-// options.parse with an unknown option named in one line with the closest known one: "unknown option '--batchsize'
-// (did you mean --batch-size?)", a ConfigError (exit 2).
-cxxopts::ParseResult parse_options(cxxopts::Options& options, int argc, char** argv);
+// options.parse with each mistake a ConfigError (exit 2) of one line: an unknown option with the closest known one
+// ("unknown option '--batchsize' (did you mean --batch-size?)"), a value an option cannot take (named with its
+// option), an argument no option or positional takes (with `hint`, where the command has one to give).
+cxxopts::ParseResult parse_options(cxxopts::Options& options, int argc, char** argv, const std::string& hint = "");
+
+// An output file's path before any work: not empty, not a folder (a ConfigError naming `option`).
+void check_output_file(const std::string& option, const std::string& path);
 
 // The GPU index of a device name: N for "cuda:N", 0 otherwise.
 inline int gpu_index(const std::string& device) {

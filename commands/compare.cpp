@@ -1,6 +1,7 @@
 // commands/compare.cpp: `rn50 compare FILE...`: machines side by side from their result files (report/compare.h).
 #include <cxxopts.hpp>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -89,19 +90,21 @@ int compare_command(int argc, char** argv) {
   if (parsed.count("batch")) {
     for (const auto& b : comma_list(parsed["batch"].as<std::string>())) {
       char* end = nullptr;
+      errno = 0;
       const long batch = std::strtol(b.c_str(), &end, 10);
-      if (*end != '\0' || batch < 1) throw ConfigError("--batch '" + b + "' is not a batch size");
+      if (*end != '\0' || errno == ERANGE || batch < 1 || batch > (1 << 24)) {
+        throw ConfigError("--batch '" + b + "' is not a batch size (1 to " + std::to_string(1 << 24) + ")");
+      }
       o.batches.push_back(static_cast<int>(batch));
     }
   }
   o.epochs = parsed["epochs"].as<int>();
   const report::Comparison comparison = report::compare(o);
+  // The files first: a bad --out fails before the table is printed as if all went well.
+  std::vector<std::string> written;
+  if (parsed.count("out")) written = report::write_comparison(comparison, parsed["out"].as<std::string>());
   std::printf("%s", report::comparison_markdown(comparison).c_str());
-  if (parsed.count("out")) {
-    for (const auto& path : report::write_comparison(comparison, parsed["out"].as<std::string>())) {
-      std::printf("wrote %s\n", path.c_str());
-    }
-  }
+  for (const auto& path : written) std::printf("wrote %s\n", path.c_str());
   return 0;
 }
 

@@ -6,6 +6,7 @@
 
 #include "commands/command.h"
 #include "core/errors.h"
+#include "core/files.h"
 #include "core/log.h"
 #include "trainer/checkpoint.h"
 
@@ -28,6 +29,10 @@ int export_command(int argc, char** argv) {
   if (!parsed.count("checkpoint") || !parsed.count("out")) throw ConfigError("export needs --checkpoint and --out");
   init_logging("", 0);
   const std::string checkpoint = parsed["checkpoint"].as<std::string>(), out = parsed["out"].as<std::string>();
+  check_output_file("--out", out);
+  if (files::same_file(out, checkpoint)) {
+    throw ConfigError("--out " + out + " is the checkpoint itself; export writes another file (the run needs its own)");
+  }
   const trainer::CheckpointMeta meta = trainer::export_weights(checkpoint, out);
   log_info("wrote " + out + ": torchvision.models." + meta.model +
            "(num_classes=" + std::to_string(meta.classes.size()) + ") loads it");

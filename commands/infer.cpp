@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
+#include <torch/cuda.h>
 #include <torch/utils.h>
 
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "core/files.h"
 #include "core/log.h"
 #include "core/safetensors.h"
+#include "cuda/cuda_support.h"
 #include "models/model.h"
 #include "trainer/checkpoint.h"
 
@@ -41,9 +43,33 @@ std::string shape_of(const safetensors::TensorView& t) {
   return out + "]";
 }
 
+// --device as a device this process has: cpu, cuda (the first GPU) or cuda:N.
+c10::Device resolve_device(const std::string& name) {
+  if (name == "cpu") return c10::Device(c10::kCPU);
+  const bool numbered = name.rfind("cuda:", 0) == 0 && name.size() > 5 && name.size() <= 8 &&
+                        name.find_first_not_of("0123456789", 5) == std::string::npos;
+  if (name != "cuda" && !numbered) throw ConfigError("--device '" + name + "': expected cpu, cuda or cuda:N");
+  if (!torch::cuda::is_available()) {
+    throw ConfigError("--device " + name + ": no CUDA device is available" +
+                      (cuda::built_with_cuda() ? "" : " (this rn50 was built without CUDA)"));
+  }
+  const int index = numbered ? std::stoi(name.substr(5)) : 0;
+  if (index >= static_cast<int>(torch::cuda::device_count())) {
+    throw ConfigError("--device " + name + ": only " + std::to_string(torch::cuda::device_count()) +
+                      " CUDA device(s) are visible");
+  }
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
 // Runs the model in evaluation mode in true FP32 (no TF32) and writes the logits.
 void infer(const InferOptions& options) {
   namespace st = rn50::safetensors;
+  const c10::Device device = resolve_device(options.device);
+  for (const std::string& input : {options.weights, options.images}) {
+    if (files::same_file(options.out, input)) {
+      throw ConfigError("--out " + options.out + " is the input " + input + "; write the logits to another file");
+    }
+  }
   st::File weights;
   st::File images;
   try {
@@ -97,7 +123,6 @@ void infer(const InferOptions& options) {
   }
   at::globalContext().setAllowTF32CuBLAS(false);
   at::globalContext().setAllowTF32CuDNN(false);
-  const c10::Device device(options.device);
   const auto model = fc->shape[0] == 1 ? probe : models::create(model_name, {fc->shape[0], false});
   model->to(device);
   log_info(trainer::load_weights(options.weights, *model, model->classifier_name(), /*new_classifier=*/false));
@@ -105,7 +130,13 @@ void infer(const InferOptions& options) {
   torch::NoGradGuard no_grad;
   const at::Tensor input = at::from_blob(const_cast<uint8_t*>(x->data), x->shape, at::kFloat)
                                .to(device, /*non_blocking=*/false, /*copy=*/true);
-  const at::Tensor logits = model->forward(input).to(at::kCPU).contiguous();
+  at::Tensor logits;
+  try {
+    logits = model->forward(input).to(at::kCPU).contiguous();
+  } catch (const c10::Error& e) {  // a shape the model cannot take: images smaller than its pooling leaves room for
+    throw ConfigError(options.images + ": " + model_name + " cannot take 'images' of shape " + shape_of(*x) + ": " +
+                      first_line(e.what_without_backtrace()));
+  }
   files::write_atomically(options.out, st::serialize({{"logits", st::DType::F32, logits.sizes().vec(),
                                                        static_cast<const uint8_t*>(logits.data_ptr()),
                                                        static_cast<size_t>(logits.nbytes())}},
@@ -138,6 +169,7 @@ int infer_command(int argc, char** argv) {
   request.weights = parsed["weights"].as<std::string>();
   request.images = parsed["images"].as<std::string>();
   request.out = parsed["out"].as<std::string>();
+  check_output_file("--out", request.out);
   request.device = parsed["device"].as<std::string>();
   if (parsed.count("model")) request.model = parsed["model"].as<std::string>();
   init_logging("", 0);

@@ -65,9 +65,11 @@ int main(int argc, char** argv) {
     if (name != command.name) continue;
     // The one place an error becomes an exit code: 2 for what the user can fix (configuration, data, options), 1 for
     // the rest. The line also goes to the run's log file, where the run has one.
+    // One line on the terminal: LibTorch's errors carry a stack trace after their first line, which goes to the
+    // run's log file only.
     auto fatal = [&](const std::string& kind, const char* what, int code) {
       const std::string line = "rn50 " + name + ": " + kind + what;
-      std::fprintf(stderr, "%s\n", line.c_str());
+      std::fprintf(stderr, "%s\n", rn50::first_line(line).c_str());
       rn50::log_to_file(line);
       return code;
     };

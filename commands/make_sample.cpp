@@ -59,11 +59,13 @@ int make_sample_command(int argc, char** argv) {
   if (parsed.count("damaged")) {
     samples::DamagedCounts all;
     for (const auto& entry : std::filesystem::directory_iterator(spec.out_dir + "/train")) {
+      if (!entry.is_directory()) continue;
       const std::string dir = entry.path().string();
-      std::string good_path;  // one image make-sample wrote, not a damaged file of an earlier run
+      std::string good_path;  // one image make-sample wrote
       for (const auto& f : std::filesystem::directory_iterator(dir)) {
         if (f.path().filename().string().rfind("damaged_", 0) != 0) good_path = f.path().string();
       }
+      if (good_path.empty()) continue;
       std::vector<uint8_t> good;
       files::read_whole(good_path, uint64_t{64} << 20, good);
       const samples::DamagedCounts c = samples::write_damaged_images(dir, good, /*special=*/true);

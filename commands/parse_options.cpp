@@ -1,9 +1,12 @@
-// commands/parse_options.cpp: parse_options, cxxopts with a suggestion for a misspelt option.
+// commands/parse_options.cpp: parse_options, cxxopts with each mistake named in one line: a misspelt option (with
+// the nearest known one), a value an option cannot take, a stray argument.
 #include <cxxopts.hpp>
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "commands/command.h"
@@ -40,11 +43,43 @@ std::string quoted_name(const std::string& message) {
   return name;
 }
 
+// The text between the first pair of quotation marks (ASCII or UTF-8) in a cxxopts message.
+std::string quoted_value(const std::string& message) {
+  for (const std::string& open : {std::string("\u2018"), std::string("'")}) {
+    const std::string close = open == "'" ? "'" : "\u2019";
+    const size_t begin = message.find(open);
+    if (begin == std::string::npos) continue;
+    const size_t end = message.rfind(close);
+    if (end != std::string::npos && end > begin) return message.substr(begin + open.size(), end - begin - open.size());
+  }
+  return "";
+}
+
+// The option that `value` was given to on the command line: "--name value", "--name=value" or "-n value".
+std::string option_of_value(const std::string& value, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const size_t eq = arg.find('=');
+    if (arg.rfind("--", 0) == 0 && eq != std::string::npos && arg.substr(eq + 1) == value) return arg.substr(0, eq);
+    if (arg == value && i > 1 && argv[i - 1][0] == '-' && std::string(argv[i - 1]).find('=') == std::string::npos) {
+      return argv[i - 1];
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
-cxxopts::ParseResult parse_options(cxxopts::Options& options, int argc, char** argv) {
+cxxopts::ParseResult parse_options(cxxopts::Options& options, int argc, char** argv, const std::string& hint) {
+  cxxopts::ParseResult parsed;
   try {
-    return options.parse(argc, argv);
+    parsed = options.parse(argc, argv);
+  } catch (const cxxopts::exceptions::incorrect_argument_type& e) {
+    // cxxopts names the value, not the option: find the option it was given to.
+    const std::string value = quoted_value(e.what()), option = option_of_value(value, argc, argv);
+    throw ConfigError((option.empty() ? std::string("an option") : option) + ": '" + value +
+                      "' is not a value it takes (out of range or of the wrong kind); " + options.program() +
+                      " --help lists them");
   } catch (const cxxopts::exceptions::no_such_option& e) {
     const std::string name = quoted_name(e.what());
     std::string best;
@@ -71,6 +106,20 @@ cxxopts::ParseResult parse_options(cxxopts::Options& options, int argc, char** a
                       (close ? " (did you mean --" + best + "?)" : "") + "; " + options.program() +
                       " --help lists them");
   }
+  // A word the command takes no place for (a second value after an option, a stray path) would otherwise be dropped
+  // and the command run with settings that were not meant.
+  if (!parsed.unmatched().empty()) {
+    throw ConfigError("unexpected argument '" + parsed.unmatched().front() + "'" +
+                      (hint.empty() ? "" : " (" + hint + ")") + "; " + options.program() +
+                      " --help lists what it takes");
+  }
+  return parsed;
+}
+
+void check_output_file(const std::string& option, const std::string& path) {
+  std::error_code ec;
+  if (path.empty()) throw ConfigError(option + " is empty: name the file to write");
+  if (std::filesystem::is_directory(path, ec)) throw ConfigError(option + " " + path + " is a folder: name a file");
 }
 
 }  // namespace rn50::commands

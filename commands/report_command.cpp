@@ -30,6 +30,7 @@ int report_command(int argc, char** argv) {
     throw ConfigError("rn50 report needs one RUN_DIR (the out_dir of rn50 train)");
   }
   const std::string dir = parsed["run"].as<std::vector<std::string>>().front();
+  if (parsed.count("out")) check_output_file("--out", parsed["out"].as<std::string>());
   const report::RunReport r =
       report::write_run_report(dir, parsed.count("out") ? parsed["out"].as<std::string>() : std::string());
   std::printf("wrote %s (%zu epochs, %zu step records%s)\n", r.path.c_str(), r.epochs, r.steps,

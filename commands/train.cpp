@@ -212,7 +212,8 @@ int train_command(int argc, char** argv) {
       added(dashed(key.name), help, cxxopts::value<std::string>());
     }
   }
-  const auto parsed = parse_options(options, argc, argv);
+  const auto parsed =
+      parse_options(options, argc, argv, "on/off options take their value with '=', as in --pin-memory=off");
   if (parsed.count("help")) {
     std::printf("%s\n", options.help({"", "config keys (YAML name with _ for -)"}).c_str());
     std::printf(
@@ -224,10 +225,6 @@ int train_command(int argc, char** argv) {
         "Stopping: the first Ctrl-C or SIGTERM ends the step under way with a checkpoint at it (exit 130 or 143); a\n"
         "second stops at once. Resume with --resume OUT_DIR: the run's own config.yaml, with options on top.\n");
     return 0;
-  }
-  if (!parsed.unmatched().empty()) {
-    throw ConfigError("unexpected argument '" + parsed.unmatched().front() +
-                      "' (on/off options take their value with '=', as in --pin-memory=off)");
   }
   std::map<std::string, std::string> overrides;
   for (const auto& key : config_keys()) {

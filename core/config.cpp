@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <utility>
 #include <vector>
@@ -443,6 +444,7 @@ std::vector<ConfigKey> make_keys() {
 void apply_yaml_node(Config& config, const YAML::Node& root, const std::string& origin) {
   if (!root || root.IsNull()) return;
   if (!root.IsMap()) throw ConfigError(origin + ": expected a mapping of key: value");
+  std::set<std::string> seen;  // a key given twice: which value was meant is not for rn50 to guess
   for (const auto& item : root) {
     if (!item.first.IsScalar()) throw ConfigError(origin + ": a key that is not a plain name");
     const std::string key = item.first.as<std::string>();
@@ -450,6 +452,7 @@ void apply_yaml_node(Config& config, const YAML::Node& root, const std::string& 
     const auto& keys = config_keys();
     const auto it = std::find_if(keys.begin(), keys.end(), [&](const ConfigKey& k) { return k.name == key; });
     if (it == keys.end()) throw ConfigError(origin + ": unknown config key '" + key + "'");
+    if (!seen.insert(key).second) throw ConfigError(origin + ": config key '" + key + "' is given twice");
     std::string value;
     if (item.second.IsSequence()) {
       for (const auto& v : item.second) {

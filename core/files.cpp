@@ -33,6 +33,12 @@ void check(const struct stat& status, const std::string& path, uint64_t max_byte
 
 std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
 
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa {
+  }, sb{};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 RegularFile::RegularFile(const std::string& path, uint64_t max_bytes) : path_(path) {
   struct stat status {};
   if (::stat(path.c_str(), &status) != 0) fail(ReadError::Kind::kCannotOpen, path, errno_text(errno));

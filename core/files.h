@@ -80,6 +80,10 @@ inline void write_atomically(const std::string& path, const std::vector<uint8_t>
   write_atomically(path, bytes.data(), bytes.size());
 }
 
+// Whether two paths name one existing file (through links, "..", or another spelling): an output that is also an
+// input would be destroyed by the write. False where either does not exist.
+bool same_file(const std::string& a, const std::string& b);
+
 // errno's text, thread-safe (unlike strerror).
 std::string errno_text(int err);
 

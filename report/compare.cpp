@@ -218,9 +218,12 @@ std::vector<CompareRow> rows_of_ablation(const std::string& input, const Compare
       }
       const std::string which = "'" + label + "' at batch " + std::to_string(batch) + " on " + o.data + " data";
       if (!run) throw DataError(input + ": no " + which + " (--label, --batch, --data choose the runs)");
-      if (run->value("exit_code", 1) != 0 || !(*run)["epochs"].is_array() || (*run)["epochs"].empty()) {
-        throw DataError(input + ": the run " + which + " failed (exit " + std::to_string(run->value("exit_code", 1)) +
-                        "): nothing measured");
+      const auto code = run->find("exit_code");
+      if (code == run->end() || !code->is_number_integer()) {
+        throw DataError(input + ": the run " + which + " has no integer 'exit_code' (not an ablation.json)");
+      }
+      if (*code != 0 || !(*run)["epochs"].is_array() || (*run)["epochs"].empty()) {
+        throw DataError(input + ": the run " + which + " failed (exit " + code->dump() + "): nothing measured");
       }
       CompareRow row;
       const Settings settings = settings_of_command((*run)["command"].get<std::string>());
@@ -289,6 +292,7 @@ std::vector<std::pair<std::string, double>> read_prices_file(const std::string& 
 
 // The rows must measure the same work: the same model at the same image size on the same kind of data.
 void check_comparable(const std::vector<CompareRow>& rows) {
+  if (rows.empty()) throw ConfigError("the result files gave no rows to compare (--label names no configuration?)");
   const CompareRow& first = rows.front();
   for (const auto& r : rows) {
     auto refuse = [&](const char* what, const std::string& a, const std::string& b, const char* why) {
@@ -451,6 +455,7 @@ Comparison compare(const CompareOptions& o) {
   if (o.inputs.empty()) throw ConfigError("rn50 compare needs result files: ablation.json files or run folders");
   if (o.data != "synthetic" && o.data != "jpeg") throw ConfigError("--data '" + o.data + "' is not synthetic or jpeg");
   if (o.epochs < 1) throw ConfigError("--epochs must be at least 1");
+  if (o.labels.empty()) throw ConfigError("--label names no configuration (e.g. --label baseline,all)");
   std::set<std::string> seen;
   Comparison c;
   c.epochs = o.epochs;
@@ -477,6 +482,14 @@ Comparison compare(const CompareOptions& o) {
   std::vector<std::pair<std::string, double>> prices = o.prices;
   if (!o.prices_file.empty()) {
     for (auto& p : read_prices_file(o.prices_file)) prices.push_back(std::move(p));
+  }
+  for (size_t i = 0; i < prices.size(); ++i) {  // two prices for one name: which was meant is not for rn50 to guess
+    for (size_t j = 0; j < i; ++j) {
+      if (lower(trim(prices[i].first)) == lower(trim(prices[j].first))) {
+        throw ConfigError("price for '" + trim(prices[i].first) + "' given twice (" +
+                          strprintf("%g and %g", prices[j].second, prices[i].second) + ")");
+      }
+    }
   }
   for (const auto& entry : prices) {  // not a structured binding: clang's C++17 does not capture those
     const std::string& name = entry.first;
@@ -665,11 +678,25 @@ std::string comparison_json(const Comparison& c) {
 std::vector<std::string> write_comparison(const Comparison& c, const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) throw ConfigError("--out " + dir + ": " + ec.message());
-  std::vector<std::string> written;
+  if (ec || !fs::is_directory(dir)) {
+    throw ConfigError("--out " + dir + ": " + (ec ? ec.message() : std::string("not a folder")));
+  }
+  // The files are one set (compare.md links the pictures): all are written into a staging folder first, and only
+  // when every one is there do they replace the folder's, so a failure leaves the earlier set whole.
+  const std::string staging = dir + "/.compare-staging";
+  fs::remove_all(staging, ec);
+  fs::create_directory(staging, ec);
+  if (ec) throw ConfigError("--out " + dir + ": cannot create " + staging + ": " + ec.message());
+  std::vector<std::string> names;
   auto write = [&](const std::string& name, const std::string& text) {
-    files::write_atomically(dir + "/" + name, text.data(), text.size());
-    written.push_back(dir + "/" + name);
+    try {
+      files::write_atomically(staging + "/" + name, text.data(), text.size());
+    } catch (...) {
+      std::error_code ignored;
+      fs::remove_all(staging, ignored);
+      throw;
+    }
+    names.push_back(name);
   };
   write("compare.md", comparison_markdown(c));
   write("compare.json", comparison_json(c));
@@ -712,6 +739,14 @@ std::vector<std::string> write_comparison(const Comparison& c, const std::string
   write("throughput.svg", render_bar_chart(speed));
   write("utilisation.svg", render_bar_chart(util));
   if (any_price(c)) write("cost.svg", render_bar_chart(cost));
+  std::vector<std::string> written;
+  for (const auto& name : names) {
+    fs::rename(staging + "/" + name, dir + "/" + name, ec);
+    if (ec) throw std::runtime_error("cannot move " + staging + "/" + name + " into " + dir + ": " + ec.message());
+    written.push_back(dir + "/" + name);
+  }
+  fs::remove(staging, ec);
+  if (!any_price(c)) fs::remove(dir + "/cost.svg", ec);  // an earlier set's, which this compare.md does not link
   return written;
 }
 

@@ -85,6 +85,7 @@ void read_run_json(const std::string& path, RunFolder& run) {
     for (const auto& row : info["found"]) {
       if (!row.is_array() || row.size() != 2 || !row[0].is_string()) continue;
       const std::string name = row[0].get<std::string>();
+      if (name.size() < 2) continue;  // rn50 writes each name in parentheses: a shorter one is not its
       run.machine.emplace_back(name.substr(1, name.size() - 2), json_text(row[1]));
     }
   }

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <system_error>
 
 #include "core/cost.h"
+#include "core/errors.h"
 #include "core/files.h"
 #include "core/log.h"
 #include "report/reading.h"
@@ -362,6 +364,14 @@ RunReport write_run_report(const std::string& run_dir, const std::string& out_pa
   const std::string html = render(run);
   RunReport r;
   r.path = out_path.empty() ? run_dir + "/" + kRunReportFile : out_path;
+  // The page must not replace what the run wrote (its metrics, log, checkpoint): only a page may be overwritten.
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(run_dir, ec)) {
+    if (entry.path().filename() != kRunReportFile && files::same_file(r.path, entry.path().string())) {
+      throw ConfigError("--out " + r.path + " is the run's " + entry.path().filename().string() +
+                        "; write the page to another file");
+    }
+  }
   files::write_atomically(r.path, html.data(), html.size());
   r.epochs = run.metrics.epochs.size();
   r.steps = run.metrics.steps.size();

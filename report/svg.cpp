@@ -113,14 +113,20 @@ std::string render_line_chart(const LineChart& chart, const std::string& empty_n
   if (chart.y_min && !chart.log_y) y_lo = std::min(y_lo, *chart.y_min);
   if (chart.y_max && !chart.log_y) y_hi = std::max(y_hi, *chart.y_max);
   if (!chart.y_min && !chart.log_y && y_lo > 0 && y_lo < 0.5 * y_hi) y_lo = 0;  // a zero baseline when near
-  if (y_hi - y_lo < 1e-12) {
+  // A flat series gets a range around it, wide enough to change numbers of its size (adding 0.5 to 1e29 does not).
+  auto widening = [](double v) { return 0.5 * std::max(1.0, std::abs(v) * 1e-6); };
+  if (y_hi - y_lo < 1e-12 * std::max(1.0, std::abs(y_hi))) {
     if (chart.y_min && !chart.log_y) {
-      y_hi = y_lo + 1;  // a flat line at the floor (no bad samples) stays on it
+      y_hi = y_lo + 2 * widening(y_lo);  // a flat line at the floor (no bad samples) stays on it
     } else {
-      y_lo -= 0.5, y_hi += 0.5;
+      const double w = widening(y_lo);
+      y_lo -= w, y_hi += w;
     }
   }
-  if (x_hi - x_lo < 1e-12) x_lo -= 0.5, x_hi += 0.5;
+  if (x_hi - x_lo < 1e-12 * std::max(1.0, std::abs(x_hi))) {
+    const double w = widening(x_lo);
+    x_lo -= w, x_hi += w;
+  }
   const std::vector<double> y_ticks = chart.log_y ? std::vector<double>{} : axis_ticks(y_lo, y_hi);
   std::vector<double> x_ticks = axis_ticks(x_lo, x_hi, 8);
   if (chart.integer_x) {

@@ -2,13 +2,16 @@
 // classes drawn over varied backgrounds), reproducible from its seed.
 #include "samples/sample_maker.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <cmath>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <random>
 #include <string>
@@ -22,6 +25,7 @@
 #include "codecs/jpeg_codec.h"
 #include "core/affinity.h"
 #include "core/errors.h"
+#include "core/files.h"
 #include "core/log.h"
 #include "data/random_draws.h"
 
@@ -242,11 +246,26 @@ void create_folder(const fs::path& dir) {
   }
 }
 
+// A failed write (a full disk) removes what it wrote: a truncated JPEG left behind would be a bad sample in every run.
 void write_file(const fs::path& path, const std::vector<uint8_t>& bytes) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  if (file) file.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  if (file) file.close();
-  if (!file) throw DataError("cannot write " + path.string());
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw DataError("cannot write " + path.string() + ": " + files::errno_text(errno));
+  size_t done = 0;
+  int err = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : ENOSPC;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) {
+    ::unlink(path.c_str());
+    throw DataError("cannot write " + path.string() + ": " + files::errno_text(err));
+  }
 }
 
 }  // namespace
@@ -265,6 +284,22 @@ int64_t make_sample_dataset(const SampleSpec& spec) {
     throw ConfigError("make-sample: quality must be in 1..100 (got " + std::to_string(spec.quality) + ")");
   if (!(spec.noise >= 0 && spec.noise <= 100))  // also refuses NaN
     throw ConfigError(strprintf("make-sample: noise must be in 0..100 grey levels (got %g)", spec.noise));
+  // A sample, not a copy of ImageNet's 1.3 million images: larger counts are typing mistakes, and the job list alone
+  // would take gigabytes before the first image.
+  if (spec.classes > kMaxSampleClasses)
+    throw ConfigError(strprintf("make-sample: classes must be at most %d (got %d)", kMaxSampleClasses, spec.classes));
+  const int64_t images = int64_t{spec.classes} * (int64_t{spec.per_class} + spec.val_per_class);
+  if (images > kMaxSampleImages) {
+    throw ConfigError(strprintf("make-sample: %lld images (classes x (per_class + val_per_class)); at most %lld",
+                                static_cast<long long>(images), static_cast<long long>(kMaxSampleImages)));
+  }
+  // Into a new or empty folder only: classes of an earlier sample left beside these would mix into the dataset.
+  std::error_code ec;
+  if (fs::exists(spec.out_dir, ec) && (!fs::is_directory(spec.out_dir, ec) || !fs::is_empty(spec.out_dir, ec))) {
+    throw DataError("make-sample: " + spec.out_dir + " is " +
+                    (fs::is_directory(spec.out_dir, ec) ? "not empty" : "not a folder") +
+                    "; a sample goes into a new or empty folder, so that no other classes mix into it");
+  }
 
   const int height = spec.size;
   const int width = (spec.size * 4 + 1) / 3;  // size * 4 / 3, rounded

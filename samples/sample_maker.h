@@ -21,10 +21,14 @@ struct SampleSpec {
   int threads = 0;  // images rendered and encoded in parallel; 0: the cores this process may use
 };
 
+// What one sample may hold: ImageNet-21k has 21,841 classes, ImageNet-1k's training set 1.28 million images.
+constexpr int kMaxSampleClasses = 100000;
+constexpr int64_t kMaxSampleImages = 2000000;
+
 // Writes OUT/train/<class>/*.JPEG and OUT/val/<class>/*.JPEG. Class c has its own shape, colour and
 // texture; position, size, rotation, background and noise vary per image, so the task is learnable but
 // not trivial. Each image comes from its own seed, so the files are the same for any number of threads.
-// Returns the number of files written.
+// OUT must be new or empty. Returns the number of files written.
 int64_t make_sample_dataset(const SampleSpec& spec);
 
 }  // namespace rn50::samples

@@ -303,13 +303,26 @@ CheckpointMeta export_weights(const std::string& checkpoint_path, const std::str
   // registry (a misnamed or extra tensor was exported, and rn50 infer refused the file).
   std::shared_ptr<models::Classifier> model;
   try {
-    model = models::create(meta.model, {static_cast<int64_t>(meta.classes.size()), false});
+    model = models::create(meta.model, {1, false});
   } catch (const ConfigError&) {
     std::string known;
     for (const auto& n : models::names()) known += (known.empty() ? "" : ", ") + n;
     throw ConfigError("checkpoint " + checkpoint_path + " holds a '" + shown(meta.model) +
                       "', which is no model rn50 has (" + known + ")");
   }
+  // A one-class build names the classifier; its tensor must hold the listed classes before the model is built at
+  // that count (a forged list of a million names would take gigabytes first).
+  const std::string classifier = model->classifier_name() + ".weight";
+  const st::TensorView* fc = file.find(classifier);
+  const auto classes = static_cast<int64_t>(meta.classes.size());
+  if (!fc) throw ConfigError("checkpoint " + checkpoint_path + " lacks " + classifier);
+  if (fc->shape.size() != 2 || fc->shape[0] != classes) {
+    std::string shape;
+    for (const int64_t d : fc->shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+    throw ConfigError("checkpoint " + checkpoint_path + " has mis-shaped " + classifier + " ([" + shape + "] for the " +
+                      std::to_string(classes) + " classes it lists)");
+  }
+  if (classes != 1) model = models::create(meta.model, {classes, false});
   refuse(differences(file, named_state(*model)), "checkpoint " + checkpoint_path);
   std::vector<st::TensorView> views;
   for (const auto& t : file.tensors) {

@@ -117,6 +117,11 @@ TEST(Config, FilesAndKeysThatAreNotAConfigAreConfigurationErrors) {
   std::ofstream(big) << "# " << std::string(2 << 20, 'x') << "\n";
   EXPECT_NE(error_of([&] { apply_yaml_file(c, big); }).find("at most 1048576 are read"), std::string::npos);
   EXPECT_NE(error_of([&] { apply_yaml_text(c, "[a, b]: 1\n", "k.yaml"); }).find("not a plain name"), std::string::npos);
+  // A key given twice once ran with the last value and no word.
+  EXPECT_NE(error_of([&] {
+              apply_yaml_text(c, "batch_size: 8\nbatch_size: 16\n", "k.yaml");
+            }).find("k.yaml: config key 'batch_size' is given twice"),
+            std::string::npos);
   const std::string long_key = error_of([&] { apply_yaml_text(c, std::string(100000, 'k') + ": 1\n", "k.yaml"); });
   EXPECT_NE(long_key.find("k.yaml"), std::string::npos) << long_key.substr(0, 200);  // yaml-cpp's or rn50's refusal
   EXPECT_LT(long_key.size(), 300u);

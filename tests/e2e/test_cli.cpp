@@ -347,6 +347,122 @@ TEST_F(Cli, AMisspeltOptionSuggestsTheNearestOne) {
   expect_exit_2_naming("train -b 8", "unknown option '-b'; rn50 train --help lists them");
 }
 
+// A value an option cannot take is named with its option, and a word no option takes is refused: once "Argument
+// '99999999999' failed to parse" named neither, and `--per-class 8 16` ran with the 16 dropped.
+TEST_F(Cli, AValueOrWordNoOptionTakesIsNamedInOneLine) {
+  const std::string sample = "make-sample --out " + path("s");
+  expect_exit_2_naming(sample + " --classes 99999999999",
+                       "--classes: '99999999999' is not a value it takes (out of range or of the wrong kind); rn50 "
+                       "make-sample --help lists them");
+  expect_exit_2_naming(sample + " --seed=-1", "--seed: '-1' is not a value it takes");
+  expect_exit_2_naming("compare " + path("s") + " --epochs abc", "--epochs: 'abc' is not a value it takes");
+  expect_exit_2_naming("compare " + path("s") + " --batch 4294967552",  // once 256, the value modulo 2^32
+                       "--batch '4294967552' is not a batch size (1 to 16777216)");
+  expect_exit_2_naming(sample + " --per-class 8 16",
+                       "unexpected argument '16'; rn50 make-sample --help lists what it takes");
+  expect_exit_2_naming("export --checkpoint a --out b extra", "unexpected argument 'extra'");
+  expect_exit_2_naming("infer --weights a --images b --out c extra", "unexpected argument 'extra'");
+  expect_exit_2_naming("export --checkpoint a --out ''", "--out is empty: name the file to write");
+  expect_exit_2_naming("infer --weights a --images b --out " + dir_.string(), " is a folder: name a file");
+  expect_exit_2_naming("train --data synthetic --pin-memory off",
+                       "unexpected argument 'off' (on/off options take their value with '=', as in --pin-memory=off)");
+  EXPECT_FALSE(fs::exists(path("s")));
+}
+
+// make-sample writes into a new or empty folder only (into an old sample it once mixed 7 class folders into a
+// dataset it logged as 3), and refuses counts no sample needs before it allocates anything for them.
+TEST_F(Cli, MakeSampleRefusesAFolderInUseAndCountsBeyondASample) {
+  make_sample("--classes 2 --per-class 2 --val-per-class 1 --size 16");
+  expect_exit_2_naming("make-sample --out " + path("data") + " --classes 3 --per-class 2 --size 16",
+                       path("data") + " is not empty; a sample goes into a new or empty folder");
+  size_t classes = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(path("data") + "/train")) ++classes;
+  EXPECT_EQ(classes, 2u);
+  std::ofstream(path("a_file")) << "x";
+  expect_exit_2_naming("make-sample --out " + path("a_file"), path("a_file") + " is not a folder");
+  expect_exit_2_naming("make-sample --out " + path("big") + " --classes 2000000000",
+                       "classes must be at most 100000 (got 2000000000)");
+  expect_exit_2_naming("make-sample --out " + path("big") + " --per-class 2000000000",
+                       "20000000160 images (classes x (per_class + val_per_class)); at most 2000000");
+  EXPECT_FALSE(fs::exists(path("big")));
+  // An empty folder is a new one; --damaged goes over the class folders only.
+  fs::create_directories(path("empty"));
+  const Result r = rn50("make-sample --out " + path("empty") + " --classes 2 --per-class 2 --size 16 --damaged");
+  EXPECT_EQ(r.code, 0) << r.output;
+}
+
+// One grey image of side x side pixels as rn50 infer reads a batch: an F32 tensor "images" [1, 3, side, side].
+void write_grey_images(const std::string& file, int64_t side) {
+  const std::vector<float> pixels(static_cast<size_t>(3 * side * side), 0.5f);
+  files::write_atomically(file, safetensors::serialize({{"images",
+                                                         safetensors::DType::F32,
+                                                         {1, 3, side, side},
+                                                         reinterpret_cast<const uint8_t*>(pixels.data()),
+                                                         pixels.size() * sizeof(float)}},
+                                                       {}));
+}
+
+// An output that is an input would be destroyed by the write: export over its checkpoint (the run could no longer
+// resume), infer over its weights or images, a report over the run's metrics. Each is refused and the input kept.
+TEST_F(Cli, NoCommandWritesOverItsOwnInput) {
+  make_sample("--classes 2 --per-class 2 --val-per-class 1 --size 16");
+  const std::string run = path("run");
+  ASSERT_EQ(rn50("train --data-root " + path("data") +
+                 " --model resnet18 --device cpu --image-size 16 --val-resize 16 --batch-size 2 --epochs 1 "
+                 "--validate=off --out-dir " +
+                 run)
+                .code,
+            0);
+  const std::string checkpoint = run + "/checkpoint.safetensors";
+  const auto before = fs::file_size(checkpoint);
+  expect_exit_2_naming("export --checkpoint " + checkpoint + " --out " + run + "/../run/checkpoint.safetensors",
+                       "is the checkpoint itself");
+  EXPECT_EQ(fs::file_size(checkpoint), before);
+  ASSERT_EQ(rn50("export --checkpoint " + checkpoint + " --out " + path("w.safetensors")).code, 0);
+  write_grey_images(path("x.safetensors"), 16);
+  const std::string infer = "infer --weights " + path("w.safetensors") + " --images " + path("x.safetensors");
+  expect_exit_2_naming(infer + " --out " + path("w.safetensors"), "is the input " + path("w.safetensors"));
+  expect_exit_2_naming(infer + " --out " + path("x.safetensors"), "is the input " + path("x.safetensors"));
+  EXPECT_NE(safetensors::read_file(path("w.safetensors")).find("fc.weight"), nullptr);
+  const auto metrics = fs::file_size(run + "/metrics.jsonl");
+  expect_exit_2_naming("report " + run + " --out " + run + "/metrics.jsonl",
+                       "is the run's metrics.jsonl; write the page to another file");
+  EXPECT_EQ(fs::file_size(run + "/metrics.jsonl"), metrics);
+  EXPECT_EQ(rn50("report " + run + " --out " + run + "/report.html").code, 0);  // its own page may be replaced
+}
+
+// --device is checked before any work, and a shape the model cannot take is named in one line with the model: both
+// once ended in LibTorch's stack trace (exit 1). ConvNeXt's 4x4 stem cannot take 2x2 images.
+TEST_F(Cli, InferNamesABadDeviceOrImagesTheModelCannotTakeInOneLine) {
+  const std::string run = path("run");
+  ASSERT_EQ(rn50("train --data synthetic --model convnext_tiny --device cpu --image-size 32 --val-resize 32 "
+                 "--batch-size 2 --max-steps 1 --epochs 1 --validate=off --report=off --out-dir " +
+                 run)
+                .code,
+            0);
+  ASSERT_EQ(rn50("export --checkpoint " + run + "/checkpoint.safetensors --out " + path("w.safetensors")).code, 0);
+  fs::remove(run + "/checkpoint.safetensors");
+  write_grey_images(path("x.safetensors"), 2);
+  const std::string infer =
+      "infer --weights " + path("w.safetensors") + " --images " + path("x.safetensors") + " --out " + path("y");
+  for (const auto& [device, fragment] :
+       std::vector<std::pair<std::string, std::string>>{{"foo", "--device 'foo': expected cpu, cuda or cuda:N"},
+                                                        {"cuda:x", "--device 'cuda:x': expected cpu, cuda or cuda:N"},
+                                                        {"cuda:99", "--device cuda:99: "}}) {
+    const Result r = rn50(infer + " --device " + device);
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find(fragment), std::string::npos) << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  }
+  const Result r = rn50(infer);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find(path("x.safetensors") + ": convnext_tiny cannot take 'images' of shape [1, 3, 2, 2]: "),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("frame #"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("y")));
+}
+
 // The CPU figures, and with --pin the all-thread one again with pinned threads: both positive.
 TEST_F(Cli, BenchDecodeMeasuresPinnedThreadsToo) {
   const Result r = rn50("bench-decode --files 2 --seconds 0.1 --threads 2 --pin");

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -366,9 +367,42 @@ TEST(Compare, FilesThatAreIncompleteOrDoNotCompareAreRefusedWithOneLine) {
   o.inputs = {dir.file("cpu")};
   o.prices = {{"A100", 3.2}};
   EXPECT_EQ(refusal(o), "price for 'A100': no machine of that name (the machines: 'CPU (2 cores)')");
+  o.prices = {{"cpu", 3.2}, {" CPU", 4}};  // one machine, two prices: once the first won without a word
+  EXPECT_EQ(refusal(o), "price for 'CPU' given twice (3.2 and 4)");
   o.prices.clear();
+  o.inputs = {dir.file("h200.json")};
+  o.labels.clear();  // --label ',' names none; the rows' checks once read the first of no rows
+  EXPECT_EQ(refusal(o), "--label names no configuration (e.g. --label baseline,all)");
+  o.labels = {"baseline", "all"};
+  // A field of the wrong type is the file's fault, named with it; it once escaped as nlohmann's type_error.
+  nlohmann::json typed = nlohmann::json::parse(ablation("NVIDIA H200", 900, 6000));
+  typed["runs"][0]["exit_code"] = "0";
+  write(dir.file("typed.json"), typed.dump());
+  o.inputs = {dir.file("typed.json")};
+  EXPECT_EQ(refusal(o), dir.file("typed.json") +
+                            ": the run 'baseline' at batch 256 on synthetic data has no integer 'exit_code' (not an "
+                            "ablation.json)");
   o.inputs.clear();
   EXPECT_EQ(refusal(o), "rn50 compare needs result files: ablation.json files or run folders");
+}
+
+// compare.md links the pictures: the set is staged and then moved in, and a picture the new set does not draw
+// (cost.svg without prices) is not left beside it.
+TEST(Compare, TheOutputFolderHoldsOneWholeSet) {
+  rn50::testing::TempDir dir;
+  cpu_run(dir.file("cpu"));
+  CompareOptions o;
+  o.inputs = {dir.file("cpu")};
+  o.prices = {{"CPU", 0.5}};
+  const std::string out = dir.file("out");
+  EXPECT_EQ(write_comparison(compare(o), out).size(), 5u);
+  EXPECT_TRUE(std::filesystem::exists(out + "/cost.svg"));
+  o.prices.clear();
+  EXPECT_EQ(write_comparison(compare(o), out).size(), 4u);
+  EXPECT_FALSE(std::filesystem::exists(out + "/cost.svg"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/.compare-staging"));
+  write(dir.file("a_file"), "x");
+  EXPECT_THROW(write_comparison(compare(o), dir.file("a_file")), ConfigError);
 }
 
 TEST(Compare, APricesFileGivesPricesPerGpuHourAndBadLinesAreNamed) {

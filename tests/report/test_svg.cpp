@@ -32,6 +32,17 @@ TEST(Svg, TicksOfValuesFarFromTheirRangeAreItsEnds) {
   EXPECT_EQ(axis_ticks(1e6, 1e6 + 4, 3).size(), 3u);  // still k * step where k is exact
 }
 
+// A flat series of numbers too large for a +-0.5 widening to change (1e29) once drew at NaN coordinates.
+TEST(Svg, AFlatSeriesOfAnySizeDrawsAtFiniteCoordinates) {
+  for (const double v : {0.0, 3.0, 1e29, -1e29, 1e300}) {
+    LineChart chart{"t", "step", "x", {{"s", {{1e29, v}, {1e29, v}}}}};
+    const std::string svg = render_line_chart(chart, "nothing");
+    EXPECT_EQ(svg.find("nan"), std::string::npos) << v << "\n" << svg;
+    EXPECT_EQ(svg.find("inf"), std::string::npos) << v << "\n" << svg;
+    EXPECT_EQ(count(svg, "<path"), 1u) << v;
+  }
+}
+
 TEST(Svg, TextIsEscaped) {
   EXPECT_EQ(escape_xml("a<b & \"c\"\x01"), "a&lt;b &amp; &quot;c&quot;?");
   EXPECT_EQ(escape_xml("\xff\xfe caf\xc3\xa9"),

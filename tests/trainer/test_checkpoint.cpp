@@ -248,7 +248,13 @@ TEST_F(Checkpoint, ExportRefusesTensorsThatAreNotTheNamedModels) {
             }),
             prefix + " has tensors the model lacks: extra");
   EXPECT_EQ(exported_with([](safetensors::File& f) { f.metadata["classes"] = "[\"a\",\"b\"]"; }),
-            prefix + " has mis-shaped fc.weight, fc.bias");  // 3 classes stored, 2 named
+            prefix + " has mis-shaped fc.weight ([3, 512] for the 2 classes it lists)");
+  // A list of a million names is refused by the classifier's shape before a model of that size is built.
+  EXPECT_EQ(exported_with([](safetensors::File& f) {
+              f.metadata["classes"] = safetensors::encode_string_list(std::vector<std::string>(1 << 20, "c"));
+            }),
+            prefix + " has mis-shaped fc.weight ([3, 512] for the 1048576 classes it lists)");
+  EXPECT_EQ(exported_with(renamed("fc.weight", "fc.weigxt")), prefix + " lacks fc.weight");
   EXPECT_EQ(exported_with([](safetensors::File& f) { f.metadata["model"] = "resnet9"; }).rfind(
                 prefix + " holds a 'resnet9', which is no model rn50 has (resnet18, resnet34, ", 0),
             0u);
