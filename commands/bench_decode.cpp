@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "commands/command.h"
@@ -219,7 +221,25 @@ int bench_decode_command(int argc, char** argv) {
   if ((parsed.count("step-model") || parsed.count("step-eager") || parsed.count("step-wgrad-inline")) &&
       decode != Decode::kGpu)
     throw ConfigError("--step-model, --step-eager and --step-wgrad-inline are for --decode gpu");
+  // Bounded before any work: a zero or negative count measured nothing and printed 0 img/s, a huge one ran until
+  // killed.
+  auto in_range = [&](const char* option, double value, double low, double high) {
+    if (!(value >= low && value <= high)) {
+      throw ConfigError(strprintf("--%s must be %.10g to %.10g (got %.10g)", option, low, high, value));
+    }
+  };
   const int files = parsed["files"].as<int>();
+  in_range("files", files, 1, 100000);
+  if (parsed.count("threads")) in_range("threads", parsed["threads"].as<int>(), 1, 1024);
+  in_range("seconds", parsed["seconds"].as<double>(), 0.01, 3600);
+  in_range("size", parsed["size"].as<int>(), 16, 4096);
+  if (parsed.count("data-root")) {
+    std::error_code ec;
+    const std::string root = parsed["data-root"].as<std::string>();
+    if (!std::filesystem::is_directory(root, ec)) {
+      throw ConfigError("--data-root " + root + " is not a folder" + (ec ? ": " + ec.message() : ""));
+    }
+  }
   const auto jpegs = parsed.count("data-root") ? bench::read_jpegs(parsed["data-root"].as<std::string>(), files)
                                                : bench::make_benchmark_jpegs(files, 500, 375, 7);
   if (jpegs.empty()) throw DataError("no JPEG files to decode");

@@ -29,6 +29,9 @@ cxxopts::ParseResult parse_options(cxxopts::Options& options, int argc, char** a
 // An output file's path before any work: not empty, not a folder (a ConfigError naming `option`).
 void check_output_file(const std::string& option, const std::string& path);
 
+// Whether `name` is "cuda" or "cuda:N" (N of at most three digits), as --device takes a GPU.
+bool is_cuda_device_name(const std::string& name);
+
 // The GPU index of a device name: N for "cuda:N", 0 otherwise.
 inline int gpu_index(const std::string& device) {
   return device.rfind("cuda:", 0) == 0 ? std::stoi(device.substr(5)) : 0;

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -509,8 +510,17 @@ int doctor_command(int argc, char** argv) {
     std::printf("%s", compare_instances(v[0], v[1], v[2], v[3]).c_str());
     return 0;
   }
-  if (parsed.count("data-root")) doctor.data_root = parsed["data-root"].as<std::string>();
+  if (parsed.count("data-root")) {
+    doctor.data_root = parsed["data-root"].as<std::string>();
+    std::error_code ec;  // checked before the measurements, which take a minute
+    if (!std::filesystem::is_directory(doctor.data_root, ec)) {
+      throw ConfigError("--data-root " + doctor.data_root + " is not a folder" + (ec ? ": " + ec.message() : ""));
+    }
+  }
   doctor.device = parsed["device"].as<std::string>();
+  if (doctor.device != "auto" && doctor.device != "cpu" && !is_cuda_device_name(doctor.device)) {
+    throw ConfigError("--device '" + doctor.device + "': expected auto, cpu, cuda or cuda:N");
+  }
   doctor.model = parsed["model"].as<std::string>();
   const auto known = models::names();
   if (std::find(known.begin(), known.end(), doctor.model) == known.end()) {

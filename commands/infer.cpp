@@ -46,14 +46,12 @@ std::string shape_of(const safetensors::TensorView& t) {
 // --device as a device this process has: cpu, cuda (the first GPU) or cuda:N.
 c10::Device resolve_device(const std::string& name) {
   if (name == "cpu") return c10::Device(c10::kCPU);
-  const bool numbered = name.rfind("cuda:", 0) == 0 && name.size() > 5 && name.size() <= 8 &&
-                        name.find_first_not_of("0123456789", 5) == std::string::npos;
-  if (name != "cuda" && !numbered) throw ConfigError("--device '" + name + "': expected cpu, cuda or cuda:N");
+  if (!is_cuda_device_name(name)) throw ConfigError("--device '" + name + "': expected cpu, cuda or cuda:N");
   if (!torch::cuda::is_available()) {
     throw ConfigError("--device " + name + ": no CUDA device is available" +
                       (cuda::built_with_cuda() ? "" : " (this rn50 was built without CUDA)"));
   }
-  const int index = numbered ? std::stoi(name.substr(5)) : 0;
+  const int index = name == "cuda" ? 0 : std::stoi(name.substr(5));
   if (index >= static_cast<int>(torch::cuda::device_count())) {
     throw ConfigError("--device " + name + ": only " + std::to_string(torch::cuda::device_count()) +
                       " CUDA device(s) are visible");

@@ -11,6 +11,7 @@
 #include "core/crash_report.h"
 #include "core/errors.h"
 #include "core/log.h"
+#include "core/stop.h"
 
 namespace {
 
@@ -83,6 +84,8 @@ int main(int argc, char** argv) {
       return fatal("bad image: ", e.what(), 2);
     } catch (const cxxopts::exceptions::exception& e) {
       return fatal("", e.what(), 2);
+    } catch (const rn50::stop::StoppedBeforeTraining& e) {
+      return fatal("", e.what(), 128 + e.signal);  // as a run stopped later exits: 130 for SIGINT, 143 for SIGTERM
     } catch (const std::exception& e) {
       return fatal("error: ", e.what(), 1);
     }

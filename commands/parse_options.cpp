@@ -55,13 +55,21 @@ std::string quoted_value(const std::string& message) {
   return "";
 }
 
+// Whether `text` is `value` or a comma-separated list holding it (a list option's one bad element).
+bool holds(const std::string& text, const std::string& value) {
+  return text == value || ("," + text + ",").find("," + value + ",") != std::string::npos;
+}
+
 // The option that `value` was given to on the command line: "--name value", "--name=value" or "-n value".
 std::string option_of_value(const std::string& value, int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t eq = arg.find('=');
-    if (arg.rfind("--", 0) == 0 && eq != std::string::npos && arg.substr(eq + 1) == value) return arg.substr(0, eq);
-    if (arg == value && i > 1 && argv[i - 1][0] == '-' && std::string(argv[i - 1]).find('=') == std::string::npos) {
+    if (arg.rfind("--", 0) == 0 && eq != std::string::npos && holds(arg.substr(eq + 1), value)) {
+      return arg.substr(0, eq);
+    }
+    if (holds(arg, value) && i > 1 && argv[i - 1][0] == '-' &&
+        std::string(argv[i - 1]).find('=') == std::string::npos) {
       return argv[i - 1];
     }
   }
@@ -114,6 +122,11 @@ cxxopts::ParseResult parse_options(cxxopts::Options& options, int argc, char** a
                       " --help lists what it takes");
   }
   return parsed;
+}
+
+bool is_cuda_device_name(const std::string& name) {
+  return name == "cuda" || (name.rfind("cuda:", 0) == 0 && name.size() > 5 && name.size() <= 8 &&
+                            name.find_first_not_of("0123456789", 5) == std::string::npos);
 }
 
 void check_output_file(const std::string& option, const std::string& path) {

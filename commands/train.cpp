@@ -123,6 +123,9 @@ ResumedRun resumed_run(const std::string& resume) {
       throw ConfigError("config key 'resume': " + resume + " is a folder without " + trainer::kCheckpointFile);
     }
   } else {
+    if (!fs::exists(resume, ec)) {
+      throw ConfigError("config key 'resume': " + resume + " does not exist (a run folder or its checkpoint)");
+    }
     run.checkpoint = resume;
     const fs::path parent = fs::path(resume).parent_path();
     run.dir = parent.empty() ? "." : parent.string();
@@ -163,10 +166,12 @@ Config assemble_config(const cxxopts::ParseResult& parsed, const std::map<std::s
   const auto resume_option = overrides.find("resume");
   if (resume_option != overrides.end() && !resume_option->second.empty()) {
     const ResumedRun run = resumed_run(resume_option->second);
-    if (!parsed.count("config") && !run.config.empty()) {
-      apply_yaml_file(config, run.config);
-      config.out_dir = run.dir;  // the folder it is in, wherever it was first written (a copied run stays copied)
-    }
+    if (!parsed.count("config") && !run.config.empty()) apply_yaml_file(config, run.config);
+    // The run continues in the folder its checkpoint is in, wherever it was first written (a copied run stays
+    // copied), unless the command line names another; and from the checkpoint's weights, not the file it started
+    // from (init_from recorded in its config.yaml), unless the command line names one, which conflicts.
+    config.out_dir = run.dir;
+    config.init_from.clear();
     apply_overrides(config, overrides);
     config.resume = run.checkpoint;
     if (!run.config.empty() && !parsed.count("resume-override")) check_resume_keeps_the_run(config, run);
@@ -176,8 +181,20 @@ Config assemble_config(const cxxopts::ParseResult& parsed, const std::map<std::s
   return config;
 }
 
-// The line a stopped run ends with: where it stopped and the command that continues it.
-std::string stop_line(const trainer::StopPoint& stop, const Config& config) {
+// A word as a POSIX shell reads it back: quoted unless it holds only characters no shell treats specially.
+std::string shell_word(const std::string& word) {
+  const bool plain = !word.empty() && word.find_first_not_of(
+                                          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                          "0123456789_./:@%+=,-") == std::string::npos;
+  if (plain) return word;
+  std::string quoted = "'";
+  for (const char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// The line a stopped run ends with: where it stopped and the command that continues it (with as many processes: the
+// steps per epoch depend on them).
+std::string stop_line(const trainer::StopPoint& stop, const Config& config, int processes) {
   const std::string where =
       stop.epoch_step > 0 ? strprintf("in epoch %lld after %lld of its steps (global step %lld)",
                                       static_cast<long long>(stop.epoch + 1), static_cast<long long>(stop.epoch_step),
@@ -185,8 +202,11 @@ std::string stop_line(const trainer::StopPoint& stop, const Config& config) {
                           : strprintf("after epoch %lld (global step %lld)", static_cast<long long>(stop.epoch),
                                       static_cast<long long>(stop.global_step));
   return "stopped by " + stop::signal_name(stop.signal) + " " + where +
-         (config.checkpoint ? "; resume with: rn50 train --resume " + config.out_dir
-                            : "; no checkpoint was written (checkpoint: off)");
+         (!config.checkpoint ? "; no checkpoint was written (checkpoint: off)"
+          : processes > 1    ? "; resume with " + std::to_string(processes) + " processes: rn50 launch --nproc " +
+                                std::to_string(processes) + " -- train --resume " + shell_word(config.out_dir) +
+                                " (or your launcher's command with train --resume)"
+                          : "; resume with: rn50 train --resume " + shell_word(config.out_dir));
 }
 
 // `rn50 train`: every config key is also an option (--batch-size for batch_size).
@@ -270,7 +290,7 @@ int train_command(int argc, char** argv) {
   }
   if (reports) write_report(config);
   if (stopped.signal) {
-    if (launch.rank == 0) log_info(stop_line(stopped, config));
+    if (launch.rank == 0) log_info(stop_line(stopped, config, launch.world_size));
     return 128 + stopped.signal;  // as a shell reports a process its signal ended: 130 for SIGINT, 143 for SIGTERM
   }
   return 0;

@@ -60,7 +60,12 @@ LaunchEnv read_launch_env(const std::function<std::optional<std::string>(const s
       env.local_world_size = parse_count(names.local_size, *local_size, 1);
     }
     env.master_addr = getenv("MASTER_ADDR").value_or("");
-    if (const auto port = getenv("MASTER_PORT")) env.master_port = parse_count("MASTER_PORT", *port, 1);
+    if (const auto port = getenv("MASTER_PORT")) {
+      env.master_port = parse_count("MASTER_PORT", *port, 1);
+      if (env.master_port > 65535) {  // a TCP port is 16 bits: 70000 once listened on 4464
+        throw ConfigError("environment variable MASTER_PORT='" + *port + "' is not a TCP port (1 to 65535)");
+      }
+    }
     return env;
   }
   return env;

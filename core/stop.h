@@ -3,6 +3,7 @@
 // that was under way. Works as PID 1 in a container, where SIGTERM has no default action.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 
 namespace rn50::stop {
@@ -15,6 +16,13 @@ int requested();
 
 // Asks as the first signal would (tests, and a rank told by another that the run stops).
 void request(int signal_number);
+
+// Thrown where a run is stopped before it has anything to checkpoint (waiting for the other ranks): the command exits
+// 128 + signal as a run stopped later does, with this one line.
+struct StoppedBeforeTraining : std::runtime_error {
+  StoppedBeforeTraining(int signal_number, const std::string& what) : std::runtime_error(what), signal(signal_number) {}
+  int signal;
+};
 
 // "SIGINT", "SIGTERM", or "signal N".
 std::string signal_name(int signal_number);

@@ -15,6 +15,7 @@
 
 #include "core/errors.h"
 #include "core/log.h"
+#include "core/stop.h"
 #include "cuda/cuda_support.h"
 #include "parallel/c10d_adapter.h"
 #include "parallel/nccl_group.h"
@@ -75,12 +76,19 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 // Counts this rank in and waits until all `world` ranks have, at most `timeout` after `start`: the one wait of the
 // rendezvous. (TCPStore's own, waitWorkers, gives up silently after its timeout plus up to a second, and the process
 // group's rendezvous then waited the whole timeout again.) Throws ConfigError, beginning with `where`, when they have
-// not all come, or when rank 0's store went away meanwhile.
+// not all come, or when rank 0's store went away meanwhile; stop::StoppedBeforeTraining when a stop is asked for.
 void join_all(c10d::Store& store, int world, std::chrono::steady_clock::time_point start,
               std::chrono::milliseconds timeout, const std::string& where) {
   const std::string key = "rn50/joined";
   int64_t joined = store.add(key, 1);
   for (auto now = std::chrono::steady_clock::now(); joined < world; now = std::chrono::steady_clock::now()) {
+    if (const int signal = stop::requested()) {  // docker stop or scancel at start-up: no need to wait out the timeout
+      throw stop::StoppedBeforeTraining(
+          signal,
+          strprintf("stopped by %s while waiting for the other ranks (%lld of %d had come in %.1f s); "
+                    "nothing to resume",
+                    stop::signal_name(signal).c_str(), static_cast<long long>(joined), world, seconds_since(start)));
+    }
     if (now >= start + timeout) {
       throw ConfigError(
           strprintf("%s: %lld of %d ranks came in %.1f s (the others did not start, or were given "
@@ -207,6 +215,8 @@ Distributed::Distributed(const LaunchEnv& launch, const DistributedOptions& opti
       comm_ = make_gloo_communicator(impl_->store, launch.rank, launch.world_size, timeout, device.is_cuda());
     }
   } catch (const ConfigError&) {
+    throw;
+  } catch (const stop::StoppedBeforeTraining&) {
     throw;
   } catch (const std::exception& e) {
     throw ConfigError(

@@ -75,7 +75,17 @@ std::string describe_status(int status) {
 }  // namespace
 
 int launch_local(const LaunchOptions& options) {
-  if (options.processes < 1) throw ConfigError("launch: --nproc must be at least 1");
+  if (options.processes < 1 || options.processes > kMaxLocalProcesses) {
+    throw ConfigError("launch: --nproc must be 1 to " + std::to_string(kMaxLocalProcesses) + " (got " +
+                      std::to_string(options.processes) + ")");
+  }
+  if (options.master_port < 0 || options.master_port > 65535) {
+    throw ConfigError("launch: --master-port must be a TCP port, 1 to 65535, or 0 for a free one (got " +
+                      std::to_string(options.master_port) + ")");
+  }
+  if (options.grace_s < 0 || options.grace_s > 3600) {
+    throw ConfigError("launch: --grace must be 0 to 3600 seconds (got " + std::to_string(options.grace_s) + ")");
+  }
   if (options.args.empty())
     throw ConfigError("launch: name the command to run after '--', e.g. rn50 launch --nproc 2 -- train ...");
   const int port = options.master_port > 0 ? options.master_port : free_port();

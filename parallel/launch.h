@@ -6,6 +6,10 @@
 
 namespace rn50::parallel {
 
+// One host's processes of a run: one a GPU, and no host has hundreds (a larger count is a typing mistake, and would
+// fork until the host runs out).
+constexpr int kMaxLocalProcesses = 256;
+
 struct LaunchOptions {
   int processes = 1;
   int master_port = 0;            // 0: a free port of this host

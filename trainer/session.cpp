@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <system_error>
 #include <utility>
@@ -140,18 +139,22 @@ Session::Session(const Config& config, const LaunchEnv& launch, std::unique_ptr<
   if (primary()) {
     std::filesystem::create_directories(config.out_dir);
     remove_stale_temporaries();
-    std::ofstream(config.out_dir + "/config.yaml") << to_yaml(config);
   }
+  // The checkpoint and the starting weights are checked before the run writes into out_dir: a refused resume once
+  // left its run's config.yaml rewritten with the refused values, and a bad init_from deleted the earlier run's
+  // event files.
   if (!config.resume.empty()) resume();
+  if (!config.init_from.empty()) {
+    log_info("init_from " + config.init_from + ": " + load_weights(config.init_from, *model, model->classifier_name()));
+  }
   if (primary()) {
+    const std::string yaml = to_yaml(config);
+    files::write_atomically(config.out_dir + "/config.yaml", yaml.data(), yaml.size());
     std::optional<ResumePoint> resumed;
     if (!config.resume.empty()) resumed = ResumePoint{start_epoch, global_step};
     metrics = std::make_unique<MetricsLog>(config.out_dir + "/" + kMetricsFile, resumed);
     if (!metrics->repaired().empty()) log_warn(metrics->repaired());
     add_curves(resumed);
-  }
-  if (!config.init_from.empty()) {
-    log_info("init_from " + config.init_from + ": " + load_weights(config.init_from, *model, model->classifier_name()));
   }
   if (distributed) join_data_parallel();
   if (device.is_cuda() && primary()) start_sampler();  // only rank 0's epoch record is written
@@ -266,11 +269,16 @@ void Session::resume() {
                       std::to_string(meta.seed) + "; a resumed run must use its checkpoint's seed");
   }
   if (meta.batch_size != config.batch_size || meta.steps_per_epoch != info.steps_per_epoch) {
+    // The checkpoint does not record its processes; with the same batch, they or the dataset's size differ.
+    const std::string why = meta.batch_size != config.batch_size
+                                ? ""
+                                : " (the same batch: the number of processes, " + std::to_string(world()) +
+                                      " now, or the dataset's size differs from the run's)";
     throw ConfigError(
         strprintf("config key 'batch_size': the checkpoint was trained with batch %lld and %lld steps per "
-                  "epoch, this run has %d and %lld; the schedule would not continue",
+                  "epoch, this run has %d and %lld; the schedule would not continue%s",
                   static_cast<long long>(meta.batch_size), static_cast<long long>(meta.steps_per_epoch),
-                  config.batch_size, static_cast<long long>(info.steps_per_epoch)));
+                  config.batch_size, static_cast<long long>(info.steps_per_epoch), why.c_str()));
   }
   start_epoch = meta.epoch;
   start_epoch_step = meta.epoch_step;

@@ -12,11 +12,16 @@
 #include <opencv2/imgproc.hpp>
 #include <random>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 #include "codecs/jpeg_codec.h"
 #include "core/affinity.h"
 #include "core/clock.h"
+#include "core/errors.h"
+#include "core/files.h"
+#include "core/image_limits.h"
+#include "core/log.h"
 #include "data/random_draws.h"
 #include "data/transforms.h"
 
@@ -90,14 +95,30 @@ std::vector<std::vector<uint8_t>> make_benchmark_jpegs(int count, int width, int
 std::vector<std::vector<uint8_t>> read_jpegs(const std::string& folder, int limit) {
   std::vector<std::vector<uint8_t>> files;
   namespace fs = std::filesystem;
-  for (const auto& entry : fs::recursive_directory_iterator(folder)) {
-    if (static_cast<int>(files.size()) >= limit) break;
-    std::string ext = entry.path().extension().string();
+  std::error_code ec;
+  fs::recursive_directory_iterator it(folder, ec);
+  if (ec) throw DataError("cannot read " + folder + ": " + ec.message());
+  // Within training's bounds: a link to nowhere, a special file, a file over its byte limit or a header that does
+  // not parse or claims more pixels than its limit is skipped, never read whole or decoded.
+  int skipped = 0;
+  for (; it != fs::recursive_directory_iterator() && static_cast<int>(files.size()) < limit; it.increment(ec)) {
+    if (ec) throw DataError("cannot read " + folder + ": " + ec.message());
+    std::string ext = it->path().extension().string();
     std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (!entry.is_regular_file() || (ext != ".jpg" && ext != ".jpeg")) continue;
-    std::ifstream in(entry.path(), std::ios::binary);
-    files.emplace_back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (ext != ".jpg" && ext != ".jpeg") continue;
+    std::vector<uint8_t> bytes;
+    try {
+      rn50::files::read_whole(it->path().string(), kDefaultMaxImageBytes, bytes);
+      const codecs::JpegInfo info = codecs::read_jpeg_header(bytes.data(), bytes.size());
+      if (int64_t{info.width} * info.height > kDefaultMaxImagePixels) throw DecodeError("too many pixels");
+    } catch (const std::exception&) {
+      ++skipped;
+      continue;
+    }
+    files.push_back(std::move(bytes));
   }
+  if (skipped > 0)
+    log_warn(strprintf("%d JPEG files in %s skipped: unreadable, too large, or not a JPEG", skipped, folder.c_str()));
   return files;
 }
 
@@ -158,16 +179,22 @@ DecodeBenchResult run_decode_bench(const std::vector<std::vector<uint8_t>>& file
     std::atomic<int64_t> total{0};
     std::vector<std::thread> pool;
     const auto start = Clock::now();
-    for (int t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] {
-        if (pinned && !pin_this_thread(cpu_in_turn(cpus, t))) ++pin_failures;
-        TrainDecoder decoder{files, infos, output_size, {}};
-        int64_t i = t * 1000003LL, n = 0;
-        while (seconds_since(start) < seconds) {
-          for (int k = 0; k < 8; ++k, ++n) decoder(i++);
-        }
-        total += n;
-      });
+    try {
+      for (int t = 0; t < threads; ++t) {
+        pool.emplace_back([&, t] {
+          if (pinned && !pin_this_thread(cpu_in_turn(cpus, t))) ++pin_failures;
+          TrainDecoder decoder{files, infos, output_size, {}};
+          int64_t i = t * 1000003LL, n = 0;
+          while (seconds_since(start) < seconds) {
+            for (int k = 0; k < 8; ++k, ++n) decoder(i++);
+          }
+          total += n;
+        });
+      }
+    } catch (const std::system_error& e) {  // a thread limit: the started ones finish before the error goes up
+      for (auto& th : pool) th.join();
+      throw std::runtime_error(
+          strprintf("cannot start %d decode threads (%zu started): %s", threads, pool.size(), e.what()));
     }
     for (auto& th : pool) th.join();
     return static_cast<double>(total.load()) / seconds_since(start);

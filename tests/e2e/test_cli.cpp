@@ -402,6 +402,78 @@ void write_grey_images(const std::string& file, int64_t side) {
                                                        {}));
 }
 
+// The event files TensorBoard reads in a run folder.
+size_t event_files(const std::string& dir) {
+  size_t n = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) n += entry.path().filename().string().rfind("events.", 0) == 0;
+  return n;
+}
+
+// A resume or a start from weights is checked before the run writes into its folder (a refused resume once left the
+// refused values in the run's config.yaml, so that the run no longer resumed, and a misspelt init_from deleted the
+// earlier run's event files); a resumed run continues in its checkpoint's folder, config.yaml or not, and from its
+// checkpoint even when it started from init_from (which once made it refuse to resume at all).
+TEST_F(Cli, AResumeIsCheckedBeforeItWritesAndContinuesInItsFolder) {
+  make_sample("--classes 2 --per-class 4 --val-per-class 1 --size 16");
+  const std::string train = "train --data-root " + path("data") +
+                            " --model resnet18 --device cpu --image-size 16 --val-resize 16 --batch-size 2"
+                            " --validate=off --report=off";
+  ASSERT_EQ(rn50(train + " --epochs 1 --out-dir " + path("run")).code, 0);
+  const std::string config = read_text(path("run") + "/config.yaml");
+  const size_t events = event_files(path("run"));
+  ASSERT_GT(events, 0u);
+  expect_exit_2_naming("train --resume " + path("run") + " --resume-override --epochs 2 --seed 7",
+                       "config key 'seed': 7 differs from the checkpoint's");
+  EXPECT_EQ(read_text(path("run") + "/config.yaml"), config);
+  expect_exit_2_naming(train + " --epochs 3 --out-dir " + path("run") + " --init-from " + path("typo.safetensors"),
+                       path("typo.safetensors"));
+  EXPECT_EQ(read_text(path("run") + "/config.yaml"), config);
+  EXPECT_EQ(event_files(path("run")), events);
+  expect_exit_2_naming("train --resume " + path("nowhere"),
+                       "config key 'resume': " + path("nowhere") + " does not exist");
+
+  ASSERT_EQ(rn50("export --checkpoint " + path("run") + "/checkpoint.safetensors --out " + path("w.safetensors")).code,
+            0);
+  ASSERT_EQ(rn50(train + " --epochs 1 --out-dir " + path("ini") + " --init-from " + path("w.safetensors")).code, 0);
+  Result r = rn50("train --resume " + path("ini") + " --resume-override --epochs 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(records(path("ini") + "/metrics.jsonl", "epoch").size(), 2u);
+
+  fs::create_directories(path("solo"));
+  fs::copy_file(path("run") + "/checkpoint.safetensors", path("solo") + "/checkpoint.safetensors");
+  r = rn50(train + " --resume " + path("solo") + " --resume-override --epochs 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(records(path("solo") + "/metrics.jsonl", "epoch").size(), 1u);  // epoch 2 only: the first was elsewhere
+}
+
+// The doctor and bench-decode check what they are given before they measure: a bogus --device once measured the CPU
+// silently, a missing --data-root failed after a minute with a raw filesystem error (exit 1), and bench-decode's
+// zero or negative counts printed 0 img/s with exit 0.
+TEST_F(Cli, DoctorAndBenchDecodeCheckTheirOptionsBeforeMeasuring) {
+  expect_exit_2_naming("doctor --quick --device bogus", "--device 'bogus': expected auto, cpu, cuda or cuda:N");
+  expect_exit_2_naming("doctor --quick --data-root " + path("nowhere"),
+                       "--data-root " + path("nowhere") + " is not a folder");
+  expect_exit_2_naming("doctor --compare nan,0,1,0", "--compare: 'nan' is not a value it takes");
+  expect_exit_2_naming("bench-decode --files 1 --threads 0", "--threads must be 1 to 1024 (got 0)");
+  expect_exit_2_naming("bench-decode --files 1 --seconds -1", "--seconds must be 0.01 to 3600 (got -1)");
+  expect_exit_2_naming("bench-decode --files 1 --size 0", "--size must be 16 to 4096 (got 0)");
+  expect_exit_2_naming("bench-decode --files 2000000000", "--files must be 1 to 100000 (got 2000000000)");
+  expect_exit_2_naming("bench-decode --files 1 --data-root " + path("nowhere"),
+                       "--data-root " + path("nowhere") + " is not a folder");
+}
+
+// rn50 launch's numbers are checked before any process starts: a port past 16 bits once listened on its low 16 (70000
+// on 4464), a negative grace killed the others at once, and a huge --nproc allocated until it failed.
+TEST_F(Cli, LaunchRefusesNumbersItCannotUse) {
+  expect_exit_2_naming("launch --nproc 2 --master-port 70000 -- train",
+                       "--master-port must be a TCP port, 1 to 65535, or 0 for a free one (got 70000)");
+  expect_exit_2_naming("launch --nproc 2 --master-port -5 -- train", "(got -5)");
+  expect_exit_2_naming("launch --nproc 2 --grace -3 -- train", "--grace must be 0 to 3600 seconds (got -3)");
+  expect_exit_2_naming("launch --nproc 100000000 -- train", "--nproc must be 1 to 256 (got 100000000)");
+  expect_exit_2_naming("train --data synthetic --device cpu", "MASTER_PORT='70000' is not a TCP port (1 to 65535)",
+                       "RANK=0 WORLD_SIZE=2 MASTER_PORT=70000");
+}
+
 // An output that is an input would be destroyed by the write: export over its checkpoint (the run could no longer
 // resume), infer over its weights or images, a report over the run's metrics. Each is refused and the input kept.
 TEST_F(Cli, NoCommandWritesOverItsOwnInput) {

@@ -58,35 +58,59 @@ bool listening_on(int port) {
 // Rank 0 of two, alone: it waits dist_timeout_s once (not the store's wait and then the process group's rendezvous,
 // twice the bound, as it once did), then stops with one configuration error that says so. Timed from the moment its
 // store listens, so the start-up (dataset scan, model) does not count.
-TEST_F(Cli, ARankThatNeverComesStopsTheRunWithinTheTimeout) {
-  make_sample("--classes 2 --per-class 4 --val-per-class 1 --size 32");
-  const int port = test_port(1), timeout_s = 3;
-  const pid_t rank0 = start_shell("env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
-                                  " " + RN50_BINARY + " " + small_run(path("data"), path("run")) +
-                                  " --dist-timeout-s " + std::to_string(timeout_s) + " > " + path("r0.log") + " 2>&1");
-  ASSERT_GT(rank0, 0);
-  int status = 0;
-  pid_t done = 0;
-  bool listens = false;
+// Rank 0 of two, started alone with the given dist_timeout_s: it waits for a rank that never comes.
+struct AloneRank {
+  pid_t pid = 0;
+  bool listens = false;  // its store listened on the port before it exited or 60 s passed
+};
+
+// Starts rank 0 alone on `port` and waits until its store listens.
+AloneRank start_rank0_alone(const std::string& run, int port, int timeout_s, const std::string& log) {
+  AloneRank r;
+  r.pid =
+      start_shell("env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " +
+                  RN50_BINARY + " " + run + " --dist-timeout-s " + std::to_string(timeout_s) + " > " + log + " 2>&1");
   const auto started = std::chrono::steady_clock::now();
-  while (!(listens = listening_on(port)) && (done = ::waitpid(rank0, &status, WNOHANG)) == 0 &&
+  while (r.pid > 0 && !(r.listens = listening_on(port)) && ::waitpid(r.pid, nullptr, WNOHANG) == 0 &&
          std::chrono::steady_clock::now() - started < std::chrono::seconds(60)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  const auto listened = std::chrono::steady_clock::now();
-  while ((done = ::waitpid(rank0, &status, WNOHANG)) == 0 &&
-         std::chrono::steady_clock::now() - listened < std::chrono::seconds(60)) {
+  return r;
+}
+
+// Waits up to 60 s for `pid` to exit (killing it then): whether it did, its status, and the seconds it took.
+struct Exit {
+  bool done = false;
+  int status = 0;
+  double seconds = 0;
+};
+Exit wait_exit_within_a_minute(pid_t pid) {
+  Exit e;
+  const auto from = std::chrono::steady_clock::now();
+  while (!(e.done = ::waitpid(pid, &e.status, WNOHANG) != 0) &&
+         std::chrono::steady_clock::now() - from < std::chrono::seconds(60)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - listened).count();
-  if (done == 0) {
-    ::kill(rank0, SIGKILL);
-    ::waitpid(rank0, nullptr, 0);
+  e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count();
+  if (!e.done) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
   }
+  return e;
+}
+
+TEST_F(Cli, ARankThatNeverComesStopsTheRunWithinTheTimeout) {
+  make_sample("--classes 2 --per-class 4 --val-per-class 1 --size 32");
+  const int port = test_port(1), timeout_s = 3;
+  const AloneRank rank0 = start_rank0_alone(small_run(path("data"), path("run")), port, timeout_s, path("r0.log"));
+  ASSERT_GT(rank0.pid, 0);
+  const Exit exit = wait_exit_within_a_minute(rank0.pid);
+  const double seconds = exit.seconds;
+  const int status = exit.status;
   std::ifstream in(path("r0.log"));
   const std::string log(std::istreambuf_iterator<char>(in), {});
-  ASSERT_TRUE(listens) << "rank 0's store never listened on port " << port << ":\n" << log;
-  ASSERT_NE(done, 0) << "rank 0 still waiting 60 s after its store listened:\n" << log;
+  ASSERT_TRUE(rank0.listens) << "rank 0's store never listened on port " << port << ":\n" << log;
+  ASSERT_TRUE(exit.done) << "rank 0 still waiting 60 s after its store listened:\n" << log;
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status << "\n" << log;
   // Seen on this machine with dist_timeout_s=3: 7.0 s before (4.0 in TCPStore's wait for the workers, which gives up
   // silently, then 3.0 in Gloo's rendezvous), 3.0 s after.
@@ -97,6 +121,26 @@ TEST_F(Cli, ARankThatNeverComesStopsTheRunWithinTheTimeout) {
                      std::to_string(timeout_s) + "."),
             std::string::npos)
       << log;
+}
+
+// A stop asked for while rank 0 waits for the others (docker stop or scancel at start-up) ends the wait at once with
+// 143, as a stopped run exits: it once waited out dist_timeout_s (300 s by default) and exited 2, or was SIGKILLed.
+TEST_F(Cli, ASignalDuringTheRendezvousEndsTheWaitAtOnce) {
+  make_sample("--classes 2 --per-class 4 --val-per-class 1 --size 32");
+  const int port = test_port(4);
+  const AloneRank rank0 = start_rank0_alone(small_run(path("data"), path("run")), port, 60, path("r0.log"));
+  ASSERT_GT(rank0.pid, 0);
+  ASSERT_TRUE(rank0.listens) << read_text(path("r0.log"));
+  ::kill(rank0.pid, SIGTERM);
+  const Exit exit = wait_exit_within_a_minute(rank0.pid);
+  const std::string log = read_text(path("r0.log"));
+  ASSERT_TRUE(exit.done) << log;
+  EXPECT_TRUE(WIFEXITED(exit.status) && WEXITSTATUS(exit.status) == 143) << exit.status << "\n" << log;
+  EXPECT_LT(exit.seconds, 5) << log;  // the wait polls every 20 ms
+  EXPECT_NE(log.find("rn50 train: stopped by SIGTERM while waiting for the other ranks (1 of 2 had come in "),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find(" s); nothing to resume"), std::string::npos) << log;
 }
 
 TEST_F(Cli, RanksWithDifferentConfigurationsRefuseToTrain) {

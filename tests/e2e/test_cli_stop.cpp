@@ -122,14 +122,18 @@ TEST_F(Cli, SigtermStopsAfterTheStepAndTheRunFolderResumesExactly) {
   EXPECT_EQ(records(run + "/metrics.jsonl", "epoch").size(), 3u);
 }
 
-// Ctrl-C is SIGINT: the same stop, exit 130.
+// Ctrl-C is SIGINT: the same stop, exit 130. The stop line quotes a folder the shell would split (it once printed
+// "rn50 train --resume a run", which failed when pasted).
 TEST_F(Cli, SigintStopsTheSameWayWithExit130) {
   make_sample("--classes 3 --per-class 40 --val-per-class 4 --size 32");
-  const std::string run = path("run"), log = path("run.log");
-  const pid_t pid = start_shell(std::string(RN50_BINARY) + " " + long_run(path("data"), run) + " > " + log + " 2>&1");
+  const std::string run = path("a run"), log = path("run.log");
+  const pid_t pid =
+      start_shell(std::string(RN50_BINARY) + " " + long_run(path("data"), "'" + run + "'") + " > " + log + " 2>&1");
   ASSERT_TRUE(wait_for_text(run + "/metrics.jsonl", "\"step\":2,", 120)) << read_text(log);
   ::kill(pid, SIGINT);
   EXPECT_EQ(wait_exit(pid).first, 130) << read_text(log);
+  EXPECT_NE(read_text(log).find("; resume with: rn50 train --resume '" + run + "'\n"), std::string::npos)
+      << read_text(log);
   const auto stops = records(run + "/metrics.jsonl", "stop");
   ASSERT_EQ(stops.size(), 1u);
   EXPECT_EQ(stops[0]["signal"], "SIGINT");
@@ -248,6 +252,10 @@ void expect_ranks_stopped_together(pid_t launcher, const std::string& run, const
   EXPECT_EQ(code, 143) << output;
   EXPECT_LT(seconds, 30);
   EXPECT_NE(output.find("stopped by SIGTERM in epoch 1 after "), std::string::npos) << output;
+  // With as many processes: the steps per epoch depend on them (rn50 train --resume alone once failed on that).
+  EXPECT_NE(output.find("; resume with 2 processes: rn50 launch --nproc 2 -- train --resume " + run + " (or "),
+            std::string::npos)
+      << output;
   EXPECT_EQ(output.find("stopping the other"), std::string::npos) << output;
   EXPECT_EQ(output.find("second signal"), std::string::npos) << output;
   const auto stops = records(run + "/metrics.jsonl", "stop");
