@@ -269,6 +269,20 @@ int train_command(int argc, char** argv) {
     models::create(config.model, {});  // throws the ConfigError that lists the known models
   }
   if (!config.mig.empty()) pin_to_mig(config, launch.world_size);
+  if (config.data == DataSource::kFolder && !config.data_root.empty()) {
+    // Inside a split the run's folder would become a class folder of no images, and every later run fail.
+    std::error_code ec;
+    const auto out = std::filesystem::weakly_canonical(config.out_dir, ec);
+    for (const char* split : {"train", "val"}) {
+      std::error_code split_ec;
+      const auto root = std::filesystem::weakly_canonical(std::filesystem::path(config.data_root) / split, split_ec);
+      const auto mismatch = std::mismatch(root.begin(), root.end(), out.begin(), out.end());
+      if (!ec && !split_ec && mismatch.first == root.end()) {
+        throw ConfigError("config key 'out_dir': " + config.out_dir + " is inside data_root's " + split +
+                          "/; a run's folder there would become a class of the dataset");
+      }
+    }
+  }
   // out_dir must be a folder this process can write: a failure here is the user's to fix (exit 2), not later.
   std::error_code ec;
   std::filesystem::create_directories(config.out_dir, ec);

@@ -148,11 +148,19 @@ std::optional<BestEpoch> best_epoch_in(const std::string& path) {
   std::ifstream in(path);
   std::optional<BestEpoch> best;
   std::string line;
+  int64_t last_epoch = 0;
   while (std::getline(in, line)) {
     const nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!r.is_object() || r.value("type", "") != "epoch" || !r.contains("top1") || !r["top1"].is_number()) continue;
+    if (!r.is_object() || r.value("type", "") != "epoch" || !r.contains("epoch") || !r["epoch"].is_number_integer())
+      continue;
+    // An epoch number that does not go up starts another run appended to the file (a fresh run in a used out_dir,
+    // as the report tells runs apart): the best so far is that run's, not an earlier one's.
+    const int64_t epoch = r["epoch"].get<int64_t>();
+    if (epoch <= last_epoch) best.reset();
+    last_epoch = epoch;
+    if (!r.contains("top1") || !r["top1"].is_number()) continue;
     const double top1 = r["top1"].get<double>();
-    if (!best || top1 > best->top1) best = BestEpoch{r.value("epoch", int64_t{0}), top1};
+    if (!best || top1 > best->top1) best = BestEpoch{epoch, top1};
   }
   return best;
 }

@@ -180,9 +180,10 @@ class EpochLoop {
                                  epoch_seconds_.size() == 1 ? "" : "s", format_duration(wall).c_str());
     if (!rates.empty()) line += ", " + format_rate(rates[rates.size() / 2]) + " img/s (median epoch)";
     if (best_top1_) {
-      line += strprintf("; best top-1 %.2f%% at epoch %lld", 100 * *best_top1_, static_cast<long long>(best_epoch_)) +
-              (loop_.checkpoint ? " (" + std::string(kBestCheckpointFile) + ")" : "") +
-              strprintf(", last %.2f%%", 100 * last_top1_.value_or(0));
+      line +=
+          strprintf("; best top-1 %.2f%% at epoch %lld", 100 * *best_top1_, static_cast<long long>(best_epoch_)) +
+          (loop_.checkpoint ? " (" + std::string(kBestCheckpointFile) + ")" : "") +
+          (last_top1_ ? strprintf(", last %.2f%%", 100 * *last_top1_) : "");  // none: no epoch ran (resumed at its end)
     }
     return line + "; " + loop_.out_dir;
   }

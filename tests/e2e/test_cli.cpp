@@ -439,6 +439,18 @@ TEST_F(Cli, AResumeIsCheckedBeforeItWritesAndContinuesInItsFolder) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(records(path("ini") + "/metrics.jsonl", "epoch").size(), 2u);
 
+  // A run folder inside the dataset would become a class folder of no images, and every later run on it fail.
+  expect_exit_2_naming(train + " --epochs 1 --out-dir " + path("data") + "/train/new",
+                       "config key 'out_dir': " + path("data") + "/train/new is inside data_root's train/");
+  EXPECT_FALSE(fs::exists(path("data") + "/train/new"));
+  // A finished run resumed has no epoch left: its best epoch, but no "last 0.00%" for the epoch it did not run.
+  ASSERT_EQ(rn50(train + " --epochs 1 --validate=on --out-dir " + path("validated")).code, 0);
+  r = rn50("train --resume " + path("validated"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("finished: 0 epochs"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("best top-1 "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(", last "), std::string::npos) << r.output;
+
   fs::create_directories(path("solo"));
   fs::copy_file(path("run") + "/checkpoint.safetensors", path("solo") + "/checkpoint.safetensors");
   r = rn50(train + " --resume " + path("solo") + " --resume-override --epochs 2");

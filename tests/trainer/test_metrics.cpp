@@ -77,5 +77,24 @@ TEST(MetricsLog, StepRecordsCarryTheirUtilisationWithNullForUnavailable) {
             "\"tensor_util_pct\":null,\"type\":\"step\"}\n");
 }
 
+// A resumed run's best epoch is its own: a fresh run appended to a used out_dir's file starts its epochs at 1 again,
+// and the earlier run's better epoch once stood as the resumed run's best (and kept checkpoint_best from it).
+TEST(BestEpoch, IsTheLastRunsOfTheFile) {
+  rn50::testing::TempDir dir;
+  auto epoch = [](int e, double top1) {
+    return "{\"epoch\":" + std::to_string(e) + ",\"top1\":" + std::to_string(top1) + ",\"type\":\"epoch\"}\n";
+  };
+  write(dir.file("m.jsonl"), epoch(1, 1.0) + epoch(2, 0.9) + epoch(1, 0.5) + step_line(2, 7) + epoch(2, 0.75));
+  auto best = best_epoch_in(dir.file("m.jsonl"));
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(best->epoch, 2);
+  EXPECT_DOUBLE_EQ(best->top1, 0.75);
+  write(dir.file("m.jsonl"), epoch(1, 0.25) + epoch(2, 0.5) + epoch(3, 0.375));
+  best = best_epoch_in(dir.file("m.jsonl"));
+  ASSERT_TRUE(best.has_value());
+  EXPECT_EQ(best->epoch, 2);
+  EXPECT_FALSE(best_epoch_in(dir.file("missing.jsonl")).has_value());
+}
+
 }  // namespace
 }  // namespace rn50::trainer
