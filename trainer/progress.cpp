@@ -25,11 +25,13 @@ std::string format_duration(double seconds) {
 }
 
 EpochProgress::EpochProgress(int64_t epoch, int64_t epochs, int64_t steps, int64_t images_per_step, double mean_epoch_s,
-                             Clock::time_point start, std::function<void(const std::vector<std::string>&)> show)
+                             Clock::time_point start, std::function<void(const std::vector<std::string>&)> show,
+                             int64_t first_step)
     : epoch_(epoch),
       epochs_(epochs),
       steps_(steps),
       images_per_step_(images_per_step),
+      first_step_(first_step),
       mean_epoch_s_(mean_epoch_s),
       start_(start),
       show_(std::move(show)) {}
@@ -46,8 +48,8 @@ void EpochProgress::step_done(int64_t done, Clock::time_point now) {
 
 bool EpochProgress::estimate(int64_t done, Clock::time_point now, double* epoch_left, double* run_left) const {
   const double elapsed = std::chrono::duration<double>(now - start_).count();
-  if (done <= 0 || elapsed <= 0) return false;
-  const double per_step = elapsed / static_cast<double>(done);
+  if (done <= first_step_ || elapsed <= 0) return false;
+  const double per_step = elapsed / static_cast<double>(done - first_step_);
   *epoch_left = per_step * static_cast<double>(steps_ - done);
   const double epoch_length = mean_epoch_s_ > 0 ? mean_epoch_s_ : per_step * static_cast<double>(steps_);
   *run_left = *epoch_left + epoch_length * static_cast<double>(std::max<int64_t>(0, epochs_ - epoch_));
@@ -64,7 +66,7 @@ std::string EpochProgress::line(int64_t done, Clock::time_point now) const { ret
 
 std::vector<std::string> EpochProgress::forms(int64_t done, Clock::time_point now) const {
   const double elapsed = std::chrono::duration<double>(now - start_).count();
-  const double rate = elapsed > 0 ? static_cast<double>(done * images_per_step_) / elapsed : 0;
+  const double rate = elapsed > 0 ? static_cast<double>((done - first_step_) * images_per_step_) / elapsed : 0;
   const double percent = 100.0 * static_cast<double>(done) / static_cast<double>(std::max<int64_t>(1, steps_));
   const auto e = static_cast<long long>(epoch_), n = static_cast<long long>(epochs_);
   double epoch_s = 0, run_s = 0;

@@ -20,8 +20,10 @@ class EpochProgress {
   // the log lines.
   // `mean_epoch_s`: the whole epochs this process has finished, validation included (0 when none yet), for the
   // run's time left; without one, the epochs ahead are taken to be as long as this one's training part.
+  // `first_step`: the steps of the epoch done before `start` (a run resumed mid-epoch), not counted in its rate.
   EpochProgress(int64_t epoch, int64_t epochs, int64_t steps, int64_t images_per_step, double mean_epoch_s,
-                Clock::time_point start, std::function<void(const std::vector<std::string>&)> show);
+                Clock::time_point start, std::function<void(const std::vector<std::string>&)> show,
+                int64_t first_step = 0);
   ~EpochProgress();  // removes the live line
   EpochProgress(const EpochProgress&) = delete;
   EpochProgress& operator=(const EpochProgress&) = delete;
@@ -40,7 +42,7 @@ class EpochProgress {
   // Seconds left in the epoch and the run after `done` steps; false before the first.
   bool estimate(int64_t done, Clock::time_point now, double* epoch_left, double* run_left) const;
 
-  const int64_t epoch_, epochs_, steps_, images_per_step_;
+  const int64_t epoch_, epochs_, steps_, images_per_step_, first_step_;
   const double mean_epoch_s_;
   const Clock::time_point start_;
   const std::function<void(const std::vector<std::string>&)> show_;

@@ -222,7 +222,8 @@ class EpochLoop {
       progress.emplace(epoch + 1, loop_.epochs, steps, s_.global_batch(), mean_epoch_seconds(), t0,
                        stdout_is_terminal() ? std::function<void(const std::vector<std::string>&)>(
                                                   [](const std::vector<std::string>& forms) { set_status_line(forms); })
-                                            : nullptr);
+                                            : nullptr,
+                       first_step);
     }
     int64_t done = 0;  // steps of this epoch run by this process
     for (int64_t s = first_step; s < steps; ++s) {

@@ -33,6 +33,16 @@ TEST(Progress, TheLineGivesStepsRateAndTimeLeftInTheEpochAndRun) {
   EXPECT_EQ(timed.time_left(0, t0), "time left unknown yet");
 }
 
+// Resumed at step 600 of 1000: the rate and the time left come from the steps taken since (250 in 10 s), not from
+// the 850 counted from the epoch's start (which once gave a tenth of the time left).
+TEST(Progress, AResumedEpochIsTimedFromTheStepItResumedAt) {
+  const Clock::time_point t0{};
+  const EpochProgress resumed(3, 3, 1000, 256, 0, t0, nullptr, /*first_step=*/600);
+  EXPECT_EQ(resumed.line(850, t0 + milliseconds(10000)),
+            "epoch 3/3: 850/1000 steps (85.0%), 6400 img/s, 6s left in the epoch, 6s in the run");
+  EXPECT_EQ(resumed.time_left(600, t0), "time left unknown yet");
+}
+
 TEST(Progress, RedrawsAtMostTwiceASecondAndAlwaysAtTheLastStep) {
   std::vector<std::string> shown;
   const Clock::time_point t0 = Clock::now();
