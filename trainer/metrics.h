@@ -24,6 +24,7 @@ struct StepRecord {
 struct EpochRecord {
   int64_t epoch = 0;
   int64_t steps = 0;
+  int64_t resumed_at_step = 0;  // an epoch resumed mid-way: the steps before it, in another process's record (if any)
   int64_t images = 0;
   double wall_s = 0;
   double images_per_s = 0;

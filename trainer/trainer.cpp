@@ -282,6 +282,7 @@ class EpochLoop {
     record.train_loss = done > 0 ? loss_sum.item<double>() / static_cast<double>(done) : 0.0;
     record.wall_s = seconds_since(t0);
     record.steps = done;
+    record.resumed_at_step = first_step;
     record.images = done * s_.global_batch();  // all ranks together
     record.images_per_s = static_cast<double>(record.images) / record.wall_s;
     add_input_counts(record, input);

@@ -112,7 +112,12 @@ TEST_F(Cli, SigtermStopsAfterTheStepAndTheRunFolderResumesExactly) {
     EXPECT_EQ(a[i]["step"], b[i]["step"]);
     EXPECT_NEAR(a[i]["loss"].get<double>(), b[i]["loss"].get<double>(), 1e-5) << "step " << a[i]["step"];
   }
-  EXPECT_EQ(records(run + "/metrics.jsonl", "epoch").size(), 2u);
+  const auto epochs = records(run + "/metrics.jsonl", "epoch");
+  ASSERT_EQ(epochs.size(), 2u);
+  // The resumed epoch's record says where it resumed: its steps and loss are of the steps after it only.
+  EXPECT_EQ(epochs[0].value("resumed_at_step", int64_t{-1}), stopped_at) << epochs[0];
+  EXPECT_EQ(epochs[0]["steps"].get<int64_t>(), 30 - stopped_at) << epochs[0];
+  EXPECT_FALSE(epochs[1].contains("resumed_at_step")) << epochs[1];
   EXPECT_EQ(records(run + "/metrics.jsonl", "stop").size(), 1u);  // the stop stays in the run's history
   // A key that would make it another run is refused, naming it; --resume-override takes it.
   expect_exit_2_naming("train --resume " + run + " --epochs 3 --lr 0.2",
