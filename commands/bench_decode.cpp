@@ -5,10 +5,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include "commands/command.h"
@@ -233,13 +231,7 @@ int bench_decode_command(int argc, char** argv) {
   if (parsed.count("threads")) in_range("threads", parsed["threads"].as<int>(), 1, 1024);
   in_range("seconds", parsed["seconds"].as<double>(), 0.01, 3600);
   in_range("size", parsed["size"].as<int>(), 16, 4096);
-  if (parsed.count("data-root")) {
-    std::error_code ec;
-    const std::string root = parsed["data-root"].as<std::string>();
-    if (!std::filesystem::is_directory(root, ec)) {
-      throw ConfigError("--data-root " + root + " is not a folder" + (ec ? ": " + ec.message() : ""));
-    }
-  }
+  if (parsed.count("data-root")) check_input_folder("--data-root", parsed["data-root"].as<std::string>());
   const auto jpegs = parsed.count("data-root") ? bench::read_jpegs(parsed["data-root"].as<std::string>(), files)
                                                : bench::make_benchmark_jpegs(files, 500, 375, 7);
   if (jpegs.empty()) throw DataError("no JPEG files to decode");

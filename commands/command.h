@@ -26,6 +26,9 @@ int compare_command(int argc, char** argv);       // commands/compare.cpp
 // option), an argument no option or positional takes (with `hint`, where the command has one to give).
 cxxopts::ParseResult parse_options(cxxopts::Options& options, int argc, char** argv, const std::string& hint = "");
 
+// An input folder's path before any work: an existing folder (a ConfigError naming `option` and the reason).
+void check_input_folder(const std::string& option, const std::string& path);
+
 // An output file's path before any work: not empty, not a folder (a ConfigError naming `option`).
 void check_output_file(const std::string& option, const std::string& path);
 

@@ -19,7 +19,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -512,10 +511,7 @@ int doctor_command(int argc, char** argv) {
   }
   if (parsed.count("data-root")) {
     doctor.data_root = parsed["data-root"].as<std::string>();
-    std::error_code ec;  // checked before the measurements, which take a minute
-    if (!std::filesystem::is_directory(doctor.data_root, ec)) {
-      throw ConfigError("--data-root " + doctor.data_root + " is not a folder" + (ec ? ": " + ec.message() : ""));
-    }
+    check_input_folder("--data-root", doctor.data_root);  // before the measurements, which take a minute
   }
   doctor.device = parsed["device"].as<std::string>();
   if (doctor.device != "auto" && doctor.device != "cpu" && !is_cuda_device_name(doctor.device)) {

@@ -3,7 +3,6 @@
 #include <cxxopts.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -29,18 +28,6 @@ size_t edit_distance(const std::string& a, const std::string& b) {
     }
   }
   return row[b.size()];
-}
-
-// The option name in "Option 'batchsize' does not exist" (cxxopts quotes with ASCII or UTF-8 quotation marks).
-std::string quoted_name(const std::string& message) {
-  const std::string head = "Option ", tail = " does not exist";
-  const size_t begin = message.find(head), end = message.rfind(tail);
-  if (begin == std::string::npos || end == std::string::npos || end < begin + head.size()) return "";
-  std::string name = message.substr(begin + head.size(), end - begin - head.size());
-  auto plain = [](unsigned char c) { return std::isalnum(c) || c == '-' || c == '_'; };
-  while (!name.empty() && !plain(static_cast<unsigned char>(name.front()))) name.erase(name.begin());
-  while (!name.empty() && !plain(static_cast<unsigned char>(name.back()))) name.pop_back();
-  return name;
 }
 
 // The text between the first pair of quotation marks (ASCII or UTF-8) in a cxxopts message.
@@ -89,7 +76,7 @@ cxxopts::ParseResult parse_options(cxxopts::Options& options, int argc, char** a
                       "' is not a value it takes (out of range or of the wrong kind); " + options.program() +
                       " --help lists them");
   } catch (const cxxopts::exceptions::no_such_option& e) {
-    const std::string name = quoted_name(e.what());
+    const std::string name = quoted_value(e.what());  // "Option 'batchsize' does not exist"
     std::string best;
     size_t best_distance = std::string::npos;
     for (const auto& group : options.groups()) {
@@ -127,6 +114,13 @@ cxxopts::ParseResult parse_options(cxxopts::Options& options, int argc, char** a
 bool is_cuda_device_name(const std::string& name) {
   return name == "cuda" || (name.rfind("cuda:", 0) == 0 && name.size() > 5 && name.size() <= 8 &&
                             name.find_first_not_of("0123456789", 5) == std::string::npos);
+}
+
+void check_input_folder(const std::string& option, const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) {
+    throw ConfigError(option + " " + path + " is not a folder" + (ec ? ": " + ec.message() : ""));
+  }
 }
 
 void check_output_file(const std::string& option, const std::string& path) {

@@ -14,9 +14,7 @@
 #include "data/random_draws.h"
 
 namespace rn50::data {
-namespace {
 
-// Reads a whole file into `bytes`, reusing its capacity: only a regular file of at most max_bytes (core/files.h).
 void read_file(const std::string& path, std::vector<uint8_t>& bytes, int64_t max_bytes) {
   try {
     files::read_whole(path, static_cast<uint64_t>(max_bytes), bytes);
@@ -27,7 +25,6 @@ void read_file(const std::string& path, std::vector<uint8_t>& bytes, int64_t max
   }
 }
 
-// The header's size against max_pixels, before any decoding allocates for it.
 void check_pixels(const codecs::JpegInfo& info, int64_t max_pixels) {
   const int64_t pixels = static_cast<int64_t>(info.width) * info.height;
   if (pixels > max_pixels) {
@@ -35,6 +32,8 @@ void check_pixels(const codecs::JpegInfo& info, int64_t max_pixels) {
                       " pixels, above max_image_pixels (" + std::to_string(max_pixels) + ")");
   }
 }
+
+namespace {
 
 // Buffers above this go back after their image, while the budget still counts them: a thread keeps what ordinary
 // images need (a 2000x1500 region and more), not the largest region it ever decoded.

@@ -30,6 +30,12 @@ struct SampleLimits {
   int64_t max_pixels = kDefaultMaxImagePixels;  // width x height above this is refused before decoding
 };
 
+// Reads a whole file into `bytes`, reusing its capacity: only a regular file of at most max_bytes (core/files.h);
+// throws DecodeError naming the file otherwise.
+void read_file(const std::string& path, std::vector<uint8_t>& bytes, int64_t max_bytes);
+// The header's size against max_pixels, before any decoding allocates for it; throws DecodeError.
+void check_pixels(const codecs::JpegInfo& info, int64_t max_pixels);
+
 // The crop and flip of one sample. Both decode paths take them from here, so that they agree for every sample.
 struct SampleGeometry {
   codecs::CropRect rect;

@@ -19,9 +19,9 @@
 #include "core/affinity.h"
 #include "core/clock.h"
 #include "core/errors.h"
-#include "core/files.h"
 #include "core/image_limits.h"
 #include "core/log.h"
+#include "data/dataset.h"
 #include "data/random_draws.h"
 #include "data/transforms.h"
 
@@ -108,9 +108,8 @@ std::vector<std::vector<uint8_t>> read_jpegs(const std::string& folder, int limi
     if (ext != ".jpg" && ext != ".jpeg") continue;
     std::vector<uint8_t> bytes;
     try {
-      rn50::files::read_whole(it->path().string(), kDefaultMaxImageBytes, bytes);
-      const codecs::JpegInfo info = codecs::read_jpeg_header(bytes.data(), bytes.size());
-      if (int64_t{info.width} * info.height > kDefaultMaxImagePixels) throw DecodeError("too many pixels");
+      data::read_file(it->path().string(), bytes, kDefaultMaxImageBytes);
+      data::check_pixels(codecs::read_jpeg_header(bytes.data(), bytes.size()), kDefaultMaxImagePixels);
     } catch (const std::exception&) {
       ++skipped;
       continue;
