@@ -5,7 +5,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
-#include <fcntl.h>
 #include <torch/cuda.h>
 #include <unistd.h>
 
@@ -15,35 +14,35 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
 #include <vector>
 
+#include "bench/decode/cpu_decode_bench.h"
+#include "bench/decode/gpu_decode_bench.h"
 #include "commands/command.h"
 #include "commands/model_step.h"
+#include "core/affinity.h"
+#include "core/clock.h"
+#include "core/cost.h"
+#include "core/errors.h"
+#include "core/launch_env.h"
+#include "core/limits.h"
+#include "core/log.h"
+#include "cuda/cuda_support.h"
+#include "cuda/device_ops.h"
 #include "doctor/driver_row.h"
 #include "doctor/host_view.h"
 #include "doctor/limit_rows.h"
 #include "doctor/network_rows.h"
 #include "doctor/pipeline_verdict.h"
 #include "doctor/rows.h"
-#include "core/affinity.h"
-#include "core/clock.h"
-#include "core/errors.h"
-#include "core/launch_env.h"
-#include "core/limits.h"
-#include "core/log.h"
-#include "cuda/cuda_support.h"
-#include "monitor/devices.h"
-#include "cuda/device_ops.h"
-#include "core/cost.h"
-#include "bench/decode/cpu_decode_bench.h"
-#include "bench/decode/gpu_decode_bench.h"
+#include "doctor/storage_row.h"
 #include "input/gpu_decode/gpu_decoder.h"
 #include "models/model.h"
+#include "monitor/devices.h"
 #include "monitor/health.h"
 #include "monitor/mig.h"
 #include "monitor/nvml.h"
@@ -111,36 +110,6 @@ double matmul_tflops(const c10::Device& device, at::ScalarType dtype, bool tf32,
 // One of the NVML health rows in the doctor's table, under `section`.
 Row as_row(const char* section, const monitor::HealthRow& health) {
   return {section, health.check, health.value, health.verdict, health.note};
-}
-
-
-// Reads every file once with the page cache dropped for it first (posix_fadvise), then again cached.
-std::pair<double, double> storage_read_mb_per_s(const std::string& root, int64_t limit_bytes, int64_t* files_read) {
-  std::vector<std::string> files;
-  int64_t bytes = 0;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
-    if (!e.is_regular_file()) continue;
-    files.push_back(e.path().string());
-    bytes += static_cast<int64_t>(e.file_size());
-    if (bytes >= limit_bytes) break;
-  }
-  *files_read = static_cast<int64_t>(files.size());
-  std::vector<char> buffer(1 << 20);
-  auto read_all = [&](bool drop) {
-    const auto t = Clock::now();
-    for (const auto& f : files) {
-      const int fd = ::open(f.c_str(), O_RDONLY);
-      if (fd < 0) continue;
-      if (drop) ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-      while (::read(fd, buffer.data(), buffer.size()) > 0) {
-      }
-      ::close(fd);
-    }
-    return static_cast<double>(bytes) / 1e6 / std::max(1e-9, seconds_since(t));
-  };
-  const double first = read_all(true);
-  const double cached = read_all(false);
-  return {first, cached};
 }
 
 std::string fmt_rate(double x) { return format_rate(x) + " img/s"; }
@@ -283,13 +252,8 @@ class Doctor {
   }
 
   void storage_row() {
-    int64_t files = 0;
-    const auto [first, cached] = storage_read_mb_per_s(options_.data_root, quick_ ? (64 << 20) : (1LL << 30), &files);
-    const double images_per_s = first * 1e6 / (decode_.mean_kib * 1024.0);
-    rows_.push_back({"storage", "dataset read, first / cached", strprintf("%.0f / %.0f MB/s", first, cached),
-                     images_per_s < decode_.train_all_threads ? "warn" : "ok",
-                     strprintf("%lld files; first read feeds about %.0f img/s of %.0f KiB",
-                               static_cast<long long>(files), images_per_s, decode_.mean_kib)});
+    const auto read = doctor::read_storage(options_.data_root, quick_ ? (64 << 20) : (1LL << 30));
+    rows_.push_back(doctor::storage_row(read, options_.data_root, decode_.train_all_threads, decode_.mean_kib));
   }
 
   // NVML, for the driver row and the GPU rows; on a CUDA device, that device as NVML numbers it (NVML numbers GPUs

@@ -6,9 +6,13 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <sstream>
 #include <thread>
@@ -108,6 +112,53 @@ void join_all(c10d::Store& store, int world, std::chrono::steady_clock::time_poi
   }
 }
 
+// Whether something accepts a TCP connection at host:port within `wait` (a connection opened and closed at once).
+bool accepts_connections(const std::string& host, int port, std::chrono::milliseconds wait) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return false;
+  bool accepted = false;
+  for (addrinfo* a = found; a != nullptr && !accepted; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      accepted = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int error = 0;
+      socklen_t length = sizeof error;
+      accepted = ::poll(&p, 1, static_cast<int>(wait.count())) == 1 &&
+                 ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0;
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return accepted;
+}
+
+// A rank other than 0 waits here until rank 0's store accepts connections, at most `timeout` after `start`, so that a
+// stop asked for meanwhile ends the wait (c10d's TCPStore retries its connection inside its constructor, deaf to
+// signals, until its timeout). Throws as join_all does.
+void wait_for_rank0(const std::string& host, int port, std::chrono::steady_clock::time_point start,
+                    std::chrono::milliseconds timeout, const std::string& where) {
+  while (!accepts_connections(host, port, std::chrono::milliseconds(200))) {
+    if (const int signal = stop::requested()) {
+      throw stop::StoppedBeforeTraining(
+          signal, strprintf("stopped by %s while waiting %.1f s for rank 0 at %s:%d; nothing to resume",
+                            stop::signal_name(signal).c_str(), seconds_since(start), host.c_str(), port));
+    }
+    if (std::chrono::steady_clock::now() >= start + timeout) {
+      throw ConfigError(
+          strprintf("%s: nothing accepted a connection there in %.1f s (rank 0 did not start, or was "
+                    "given another MASTER_ADDR or MASTER_PORT)",
+                    where.c_str(), seconds_since(start)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream is(text);
@@ -203,6 +254,11 @@ Distributed::Distributed(const LaunchEnv& launch, const DistributedOptions& opti
   const std::string where = strprintf("rank %d of %d could not join the run at %s:%d within dist_timeout_s=%d",
                                       launch.rank, launch.world_size, host.c_str(), port, options.timeout_s);
   try {
+    if (launch.rank != 0) {
+      log_info(strprintf("data parallel: rank %d of %d waiting for rank 0 at %s:%d", launch.rank, launch.world_size,
+                         host.c_str(), port));
+      wait_for_rank0(host, port, start, timeout, where);
+    }
     impl_->store = c10::make_intrusive<c10d::TCPStore>(host, store_options);
     join_all(*impl_->store, launch.world_size, start, timeout, where);
     const std::string backend = choose_backend(

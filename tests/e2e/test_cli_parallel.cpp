@@ -55,9 +55,6 @@ bool listening_on(int port) {
   return false;
 }
 
-// Rank 0 of two, alone: it waits dist_timeout_s once (not the store's wait and then the process group's rendezvous,
-// twice the bound, as it once did), then stops with one configuration error that says so. Timed from the moment its
-// store listens, so the start-up (dataset scan, model) does not count.
 // Rank 0 of two, started alone with the given dist_timeout_s: it waits for a rank that never comes.
 struct AloneRank {
   pid_t pid = 0;
@@ -99,6 +96,9 @@ Exit wait_exit_within_a_minute(pid_t pid) {
   return e;
 }
 
+// Rank 0 of two, alone: it waits dist_timeout_s once (not the store's wait and then the process group's rendezvous,
+// twice the bound, as it once did), then stops with one configuration error that says so. Timed from the moment its
+// store listens, so the start-up (dataset scan, model) does not count.
 TEST_F(Cli, ARankThatNeverComesStopsTheRunWithinTheTimeout) {
   make_sample("--classes 2 --per-class 4 --val-per-class 1 --size 32");
   const int port = test_port(1), timeout_s = 3;
@@ -141,6 +141,61 @@ TEST_F(Cli, ASignalDuringTheRendezvousEndsTheWaitAtOnce) {
             std::string::npos)
       << log;
   EXPECT_NE(log.find(" s); nothing to resume"), std::string::npos) << log;
+}
+
+// Whether process `pid` catches SIGTERM (its handler is installed), read from /proc/PID/status's SigCgt mask.
+bool catches_sigterm(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("SigCgt:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> (SIGTERM - 1)) & 1;
+  }
+  return false;
+}
+
+// Rank 1 of two, started alone with the given dist_timeout_s; returned once it catches SIGTERM (or has exited, or
+// 60 s passed). A non-zero rank logs warnings only, so its log cannot say when it starts to wait.
+pid_t start_rank1_alone(const std::string& run, int port, int timeout_s, const std::string& log) {
+  const pid_t pid =
+      start_shell("env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " +
+                  RN50_BINARY + " " + run + " --dist-timeout-s " + std::to_string(timeout_s) + " > " + log + " 2>&1");
+  const auto started = std::chrono::steady_clock::now();
+  while (pid > 0 && !catches_sigterm(pid) && std::chrono::steady_clock::now() - started < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return pid;
+}
+
+// A rank other than 0 whose rank 0 never listens: a stop ends its wait at once with 143 (it once stayed in c10d's
+// connection retries until dist_timeout_s, deaf to signals, until the launcher's SIGKILL), and without a stop it gives
+// up after dist_timeout_s with one line naming the address.
+TEST_F(Cli, ARankWaitingForRankZeroStopsOnASignalOrAfterItsTimeout) {
+  make_sample("--classes 2 --per-class 4 --val-per-class 1 --size 32");
+  const int port = test_port(5);
+  ASSERT_FALSE(listening_on(port));
+  pid_t rank1 = start_rank1_alone(small_run(path("data"), path("run")), port, 60, path("r1.log"));
+  ASSERT_GT(rank1, 0);
+  ::kill(rank1, SIGTERM);
+  Exit exit = wait_exit_within_a_minute(rank1);
+  std::string log = read_text(path("r1.log"));
+  ASSERT_TRUE(exit.done) << log;
+  EXPECT_TRUE(WIFEXITED(exit.status) && WEXITSTATUS(exit.status) == 143) << exit.status << "\n" << log;
+  EXPECT_LT(exit.seconds, 5) << log;  // it tries every 50 ms
+  EXPECT_NE(log.find("rn50 train: stopped by SIGTERM while waiting "), std::string::npos) << log;
+  EXPECT_NE(log.find(" for rank 0 at 127.0.0.1:" + std::to_string(port) + "; nothing to resume"), std::string::npos)
+      << log;
+
+  const int timeout_s = 2;
+  rank1 = start_rank1_alone(small_run(path("data"), path("run2")), port, timeout_s, path("r1b.log"));
+  ASSERT_GT(rank1, 0);
+  exit = wait_exit_within_a_minute(rank1);
+  log = read_text(path("r1b.log"));
+  ASSERT_TRUE(exit.done) << log;
+  EXPECT_TRUE(WIFEXITED(exit.status) && WEXITSTATUS(exit.status) == 2) << exit.status << "\n" << log;
+  EXPECT_LT(exit.seconds, 1.5 * timeout_s) << log;
+  EXPECT_NE(log.find("rank 1 of 2 could not join the run at 127.0.0.1:" + std::to_string(port) +
+                     " within dist_timeout_s=2: nothing accepted a connection there in "),
+            std::string::npos)
+      << log;
 }
 
 TEST_F(Cli, RanksWithDifferentConfigurationsRefuseToTrain) {
