@@ -46,6 +46,10 @@ struct SampleGeometry {
 // centre crop after the resize, never flipped.
 SampleGeometry sample_geometry(const SampleTransform& transform, int width, int height, uint64_t epoch, size_t index);
 
+// The label of a batch position left empty because its sample could not be used (validation, which skips bad samples
+// rather than replacing them: LoaderOptions::replace_bad). PyTorch's cross_entropy ignores it by default.
+inline constexpr int64_t kSkippedLabel = -100;
+
 // A sample left compressed for the GPU to decode: the file's bytes, its frame header and its crop and flip.
 struct EncodedSample {
   std::vector<uint8_t> bytes;  // the whole file; the capacity stays from batch to batch
@@ -55,6 +59,8 @@ struct EncodedSample {
   // The loader's threads decoded it already (decode: gpu with a CPU share, data/loader.h): its finished image is in
   // the batch's pixel buffer at its position, and the device only normalises it.
   bool predecoded = false;
+  // The loader could not read it, reported it and labelled it kSkippedLabel: there is nothing to decode.
+  bool skipped = false;
 };
 
 // Per-thread state of a loader worker: reused buffers, so that the steady state allocates nothing.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <new>
 #include <stdexcept>
@@ -207,6 +208,7 @@ struct BatchLoader::State {
   void load_position(int64_t position, uint8_t* image, EncodedSample* encoded, int64_t* label, WorkerScratch& scratch) {
     const size_t n = order.size();
     int64_t failures = 0;
+    if (encoded != nullptr) encoded->skipped = false;
     for (size_t k = 0;; ++k) {
       const size_t index = order[(static_cast<size_t>(position) + k) % n];
       std::string reason;
@@ -225,6 +227,15 @@ struct BatchLoader::State {
         // Strict mode skips nothing: the error names the file, and no "skipped" report comes before it.
         if (options.strict) throw DecodeError("bad sample (strict mode): " + name_sample(index, reason));
         report_bad(index, reason);
+      }
+      if (!options.replace_bad) {
+        *label = kSkippedLabel;
+        if (image != nullptr) std::memset(image, 0, image_bytes);  // counted nowhere; zeros rather than stale pixels
+        if (encoded != nullptr) {
+          encoded->skipped = true;
+          encoded->predecoded = false;
+        }
+        return;
       }
       ++failures;
       if (failures > options.max_replacements || static_cast<size_t>(failures) >= n)
@@ -448,6 +459,7 @@ std::optional<HostBatch> BatchLoader::next() {
   batch.index = b;
   batch.slot = slot;
   batch.encoded = s.pool.encoded(slot);
+  batch.skip_bad = !s.options.replace_bad;
   return batch;
 }
 

@@ -30,6 +30,9 @@ struct HostBatch {
   int slot = 0;                      // buffer slot in the pool
   EncodedSample* encoded = nullptr;  // encoded pools: the samples' bytes, headers and crops (images: null, or the
                                      // pixel room of kEncodedWithPixels)
+  // Positions whose sample cannot be used are labelled kSkippedLabel rather than filled from another sample
+  // (LoaderOptions::replace_bad off): a device decoder does the same with what it cannot decode.
+  bool skip_bad = false;
 };
 
 // What a pool's slots hold: decoded images (decode: cpu), compressed samples for the GPU (decode: gpu), or both
@@ -90,6 +93,10 @@ struct LoaderOptions {
   bool drop_last = true;
   bool strict = false;        // a bad sample is fatal instead of being replaced
   int max_replacements = 32;  // consecutive bad samples before giving up, even when not strict
+  // Training replaces a bad sample by the next one in the order, so that every batch is full for the fixed-shape
+  // step. Validation (false) leaves its position empty, labelled kSkippedLabel: its figures then cover exactly the
+  // images that decode, not a neighbour counted twice.
+  bool replace_bad = true;
   // >= 0: worker k runs only on the usable CPU (core/affinity.h) at index (pin_first_cpu + k) mod their count;
   // -1: the workers are not pinned.
   int pin_first_cpu = -1;

@@ -68,6 +68,7 @@ data::LoaderOptions FolderData::loader_options(bool train) const {
   // Ranks on one host take consecutive blocks of CPUs (each rank's workers are its share of the cores).
   options.pin_first_cpu = options_.pin_workers ? std::max(0, context_.local_rank * options_.workers) : -1;
   options.drop_last = train;
+  options.replace_bad = train;  // validation skips a bad image: its figures cover the images that decode
   options.strict = options_.strict_data;
   options.decode_budget = decode_budget_;
   options.cpu_share = options_.decode_cpu_share;

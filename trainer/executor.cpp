@@ -5,6 +5,7 @@
 #include <torch/utils.h>
 
 #include "core/torch_compat.h"
+#include "data/dataset.h"
 #include "models/model.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/mixup.h"
@@ -70,7 +71,11 @@ EvalSums Executor::evaluate(const at::Tensor& images, const at::Tensor& labels) 
   model_.eval();
   const at::Tensor logits = forward(images);
   EvalSums sums;
-  sums.loss = F::cross_entropy(logits, labels, F::CrossEntropyFuncOptions().reduction(torch::kSum));
+  // A position labelled data::kSkippedLabel (a validation image that could not be decoded) adds nothing: the loss
+  // ignores it (cross_entropy's ignore_index), no class index equals it, and it is not counted.
+  sums.loss = F::cross_entropy(logits, labels,
+                               F::CrossEntropyFuncOptions().reduction(torch::kSum).ignore_index(data::kSkippedLabel));
+  sums.images = labels.ne(data::kSkippedLabel).sum().to(at::kFloat);
   const int64_t k = std::min<int64_t>(5, logits.size(1));
   const at::Tensor top = std::get<1>(logits.topk(k, 1));  // [N, k] class indices, best first
   const at::Tensor hits = top.eq(labels.unsqueeze(1));

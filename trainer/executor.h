@@ -16,6 +16,7 @@ struct EvalSums {
   at::Tensor loss;  // sum of per-image losses
   at::Tensor top1;  // correct in the first guess
   at::Tensor top5;  // correct in the first five
+  at::Tensor images;  // counted: the batch's positions not labelled data::kSkippedLabel
 };
 
 class LossScaler;

@@ -128,6 +128,10 @@ void MetricsLog::write(const EpochRecord& r) {
                    {"peak_gpu_mem_gib", optional_number(r.peak_gpu_mem_gib)},
                    {"peak_host_rss_gib", r.peak_host_rss_gib},
                    {"bad_samples", r.bad_samples}};
+  if (r.val_images) {
+    j["val_images"] = *r.val_images;
+    j["val_bad_samples"] = r.val_bad_samples;
+  }
   if (r.resumed_at_step > 0) j["resumed_at_step"] = r.resumed_at_step;  // its figures cover the steps after it only
   for (const auto& [name, value] : r.extra) j[name] = optional_number(value);
   write_line(j.dump());

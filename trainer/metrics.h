@@ -35,7 +35,9 @@ struct EpochRecord {
   double lr = 0;  // at the epoch's last step
   std::optional<double> peak_gpu_mem_gib;
   double peak_host_rss_gib = 0;
-  int64_t bad_samples = 0;
+  int64_t bad_samples = 0;            // training's and validation's
+  int64_t val_bad_samples = 0;        // validation's, skipped: its figures are over val_images
+  std::optional<int64_t> val_images;  // validated images (none: not validated)
   // Named extras (utilisation and the like); nullopt is written as null ("unavailable"), never 0.
   std::vector<std::pair<std::string, std::optional<double>>> extra;
 };

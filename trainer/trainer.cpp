@@ -336,8 +336,7 @@ class EpochLoop {
 
   void validate(EpochRecord& record) {
     at::Tensor loss = at::zeros({}, at::TensorOptions(s_.device).dtype(at::kFloat));
-    at::Tensor top1 = at::zeros_like(loss), top5 = at::zeros_like(loss);
-    int64_t images = 0;
+    at::Tensor top1 = at::zeros_like(loss), top5 = at::zeros_like(loss), counted = at::zeros_like(loss);
     input::InputCounts input;
     try {
       input = s_.source->validate([&](const at::Tensor& x, const at::Tensor& y) {
@@ -347,26 +346,32 @@ class EpochLoop {
         loss.add_(sums.loss);
         top1.add_(sums.top1);
         top5.add_(sums.top5);
-        images += x.size(0);
+        counted.add_(sums.images);
       });
     } catch (const ValidationStopped&) {
       stop_.signal = stop::requested();  // the epoch's record goes without validation figures
       return;
     }
-    int64_t bad = input.bad_samples;
-    if (s_.distributed) {
-      at::Tensor sums = at::stack({loss, top1, top5, at::full({}, static_cast<double>(images), loss.options()),
-                                   at::full({}, static_cast<double>(bad), loss.options())});
-      s_.distributed->comm().sum(sums);
-      const auto host = sums.to(at::kCPU);
-      loss = host[0], top1 = host[1], top5 = host[2];
-      images = static_cast<int64_t>(host[3].item<double>());
-      bad = static_cast<int64_t>(host[4].item<double>());
-    }
-    record.val_loss = loss.item<double>() / static_cast<double>(images);
-    record.top1 = top1.item<double>() / static_cast<double>(images);
-    record.top5 = top5.item<double>() / static_cast<double>(images);
+    at::Tensor sums =
+        at::stack({loss, top1, top5, counted, at::full({}, static_cast<double>(input.bad_samples), loss.options())});
+    if (s_.distributed) s_.distributed->comm().sum(sums);
+    const at::Tensor host = sums.to(at::kCPU, at::kDouble);
+    const double* v = host.data_ptr<double>();
+    const auto images = static_cast<int64_t>(v[3]);
+    const auto bad = static_cast<int64_t>(v[4]);
+    record.val_images = images;
+    record.val_bad_samples = bad;
     record.bad_samples += bad;
+    if (images == 0) {
+      log_warn(
+          strprintf("validation: none of the %lld images of val/ could be used (%lld bad); the epoch has no "
+                    "validation figures",
+                    static_cast<long long>(s_.source->info().val_images), static_cast<long long>(bad)));
+      return;
+    }
+    record.val_loss = v[0] / static_cast<double>(images);
+    record.top1 = v[1] / static_cast<double>(images);
+    record.top5 = v[2] / static_cast<double>(images);
   }
 
   void save(int64_t epochs_done, int64_t epoch_step) {
@@ -388,10 +393,14 @@ class EpochLoop {
     auto pct = [](const std::optional<double>& x) { return x ? strprintf("%.2f%%", 100.0 * *x) : std::string("-"); };
     log_info(strprintf(
         "epoch %lld/%d: %.1f s, %s img/s (data wait %.1f s), train loss %.4f, val loss %s, top-1 %s, top-5 %s, "
-        "bad samples %lld%s",
+        "bad samples %lld%s%s",
         static_cast<long long>(r.epoch), loop_.epochs, r.wall_s, format_rate(r.images_per_s).c_str(), r.data_wait_s,
         r.train_loss, r.val_loss ? strprintf("%.4f", *r.val_loss).c_str() : "-", pct(r.top1).c_str(),
         pct(r.top5).c_str(), static_cast<long long>(r.bad_samples),
+        r.val_bad_samples > 0
+            ? strprintf(" (%lld in validation, left out of its figures)", static_cast<long long>(r.val_bad_samples))
+                  .c_str()
+            : "",
         cost
             ? strprintf(", cost %.4g this epoch, projected run cost %.4g", cost->per_epoch, cost->projected_run).c_str()
             : ""));

@@ -190,7 +190,9 @@ void GpuJpegDecoder::Impl::queue_decode(const data::HostBatch& batch, Slot& slot
     scratch.layouts.assign(n, ChromaLayout{});
     for (int i = 0; i < n; ++i) {
       const data::EncodedSample& s = batch.encoded[i];
-      scratch.routes[i] = s.predecoded ? Route::kPredecoded : route_of(s, scratch.layouts[i]);
+      scratch.routes[i] = s.skipped      ? Route::kSkipped
+                          : s.predecoded ? Route::kPredecoded
+                                         : route_of(s, scratch.layouts[i]);
     }
   });
   const size_t finished = static_cast<size_t>(out_size) * out_size * 3;
@@ -198,7 +200,7 @@ void GpuJpegDecoder::Impl::queue_decode(const data::HostBatch& batch, Slot& slot
   for (int i = 0; i < n; ++i) {
     const data::EncodedSample& s = batch.encoded[i];
     scratch.offsets[i] = total;
-    if (scratch.routes[i] == Route::kPredecoded) {
+    if (scratch.routes[i] == Route::kPredecoded || scratch.routes[i] == Route::kSkipped) {
       total += aligned(finished);
       scratch.plans[i] = input::plan_identity(out_size);
       continue;
@@ -220,18 +222,29 @@ void GpuJpegDecoder::Impl::queue_decode(const data::HostBatch& batch, Slot& slot
   decode_hybrid(batch, base);
   decode_cpu(batch, slot, base);
 
-  // What nothing decoded: reported (strict mode stops here), then replaced as the loader replaces bad files.
+  // What nothing decoded: reported (strict mode stops here; the loader reported what it skipped), then replaced as
+  // the loader replaces bad files, or under skip_bad labelled kSkippedLabel over another position's pixels (or, when
+  // none decoded, its own room's: ignored either way).
+  bool any_decoded = false;
   for (int i = 0; i < n; ++i) {
-    if (scratch.decoded[i]) continue;
+    any_decoded = any_decoded || scratch.decoded[i];
+    if (scratch.decoded[i] || scratch.routes[i] == Route::kSkipped) continue;
     ++job_counts.bad;
     if (on_bad) on_bad(batch.encoded[i].index, scratch.reasons[i]);
   }
-  const std::vector<int> sources = data::replacement_sources(scratch.decoded);
   auto* jobs = static_cast<kernels::ResampleJob*>(slot.jobs_host.get());
-  for (int i = 0; i < n; ++i) {
-    const int from = sources[i];
-    jobs[i] = kernels::ResampleJob{base + scratch.offsets[from], scratch.plans[from]};
-    if (from != i) batch.labels[i] = batch.labels[from];
+  if (batch.skip_bad && !any_decoded) {
+    for (int i = 0; i < n; ++i) {
+      jobs[i] = kernels::ResampleJob{base + scratch.offsets[i], input::plan_identity(out_size)};
+      batch.labels[i] = data::kSkippedLabel;
+    }
+  } else {
+    const std::vector<int> sources = data::replacement_sources(scratch.decoded);
+    for (int i = 0; i < n; ++i) {
+      const int from = sources[i];
+      jobs[i] = kernels::ResampleJob{base + scratch.offsets[from], scratch.plans[from]};
+      if (from != i) batch.labels[i] = batch.skip_bad ? data::kSkippedLabel : batch.labels[from];
+    }
   }
   // Pinned, so that finish_into's copy does not wait for the compute stream as one from pageable memory would.
   std::copy(batch.labels, batch.labels + n, static_cast<int64_t*>(slot.labels_host.get()));

@@ -188,6 +188,7 @@ inline size_t aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignme
 
 // Which decoder takes an image: the hardware engines (batched), nvJPEG's default backend, or libjpeg.
 // kPredecoded: the loader's threads decoded it (decode_cpu_share); only uploaded.
-enum class Route { kHardware, kHybrid, kCpu, kPredecoded };
+// kSkipped: the loader could not read the sample and reported it (EncodedSample::skipped); nothing decodes it.
+enum class Route { kHardware, kHybrid, kCpu, kPredecoded, kSkipped };
 
 }  // namespace rn50::input

@@ -280,6 +280,42 @@ TEST(BatchLoader, BadSamplesAreReportedCountedAndReplacedByTheNextPositions) {
   EXPECT_EQ(epoch.images[11 * kImageBytes], FakeDataset::pixel(0, 0, 0));
 }
 
+// Validation's mode: a bad sample's position is left empty (zeros, kSkippedLabel), however many come in a row; a
+// run of them once passed max_replacements and ended the run after a whole training epoch.
+TEST(BatchLoader, WithoutReplacementBadSamplesAreLabelledSkippedInPlace) {
+  const size_t n = 60;
+  FakeDataset dataset(n);
+  for (size_t i = 20; i < 50; ++i) dataset.bad.insert(i);
+  dataset.bad.insert(3);
+  for (int workers : {0, 3}) {
+    SCOPED_TRACE("workers " + std::to_string(workers));
+    LoaderOptions o = options(8, workers);
+    o.replace_bad = false;
+    o.max_replacements = 5;
+    BatchPool pool(2, 8, kImage, pageable());
+    std::atomic<int> reported{0};
+    BatchLoader loader(dataset, identity(n), 0, o, pool, [&](const std::string&, const std::string&) { ++reported; });
+    int64_t batches = 0;
+    Epoch epoch;
+    while (std::optional<HostBatch> batch = loader.next()) {
+      EXPECT_TRUE(batch->skip_bad);
+      epoch.labels.insert(epoch.labels.end(), batch->labels, batch->labels + batch->size);
+      epoch.images.insert(epoch.images.end(), batch->images, batch->images + batch->size * kImageBytes);
+      loader.release(*batch);
+      ++batches;
+    }
+    EXPECT_EQ(batches, 8);  // 60 positions, the last batch short
+    EXPECT_EQ(loader.bad_samples(), 31);
+    EXPECT_EQ(reported.load(), 31);
+    ASSERT_EQ(epoch.labels.size(), n);
+    for (size_t p = 0; p < n; ++p) {
+      const bool bad = dataset.bad.count(p) != 0;
+      EXPECT_EQ(epoch.labels[p], bad ? kSkippedLabel : dataset.label(p)) << p;
+      EXPECT_EQ(epoch.images[p * kImageBytes + 1], bad ? 0 : FakeDataset::pixel(p, 0, 1)) << p;
+    }
+  }
+}
+
 TEST(BatchLoader, StrictModeFailsAtTheBadSampleNamingIt) {
   FakeDataset dataset(40);
   dataset.bad = {9};
@@ -482,6 +518,23 @@ TEST(BatchLoader, EncodedBatchesCarryTheSamplesOfPixelBatches) {
     EXPECT_EQ(reported, (std::set<std::string>{truncated, png}));
     EXPECT_EQ(labels, pixels.labels);
   }
+  // Without replacement the sample the loader could not read is marked skipped for the device decoder, which then
+  // neither decodes nor reports it again.
+  LoaderOptions o = options(4, 2);
+  o.replace_bad = false;
+  BatchPool pool(3, 4, 24, pageable(), BatchContent::kEncoded);
+  BatchLoader loader(dataset, order, 1, o, pool, nullptr);
+  std::set<size_t> skipped;
+  while (std::optional<HostBatch> batch = loader.next()) {
+    for (int64_t i = 0; i < batch->size; ++i) {
+      const EncodedSample& sample = batch->encoded[i];
+      EXPECT_EQ(sample.skipped, batch->labels[i] == kSkippedLabel);
+      if (sample.skipped) skipped.insert(static_cast<size_t>(batch->index * 4 + i));
+    }
+    loader.release(*batch);
+  }
+  EXPECT_EQ(loader.bad_samples(), 2);
+  EXPECT_EQ(skipped.size(), 2u);
 }
 
 TEST(DecodeOnCpu, FixedSharesSpreadEvenlyAndAutoFollowsTheBatchesWaiting) {

@@ -189,6 +189,45 @@ TEST_F(Cli, BadImagesAreCountedAndSkipped) {
       << strict.output;
 }
 
+// Bad validation images are left out of the figures, not replaced by a neighbour (one bad image once made top-1 50%
+// into 100%, its class dropping out), and 40 of them in one class (more than training's 32 consecutive replacements)
+// no longer end the run after its training epoch: the figures are those of the clean split, and the counts say why.
+TEST_F(Cli, BadValidationImagesAreLeftOutOfTheFigures) {
+  make_sample("--classes 2 --per-class 6 --val-per-class 2 --size 32");
+  const std::string args = " --batch-size 4 --epochs 1 --workers 2";
+  const Result clean = rn50(small_run(path("data"), path("clean")) + args);
+  ASSERT_EQ(clean.code, 0) << clean.output;
+  const fs::path cls = *fs::directory_iterator(path("data") + "/val");
+  for (int i = 0; i < 40; ++i) std::ofstream(cls / ("bad_" + std::to_string(i) + ".JPEG")) << "not an image";
+  const Result r = rn50(small_run(path("data"), path("run")) + args);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto a = records(path("clean") + "/metrics.jsonl", "epoch").at(0);
+  const auto b = records(path("run") + "/metrics.jsonl", "epoch").at(0);
+  EXPECT_EQ(a["val_images"], 4);
+  EXPECT_EQ(a["val_bad_samples"], 0);
+  EXPECT_EQ(b["val_images"], 4);
+  EXPECT_EQ(b["val_bad_samples"], 40);
+  EXPECT_EQ(b["bad_samples"], 40);  // training's and validation's
+  EXPECT_NEAR(b["top1"].get<double>(), a["top1"].get<double>(), 1e-9);
+  EXPECT_NEAR(b["val_loss"].get<double>(), a["val_loss"].get<double>(), 1e-5);
+  EXPECT_TRUE(fs::exists(path("run") + "/checkpoint.safetensors"));
+  EXPECT_NE(r.output.find("bad samples 40 (40 in validation, left out of its figures)"), std::string::npos) << r.output;
+
+  // No usable validation image: no figures (not NaN), a warning, and the run goes on.
+  for (const auto& c : fs::directory_iterator(path("data") + "/val")) {
+    for (const auto& f : fs::directory_iterator(c.path())) std::ofstream(f.path()) << "not an image";
+  }
+  const Result none = rn50(small_run(path("data"), path("none")) + args);
+  ASSERT_EQ(none.code, 0) << none.output;
+  const auto e = records(path("none") + "/metrics.jsonl", "epoch").at(0);
+  EXPECT_TRUE(e["top1"].is_null()) << e.dump();
+  EXPECT_TRUE(e["val_loss"].is_null()) << e.dump();
+  EXPECT_EQ(e["val_images"], 0);
+  EXPECT_EQ(e["val_bad_samples"], 44);
+  EXPECT_NE(none.output.find("validation: none of the 44 images of val/ could be used (44 bad)"), std::string::npos)
+      << none.output;
+}
+
 // make-sample --damaged (samples/damaged_images.h) in every class: each bad file is named and counted, the two odd but
 // valid ones train, and the FIFO, the broken links and the sparse 2 GiB file cost nothing (the run finishes).
 TEST_F(Cli, DamagedSampleFilesAreNamedCountedAndSkipped) {

@@ -1,6 +1,6 @@
 // tests/input/gpu_decode/test_gpu_decoder_calls.cpp (GPU machine, nvJPEG builds only): the GPU decoder's calls:
-// misuse refused, drain and failed decodes, no wait for work queued before it, every output dtype and layout, bad files
-// counted and replaced.
+// misuse refused, drain and failed decodes, validation's skipped samples, no wait for work queued before it, every
+// output dtype and layout, bad files counted and replaced.
 #include "tests/input/gpu_decode/gpu_decode_fixtures.h"
 
 namespace rn50::gpu_decode_test {
@@ -100,6 +100,42 @@ TEST_F(GeneratedJpegs, AFailedDecodeComesOutOfItsFinishAndTheNextBatchesStillDec
   decoder.drain();
   EXPECT_EQ(released, (std::vector<int>{1, 1, 0, 0, 1}));
   batches.expect_matches_cpu(4, x, size);
+}
+
+// Validation's batches (skip_bad): what nothing decodes is reported once and labelled data::kSkippedLabel instead of
+// taking a neighbour's image and label, a sample the loader already skipped is neither decoded nor reported again,
+// and a batch of nothing but such samples is not an error.
+TEST_F(GeneratedJpegs, UnderSkipBadWhatNothingDecodesIsLabelledSkipped) {
+  const int size = 64;
+  const data::JpegFolderDataset set = dataset(true, size);
+  const int64_t n = static_cast<int64_t>(set.size());
+  input::GpuJpegDecoder decoder(0, static_cast<int>(n), size);
+  RotatedBatches batches(set, 2);
+  data::HostBatch batch = batches.batch(0);  // labels i
+  batch.skip_bad = true;
+  batch.encoded[0].bytes = test::undefined_table_jpeg(batch.encoded[0].bytes);  // header reads, data not
+  batch.encoded[1].skipped = true;
+  batch.labels[1] = data::kSkippedLabel;
+  int reported = 0;
+  const input::BadDecodeHandler count = [&](size_t, const std::string&) { ++reported; };
+  at::Tensor x = at::empty({n, 3, size, size}, at::TensorOptions(at::kCUDA).dtype(at::kFloat));
+  at::Tensor y = at::empty({n}, at::TensorOptions(at::kCUDA).dtype(at::kLong));
+  decoder.decode_into(batch, x, y, count, {});
+  decoder.drain();
+  EXPECT_EQ(reported, 1);
+  EXPECT_EQ(decoder.take_counts().bad, 1);
+  const at::Tensor labels = y.cpu();
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(labels.data_ptr<int64_t>()[i], i < 2 ? data::kSkippedLabel : i) << i;
+  EXPECT_TRUE(x.isfinite().all().item<bool>());
+
+  data::HostBatch none = batches.batch(1);
+  none.skip_bad = true;
+  for (int64_t i = 0; i < n; ++i) none.encoded[i].skipped = true;
+  decoder.decode_into(none, x, y, count, {});
+  decoder.drain();
+  EXPECT_EQ(reported, 1);
+  EXPECT_TRUE(y.cpu().eq(data::kSkippedLabel).all().item<bool>());
+  EXPECT_TRUE(x.isfinite().all().item<bool>());
 }
 
 // A batch's decode must not wait on the host for a step queued before it (nvJPEG resizing its buffers through
