@@ -12,6 +12,7 @@
 #include "core/errors.h"
 #include "core/log.h"
 #include "core/stop.h"
+#include "core/utf8.h"
 
 namespace {
 
@@ -67,9 +68,10 @@ int main(int argc, char** argv) {
     // The one place an error becomes an exit code: 2 for what the user can fix (configuration, data, options), 1 for
     // the rest. The line also goes to the run's log file, where the run has one.
     // One line on the terminal: LibTorch's errors carry a stack trace after their first line, which goes to the
-    // run's log file only.
-    auto fatal = [&](const std::string& kind, const char* what, int code) {
-      const std::string line = "rn50 " + name + ": " + kind + what;
+    // run's log file only; rn50's own are one line already, escaped (a path or value holding a newline once cut the
+    // reason off).
+    auto fatal = [&](const std::string& kind, const char* what, int code, bool own = true) {
+      const std::string line = "rn50 " + name + ": " + kind + (own ? rn50::utf8::printable(what) : std::string(what));
       std::fprintf(stderr, "%s\n", rn50::first_line(line).c_str());
       rn50::log_to_file(line);
       return code;
@@ -80,6 +82,8 @@ int main(int argc, char** argv) {
       return fatal("configuration error: ", e.what(), 2);
     } catch (const rn50::DataError& e) {
       return fatal("data error: ", e.what(), 2);
+    } catch (const rn50::DivergedError& e) {
+      return fatal("training diverged: ", e.what(), 2);
     } catch (const rn50::DecodeError& e) {
       return fatal("bad image: ", e.what(), 2);
     } catch (const cxxopts::exceptions::exception& e) {
@@ -87,7 +91,7 @@ int main(int argc, char** argv) {
     } catch (const rn50::stop::StoppedBeforeTraining& e) {
       return fatal("", e.what(), 128 + e.signal);  // as a run stopped later exits: 130 for SIGINT, 143 for SIGTERM
     } catch (const std::exception& e) {
-      return fatal("error: ", e.what(), 1);
+      return fatal("error: ", e.what(), 1, /*own=*/false);
     }
   }
   std::fprintf(stderr, "rn50: unknown command '%s'\n", name.c_str());

@@ -162,7 +162,11 @@ void check_resume_keeps_the_run(const Config& config, const ResumedRun& run) {
 // its own folder), then the command line.
 Config assemble_config(const cxxopts::ParseResult& parsed, const std::map<std::string, std::string>& overrides) {
   Config config;
-  if (parsed.count("config")) apply_yaml_file(config, parsed["config"].as<std::string>());
+  // Each --config file in the order given, a later one over an earlier (the last alone was once read, the others
+  // dropped without a word); a key given twice within one file is refused (core/config.cpp).
+  for (const auto& argument : parsed.arguments()) {
+    if (argument.key() == "config") apply_yaml_file(config, argument.value());
+  }
   const auto resume_option = overrides.find("resume");
   if (resume_option != overrides.end() && !resume_option->second.empty()) {
     const ResumedRun run = resumed_run(resume_option->second);
@@ -215,7 +219,9 @@ std::string stop_line(const trainer::StopPoint& stop, const Config& config, int 
 int train_command(int argc, char** argv) {
   cxxopts::Options options(
       "rn50 train", "Train a registered model (the key model) on an ImageNet-format folder (or synthetic data).");
-  options.add_options()("config", "YAML file of config keys, applied before the options below",
+  options.add_options()("config",
+                        "YAML file of config keys, applied before the options below; given more than once, the files "
+                        "apply in order, each over the one before",
                         cxxopts::value<std::string>())(
       "resume-override",
       "with --resume: allow keys that change the resumed run's schedule, optimizer, data or model (epochs, batch_size, "

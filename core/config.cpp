@@ -17,6 +17,7 @@
 #include "core/affinity.h"
 #include "core/errors.h"
 #include "core/files.h"
+#include "core/utf8.h"
 
 namespace rn50 {
 namespace {
@@ -25,8 +26,10 @@ constexpr uintmax_t kMaxConfigBytes = 1 << 20;
 // 16 TiB: past any host's memory, and its bytes still fit 64 bits many times over.
 constexpr int64_t kMaxDecodeMemoryMb = int64_t{1} << 24;
 
+// The value as the message shows it: escaped (a newline once cut the reason off) and at most 64 bytes of it (a
+// million-digit number was once echoed whole).
 [[noreturn]] void bad_value(const std::string& key, const std::string& value, const std::string& expected) {
-  throw ConfigError("config key '" + key + "': '" + value + "' is not " + expected);
+  throw ConfigError("config key '" + key + "': '" + utf8::printable(value, 64) + "' is not " + expected);
 }
 
 std::string trim(const std::string& s) {
@@ -50,7 +53,8 @@ double parse_double(const std::string& key, const std::string& raw, const char* 
   errno = 0;
   char* end = nullptr;
   const double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(x)) bad_value(key, raw, expected);
+  // An underflow (1e-310) is the tiny value strtod gives, not an error; an overflow is infinite.
+  if (v.empty() || *end != '\0' || !std::isfinite(x)) bad_value(key, raw, expected);
   return x;
 }
 
@@ -62,11 +66,16 @@ bool parse_bool(const std::string& key, const std::string& raw, const char* expe
   bad_value(key, raw, expected);
 }
 
+// Ten digits where they give x back (0.1, not 0.10000000000000001), otherwise as many as it takes: config.yaml must
+// resume the run it records (momentum 0.99999999999 was once written as 1, which a resume then refused).
 std::string format_double(double x) {
-  std::ostringstream os;
-  os.precision(10);
-  os << x;
-  return os.str();
+  for (const int digits : {10, 17}) {
+    std::ostringstream os;
+    os.precision(digits);
+    os << x;
+    if (digits == 17 || std::strtod(os.str().c_str(), nullptr) == x) return os.str();
+  }
+  return {};
 }
 
 template <typename T>
@@ -248,7 +257,8 @@ ConfigKey wgrad_key(const char* name, WgradStream Config::*member, const std::st
 }
 
 ConfigKey int_list_key(const char* name, std::vector<int> Config::*member, const char* help) {
-  return {name, help,
+  return {name,
+          help,
           [=](Config& c, const std::string& v) {
             std::vector<int> out;
             std::string item;
@@ -265,7 +275,9 @@ ConfigKey int_list_key(const char* name, std::vector<int> Config::*member, const
             std::string s;
             for (int x : c.*member) s += (s.empty() ? "" : ",") + std::to_string(x);
             return s;
-          }};
+          },
+          /*on_off=*/false,
+          /*list=*/true};
 }
 
 std::vector<ConfigKey> make_keys() {
@@ -448,12 +460,15 @@ void apply_yaml_node(Config& config, const YAML::Node& root, const std::string& 
   for (const auto& item : root) {
     if (!item.first.IsScalar()) throw ConfigError(origin + ": a key that is not a plain name");
     const std::string key = item.first.as<std::string>();
-    if (key.size() > 64) throw ConfigError(origin + ": unknown config key '" + key.substr(0, 64) + "...'");
     const auto& keys = config_keys();
     const auto it = std::find_if(keys.begin(), keys.end(), [&](const ConfigKey& k) { return k.name == key; });
-    if (it == keys.end()) throw ConfigError(origin + ": unknown config key '" + key + "'");
+    if (it == keys.end()) throw ConfigError(origin + ": unknown config key '" + utf8::printable(key, 64) + "'");
     if (!seen.insert(key).second) throw ConfigError(origin + ": config key '" + key + "' is given twice");
     std::string value;
+    if (item.second.IsSequence() && !it->list) {
+      // Once joined with commas for any key: out_dir: [a, b] wrote into a folder named "a,b".
+      throw ConfigError(origin + ": config key '" + key + "' takes one value, not a list");
+    }
     if (item.second.IsSequence()) {
       for (const auto& v : item.second) {
         if (!v.IsScalar()) throw ConfigError(origin + ": config key '" + key + "' must be a list of values");
@@ -495,13 +510,20 @@ void apply_yaml_text(Config& config, const std::string& text, const std::string&
     throw ConfigError(origin + ": " + std::to_string(text.size()) + " bytes of YAML; at most " +
                       std::to_string(kMaxConfigBytes) + " are read");
   }
-  YAML::Node root;
+  std::vector<YAML::Node> documents;
   try {
-    root = YAML::Load(text);
+    documents = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(origin + ": not valid YAML: " + e.what());
   }
-  apply_yaml_node(config, root, origin);
+  // YAML::Load read the first document alone: the keys after a "---" line were ignored without a word.
+  documents.erase(std::remove_if(documents.begin(), documents.end(), [](const YAML::Node& d) { return d.IsNull(); }),
+                  documents.end());
+  if (documents.size() > 1) {
+    throw ConfigError(origin + ": " + std::to_string(documents.size()) +
+                      " YAML documents (separated by ---); a config file is one");
+  }
+  if (!documents.empty()) apply_yaml_node(config, documents.front(), origin);
 }
 
 void apply_yaml_file(Config& config, const std::string& path) {
@@ -516,7 +538,7 @@ void apply_yaml_file(Config& config, const std::string& path) {
       throw ConfigError("config file " + path + " is " + std::to_string(e.size) + " bytes; at most " +
                         std::to_string(kMaxConfigBytes) + " are read");
     }
-    throw ConfigError("cannot read config file: " + path);
+    throw ConfigError("config file: " + std::string(e.what()));  // "cannot read PATH: the reason"
   }
   apply_yaml_text(config, std::string(bytes.begin(), bytes.end()), path);
 }
@@ -569,9 +591,14 @@ void validate(Config& c) {
               c.lr_milestones.end(),
           "lr_milestones", "must be strictly increasing");
   require(c.momentum >= 0 && c.momentum < 1, "momentum", "must be in [0, 1)");
-  require(c.adamw_beta1 >= 0 && c.adamw_beta1 < 1, "adamw_beta1", "must be in [0, 1)");
-  require(c.adamw_beta2 >= 0 && c.adamw_beta2 < 1, "adamw_beta2", "must be in [0, 1)");
-  require(c.adamw_eps > 0 && c.adamw_eps <= 1, "adamw_eps", "must be in (0, 1]");
+  // AdamW computes in 32-bit floats: a beta that rounds to 1 there makes its bias correction 1 - beta^t zero, and an
+  // eps that rounds to 0 divides by zero; either turned the loss NaN at the second step.
+  require(c.adamw_beta1 >= 0 && static_cast<float>(c.adamw_beta1) < 1.0f, "adamw_beta1",
+          "must be in [0, 1), and below 1 as a 32-bit float (0.99999994 at most)");
+  require(c.adamw_beta2 >= 0 && static_cast<float>(c.adamw_beta2) < 1.0f, "adamw_beta2",
+          "must be in [0, 1), and below 1 as a 32-bit float (0.99999994 at most)");
+  require(c.adamw_eps > 0 && c.adamw_eps <= 1 && static_cast<float>(c.adamw_eps) > 0.0f, "adamw_eps",
+          "must be in (0, 1], and above 0 as a 32-bit float (1e-45 at least)");
   require(c.clip_grad_norm >= 0 && c.clip_grad_norm <= 1e6, "clip_grad_norm", "must be 0 (off) to 1e6");
   require(c.mixup_alpha >= 0 && c.mixup_alpha <= 100, "mixup_alpha", "must be 0 (off) to 100");
   require(c.cutmix_alpha >= 0 && c.cutmix_alpha <= 100, "cutmix_alpha", "must be 0 (off) to 100");

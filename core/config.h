@@ -138,6 +138,7 @@ struct ConfigKey {
   std::function<void(Config&, const std::string&)> parse;  // throws ConfigError naming the key
   std::function<std::string(const Config&)> print;
   bool on_off = false;  // an on/off switch: `--key` alone turns it on
+  bool list = false;    // takes a YAML list (or comma-separated values); every other key takes one value
 };
 const std::vector<ConfigKey>& config_keys();
 

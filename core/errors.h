@@ -16,6 +16,12 @@ struct DataError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Training diverged: the loss and the weights are no longer finite (a learning rate too high, say). No step after it
+// can mend the weights, so the run stops before it writes anything from them.
+struct DivergedError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // One image that cannot be used (unreadable, not a JPEG, truncated, corrupt).
 struct DecodeError : std::runtime_error {
   using std::runtime_error::runtime_error;

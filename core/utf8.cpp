@@ -57,4 +57,35 @@ std::string replace_invalid(std::string_view text) {
   return out;
 }
 
+std::string printable(std::string_view text, size_t max_bytes) {
+  const bool cut = max_bytes > 0 && text.size() > max_bytes;
+  const std::string_view shown = cut ? text.substr(0, max_bytes) : text;
+  std::string out;
+  out.reserve(shown.size());
+  for (size_t at = 0; at < shown.size();) {
+    const size_t n = sequence_length(shown, at);
+    const auto c = static_cast<unsigned char>(shown[at]);
+    if (n > 1) {
+      out.append(shown, at, n);
+      at += n;
+      continue;
+    }
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (n == 0 || c < 0x20 || c == 0x7F) {
+      static const char* const kHex = "0123456789abcdef";
+      out += {'\\', 'x', kHex[c >> 4], kHex[c & 0xF]};
+    } else {
+      out += static_cast<char>(c);
+    }
+    ++at;
+  }
+  if (cut) out += "... (" + std::to_string(text.size()) + " bytes)";
+  return out;
+}
+
 }  // namespace rn50::utf8

@@ -18,4 +18,9 @@ bool is_valid(std::string_view text);
 // `text` with each byte that starts no well-formed sequence replaced by U+FFFD, as a decoder that replaces does.
 std::string replace_invalid(std::string_view text);
 
+// `text` for one line of a log or an error message: a control character escaped (\n, \r, \t, \xNN), so that a
+// name cannot end the line or forge the next, and a byte that starts no well-formed sequence as \xNN; when it is
+// longer than max_bytes (0: any length), its first max_bytes with "... (N bytes)".
+std::string printable(std::string_view text, size_t max_bytes = 0);
+
 }  // namespace rn50::utf8

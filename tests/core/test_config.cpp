@@ -127,6 +127,50 @@ TEST(Config, FilesAndKeysThatAreNotAConfigAreConfigurationErrors) {
   EXPECT_LT(long_key.size(), 300u);
 }
 
+// What a config file or an option once let through without a word: a list for a key of one value (out_dir: [a, b]
+// wrote into "a,b"), the keys after a second YAML document, a value that ends the message's line or fills a
+// terminal; and a file's read error without its reason, a tiny number taken for no number.
+TEST(Config, ListsExtraDocumentsAndRawValuesAreRefusedOrEscaped) {
+  Config c;
+  EXPECT_NE(error_of([&] {
+              apply_yaml_text(c, "out_dir: [a, b]\n", "l.yaml");
+            }).find("l.yaml: config key 'out_dir' takes one value, not a list"),
+            std::string::npos);
+  EXPECT_EQ(error_of([&] { apply_yaml_text(c, "lr_milestones: [3, 6]\n", "l.yaml"); }), "");
+  EXPECT_NE(error_of([&] {
+              apply_yaml_text(c, "epochs: 1\n---\nepochs: 3\n", "m.yaml");
+            }).find("m.yaml: 2 YAML documents (separated by ---); a config file is one"),
+            std::string::npos);
+  EXPECT_EQ(error_of([&] { apply_yaml_text(c, "---\nepochs: 4\n...\n", "m.yaml"); }), "");
+  EXPECT_EQ(c.epochs, 4);
+  const std::string newline = error_of([&] { apply_overrides(c, {{"batch_size", "2\n3"}}); });
+  EXPECT_NE(newline.find("config key 'batch_size': '2\\n3' is not an integer"), std::string::npos) << newline;
+  const std::string huge = error_of([&] { apply_overrides(c, {{"lr", std::string(100000, '9') + "x"}}); });
+  EXPECT_LT(huge.size(), 200u) << huge.substr(0, 300);
+  EXPECT_NE(huge.find("... (100001 bytes)' is not a number"), std::string::npos) << huge;
+  EXPECT_NE(error_of([&] {
+              apply_yaml_file(c, "/nonexistent/c.yaml");
+            }).find("config file: cannot read /nonexistent/c.yaml: No such file or directory"),
+            std::string::npos);
+  EXPECT_EQ(error_of([&] { apply_overrides(c, {{"lr", "1e-310"}}); }), "");  // inside (0, 100], if tiny
+}
+
+// AdamW computes in 32-bit floats: a beta that rounds to 1 there, or an eps that rounds to 0, turned the loss NaN at
+// the second step.
+TEST(Config, AdamWValuesMustSurviveThirtyTwoBitFloats) {
+  auto invalid = [](const std::string& key, const std::string& value) {
+    Config c;
+    c.data_root = "/data";
+    apply_overrides(c, {{"optimizer", "adamw"}, {key, value}});
+    return error_of([&] { validate(c); });
+  };
+  EXPECT_NE(invalid("adamw_beta1", "0.99999999999").find("config key 'adamw_beta1'"), std::string::npos);
+  EXPECT_NE(invalid("adamw_beta2", "0.99999999999").find("below 1 as a 32-bit float"), std::string::npos);
+  EXPECT_EQ(invalid("adamw_beta2", "0.9999999"), "");
+  EXPECT_NE(invalid("adamw_eps", "1e-46").find("config key 'adamw_eps'"), std::string::npos);
+  EXPECT_EQ(invalid("adamw_eps", "1e-45"), "");
+}
+
 TEST(Config, AutoWorkersResolveToUsableCores) {
   Config c;
   c.data_root = "/data";
@@ -187,10 +231,16 @@ TEST(Config, YamlDumpReadsBackIdentically) {
                       {"tf32", "off"},
                       {"lr_milestones", "1,2,3"},
                       {"data_root", "/tmp/x y"},
+                      {"momentum", "0.99999999999"},
+                      {"weight_decay", "0.000123456789012345"},
                       {"resume", ""}});
   Config back;
   apply_yaml_text(back, to_yaml(c), "dump");
   EXPECT_EQ(to_yaml(back), to_yaml(c));
+  // Every digit a value needs: momentum 0.99999999999 was written as 1, which a resume then refused.
+  EXPECT_EQ(back.momentum, c.momentum);
+  EXPECT_EQ(back.weight_decay, c.weight_decay);
+  EXPECT_NE(to_yaml(c).find("\nlr: 0.0375\n"), std::string::npos) << to_yaml(c);  // not 0.037499999999999999
   EXPECT_EQ(back.data_root, "/tmp/x y");
   EXPECT_EQ(back.decode_memory_mb, 512);
   EXPECT_EQ(back.decode_cpu_share.fraction, 0.375);
