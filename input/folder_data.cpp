@@ -7,6 +7,7 @@
 
 #include "core/errors.h"
 #include "core/log.h"
+#include "core/utf8.h"
 #include "cuda/cuda_support.h"
 #include "data/image_folder.h"
 
@@ -31,7 +32,8 @@ FolderData::FolderData(const InputOptions& options, const InputContext& context)
     val_ =
         std::make_unique<data::JpegFolderDataset>(data::scan_image_folder(options.data_root + "/val"), val_tf, limits);
     if (val_->classes() != train_->classes()) {
-      throw DataError("the class folders of " + options.data_root + "/val differ from those of train");
+      throw DataError("the class folders of " + options.data_root + "/val differ from those of train: " +
+                      data::class_difference(train_->classes(), val_->classes(), "train", "val"));
     }
   }
   if (static_cast<int64_t>(train_->size()) < static_cast<int64_t>(options.batch_size) * context.world) {
@@ -78,7 +80,8 @@ data::LoaderOptions FolderData::loader_options(bool train) const {
 void FolderData::report_bad_sample(const std::string& what, const std::string& reason) {
   // The dataset's reasons already begin with the file's path; the device decoders' do not.
   const bool named = reason.compare(0, what.size(), what) == 0;
-  log_warn("bad sample skipped: " + (named ? reason : what + ": " + reason));
+  // Escaped: a file name holding a newline once split the warning and could forge the log's next line.
+  log_warn("bad sample skipped: " + utf8::printable(named ? reason : what + ": " + reason));
 }
 
 std::unique_ptr<data::BatchLoader> FolderData::train_loader(int64_t epoch, data::BatchPool& pool, int64_t first_step) {

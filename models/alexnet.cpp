@@ -44,6 +44,8 @@ class AlexNet final : public Classifier {
   }
 
   std::string classifier_name() const override { return "classifier.6"; }
+  // The 11x11 stride-4 convolution and three 3x3 stride-2 max-pools: 62 px leaves the last pool nothing.
+  int64_t min_image_size() const override { return 63; }
 
   std::string describe_fusion(const at::Tensor&) const override {
     return "none: AlexNet has no normalisation to fuse (ATen's convolutions, ReLU and pooling)";

@@ -115,6 +115,8 @@ class ConvNeXt final : public Classifier {
   }
 
   std::string classifier_name() const override { return "classifier.2"; }
+  // The 4x4 stride-4 stem and three 2x2 stride-2 downsamplings: 32 px ends at 1x1.
+  int64_t min_image_size() const override { return 32; }
 
   std::string describe_fusion(const at::Tensor& example) const override {
     if (options_.fusion == Fusion::kOff) return "off: ATen's separate LayerNorm, GELU, layer scale and add kernels";

@@ -35,6 +35,9 @@ class Classifier : public torch::nn::Module {
   // The one square image size the model takes (vit_b_16: 224, its position embedding's), 0 for any size: a training
   // run refuses another image_size before it starts.
   virtual int64_t fixed_image_size() const { return 0; }
+  // The smallest square image size the model's downsampling leaves a feature map for (0: image_size's own range
+  // suffices): a training run refuses a smaller one before it starts, not at its first forward pass.
+  virtual int64_t min_image_size() const { return 0; }
 };
 
 struct ModelOptions {

@@ -240,6 +240,10 @@ void Session::build_model() {
     throw ConfigError(strprintf("config key 'image_size': %s takes %lld px images only, not %d", config.model.c_str(),
                                 static_cast<long long>(fixed), config.image_size));
   }
+  if (const int64_t least = model->min_image_size(); config.image_size < least) {
+    throw ConfigError(strprintf("config key 'image_size': %s takes images of %lld px or more, not %d",
+                                config.model.c_str(), static_cast<long long>(least), config.image_size));
+  }
   model->to(device);
   if (config.channels_last) models::to_channels_last(*model);
   optimizer = make_optimizer(*model, optimizer_options(config, *model));
@@ -256,14 +260,18 @@ void Session::build_model() {
 
 void Session::resume() {
   const Config& config = config_;
-  const CheckpointMeta meta = load_checkpoint(config.resume, *model, *optimizer, step->state());
   const input::DatasetInfo& info = source->info();
-  if (meta.model != config.model) {
-    throw ConfigError("config key 'resume': " + config.resume + " holds a " + meta.model + ", not a " + config.model);
+  // The model and the classes from the metadata before any tensor: a class added to the dataset was once reported
+  // as a classifier of the wrong shape.
+  const CheckpointMeta header = read_checkpoint_meta(config.resume);
+  if (header.model != config.model) {
+    throw ConfigError("config key 'resume': " + config.resume + " holds a " + header.model + ", not a " + config.model);
   }
-  if (meta.classes != info.classes) {
-    throw ConfigError("config key 'resume': the classes of " + config.resume + " differ from the dataset's");
+  if (header.classes != info.classes) {
+    throw ConfigError("config key 'resume': the classes of " + config.resume + " differ from the dataset's: " +
+                      data::class_difference(header.classes, info.classes, "the checkpoint", "the dataset"));
   }
+  const CheckpointMeta meta = load_checkpoint(config.resume, *model, *optimizer, step->state());
   if (meta.seed != config.seed) {
     throw ConfigError("config key 'seed': " + std::to_string(config.seed) + " differs from the checkpoint's " +
                       std::to_string(meta.seed) + "; a resumed run must use its checkpoint's seed");
