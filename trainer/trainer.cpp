@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
 #include <filesystem>
 #include <functional>
@@ -83,6 +84,9 @@ class EpochLoop {
       const auto t0 = Clock::now();
       const int64_t first_step = epoch == s_.start_epoch ? s_.start_epoch_step : 0;
       EpochRecord record = train_epoch(epoch, first_step);
+      // Every rank has the same mean loss and the same weights here: all stop alike.
+      stop_if_diverged(record.train_loss, epoch, "the epoch");
+      warn_if_much_data_lost(record);
       if (epoch == s_.start_epoch) s_.save_plan_cache();  // the choices are made in the first steps
       if (s_.distributed) s_.average_buffers();
       if (stop_.signal) {  // mid-epoch: a checkpoint that resumes at the next step, and the stop's record
@@ -251,6 +255,8 @@ class EpochLoop {
         // counts as input time). An interval can be shorter than log_every at the start of an epoch, since records
         // follow the global step.
         const double mean_loss = interval_loss.item<double>() / static_cast<double>(interval_steps);
+        // One process stops at once; the ranks of a data-parallel run at the epoch's end, together.
+        if (!s_.distributed) stop_if_diverged(mean_loss, epoch, "its last steps");
         const double rate = static_cast<double>(interval_steps * s_.global_batch()) / seconds_since(interval_start);
         StepRecord step_record{epoch + 1, s_.global_step, mean_loss, lr, rate};
         step_record.extra =
@@ -288,6 +294,46 @@ class EpochLoop {
     add_input_counts(record, input);
     add_device_counts(record);
     return record;
+  }
+
+  // A loss that is not finite is divergence when the weights are not finite either: no later step mends them (a loss
+  // scaler skips a step with infinite gradients, not weights already spoilt). Throws before anything is written from
+  // them; with finite weights (one batch's infinite loss) it warns, once, and training goes on.
+  void stop_if_diverged(double loss, int64_t epoch, const char* over) {
+    if (std::isfinite(loss)) return;
+    const char* value = std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf";  // printf's "-nan" says nothing more
+    std::vector<at::Tensor> finite;
+    {
+      at::NoGradGuard no_grad;
+      for (const at::Tensor& p : s_.model->parameters()) finite.push_back(at::isfinite(p).all());
+    }
+    if (finite.empty() || at::stack(finite).all().item<bool>()) {
+      if (!warned_infinite_loss_)
+        log_warn(
+            strprintf("the training loss is %s over %s of epoch %lld; the weights "
+                      "are finite, so training goes on",
+                      value, over, static_cast<long long>(epoch + 1)));
+      warned_infinite_loss_ = true;
+      return;
+    }
+    throw DivergedError(strprintf(
+        "the loss is %s over %s of epoch %lld (global step %lld) and the weights are no longer finite; the run stops "
+        "here, %s (a lower lr or a longer warmup_epochs may help)",
+        value, over, static_cast<long long>(epoch + 1), static_cast<long long>(s_.global_step),
+        epoch > 0 && loop_.checkpoint ? "its checkpoint of the last finished epoch kept"
+                                      : "without writing a checkpoint"));
+  }
+
+  // Bad training samples are replaced so that the run goes on, but a run that quietly trains on a fraction of its
+  // data (a class folder deleted mid-run once left half the images bad, and the run exited 0) says so each epoch.
+  void warn_if_much_data_lost(const EpochRecord& record) const {
+    if (!s_.primary() || record.images == 0 || record.bad_samples * 100 <= record.images) return;
+    log_warn(
+        strprintf("epoch %lld: %lld of its %lld training images (%.1f%%) could not be used and were replaced by "
+                  "others (the 'bad sample skipped' lines name them); --strict-data stops at the first",
+                  static_cast<long long>(record.epoch), static_cast<long long>(record.bad_samples),
+                  static_cast<long long>(record.images),
+                  100.0 * static_cast<double>(record.bad_samples) / static_cast<double>(record.images)));
   }
 
   // The source's waits, skipped samples and own counters; on several ranks every rank's wait and the sum of skips.
@@ -412,6 +458,7 @@ class EpochLoop {
            static_cast<double>(epoch_seconds_.size());
   }
 
+  bool warned_infinite_loss_ = false;
   Session& s_;
   const LoopOptions& loop_;
   const TrainHooks& hooks_;

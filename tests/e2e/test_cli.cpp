@@ -179,6 +179,9 @@ TEST_F(Cli, BadImagesAreCountedAndSkipped) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(records(path("run") + "/metrics.jsonl", "epoch").at(0)["bad_samples"], 3);
   EXPECT_NE(r.output.find("truncated.JPEG"), std::string::npos) << r.output;
+  // More than 1% of the data lost is said each epoch, not left to the per-file lines.
+  EXPECT_NE(r.output.find("epoch 1: 3 of its 33 training images (9.1%) could not be used"), std::string::npos)
+      << r.output;
 
   const Result strict = rn50(args + " --strict-data");
   EXPECT_EQ(strict.code, 2);
@@ -315,6 +318,21 @@ TEST_F(Cli, ConfigurationErrorsNameTheKey) {
   std::ofstream(path("nested.yaml")) << "lr_milestones: [[30], 60]\n";
   expect_exit_2_naming("train --config " + path("nested.yaml"), "lr_milestones");
   expect_exit_2_naming("train --data-root /x --no-such-option 3", "no-such-option");
+  // Config files given twice apply in order, each over the one before (the last alone was once read): the first
+  // one's bad value is found, and the second's key stands over the first's.
+  std::ofstream(path("a.yaml")) << "lr: -1\nmomentum: 0.5\n";
+  std::ofstream(path("b.yaml")) << "momentum: 0.8\n";
+  expect_exit_2_naming("train --config " + path("a.yaml") + " --config " + path("b.yaml") + " --data-root /x",
+                       "config key 'lr'");
+  std::ofstream(path("a.yaml")) << "lr: 0.5\nmomentum: 0.5\n";
+  const Result both = rn50("train --config " + path("a.yaml") + " --config " + path("b.yaml") +
+                           " --data synthetic --device cpu --model resnet18 --image-size 32 --val-resize 32"
+                           " --batch-size 2 --synthetic-images 4 --epochs 1 --report=off --out-dir " +
+                           path("both"));
+  ASSERT_EQ(both.code, 0) << both.output;
+  const std::string saved = read_text(path("both") + "/config.yaml");
+  EXPECT_NE(saved.find("\nlr: 0.5\n"), std::string::npos) << saved;
+  EXPECT_NE(saved.find("\nmomentum: 0.8\n"), std::string::npos) << saved;
   const Result r = rn50("train --data-root /x --device cuda:0 --out-dir " + path("run"));
   EXPECT_NE(r.code, 0);  // this machine has no GPU (the GPU machine runs its own checks)
   // Several processes of one run cannot share one named GPU: one clear line, exit 2, before any rendezvous.
