@@ -1,6 +1,7 @@
 // core/config.cpp: the key table, YAML and override parsing, validation and printing of Config.
 #include "core/config.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -453,6 +454,41 @@ std::vector<ConfigKey> make_keys() {
   };
 }
 
+// Counts the documents of a YAML stream that hold anything but a null.
+class DocumentCounter final : public YAML::EventHandler {
+ public:
+  int documents = 0;
+  void OnDocumentStart(const YAML::Mark&) override { content_ = false; }
+  void OnDocumentEnd() override { documents += content_ ? 1 : 0; }
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override { content_ = true; }
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override { content_ = true; }
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    content_ = true;
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    content_ = true;
+  }
+  void OnMapEnd() override {}
+
+ private:
+  bool content_ = false;
+};
+
+// The documents of `text` that hold anything (stopping at two). Not YAML::LoadAll: yaml-cpp 0.7 (Debian's) loops
+// there for ever on some invalid input (",d", found by fuzz_config; yaml-cpp PR 1319), so the parser's documents are
+// read here at most once per line of the text plus one, which bounds the loop.
+int documents_with_content(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentCounter counter;
+  const size_t most = static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 2;
+  for (size_t i = 0; i < most && counter.documents < 2 && parser.HandleNextDocument(counter); ++i) {
+  }
+  return counter.documents;
+}
+
 void apply_yaml_node(Config& config, const YAML::Node& root, const std::string& origin) {
   if (!root || root.IsNull()) return;
   if (!root.IsMap()) throw ConfigError(origin + ": expected a mapping of key: value");
@@ -510,20 +546,21 @@ void apply_yaml_text(Config& config, const std::string& text, const std::string&
     throw ConfigError(origin + ": " + std::to_string(text.size()) + " bytes of YAML; at most " +
                       std::to_string(kMaxConfigBytes) + " are read");
   }
-  std::vector<YAML::Node> documents;
+  YAML::Node root;
+  int documents = 0;
   try {
-    documents = YAML::LoadAll(text);
+    root = YAML::Load(text);
+    documents = documents_with_content(text);
   } catch (const YAML::Exception& e) {
     throw ConfigError(origin + ": not valid YAML: " + e.what());
   }
-  // YAML::Load read the first document alone: the keys after a "---" line were ignored without a word.
-  documents.erase(std::remove_if(documents.begin(), documents.end(), [](const YAML::Node& d) { return d.IsNull(); }),
-                  documents.end());
-  if (documents.size() > 1) {
-    throw ConfigError(origin + ": " + std::to_string(documents.size()) +
-                      " YAML documents (separated by ---); a config file is one");
+  // YAML::Load reads the first document alone: the keys after a "---" line were once ignored without a word.
+  if (documents > 1 || (documents == 1 && (!root || root.IsNull()))) {
+    throw ConfigError(origin +
+                      ": keys in a YAML document after the first (after a --- line); a config file is one "
+                      "document");
   }
-  if (!documents.empty()) apply_yaml_node(config, documents.front(), origin);
+  apply_yaml_node(config, root, origin);
 }
 
 void apply_yaml_file(Config& config, const std::string& path) {

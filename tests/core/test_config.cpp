@@ -139,8 +139,13 @@ TEST(Config, ListsExtraDocumentsAndRawValuesAreRefusedOrEscaped) {
   EXPECT_EQ(error_of([&] { apply_yaml_text(c, "lr_milestones: [3, 6]\n", "l.yaml"); }), "");
   EXPECT_NE(error_of([&] {
               apply_yaml_text(c, "epochs: 1\n---\nepochs: 3\n", "m.yaml");
-            }).find("m.yaml: 2 YAML documents (separated by ---); a config file is one"),
+            }).find("m.yaml: keys in a YAML document after the first (after a --- line); a config file is one"),
             std::string::npos);
+  EXPECT_NE(error_of([&] { apply_yaml_text(c, "---\n---\nepochs: 3\n", "m.yaml"); }).find("after the first"),
+            std::string::npos);
+  // yaml-cpp 0.7's LoadAll never returns for this input (fuzz_config's finding): refused or read, in no time.
+  const std::string hang = error_of([&] { apply_yaml_text(c, std::string(",d\0", 3), "f.yaml"); });
+  EXPECT_TRUE(hang.empty() || hang.find("f.yaml") != std::string::npos) << hang;
   EXPECT_EQ(error_of([&] { apply_yaml_text(c, "---\nepochs: 4\n...\n", "m.yaml"); }), "");
   EXPECT_EQ(c.epochs, 4);
   const std::string newline = error_of([&] { apply_overrides(c, {{"batch_size", "2\n3"}}); });
