@@ -26,6 +26,7 @@
 #include "core/plan_search.h"
 #include "cuda/cuda_support.h"
 #include "cuda/device_ops.h"
+#include "data/image_folder.h"
 #include "input/source.h"
 #include "models/model.h"
 #include "monitor/devices.h"
