@@ -10,6 +10,7 @@
 
 #include <sys/stat.h>
 
+#include <map>
 #include <set>
 
 #include "core/errors.h"
@@ -46,7 +47,7 @@ bool python_less(const std::string& a, const std::string& b) {
   return i == a.size() && j < b.size();
 }
 
-// A folder's device and inode: what a link cycle comes back to.
+// A folder's device and inode: what a link cycle comes back to ({0, 0} when stat fails: no folder's).
 std::pair<uint64_t, uint64_t> identity_of(const fs::path& dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) return {0, 0};
@@ -82,7 +83,9 @@ void collect_class_images(const fs::path& class_dir, std::vector<std::string>& f
       std::error_code ec;
       const bool is_dir = entry.is_directory(ec);
       if (!ec && is_dir) {
-        if (walked.insert(identity_of(entry.path())).second) pending.push_back(entry.path());
+        // One that cannot be stat'ed is walked, to fail with its reason, not skipped as one seen already.
+        const auto id = identity_of(entry.path());
+        if (id == std::pair<uint64_t, uint64_t>{0, 0} || walked.insert(id).second) pending.push_back(entry.path());
       } else if (has_image_extension(name)) {
         names.push_back(name);
       }
@@ -102,7 +105,7 @@ void check_class_folders(const fs::path& root, const std::vector<std::string>& c
   std::error_code ec;
   const fs::path split = fs::canonical(root, ec);
   if (ec) return;
-  std::vector<std::pair<std::pair<uint64_t, uint64_t>, std::string>> seen;
+  std::map<std::pair<uint64_t, uint64_t>, std::string> seen;  // a lookup each: make-sample allows 100,000 classes
   for (const std::string& name : classes) {
     const fs::path real = fs::canonical(root / name, ec);
     if (ec) continue;
@@ -113,14 +116,13 @@ void check_class_folders(const fs::path& root, const std::vector<std::string>& c
                       ", which holds the split folder itself: its images would count under a class of their own");
     }
     const auto id = identity_of(real);
-    for (const auto& [other_id, other] : seen) {
-      if (other_id == id) {
-        throw DataError("class folders " + utf8::printable(other) + " and " + utf8::printable(name) + " of " +
-                        utf8::printable(root.string()) + " are one folder (" + utf8::printable(real.string()) +
-                        "): its images would count under two classes");
-      }
+    if (id == std::pair<uint64_t, uint64_t>{0, 0}) continue;
+    const auto [other, added] = seen.emplace(id, name);
+    if (!added) {
+      throw DataError("class folders " + utf8::printable(other->second) + " and " + utf8::printable(name) + " of " +
+                      utf8::printable(root.string()) + " are one folder (" + utf8::printable(real.string()) +
+                      "): its images would count under two classes");
     }
-    seen.emplace_back(id, name);
   }
 }
 
