@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace cxxopts {
 class Options;
@@ -29,8 +30,9 @@ cxxopts::ParseResult parse_options(cxxopts::Options& options, int argc, char** a
 // An input folder's path before any work: an existing folder (a ConfigError naming `option` and the reason).
 void check_input_folder(const std::string& option, const std::string& path);
 
-// An output file's path before any work: not empty, not a folder (a ConfigError naming `option`).
-void check_output_file(const std::string& option, const std::string& path);
+// An output file's path before any work (a ConfigError naming `option`): not empty, not a folder, a device, a FIFO or
+// a link, in a writable folder, and its staging file (files::temporary_path) none of `inputs`.
+void check_output_file(const std::string& option, const std::string& path, const std::vector<std::string>& inputs = {});
 
 // Whether `name` is "cuda" or "cuda:N" (N of at most three digits), as --device takes a GPU.
 bool is_cuda_device_name(const std::string& name);

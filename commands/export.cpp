@@ -8,6 +8,7 @@
 #include "core/errors.h"
 #include "core/files.h"
 #include "core/log.h"
+#include "core/stop.h"
 #include "trainer/checkpoint.h"
 
 namespace rn50::commands {
@@ -29,7 +30,8 @@ int export_command(int argc, char** argv) {
   if (!parsed.count("checkpoint") || !parsed.count("out")) throw ConfigError("export needs --checkpoint and --out");
   init_logging("", 0);
   const std::string checkpoint = parsed["checkpoint"].as<std::string>(), out = parsed["out"].as<std::string>();
-  check_output_file("--out", out);
+  check_output_file("--out", out, {checkpoint});
+  stop::install_exit_handlers();  // a stop removes the half-written file
   if (files::same_file(out, checkpoint)) {
     throw ConfigError("--out " + out + " is the checkpoint itself; export writes another file (the run needs its own)");
   }

@@ -16,6 +16,8 @@
 #include "core/files.h"
 #include "core/log.h"
 #include "core/safetensors.h"
+#include "core/stop.h"
+#include "core/utf8.h"
 #include "cuda/cuda_support.h"
 #include "models/model.h"
 #include "trainer/checkpoint.h"
@@ -31,10 +33,9 @@ struct InferOptions {
   std::string device = "cpu";
 };
 
-// Class counts beyond this are no classifier rn50 trains (ImageNet-21k has 21,841): a larger one is a bad file, and
-// building it first would take its memory before any check could refuse it (the one-class probe that names the
-// classifier is small).
-constexpr int64_t kMaxClasses = 100000;
+// The class count train and export take (2^20); the classifier's tensor is in the file, which was read, so a model of
+// that size costs what the file did (the one-class probe that names the classifier is small).
+constexpr int64_t kMaxClasses = int64_t{1} << 20;
 constexpr int64_t kMaxImages = 65536, kMaxSide = 4096;
 
 std::string shape_of(const safetensors::TensorView& t) {
@@ -86,10 +87,14 @@ void infer(const InferOptions& options) {
                       std::to_string(kMaxImages) + " images of 1 to " + std::to_string(kMaxSide) + " pixels a side");
   }
   std::string model_name = options.model;
+  bool assumed = false;  // neither --model nor the file names the model
   if (model_name.empty()) {
     const auto it = weights.metadata.find("model");
-    model_name = it != weights.metadata.end() ? it->second : "resnet50";
+    assumed = it == weights.metadata.end();
+    model_name = assumed ? "resnet50" : it->second;
   }
+  const std::string assumption =
+      assumed ? " (" + options.weights + " names no model in its metadata, so resnet50 was assumed: give --model)" : "";
   // The model names its classifier (fc, classifier.2, heads.head, ...): a one-class build of it says which tensor
   // sizes the real one, and which image size it takes.
   std::shared_ptr<models::Classifier> probe;
@@ -105,7 +110,8 @@ void infer(const InferOptions& options) {
   const int64_t fixed_size = probe->fixed_image_size();
   const st::TensorView* fc = weights.find(classifier);
   if (!fc || fc->shape.size() != 2) {
-    throw ConfigError(options.weights + " has no 2-D '" + classifier + "' to size " + model_name + "'s classifier");
+    throw ConfigError(options.weights + " has no 2-D '" + classifier + "' to size " + model_name + "'s classifier" +
+                      assumption);
   }
   if (fc->dtype != st::DType::F32) {
     throw ConfigError(options.weights + ": '" + classifier + "' is " + st::dtype_name(fc->dtype) +
@@ -122,8 +128,15 @@ void infer(const InferOptions& options) {
   at::globalContext().setAllowTF32CuBLAS(false);
   at::globalContext().setAllowTF32CuDNN(false);
   const auto model = fc->shape[0] == 1 ? probe : models::create(model_name, {fc->shape[0], false});
+  probe.reset();  // the real model's memory is what remains
   model->to(device);
-  log_info(trainer::load_weights(options.weights, *model, model->classifier_name(), /*new_classifier=*/false));
+  try {
+    log_info(
+        trainer::load_weights(weights, options.weights, *model, model->classifier_name(), /*new_classifier=*/false));
+  } catch (const ConfigError& e) {
+    throw ConfigError(e.what() + assumption);
+  }
+  weights = st::File();  // copied into the model
   model->eval();
   torch::NoGradGuard no_grad;
   const at::Tensor input = at::from_blob(const_cast<uint8_t*>(x->data), x->shape, at::kFloat)
@@ -135,10 +148,12 @@ void infer(const InferOptions& options) {
     throw ConfigError(options.images + ": " + model_name + " cannot take 'images' of shape " + shape_of(*x) + ": " +
                       first_line(e.what_without_backtrace()));
   }
-  files::write_atomically(options.out, st::serialize({{"logits", st::DType::F32, logits.sizes().vec(),
-                                                       static_cast<const uint8_t*>(logits.data_ptr()),
-                                                       static_cast<size_t>(logits.nbytes())}},
-                                                     {{"model", model_name}, {"weights", options.weights}}));
+  files::write_atomically(
+      options.out,
+      st::serialize({{"logits", st::DType::F32, logits.sizes().vec(), static_cast<const uint8_t*>(logits.data_ptr()),
+                      static_cast<size_t>(logits.nbytes())}},
+                    // JSON text: a path that is not UTF-8 shows U+FFFD
+                    {{"model", model_name}, {"weights", utf8::replace_invalid(options.weights)}}));
   log_info(strprintf("wrote logits [%lld, %lld] to %s", static_cast<long long>(logits.size(0)),
                      static_cast<long long>(logits.size(1)), options.out.c_str()));
 }
@@ -167,7 +182,8 @@ int infer_command(int argc, char** argv) {
   request.weights = parsed["weights"].as<std::string>();
   request.images = parsed["images"].as<std::string>();
   request.out = parsed["out"].as<std::string>();
-  check_output_file("--out", request.out);
+  check_output_file("--out", request.out, {request.weights, request.images});
+  stop::install_exit_handlers();  // a stop removes the half-written file
   request.device = parsed["device"].as<std::string>();
   if (parsed.count("model")) request.model = parsed["model"].as<std::string>();
   init_logging("", 0);

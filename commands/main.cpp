@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,8 @@ int main(int argc, char** argv) {
       return fatal("", e.what(), 2);
     } catch (const rn50::stop::StoppedBeforeTraining& e) {
       return fatal("", e.what(), 128 + e.signal);  // as a run stopped later exits: 130 for SIGINT, 143 for SIGTERM
+    } catch (const std::bad_alloc&) {
+      return fatal("error: ", "out of host memory (an input larger than this machine's memory?)", 1);
     } catch (const std::exception& e) {
       return fatal("error: ", e.what(), 1, /*own=*/false);
     }

@@ -1,8 +1,10 @@
 // commands/parse_options.cpp: parse_options, cxxopts with each mistake named in one line: a misspelt option (with
 // the nearest known one), a value an option cannot take, a stray argument.
+#include <unistd.h>
 #include <cxxopts.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -10,6 +12,8 @@
 
 #include "commands/command.h"
 #include "core/errors.h"
+#include "core/files.h"
+#include "core/utf8.h"
 
 namespace rn50::commands {
 namespace {
@@ -123,10 +127,37 @@ void check_input_folder(const std::string& option, const std::string& path) {
   }
 }
 
-void check_output_file(const std::string& option, const std::string& path) {
+void check_output_file(const std::string& option, const std::string& path, const std::vector<std::string>& inputs) {
+  namespace fs = std::filesystem;
   std::error_code ec;
   if (path.empty()) throw ConfigError(option + " is empty: name the file to write");
-  if (std::filesystem::is_directory(path, ec)) throw ConfigError(option + " " + path + " is a folder: name a file");
+  const std::string shown = utf8::printable(path);
+  if (fs::is_directory(path, ec)) throw ConfigError(option + " " + shown + " is a folder: name a file");
+  // The write renames a new file over the path: a device, FIFO or link there would be replaced, not written to.
+  const fs::file_status status = fs::symlink_status(path, ec);
+  if (!ec && fs::exists(status) && !fs::is_regular_file(status)) {
+    throw ConfigError(option + " " + shown + " is " +
+                      (fs::is_symlink(status)
+                           ? "a symbolic link: name the file it leads to"
+                           : "not a regular file (a device or FIFO), which the write would replace"));
+  }
+  // Its folder before any work (the work once ran for minutes and then failed on the temporary).
+  const fs::path folder = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  if (!fs::is_directory(folder, ec)) {
+    throw ConfigError(option + " " + shown + ": the folder " + utf8::printable(folder.string()) + " does not exist");
+  }
+  if (::access(folder.c_str(), W_OK) != 0) {
+    throw ConfigError(option + " " + shown + ": the folder " + utf8::printable(folder.string()) + " is not writable (" +
+                      files::errno_text(errno) + ")");
+  }
+  // The file is staged beside it as PATH.tmp: an input of that name would be removed by the write.
+  const std::string staging = files::temporary_path(path);
+  for (const auto& input : inputs) {
+    if (files::same_file(staging, input)) {
+      throw ConfigError(option + " " + shown + " is staged as " + utf8::printable(staging) + ", which is the input " +
+                        utf8::printable(input) + ": write to another file");
+    }
+  }
 }
 
 }  // namespace rn50::commands

@@ -7,6 +7,7 @@
 
 #include "commands/command.h"
 #include "core/errors.h"
+#include "core/utf8.h"
 #include "report/run_report.h"
 
 namespace rn50::commands {
@@ -30,7 +31,17 @@ int report_command(int argc, char** argv) {
     throw ConfigError("rn50 report needs one RUN_DIR (the out_dir of rn50 train)");
   }
   const std::string dir = parsed["run"].as<std::vector<std::string>>().front();
-  if (parsed.count("out")) check_output_file("--out", parsed["out"].as<std::string>());
+  if (parsed.count("out")) {
+    const std::string out = parsed["out"].as<std::string>();
+    check_output_file("--out", out);
+    // A page written over another run's metrics.jsonl or config.yaml would destroy it.
+    const auto ends_with = [&](const std::string& suffix) {
+      return out.size() > suffix.size() && out.compare(out.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    if (!ends_with(".html") && !ends_with(".htm")) {
+      throw ConfigError("--out " + utf8::printable(out) + ": name a .html file (the page replaces what is there)");
+    }
+  }
   const report::RunReport r =
       report::write_run_report(dir, parsed.count("out") ? parsed["out"].as<std::string>() : std::string());
   std::printf("wrote %s (%zu epochs, %zu step records%s)\n", r.path.c_str(), r.epochs, r.steps,

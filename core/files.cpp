@@ -20,6 +20,16 @@ namespace {
   throw ReadError(kind, "cannot read " + path + ": " + reason, size);
 }
 
+// What a file that is not regular is, for a message.
+std::string kind_of(mode_t mode) {
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a special file";
+}
+
 void check(const struct stat& status, const std::string& path, uint64_t max_bytes) {
   if (!S_ISREG(status.st_mode)) fail(ReadError::Kind::kNotRegular, path, "not a regular file");
   const uint64_t size = static_cast<uint64_t>(status.st_size);
@@ -134,7 +144,15 @@ void write_atomically(const std::string& path, const void* data, size_t size, co
     ::unlink(tmp.c_str());  // never leave a partial file behind
     throw std::runtime_error(what + " " + tmp + ": " + errno_text(err));
   };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Renaming over a device, FIFO, link or folder would replace it (as root, /dev/null with a page).
+  struct stat target {};
+  if (::lstat(path.c_str(), &target) == 0 && !S_ISREG(target.st_mode)) {
+    throw std::runtime_error("not writing " + path + ": it is " + kind_of(target.st_mode) +
+                             ", not a regular file, and would be replaced");
+  }
+  // A leftover temporary (a write that never finished) goes; a link planted there is removed, never followed.
+  ::unlink(tmp.c_str());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot create", errno);
   const auto* bytes = static_cast<const uint8_t*>(data);
   size_t done = 0;

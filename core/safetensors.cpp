@@ -4,9 +4,12 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <nlohmann/json.hpp>
 
 #include "core/files.h"
+#include "core/limits.h"
+#include "core/log.h"
 #include "core/utf8.h"
 
 namespace rn50::safetensors {
@@ -327,7 +330,19 @@ File read_file(const std::string& path) {
     std::vector<uint8_t> json(n);
     in.read_at(json.data(), n, 8);
     File file = parse_header(json.data(), n, size - 8 - n, path);
-    file.storage.resize(size);
+    // The whole file is held: one larger than the memory this process may have is named, never a bare bad_alloc.
+    uint64_t memory = physical_memory_bytes();
+    if (const auto limit = read_cgroup_limits().memory_bytes; limit && (memory == 0 || *limit < memory))
+      memory = *limit;
+    if (memory > 0 && size > memory) {
+      fail(path, strprintf("%.1f GiB, more than the %.1f GiB of memory this process may use", size / 1073741824.0,
+                           memory / 1073741824.0));
+    }
+    try {
+      file.storage.resize(size);
+    } catch (const std::bad_alloc&) {
+      fail(path, strprintf("%.1f GiB, more than this process could allocate", size / 1073741824.0));
+    }
     std::memcpy(file.storage.data(), first8, 8);
     std::memcpy(file.storage.data() + 8, json.data(), n);
     in.read_at(file.storage.data() + 8 + n, size - 8 - n, 8 + n);
@@ -439,24 +454,6 @@ class StringListReader {
     return v;
   }
 
-  static void append_utf8(std::string& out, unsigned cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
-
   std::string string() {
     expect('"');
     std::string out;
@@ -504,7 +501,7 @@ class StringListReader {
           } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
             fail("a lone surrogate");
           }
-          append_utf8(out, cp);
+          utf8::append(out, cp);
           break;
         }
         default:

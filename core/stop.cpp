@@ -16,7 +16,17 @@ std::atomic<int> g_requested{0};
 char g_pending[4096] = {0};
 std::atomic<bool> g_installed{false};
 
+// install_exit_handlers: the first signal stops the process.
+std::atomic<bool> g_exit_at_once{false};
+
 void on_signal(int sig) {
+  if (g_exit_at_once.load()) {
+    if (g_pending[0] != '\0') ::unlink(g_pending);
+    static const char message[] = "rn50: stopped by a signal; nothing half-written is left\n";
+    const ssize_t ignored = ::write(STDERR_FILENO, message, sizeof message - 1);
+    (void)ignored;
+    ::_exit(128 + sig);
+  }
   int expected = 0;
   if (g_requested.compare_exchange_strong(expected, sig)) return;  // the first: a request
   // The second: stop now. unlink and _exit are async-signal-safe.
@@ -38,6 +48,11 @@ void install_handlers() {
   action.sa_flags = SA_RESTART;  // blocking reads and waits go on; the loop checks the flag between steps
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+}
+
+void install_exit_handlers() {
+  g_exit_at_once.store(true);
+  install_handlers();
 }
 
 int requested() { return g_requested.load(std::memory_order_relaxed); }

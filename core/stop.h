@@ -10,6 +10,9 @@ namespace rn50::stop {
 
 // Installs the handlers (idempotent). Before any thread is started, so that every thread inherits the mask.
 void install_handlers();
+// For a command with no loop that checks requested() (export, infer, report, compare): the first SIGINT or SIGTERM
+// removes the temporary of a write under way and exits 128 + signal at once, with one line.
+void install_exit_handlers();
 
 // The signal that asked the run to stop (SIGINT or SIGTERM), or 0. A relaxed atomic load: cheap on the hot path.
 int requested();

@@ -15,6 +15,9 @@ size_t sequence_length(std::string_view text, size_t at);
 
 bool is_valid(std::string_view text);
 
+// Appends the code point `cp` (at most U+10FFFF, no surrogate: the caller checks) as UTF-8.
+void append(std::string& out, unsigned cp);
+
 // `text` with each byte that starts no well-formed sequence replaced by U+FFFD, as a decoder that replaces does.
 std::string replace_invalid(std::string_view text);
 

@@ -15,6 +15,7 @@
 
 #include "core/errors.h"
 #include "core/files.h"
+#include "core/log.h"
 #include "core/safetensors.h"
 #include "models/model.h"
 #include "trainer/optimizer.h"
@@ -171,7 +172,8 @@ Differences differences(const st::File& file, const NamedTensors& targets) {
     if (!view) {
       d.missing.push_back(name);
     } else if (c10::IntArrayRef(view->shape) != target.sizes()) {
-      d.misshaped.push_back(name);
+      d.misshaped.push_back(name + " (" + c10::str(c10::IntArrayRef(view->shape)) + ", the model's " +
+                            c10::str(target.sizes()) + ")");
     } else if (to_scalar_type(view->dtype) != target.scalar_type()) {
       d.mistyped.push_back(name + " (" + st::dtype_name(view->dtype) + ", the model's " +
                            st::dtype_name(to_dtype(target.scalar_type())) + ")");
@@ -185,6 +187,10 @@ Differences differences(const st::File& file, const NamedTensors& targets) {
       d.extra.push_back(t.name);
   }
   return d;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string join(const std::vector<std::string>& names) {
@@ -275,10 +281,18 @@ CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model
 
 std::string load_weights(const std::string& path, torch::nn::Module& model, const std::string& classifier_name,
                          bool new_classifier) {
-  const st::File file = read(path);
+  return load_weights(read(path), path, model, classifier_name, new_classifier);
+}
+
+std::string load_weights(const st::File& file, const std::string& path, torch::nn::Module& model,
+                         const std::string& classifier_name, bool new_classifier) {
   const NamedTensors targets = named_state(model);
   auto in_classifier = [&](const std::string& name) { return name.rfind(classifier_name + ".", 0) == 0; };
   Differences d = differences(file, targets);
+  // A count of BatchNorm's updates, absent from older state dicts: 0, as torchvision's loading makes it.
+  auto counter = [](const std::string& name) { return ends_with(name, ".num_batches_tracked"); };
+  const auto counters = std::count_if(d.missing.begin(), d.missing.end(), counter);
+  d.missing.erase(std::remove_if(d.missing.begin(), d.missing.end(), counter), d.missing.end());
   // Another class count (the classifier's shapes differ): it keeps its initialisation, the start of fine-tuning. Its
   // dtype differing is no class count, and an error like any other tensor's.
   const bool classifier_differs =
@@ -290,10 +304,19 @@ std::string load_weights(const std::string& path, torch::nn::Module& model, cons
   torch::NoGradGuard no_grad;
   for (const auto& [name, target] : targets) {
     if (classifier_differs && in_classifier(name)) continue;
+    if (counters && counter(name) && !file.find(name)) {
+      target.zero_();
+      continue;
+    }
     copy_checked(target, file, name, path);
   }
-  return classifier_differs ? "loaded all but the classifier '" + classifier_name + "' (its shape differs: fine-tuning)"
-                            : "loaded all " + std::to_string(targets.size()) + " tensors";
+  const std::string zeroed = counters ? strprintf(" (%lld num_batches_tracked absent: 0, as torchvision sets them)",
+                                                  static_cast<long long>(counters))
+                                      : "";
+  return (classifier_differs
+              ? "loaded all but the classifier '" + classifier_name + "' (its shape differs: fine-tuning)"
+              : "loaded all " + std::to_string(targets.size()) + " tensors") +
+         zeroed;
 }
 
 CheckpointMeta export_weights(const std::string& checkpoint_path, const std::string& out_path) {

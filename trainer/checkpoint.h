@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/safetensors.h"
+
 namespace torch::nn {
 class Module;
 }
@@ -62,6 +64,11 @@ CheckpointMeta load_checkpoint(const std::string& path, torch::nn::Module& model
 // classifier would print meaningless logits).
 std::string load_weights(const std::string& path, torch::nn::Module& model, const std::string& classifier_name,
                          bool new_classifier = true);
+// The same from a file already read (rn50 infer reads it first for its classifier's shape: once, not twice); `path`
+// names it in errors. A BatchNorm's num_batches_tracked that the file lacks starts at 0, as torchvision's
+// load_state_dict fills it in (state dicts saved before PyTorch 0.4.1 have none).
+std::string load_weights(const safetensors::File& file, const std::string& path, torch::nn::Module& model,
+                         const std::string& classifier_name, bool new_classifier = true);
 
 // Writes the model tensors of a checkpoint (no optimizer state) with the class list and model name in
 // the metadata: what `rn50 export` produces, loadable by torchvision in one line. Throws rn50::ConfigError, naming

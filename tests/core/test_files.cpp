@@ -7,6 +7,7 @@
 
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/files.h"
@@ -145,6 +146,47 @@ TEST(Files, AFailedWriteLeavesTheFileAsItWas) {
   EXPECT_THROW(write_atomically(path, std::vector<uint8_t>{4, 5}), std::runtime_error);
   EXPECT_EQ(rn50::testing::read_file(path), (std::vector<uint8_t>{1, 2, 3}));
   EXPECT_THROW(write_atomically(dir.file("no/such/folder/out"), std::vector<uint8_t>{4}), std::runtime_error);
+}
+
+// Renaming over a FIFO, a device or a link would replace it (as root, report --out /dev/null made /dev/null a page):
+// refused with its kind named, and left as it was.
+TEST(Files, WriteAtomicallyRefusesToReplaceWhatIsNotARegularFile) {
+  TempDir dir;
+  const std::string fifo = dir.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  const std::string target = dir.file("target"), link = dir.file("link");
+  rn50::testing::write_file(target, {1, 2});
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  for (const auto& [path, kind] :
+       {std::pair<std::string, std::string>{fifo, "a FIFO"}, {link, "a symbolic link"}, {dir.path(), "a folder"}}) {
+    try {
+      write_atomically(path, std::vector<uint8_t>{3});
+      ADD_FAILURE() << path << " was written";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "not writing " + path + ": it is " + kind + ", not a regular file, and would be replaced");
+    }
+    EXPECT_FALSE(rn50::testing::file_exists(temporary_path(path)));
+  }
+  struct stat status {};
+  ASSERT_EQ(::lstat(fifo.c_str(), &status), 0);
+  EXPECT_TRUE(S_ISFIFO(status.st_mode));
+  ASSERT_EQ(::lstat(link.c_str(), &status), 0);
+  EXPECT_TRUE(S_ISLNK(status.st_mode));
+  EXPECT_EQ(rn50::testing::read_file(target), (std::vector<uint8_t>{1, 2}));
+}
+
+// A link planted where the temporary goes is removed, never written through: the file it names stays as it was (a
+// link report.html.tmp -> metrics.jsonl once put the page in the run's metrics).
+TEST(Files, WriteAtomicallyNeverWritesThroughALinkAtItsTemporary) {
+  TempDir dir;
+  const std::string path = dir.file("out"), victim = dir.file("victim");
+  rn50::testing::write_file(victim, {9, 9});
+  ASSERT_EQ(::symlink(victim.c_str(), temporary_path(path).c_str()), 0);
+  write_atomically(path, std::vector<uint8_t>{4, 5});
+  EXPECT_EQ(rn50::testing::read_file(path), (std::vector<uint8_t>{4, 5}));
+  EXPECT_EQ(rn50::testing::read_file(victim), (std::vector<uint8_t>{9, 9}));
+  EXPECT_FALSE(rn50::testing::file_exists(temporary_path(path)));
 }
 
 }  // namespace

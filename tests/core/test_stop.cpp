@@ -73,5 +73,22 @@ TEST(StopDeathTest, AFinishedWriteLeavesNoTemporaryForTheHandler) {
   EXPECT_EQ(rn50::testing::read_file(path), (std::vector<uint8_t>{1, 2, 3}));
 }
 
+// export and infer check no flag: their first signal ends the process and removes the temporary under way (a
+// stopped export left a 107 MB half-written OUT.tmp).
+TEST(StopDeathTest, UnderExitHandlersTheFirstSignalEndsAndRemovesTheTemporary) {
+  TempDir dir;
+  const std::string temporary = dir.file("weights.safetensors.tmp");
+  EXPECT_EXIT(
+      {
+        stop::install_exit_handlers();
+        rn50::testing::write_file(temporary, std::vector<uint8_t>(1 << 20, 7));
+        stop::set_pending_temporary(temporary);
+        ::raise(SIGTERM);
+        std::_Exit(3);
+      },
+      ::testing::ExitedWithCode(143), "rn50: stopped by a signal; nothing half-written is left");
+  EXPECT_FALSE(rn50::testing::file_exists(temporary));
+}
+
 }  // namespace
 }  // namespace rn50

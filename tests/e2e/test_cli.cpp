@@ -1,6 +1,7 @@
 // tests/e2e/test_cli.cpp: the rn50 binary as a user runs it: make-sample, train, resume, and bad input.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 
 #include "codecs/jpeg_codec.h"
@@ -566,10 +567,32 @@ TEST_F(Cli, NoCommandWritesOverItsOwnInput) {
   expect_exit_2_naming(infer + " --out " + path("x.safetensors"), "is the input " + path("x.safetensors"));
   EXPECT_NE(safetensors::read_file(path("w.safetensors")).find("fc.weight"), nullptr);
   const auto metrics = fs::file_size(run + "/metrics.jsonl");
-  expect_exit_2_naming("report " + run + " --out " + run + "/metrics.jsonl",
-                       "is the run's metrics.jsonl; write the page to another file");
+  expect_exit_2_naming("report " + run + " --out " + run + "/metrics.jsonl", "name a .html file");
   EXPECT_EQ(fs::file_size(run + "/metrics.jsonl"), metrics);
+  EXPECT_EQ(rn50("report " + run + " --out " + path("page.html")).code, 0);     // a page of its own name is written
   EXPECT_EQ(rn50("report " + run + " --out " + run + "/report.html").code, 0);  // its own page may be replaced
+  // The output is staged as OUT.tmp: an input of that name would be removed by the write (an export from
+  // ck.safetensors.tmp to ck.safetensors once deleted the checkpoint).
+  fs::copy_file(checkpoint, path("ck.safetensors.tmp"));
+  expect_exit_2_naming("export --checkpoint " + path("ck.safetensors.tmp") + " --out " + path("ck.safetensors"),
+                       "is staged as " + path("ck.safetensors.tmp") + ", which is the input");
+  EXPECT_EQ(fs::file_size(path("ck.safetensors.tmp")), before);
+  fs::copy_file(path("x.safetensors"), path("y.safetensors.tmp"));
+  expect_exit_2_naming("infer --weights " + path("w.safetensors") + " --images " + path("y.safetensors.tmp") +
+                           " --out " + path("y.safetensors"),
+                       "which is the input " + path("y.safetensors.tmp"));
+  EXPECT_TRUE(fs::exists(path("y.safetensors.tmp")));
+  // A FIFO, a device or a link would be replaced by the write, not written to (as root, --out /dev/null once made
+  // /dev/null a regular file); a missing folder is named before any work.
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0644), 0);
+  expect_exit_2_naming(infer + " --out " + path("fifo"), "is not a regular file (a device or FIFO)");
+  expect_exit_2_naming("report " + run + " --out " + path("fifo"), "is not a regular file (a device or FIFO)");
+  EXPECT_TRUE(fs::is_fifo(path("fifo")));
+  fs::create_symlink(path("w.safetensors"), path("link.safetensors"));
+  expect_exit_2_naming("export --checkpoint " + checkpoint + " --out " + path("link.safetensors"),
+                       "is a symbolic link: name the file it leads to");
+  expect_exit_2_naming(infer + " --out " + path("no/such/folder/y.safetensors"),
+                       "the folder " + path("no/such/folder") + " does not exist");
 }
 
 // --device is checked before any work, and a shape the model cannot take is named in one line with the model: both
@@ -602,6 +625,47 @@ TEST_F(Cli, InferNamesABadDeviceOrImagesTheModelCannotTakeInOneLine) {
       << r.output;
   EXPECT_EQ(r.output.find("frame #"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(path("y")));
+}
+
+// A state dict as torchvision's own files can hold it: no metadata and no num_batches_tracked (saved before PyTorch
+// 0.4.1), under a path that is not UTF-8. torchvision's load_state_dict fills the counters in, and so does infer,
+// with the same logits; without --model the message says resnet50 was assumed (it listed 198 missing tensors).
+TEST_F(Cli, InferTakesAStateDictWithoutCountersOrMetadata) {
+  const std::string run = path("run");
+  ASSERT_EQ(rn50("train --data synthetic --model resnet18 --device cpu --image-size 32 --val-resize 32 "
+                 "--batch-size 2 --max-steps 1 --epochs 1 --validate=off --report=off --out-dir " +
+                 run)
+                .code,
+            0);
+  ASSERT_EQ(rn50("export --checkpoint " + run + "/checkpoint.safetensors --out " + path("w.safetensors")).code, 0);
+  const safetensors::File exported = safetensors::read_file(path("w.safetensors"));
+  std::vector<safetensors::TensorView> kept;
+  for (const auto& t : exported.tensors) {
+    if (t.name.find("num_batches_tracked") == std::string::npos) kept.push_back(t);
+  }
+  ASSERT_LT(kept.size(), exported.tensors.size());
+  const std::string bare = path("w_caf\xe9.safetensors");
+  files::write_atomically(bare, safetensors::serialize(kept, {}));
+  write_grey_images(path("x.safetensors"), 32);
+  auto infer = [&](const std::string& weights, const std::string& more, const std::string& out) {
+    return rn50("infer --weights '" + weights + "' --images " + path("x.safetensors") + " --out " + out + more);
+  };
+  const Result assumed = infer(bare, "", path("y"));
+  EXPECT_EQ(assumed.code, 2) << assumed.output;
+  EXPECT_NE(assumed.output.find("names no model in its metadata, so resnet50 was assumed: give --model"),
+            std::string::npos)
+      << assumed.output;
+  const Result r = infer(bare, " --model resnet18", path("bare.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("num_batches_tracked absent: 0, as torchvision sets them"), std::string::npos) << r.output;
+  ASSERT_EQ(infer(path("w.safetensors"), "", path("full.safetensors")).code, 0);
+  const safetensors::File a = safetensors::read_file(path("bare.safetensors"));
+  const safetensors::File b = safetensors::read_file(path("full.safetensors"));
+  ASSERT_NE(a.find("logits"), nullptr);
+  ASSERT_NE(b.find("logits"), nullptr);
+  ASSERT_EQ(a.find("logits")->bytes, b.find("logits")->bytes);
+  EXPECT_EQ(std::memcmp(a.find("logits")->data, b.find("logits")->data, a.find("logits")->bytes), 0);
+  EXPECT_EQ(a.metadata.at("weights"), utf8::replace_invalid(bare));  // a path that is not UTF-8 shows U+FFFD
 }
 
 // The CPU figures, and with --pin the all-thread one again with pinned threads: both positive.
@@ -790,7 +854,7 @@ TEST_F(Cli, InferRefusesClassifiersItCannotUse) {
   EXPECT_NE(r.output.find("'fc.weight' is F64"), std::string::npos) << r.output;
   r = infer_with(st::DType::F32, {2000000, 0});
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.output.find("'fc.weight' is [2000000, 0], not a classifier of 1 to 100000 classes"), std::string::npos)
+  EXPECT_NE(r.output.find("'fc.weight' is [2000000, 0], not a classifier of 1 to 1048576 classes"), std::string::npos)
       << r.output;
   r = infer_with(st::DType::F32, {0, 2048});
   EXPECT_EQ(r.code, 2);
