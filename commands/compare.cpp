@@ -1,6 +1,7 @@
 // commands/compare.cpp: `rn50 compare FILE...`: machines side by side from their result files (report/compare.h).
 #include <cxxopts.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -12,6 +13,7 @@
 
 #include "commands/command.h"
 #include "core/errors.h"
+#include "core/utf8.h"
 #include "report/compare.h"
 
 namespace rn50::commands {
@@ -26,11 +28,18 @@ std::pair<std::string, std::string> split_pair(const std::string& option, const 
   return {text.substr(0, eq), text.substr(eq + 1)};
 }
 
-std::vector<std::string> comma_list(const std::string& text) {
+// "a, b" -> {"a", "b"}: items trimmed, empty ones dropped; an item given twice is refused (it made a row twice).
+std::vector<std::string> comma_list(const std::string& option, const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
   for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) out.push_back(item);
+    const size_t begin = item.find_first_not_of(" \t");
+    if (begin == std::string::npos) continue;
+    item = item.substr(begin, item.find_last_not_of(" \t") - begin + 1);
+    if (std::find(out.begin(), out.end(), item) != out.end()) {
+      throw ConfigError("--" + option + " names '" + utf8::printable(item, 64) + "' twice");
+    }
+    out.push_back(item);
   }
   return out;
 }
@@ -85,10 +94,10 @@ int compare_command(int argc, char** argv) {
   }
   if (parsed.count("prices")) o.prices_file = parsed["prices"].as<std::string>();
   o.reference = parsed["reference"].as<std::string>();
-  o.labels = comma_list(parsed["label"].as<std::string>());
+  o.labels = comma_list("label", parsed["label"].as<std::string>());
   o.data = parsed["data"].as<std::string>();
   if (parsed.count("batch")) {
-    for (const auto& b : comma_list(parsed["batch"].as<std::string>())) {
+    for (const auto& b : comma_list("batch", parsed["batch"].as<std::string>())) {
       char* end = nullptr;
       errno = 0;
       const long batch = std::strtol(b.c_str(), &end, 10);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "core/errors.h"
 #include "core/files.h"
 #include "core/log.h"
+#include "core/utf8.h"
 #include "report/svg.h"
 
 namespace rn50::report {
@@ -102,8 +104,7 @@ CompareRow row_of_run(const std::string& input, const CompareOptions& o) {
     throw DataError(input + ": no config.yaml and no start table in train.log: model, batch and switches unknown");
   }
   CompareRow row;
-  const std::string name = fs::path(input).filename().string();
-  row.configuration = name.empty() ? fs::path(input).parent_path().filename().string() : name;
+  row.configuration = run_name(input);
   const Settings& settings = run.config;
   row.model = setting(settings, "model");
   row.image_size = std::atoi(setting(settings, "image_size").c_str());
@@ -203,7 +204,11 @@ std::vector<CompareRow> rows_of_ablation(const std::string& input, const Compare
         !r.contains("data") || !r.contains("epochs") || !r.contains("command") || !r["command"].is_string()) {
       throw DataError(input + ": a run without label, batch, data, command and epochs (not an ablation.json)");
     }
-    if (r["data"] == o.data) batches.insert(r["batch"].get<int>());
+    const int64_t batch = r["batch"].get<int64_t>();
+    if (batch < 1 || batch > (int64_t{1} << 24)) {
+      throw DataError(input + ": a run of batch " + std::to_string(batch) + " (not an ablation.json's)");
+    }
+    if (r["data"] == o.data) batches.insert(static_cast<int>(batch));
   }
   std::vector<int> wanted = o.batches;
   if (wanted.empty()) wanted.assign(batches.rbegin(), batches.rend());
@@ -222,8 +227,11 @@ std::vector<CompareRow> rows_of_ablation(const std::string& input, const Compare
       if (code == run->end() || !code->is_number_integer()) {
         throw DataError(input + ": the run " + which + " has no integer 'exit_code' (not an ablation.json)");
       }
-      if (*code != 0 || !(*run)["epochs"].is_array() || (*run)["epochs"].empty()) {
+      if (*code != 0) {
         throw DataError(input + ": the run " + which + " failed (exit " + code->dump() + "): nothing measured");
+      }
+      if (!(*run)["epochs"].is_array() || (*run)["epochs"].empty()) {
+        throw DataError(input + ": the run " + which + " has no list of measured epochs");
       }
       CompareRow row;
       const Settings settings = settings_of_command((*run)["command"].get<std::string>());
@@ -269,7 +277,9 @@ std::vector<std::pair<std::string, double>> read_prices_file(const std::string& 
     throw ConfigError(std::string("--prices: ") + e.what());
   }
   std::vector<std::pair<std::string, double>> prices;
-  std::istringstream lines(std::string(bytes.begin(), bytes.end()));
+  std::string text(bytes.begin(), bytes.end());
+  if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // a byte-order mark, as editors on Windows save
+  std::istringstream lines(text);
   int n = 0;
   for (std::string line; std::getline(lines, line);) {
     ++n;
@@ -340,9 +350,19 @@ std::string hours_text(double seconds) {
 }
 
 // Images/s with the digits that matter: a CPU's 0.73 is not "1".
-std::string rate_text(double x) { return strprintf(x >= 100 ? "%.0f" : x >= 10 ? "%.1f" : "%.2f", x); }
+// Beyond the usual range (a forged 1e300, a price of 1e-300) in exponent form, never as hundreds of digits or 0.000.
+std::string rate_text(double x) {
+  if (x >= 1e9 || (x > 0 && x < 0.01)) return strprintf("%.3g", x);
+  return strprintf(x >= 100 ? "%.0f" : x >= 10 ? "%.1f" : "%.2f", x);
+}
 
-std::string money(double x) { return strprintf(x >= 100 ? "%.0f" : x >= 1 ? "%.2f" : "%.3f", x); }
+std::string money(double x) {
+  if (x >= 1e9 || (x > 0 && x < 0.001)) return strprintf("%.3g", x);
+  return strprintf(x >= 100 ? "%.0f" : x >= 1 ? "%.2f" : "%.3f", x);
+}
+
+// A ratio: "0.00x" hid a CPU row's speed-up over an H200.
+std::string times_text(double x) { return x > 0 && x < 0.01 ? strprintf("%.2gx", x) : strprintf("%.2fx", x); }
 
 std::string opt_pct(const std::optional<double>& share) {
   return share ? strprintf("%.1f%%", 100 * *share) : std::string("unavailable");
@@ -531,7 +551,44 @@ Comparison compare(const CompareOptions& o) {
   return c;
 }
 
-std::string comparison_markdown(const Comparison& c) {
+namespace {
+
+// Text from a file or a folder's name as Markdown shows it: valid UTF-8 on one line, its table bars, tags, code,
+// links and emphasis escaped ('_' only emphasises between words, and sm_90 stays readable) (a '|' in a folder name
+// added a column to every table, a newline split its row).
+std::string markdown_text(const std::string& text) {
+  std::string out;
+  for (const char ch : utf8::replace_invalid(text)) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (u < 0x20 || u == 0x7f) {
+      out += ' ';
+    } else if (std::strchr("\\`*[]<>|", ch)) {
+      out += '\\';
+      out += ch;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+// The comparison with its texts escaped for Markdown.
+Comparison escaped_for_markdown(Comparison c) {
+  for (auto& r : c.rows) {
+    for (std::string* field :
+         {&r.source, &r.machine, &r.device, &r.configuration, &r.switches, &r.model, &r.data, &r.reading}) {
+      *field = markdown_text(*field);
+    }
+  }
+  for (auto& w : c.warnings) w = markdown_text(w);
+  c.across = markdown_text(c.across);
+  return c;
+}
+
+}  // namespace
+
+std::string comparison_markdown(const Comparison& escaped) {
+  const Comparison c = escaped_for_markdown(escaped);
   const CompareRow& ref = c.rows[c.reference];
   std::vector<std::string> l;
   l.emplace_back("# Machines side by side");
@@ -553,11 +610,12 @@ std::string comparison_markdown(const Comparison& c) {
        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"});
   for (size_t i = 0; i < c.rows.size(); ++i) {
     const CompareRow& r = c.rows[i];
-    l.push_back(strprintf(
-        "| %zu | %s | %s | %s | %d x %d | %s | %s | %.2fx | %s | %s | %s | %s |", i + 1, r.machine.c_str(),
-        r.configuration.c_str(), r.data.c_str(), r.batch, r.processes, rate_text(r.figures.images_per_s).c_str(),
-        r.cuda ? rate_text(r.figures.images_per_s / gpus_of(r)).c_str() : "-", r.speedup, hours_text(r.epoch_s).c_str(),
-        hours_text(r.run_s).c_str(), opt_pct(r.figures.data_wait_share).c_str(), allreduce_text(r).c_str()));
+    l.push_back(strprintf("| %zu | %s | %s | %s | %d x %d | %s | %s | %s | %s | %s | %s | %s |", i + 1,
+                          r.machine.c_str(), r.configuration.c_str(), r.data.c_str(), r.batch, r.processes,
+                          rate_text(r.figures.images_per_s).c_str(),
+                          r.cuda ? rate_text(r.figures.images_per_s / gpus_of(r)).c_str() : "-",
+                          times_text(r.speedup).c_str(), hours_text(r.epoch_s).c_str(), hours_text(r.run_s).c_str(),
+                          opt_pct(r.figures.data_wait_share).c_str(), allreduce_text(r).c_str()));
   }
   std::string head = "| # | machine | configuration |", rule = "| --- | --- | --- |";
   for (const auto& col : utilisation_columns()) head += std::string(" ") + col.heading + " |", rule += " --- |";
@@ -595,8 +653,8 @@ std::string comparison_markdown(const Comparison& c) {
     for (size_t i = 0; i < c.rows.size(); ++i) {
       const CompareRow& r = c.rows[i];
       if (!r.price_per_hour) {
-        l.push_back(strprintf("| %zu | %s | %s | no price | | | | %.2fx | |", i + 1, r.machine.c_str(),
-                              r.configuration.c_str(), r.speedup));
+        l.push_back(strprintf("| %zu | %s | %s | no price | | | | %s | |", i + 1, r.machine.c_str(),
+                              r.configuration.c_str(), times_text(r.speedup).c_str()));
         continue;
       }
       std::string verdict = "-";
@@ -605,11 +663,11 @@ std::string comparison_markdown(const Comparison& c) {
       } else if (r.break_even) {
         verdict = r.speedup > *r.break_even ? "cheaper" : r.speedup < *r.break_even ? "dearer" : "the same";
       }
-      l.push_back(strprintf(
-          "| %zu | %s | %s | %s (%d x %s) | %s | %s | %s | %.2fx | %s |", i + 1, r.machine.c_str(),
-          r.configuration.c_str(), money(*r.price_per_hour).c_str(), r.cuda ? r.processes : 1,
-          money(*r.price_per_gpu_hour).c_str(), money(*r.cost_per_epoch).c_str(), money(*r.cost_per_run).c_str(),
-          r.break_even ? strprintf("%.2fx", *r.break_even).c_str() : "-", r.speedup, verdict.c_str()));
+      l.push_back(strprintf("| %zu | %s | %s | %s (%d x %s) | %s | %s | %s | %s | %s |", i + 1, r.machine.c_str(),
+                            r.configuration.c_str(), money(*r.price_per_hour).c_str(), r.cuda ? r.processes : 1,
+                            money(*r.price_per_gpu_hour).c_str(), money(*r.cost_per_epoch).c_str(),
+                            money(*r.cost_per_run).c_str(), r.break_even ? times_text(*r.break_even).c_str() : "-",
+                            times_text(r.speedup).c_str(), verdict.c_str()));
     }
   }
   l.insert(l.end(), {"", "## Pictures", "", "![images/s](throughput.svg)", "", "![utilisation](utilisation.svg)"});
@@ -617,7 +675,7 @@ std::string comparison_markdown(const Comparison& c) {
   l.insert(l.end(), {"", "## Where each row comes from", ""});
   for (size_t i = 0; i < c.rows.size(); ++i) {
     const CompareRow& r = c.rows[i];
-    l.push_back(strprintf("%zu. `%s`; %s, %d px; %s%s", i + 1, r.source.c_str(), r.model.c_str(), r.image_size,
+    l.push_back(strprintf("%zu. %s; %s, %d px; %s%s", i + 1, r.source.c_str(), r.model.c_str(), r.image_size,
                           r.device.empty() ? "device unrecorded" : r.device.c_str(),
                           r.switches.empty() ? "" : ("; " + r.switches).c_str()));
   }
@@ -725,15 +783,16 @@ std::vector<std::string> write_comparison(const Comparison& c, const std::string
   for (size_t i = 0; i < c.rows.size(); ++i) {
     const CompareRow& r = c.rows[i];
     const std::string label = strprintf("%zu. %s, %s, b%d", i + 1, r.machine.c_str(), r.configuration.c_str(), r.batch);
-    speed.rows.push_back({label,
-                          {r.figures.images_per_s},
-                          rate_text(r.figures.images_per_s) +
-                              strprintf(" img/s, %.2fx, epoch %s", r.speedup, hours_text(r.epoch_s).c_str())});
+    speed.rows.push_back(
+        {label,
+         {r.figures.images_per_s},
+         rate_text(r.figures.images_per_s) +
+             strprintf(" img/s, %s, epoch %s", times_text(r.speedup).c_str(), hours_text(r.epoch_s).c_str())});
     const Utilisation& u = r.figures.util;
     util.rows.push_back({label, {u.gpu_util_pct, u.sm_util_pct, u.tensor_util_pct, u.dram_bw_util_pct}, ""});
     std::string note = r.price_per_hour ? money(*r.cost_per_run) : "no price";
     if (r.break_even && i != c.reference)
-      note += strprintf(", break-even %.2fx, measured %.2fx", *r.break_even, r.speedup);
+      note += ", break-even " + times_text(*r.break_even) + ", measured " + times_text(r.speedup);
     cost.rows.push_back({label, {r.cost_per_run}, note});
   }
   write("throughput.svg", render_bar_chart(speed));

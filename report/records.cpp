@@ -4,12 +4,15 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <sstream>
 
 #include "core/errors.h"
 #include "core/files.h"
 #include "core/log.h"
+#include "core/run_boundary.h"
+#include "core/utf8.h"
 
 namespace rn50::report {
 namespace {
@@ -31,12 +34,60 @@ std::string trim(const std::string& s) {
   return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
 }
 
+// A YAML scalar as yaml-cpp writes one (to_yaml escapes what is not ASCII): "d\xe9" is "dé", 'it''s' is "it's";
+// a plain one as it is. An escape it does not know stays as written.
+std::string yaml_scalar(const std::string& text) {
+  if (text.size() >= 2 && text.front() == '\'' && text.back() == '\'') {
+    std::string out;
+    for (size_t i = 1; i + 1 < text.size(); ++i) {
+      out += text[i];
+      if (text[i] == '\'' && text[i + 1] == '\'') ++i;
+    }
+    return out;
+  }
+  if (text.size() < 2 || text.front() != '"' || text.back() != '"') return text;
+  std::string out;
+  const size_t end = text.size() - 1;
+  for (size_t i = 1; i < end; ++i) {
+    if (text[i] != '\\' || i + 1 >= end) {
+      out += text[i];
+      continue;
+    }
+    const char e = text[++i];
+    const size_t digits = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
+    if (digits) {
+      const std::string hex = text.substr(i + 1, digits);
+      if (hex.size() == digits && hex.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos) {
+        const auto c = static_cast<uint32_t>(std::stoul(hex, nullptr, 16));
+        if (c <= 0x10FFFF && (c < 0xD800 || c > 0xDFFF)) {
+          utf8::append(out, c);
+          i += digits;
+          continue;
+        }
+      }
+      out += '\\';
+      out += e;
+      continue;
+    }
+    static const std::string kEscapes = "\"\\/ 0abtnvfre";
+    static const std::string kDecoded{'"', '\\', '/', ' ', '\0', '\a', '\b', '\t', '\n', '\v', '\f', '\r', '\x1b'};
+    const size_t which = kEscapes.find(e);
+    if (which != std::string::npos) {
+      out += kDecoded[which];
+    } else {
+      out += '\\';
+      out += e;
+    }
+  }
+  return out;
+}
+
 // A line of config.yaml as rn50 writes it (core/config.cpp's to_yaml): "key: value", "" for empty, [a,b] for lists.
 void add_config_line(const std::string& line, Rows& rows) {
   const size_t colon = line.find(':');
   if (line.empty() || line[0] == '#' || colon == std::string::npos) return;
   std::string value = trim(line.substr(colon + 1));
-  if (value == "\"\"") value.clear();
+  if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'')) value = yaml_scalar(value);
   if (value.size() >= 2 && value.front() == '[' && value.back() == ']') value = value.substr(1, value.size() - 2);
   rows.emplace_back(trim(line.substr(0, colon)), value);
 }
@@ -56,6 +107,9 @@ std::string json_text(const nlohmann::json& v) {
   return v.dump();
 }
 
+// A count of cores or processes as run.json gives it: 0 (unknown) outside 0 to 2^20, never cut to an int.
+int small_count(int64_t n) { return n >= 0 && n <= (int64_t{1} << 20) ? static_cast<int>(n) : 0; }
+
 // run.json (trainer/run_info.h): the host's facts, then the start table's findings without their parentheses. Throws
 // files::ReadError.
 void read_run_json(const std::string& path, RunFolder& run) {
@@ -70,7 +124,7 @@ void read_run_json(const std::string& path, RunFolder& run) {
   if (load.is_array() && load.size() == 3 && load[0].is_number() && load[1].is_number() && load[2].is_number()) {
     run.load_average = load[0].get<double>();
     auto count = [&](const char* key) {
-      return info.contains(key) && info[key].is_number_integer() ? std::max(0, info[key].get<int>()) : 0;
+      return info.contains(key) && info[key].is_number_integer() ? small_count(info[key].get<int64_t>()) : 0;
     };
     const int cores = count("host_cores") > 0 ? count("host_cores") : count("usable_cores");
     run.load_cores = cores;
@@ -79,7 +133,7 @@ void read_run_json(const std::string& path, RunFolder& run) {
                                        load[0].get<double>(), load[1].get<double>(), load[2].get<double>(), cores));
   }
   if (info.contains("world_size") && info["world_size"].is_number_integer()) {
-    run.world_size = std::max(1, info["world_size"].get<int>());
+    run.world_size = std::max(1, small_count(info["world_size"].get<int64_t>()));
   }
   if (info.contains("found") && info["found"].is_array()) {
     for (const auto& row : info["found"]) {
@@ -115,7 +169,8 @@ std::optional<double> median(std::vector<double> values) {
 MetricsFile read_metrics(const std::string& path) {
   MetricsFile file;
   file.path = path;
-  double last_epoch = -1, last_step = -1;
+  RunBoundary runs;
+  bool process_starts = true;  // the next epoch record is a process's first
   try {
     files::LineReader reader(path, kMaxMetricsBytes, kMaxLineBytes);
     for (std::string line; reader.next(line);) {
@@ -123,7 +178,8 @@ MetricsFile read_metrics(const std::string& path) {
       const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
       const bool typed = j.is_object() && j.contains("type") && j["type"].is_string();
       const std::string type = typed ? j["type"].get<std::string>() : "";
-      if ((type != "epoch" && type != "step") || !j.contains("epoch") || !j["epoch"].is_number()) {
+      const bool numbered = typed && j.contains("epoch") && j["epoch"].is_number();
+      if (!numbered || (type != "epoch" && type != "step" && type != "start" && type != "stop")) {
         ++file.skipped;
         continue;
       }
@@ -132,24 +188,41 @@ MetricsFile read_metrics(const std::string& path) {
         if (value.is_number()) record.fields[key] = value.get<double>();
         if (value.is_null()) record.fields[key] = std::nullopt;
       }
-      // Numbering that goes back starts another run: a resumed run continues it (its file is cut at the checkpoint).
-      const double epoch = *record.get("epoch");
-      const std::optional<double> step = record.get("step");
-      const bool restarts = type == "epoch" ? epoch <= last_epoch : (step && *step <= last_step) || epoch <= last_epoch;
-      if (file.runs == 0 || restarts) {
-        ++file.runs;
+      const bool fresh = type == "start" && j.contains("resumed") && j["resumed"] == false;
+      if (runs.starts_run(type, record.get("epoch"), record.get("step"), fresh)) {
         file.epochs.clear();
         file.steps.clear();
-        last_epoch = last_step = -1;
+        file.step_records = 0;
+        file.step_stride = 1;
+        file.stops = file.resumes = 0;
+        file.last_stop.clear();
+        process_starts = true;
       }
-      if (type == "epoch") {
-        last_epoch = epoch;
+      if (type == "start") {
+        process_starts = true;
+        if (!fresh) ++file.resumes;
+      } else if (type == "stop") {
+        ++file.stops;
+        const std::string signal =
+            j.contains("signal") && j["signal"].is_string() ? j["signal"].get<std::string>() : "";
+        file.last_stop =
+            strprintf("%s in epoch %.0f after %.0f of its steps", signal.empty() ? "a signal" : signal.c_str(),
+                      *record.get("epoch"), record.get("epoch_step").value_or(0));
+      } else if (type == "epoch") {
+        record.warm_up = process_starts || record.get("resumed_at_step").value_or(0) > 0;
+        process_starts = false;
         file.epochs.push_back(std::move(record));
       } else {
-        if (step) last_step = *step;
+        if (file.step_records++ % file.step_stride != 0) continue;
         file.steps.push_back(std::move(record));
+        if (file.steps.size() > kMaxStepRecords) {
+          for (size_t i = 1; 2 * i < file.steps.size(); ++i) file.steps[i] = std::move(file.steps[2 * i]);
+          file.steps.resize((file.steps.size() + 1) / 2);
+          file.step_stride *= 2;
+        }
       }
     }
+    file.runs = runs.runs();
     file.long_lines = reader.long_lines();
     file.lines += file.long_lines;
   } catch (const files::ReadError& e) {
@@ -194,6 +267,15 @@ Rows read_start_table(const std::string& path, int64_t* long_lines) {
   return parser.rows();
 }
 
+std::string run_name(const std::string& dir) {
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec).lexically_normal();
+  if (ec) p = fs::path(dir).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  const std::string name = p.filename().string();
+  return name.empty() ? p.string() : name;
+}
+
 std::string RunFolder::value(const std::string& config_key) const {
   for (const auto& [k, v] : config) {
     if (k == config_key) return v;
@@ -222,6 +304,11 @@ RunFolder read_run_folder(const std::string& dir) {
   auto optional = [&](const char* name, const auto& read) {
     const std::string path = dir + "/" + name;
     if (!present(path)) return;
+    // rn50 writes no links there: one would show a file from elsewhere as the run's (config.yaml -> /etc/shadow).
+    if (fs::is_symlink(fs::symlink_status(path, ec))) {
+      run.unread.push_back(path + " is a symbolic link, not a file rn50 wrote");
+      return;
+    }
     try {
       read(path);
     } catch (const files::ReadError& e) {

@@ -94,9 +94,17 @@ struct Overview {
   std::string summary, reading, measured_note;
 };
 
+// Which epochs the medians leave out, in words: the first, or each process's first and those resumed mid-way.
+std::string left_out(const std::vector<Record>& epochs) {
+  const auto warm = std::count_if(epochs.begin(), epochs.end(), [](const Record& e) { return e.warm_up; });
+  if (warm == 1 && epochs.front().warm_up) return " (median of the epochs after the first)";
+  const auto kept = static_cast<long long>(epochs.size() - warm);
+  return strprintf(" (median of %lld epoch%s: %lld left out, each the first of its process or resumed mid-way)", kept,
+                   kept == 1 ? "" : "s", static_cast<long long>(warm));
+}
+
 Overview overview(const RunFolder& run) {
   const std::vector<Record>& epochs = run.metrics.epochs;
-  const std::vector<Record>& steps = run.metrics.steps;
   const Settings& config = run.config;
   const std::string& run_dir = run.dir;
   std::vector<std::string> facts;
@@ -120,7 +128,8 @@ Overview overview(const RunFolder& run) {
   for (const auto& f : facts) summary += (summary.empty() ? "" : ", ") + f;
   summary += strprintf(". %zu epoch%s recorded", epochs.size(), epochs.size() == 1 ? "" : "s");
   if (!setting(config, "epochs").empty()) summary += " of " + setting(config, "epochs");
-  summary += strprintf(", %zu step record%s.", steps.size(), steps.size() == 1 ? "" : "s");
+  const int64_t step_records = run.metrics.step_records;
+  summary += strprintf(", %lld step record%s.", static_cast<long long>(step_records), step_records == 1 ? "" : "s");
 
   std::string reading, measured_note;
   bool first_dropped = false;
@@ -130,7 +139,7 @@ Overview overview(const RunFolder& run) {
       const EpochsSummary s = summarise(measured, run_dir);
       reading = read_utilisation(run.cuda, s.util, s.data_wait_share, switch_facts(config));
       summary += strprintf(s.images_per_s >= 100 ? " %.0f images/s" : " %.2f images/s", s.images_per_s) +
-                 (first_dropped ? " (median of the epochs after the first)" : "") + ": an ImageNet epoch would take " +
+                 (first_dropped ? left_out(epochs) : "") + ": an ImageNet epoch would take " +
                  minutes_or_hours(imagenet_epoch_seconds(s.images_per_s)) + ".";
       measured_note = strprintf(
           "The reading and the figures above it are medians over epoch%s %s.", measured.size() == 1 ? "" : "s",
@@ -167,13 +176,24 @@ std::vector<std::string> notes_of(const RunFolder& run, const std::string& measu
                              static_cast<long long>(m.skipped))
                  : std::string(m.long_lines ? "" : ", none skipped")) +
       (m.long_lines ? ", " + long_lines(m.long_lines) : std::string()) + ".");
+  if (m.step_stride > 1) {
+    notes.push_back(strprintf("%lld step records: one in %lld is drawn and in the data below (at most %zu are kept).",
+                              static_cast<long long>(m.step_records), static_cast<long long>(m.step_stride),
+                              kMaxStepRecords));
+  }
   if (run.log_long_lines) notes.push_back("train.log: " + long_lines(run.log_long_lines) + ".");
   for (const std::string& why : run.unread) notes.push_back(why + " (left out).");
   if (m.runs > 1) {
     notes.push_back(
-        strprintf("The file holds %d runs appended one after another (a fresh run in the same out_dir "
-                  "starts again at epoch 1): this page shows the last.",
+        strprintf("The file holds %d runs appended one after another (each fresh run in the same out_dir "
+                  "appends to it): this page shows the last.",
                   m.runs));
+  }
+  if (m.stops || m.resumes) {
+    notes.push_back(strprintf("The run was stopped %lld time%s by a signal (the last: %s) and resumed %lld time%s.",
+                              static_cast<long long>(m.stops), m.stops == 1 ? "" : "s",
+                              m.last_stop.empty() ? "none recorded" : m.last_stop.c_str(),
+                              static_cast<long long>(m.resumes), m.resumes == 1 ? "" : "s"));
   }
   if (!measured_note.empty()) notes.push_back(measured_note);
   notes.push_back(run.config_from.empty() ? "Configuration: unrecorded (no config.yaml, no start table in train.log)."
@@ -291,17 +311,20 @@ std::string epochs_html(const std::vector<Record>& epochs) {
   std::vector<std::vector<std::string>> epoch_rows;
   for (const auto& e : epochs) {
     const auto wall = e.get("wall_s"), wait_s = e.get("data_wait_s");
-    epoch_rows.push_back({cell(e.get("epoch"), "%.0f"), cell(wall, "%.2f"), cell(e.get("images_per_s"), "%.1f"),
-                          cell(e.get("train_loss"), "%.4f"), cell(e.get("val_loss"), "%.4f"),
-                          e.get("top1") ? strprintf("%.2f%%", 100 * *e.get("top1")) : "-",
-                          e.get("top5") ? strprintf("%.2f%%", 100 * *e.get("top5")) : "-", cell(e.get("lr"), "%.6g"),
-                          cell(wait_s, "%.3f"),
-                          wall && wait_s && *wall > 0 ? strprintf("%.1f%%", 100 * *wait_s / *wall) : "-",
-                          cell(e.get("bad_samples"), "%.0f"), cell(e.get("gpu_util_pct_mean"), "%.1f"),
-                          cell(e.get("sm_util_pct_mean"), "%.1f"), cell(e.get("tensor_util_pct_mean"), "%.1f"),
-                          cell(e.get("dram_bw_util_pct_mean"), "%.1f"), cell(e.get("power_w_mean"), "%.0f"),
-                          cell(e.get("sm_clock_mhz_mean"), "%.0f"), cell(e.get("peak_gpu_reserved_gib"), "%.2f"),
-                          cell(e.get("peak_host_rss_gib"), "%.2f")});
+    // An epoch resumed mid-way: its figures cover the steps after the resume.
+    const auto resumed_at = e.get("resumed_at_step");
+    const std::string epoch = cell(e.get("epoch"), "%.0f") +
+                              (resumed_at && *resumed_at > 0 ? strprintf(" (from step %.0f)", *resumed_at) : "");
+    epoch_rows.push_back(
+        {epoch, cell(wall, "%.2f"), cell(e.get("images_per_s"), "%.1f"), cell(e.get("train_loss"), "%.4f"),
+         cell(e.get("val_loss"), "%.4f"), e.get("top1") ? strprintf("%.2f%%", 100 * *e.get("top1")) : "-",
+         e.get("top5") ? strprintf("%.2f%%", 100 * *e.get("top5")) : "-", cell(e.get("lr"), "%.6g"),
+         cell(wait_s, "%.3f"), wall && wait_s && *wall > 0 ? strprintf("%.1f%%", 100 * *wait_s / *wall) : "-",
+         cell(e.get("bad_samples"), "%.0f"), cell(e.get("gpu_util_pct_mean"), "%.1f"),
+         cell(e.get("sm_util_pct_mean"), "%.1f"), cell(e.get("tensor_util_pct_mean"), "%.1f"),
+         cell(e.get("dram_bw_util_pct_mean"), "%.1f"), cell(e.get("power_w_mean"), "%.0f"),
+         cell(e.get("sm_clock_mhz_mean"), "%.0f"), cell(e.get("peak_gpu_reserved_gib"), "%.2f"),
+         cell(e.get("peak_host_rss_gib"), "%.2f")});
   }
 
   return "<h2>Epochs</h2>\n" + table({"epoch", "wall s", "images/s", "train loss", "val loss", "top-1", "top-5", "lr",
@@ -330,15 +353,16 @@ std::string data_html(const MetricsFile& m) {
       {"lines", m.lines},
       {"skipped", m.skipped},
       {"runs", m.runs}}.dump();
-  for (size_t at = data_json.find("</"); at != std::string::npos; at = data_json.find("</", at + 3)) {
-    data_json.replace(at, 2, "<\\/");
+  // Every '<' as \u003c (it stands only inside strings): "</script>" or "<!--" in a key or value must not end or
+  // change the script element.
+  for (size_t at = data_json.find('<'); at != std::string::npos; at = data_json.find('<', at + 6)) {
+    data_json.replace(at, 1, "\\u003c");
   }
   return "<script type=\"application/json\" id=\"rn50-data\">" + data_json + "</script>\n";
 }
 
 std::string render(const RunFolder& run) {
-  std::string name = std::filesystem::path(run.dir).filename().string();
-  if (name.empty()) name = std::filesystem::path(run.dir).parent_path().filename().string();
+  const std::string name = run_name(run.dir);
   const Overview o = overview(run);
   std::string h =
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>rn50 run: " + escape_xml(name) +
@@ -374,7 +398,7 @@ RunReport write_run_report(const std::string& run_dir, const std::string& out_pa
   }
   files::write_atomically(r.path, html.data(), html.size());
   r.epochs = run.metrics.epochs.size();
-  r.steps = run.metrics.steps.size();
+  r.steps = static_cast<size_t>(run.metrics.step_records);
   r.skipped_lines = run.metrics.skipped;
   return r;
 }

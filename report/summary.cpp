@@ -21,9 +21,13 @@ std::optional<double> median_of(const std::vector<Record>& epochs, const std::st
 }  // namespace
 
 std::vector<Record> measured_epochs(const std::vector<Record>& epochs, bool* first_dropped) {
-  const bool drop = epochs.size() >= 2;
+  std::vector<Record> measured;
+  for (const auto& e : epochs) {
+    if (!e.warm_up) measured.push_back(e);
+  }
+  const bool drop = !measured.empty() && measured.size() < epochs.size();
   if (first_dropped) *first_dropped = drop;
-  return std::vector<Record>(epochs.begin() + (drop ? 1 : 0), epochs.end());
+  return drop ? measured : epochs;
 }
 
 EpochsSummary summarise(const std::vector<Record>& epochs, const std::string& source) {
@@ -35,7 +39,7 @@ EpochsSummary summarise(const std::vector<Record>& epochs, const std::string& so
   for (const auto& e : epochs) {
     const auto rate = e.get("images_per_s");
     if (!rate || *rate <= 0) {
-      throw DataError(strprintf("%s: epoch %.0f has no images_per_s (not a metrics record of rn50 train)",
+      throw DataError(strprintf("%s: epoch %.0f has no positive images_per_s (not a metrics record of rn50 train)",
                                 source.c_str(), e.get("epoch").value_or(0)));
     }
     rates.push_back(*rate);

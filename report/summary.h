@@ -13,7 +13,7 @@ namespace rn50::report {
 
 struct EpochsSummary {
   size_t epochs = 0;           // epochs the figures are the medians of
-  bool first_dropped = false;  // the first epoch was left out (start-up, autotuning, graph capture)
+  bool first_dropped = false;  // warm-up epochs were left out (start-up, autotuning, graph capture)
   double images_per_s = 0;
   Utilisation util;
   std::optional<double> data_wait_share;  // data_wait_s / wall_s
@@ -21,7 +21,8 @@ struct EpochsSummary {
   bool cuda_graph = false;  // the measured epochs replayed a CUDA graph
 };
 
-// The epochs a run's figures come from: all but the first when there are two or more.
+// The epochs a run's figures come from: all but the warm-up ones (Record::warm_up: each process's first epoch, an
+// epoch resumed mid-way) when any other is left; `first_dropped` says whether any was left out.
 std::vector<Record> measured_epochs(const std::vector<Record>& epochs, bool* first_dropped = nullptr);
 
 // Medians over `epochs` (all of them: measured_epochs chooses). Throws DataError naming `source` when an epoch has no

@@ -35,7 +35,11 @@ std::string tick_label(double x) {
 
 std::string escape_xml(const std::string& raw) {
   // Names from the file system may be any bytes; the page is UTF-8, so what is not shows as U+FFFD.
-  const std::string text = utf8::replace_invalid(raw);
+  std::string text = utf8::replace_invalid(raw);
+  // U+FFFE and U+FFFF are well-formed UTF-8 but no XML character: a parser refuses the page at them.
+  for (size_t at = text.find("\xEF\xBF"); at != std::string::npos; at = text.find("\xEF\xBF", at + 3)) {
+    if (at + 2 < text.size() && (text[at + 2] == '\xBE' || text[at + 2] == '\xBF')) text[at + 2] = '\xBD';
+  }
   std::string out;
   out.reserve(text.size());
   for (const char c : text) {

@@ -28,9 +28,21 @@ bool kept_on_resume(const std::string& line, const ResumePoint& resume) {
   if (!r.is_object() || !r.contains("type")) return false;
   if (r["type"] == "step") return r.value("step", int64_t{-1}) >= 0 && r.value("step", int64_t{0}) <= resume.step;
   if (r["type"] == "epoch") return r.value("epoch", int64_t{-1}) >= 0 && r.value("epoch", int64_t{0}) <= resume.epoch;
-  // Where earlier stops came: kept, as the run's history, up to the step resumed from.
-  if (r["type"] == "stop") return r.value("step", int64_t{-1}) >= 0 && r.value("step", int64_t{0}) <= resume.step;
+  // Where earlier stops and resumes came: kept, as the run's history, up to the step resumed from.
+  if (r["type"] == "stop" || r["type"] == "start") {
+    return r.value("step", int64_t{-1}) >= 0 && r.value("step", int64_t{0}) <= resume.step;
+  }
   return false;
+}
+
+// Whether a record is a fresh run's start record.
+bool fresh_start(const nlohmann::json& r) {
+  return r.is_object() && r.contains("type") && r["type"] == "start" && r.contains("resumed") &&
+         r["resumed"].is_boolean() && !r["resumed"].get<bool>();
+}
+bool fresh_start(const std::string& line) {
+  if (line.find("\"start\"") == std::string::npos) return false;  // most lines: no parse
+  return fresh_start(nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false));
 }
 
 // Reads the file as it is, cuts a torn last line and, when resuming, the records past the resume point; rewrites it
@@ -39,19 +51,33 @@ std::string repair(const std::string& path, const std::optional<ResumePoint>& re
   std::ifstream in(path, std::ios::binary);
   if (!in) return "";
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::string kept;
+  std::vector<std::string> lines;
   size_t torn = 0, dropped = 0;
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) {
-    if (lines.eof() && !text.empty() && text.back() != '\n') {
+  std::istringstream in_lines(text);
+  for (std::string line; std::getline(in_lines, line);) {
+    if (in_lines.eof() && !text.empty() && text.back() != '\n') {
       torn = line.size();  // the last line has no newline: cut short by a full disk or a kill
       continue;
     }
-    if (resume && !kept_on_resume(line, *resume)) {
+    lines.push_back(std::move(line));
+  }
+  // The resumed run began at its last fresh start record; the lines before it are earlier runs', kept as they are.
+  size_t run_begins = 0;
+  if (resume) {
+    for (size_t i = lines.size(); i-- > 0;) {
+      if (fresh_start(lines[i])) {
+        run_begins = i;
+        break;
+      }
+    }
+  }
+  std::string kept;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (resume && i >= run_begins && !kept_on_resume(lines[i], *resume)) {
       ++dropped;
       continue;
     }
-    kept += line + '\n';
+    kept += lines[i] + '\n';
   }
   if (torn == 0 && dropped == 0) return "";
   try {
@@ -66,12 +92,26 @@ std::string repair(const std::string& path, const std::optional<ResumePoint>& re
   return what;
 }
 
+std::optional<double> number_in(const nlohmann::json& record, const char* key) {
+  if (!record.contains(key) || !record[key].is_number()) return std::nullopt;
+  return record[key].get<double>();
+}
+
 }  // namespace
 
 MetricsLog::MetricsLog(const std::string& path, const std::optional<ResumePoint>& resume)
     : path_(path), repaired_(repair(path, resume)) {
   fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) throw std::runtime_error("cannot open metrics file " + path + ": " + files::errno_text(errno));
+  const StartRecord start{resume.has_value(), resume ? resume->epoch : 0, resume ? resume->step : 0};
+  try {
+    write_line(
+        nlohmann::json{{"type", "start"}, {"resumed", start.resumed}, {"epoch", start.epoch}, {"step", start.step}}
+            .dump());
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
 }
 
 MetricsLog::~MetricsLog() { ::close(fd_); }
@@ -153,16 +193,16 @@ std::optional<BestEpoch> best_epoch_in(const std::string& path) {
   std::ifstream in(path);
   std::optional<BestEpoch> best;
   std::string line;
-  int64_t last_epoch = 0;
+  RunBoundary runs;
   while (std::getline(in, line)) {
     const nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!r.is_object() || r.value("type", "") != "epoch" || !r.contains("epoch") || !r["epoch"].is_number_integer())
-      continue;
-    // An epoch number that does not go up starts another run appended to the file (a fresh run in a used out_dir,
-    // as the report tells runs apart): the best so far is that run's, not an earlier one's.
+    if (!r.is_object() || !r.contains("type") || !r["type"].is_string()) continue;
+    // Another run appended to the file (a fresh run in a used out_dir): the best so far is that run's.
+    if (runs.starts_run(r["type"].get<std::string>(), number_in(r, "epoch"), number_in(r, "step"), fresh_start(r))) {
+      best.reset();
+    }
+    if (r["type"] != "epoch" || !r.contains("epoch") || !r["epoch"].is_number_integer()) continue;
     const int64_t epoch = r["epoch"].get<int64_t>();
-    if (epoch <= last_epoch) best.reset();
-    last_epoch = epoch;
     if (!r.contains("top1") || !r["top1"].is_number()) continue;
     const double top1 = r["top1"].get<double>();
     if (!best || top1 > best->top1) best = BestEpoch{epoch, top1};

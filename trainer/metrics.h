@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/run_boundary.h"
+
 namespace rn50::trainer {
 
 struct StepRecord {
@@ -58,6 +60,15 @@ struct ResumePoint {
   int64_t step = 0;   // optimizer steps completed
 };
 
+// The first line a run (each process of rank 0: a fresh run or a resume) writes to the file:
+// {"type":"start","resumed":false,"epoch":0,"step":0}. A fresh run's start record begins another run in the file, so
+// that a run stopped before its first epoch record is not read as the earlier run it was appended to.
+struct StartRecord {
+  bool resumed = false;
+  int64_t epoch = 0;  // where it starts: the epochs and steps completed (0 for a fresh run)
+  int64_t step = 0;
+};
+
 // The best top-1 among the epoch records of a metrics file and its epoch (none without validation records): where a
 // resumed run's best checkpoint stands.
 struct BestEpoch {
@@ -80,7 +91,8 @@ class MetricsLog {
  public:
   // Appends to `path`, one write per record, so that a record is whole or, when the disk fills up mid-write, the
   // only torn line. A torn last line left by an earlier run is cut off (with the returned warning); with `resume`,
-  // records past it are dropped too, so that the resumed run does not repeat them.
+  // records of its run past it are dropped too, so that the resumed run does not repeat them (an earlier run's stay,
+  // as history). Then writes the start record.
   explicit MetricsLog(const std::string& path, const std::optional<ResumePoint>& resume = std::nullopt);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;

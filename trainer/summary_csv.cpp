@@ -41,31 +41,18 @@ Row row_of(const nlohmann::json& r) {
           number(r, "images_per_s"),  number(r, "wall_s"),        number(r, "data_wait_s")};
 }
 
-// The epoch records of the file's last run, told apart as report/records.cpp tells them: numbering that goes back
-// (an epoch record at or below the last one's epoch, a step record at or below the last step or epoch) starts
-// another run.
+// The epoch records of the file's last run, told apart as the report tells them (RunBoundary).
 std::vector<Row> last_run_rows(const std::string& metrics_path) {
   std::ifstream in(metrics_path);
   std::vector<Row> rows;
-  double last_epoch = -1, last_step = -1;
+  RunBoundary runs;
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!r.is_object() || !r.contains("epoch") || !r["epoch"].is_number()) continue;
-    const std::string type = r.value("type", "");
-    if (type != "epoch" && type != "step") continue;
-    const double epoch = r["epoch"].get<double>();
-    const std::optional<double> step = number(r, "step");
-    const bool restarts = type == "epoch" ? epoch <= last_epoch : (step && *step <= last_step) || epoch <= last_epoch;
-    if (restarts) {
-      rows.clear();
-      last_epoch = last_step = -1;
-    }
-    if (type == "epoch") {
-      last_epoch = epoch;
-      rows.push_back(row_of(r));
-    } else if (step) {
-      last_step = *step;
-    }
+    if (!r.is_object() || !r.contains("type") || !r["type"].is_string()) continue;
+    const std::string type = r["type"].get<std::string>();
+    const bool fresh = r.contains("resumed") && r["resumed"].is_boolean() && !r["resumed"].get<bool>();
+    if (runs.starts_run(type, number(r, "epoch"), number(r, "step"), fresh)) rows.clear();
+    if (type == "epoch" && number(r, "epoch")) rows.push_back(row_of(r));
   }
   return rows;
 }

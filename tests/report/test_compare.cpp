@@ -181,6 +181,14 @@ TEST(Compare, AnAblationAndARunFolderSideBySideWithCostAndBreakEven) {
       << md;
   EXPECT_NE(md.find("| 1 | CPU (2 cores) | cpu | unavailable | unavailable |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 7.27x | 750.38x | cheaper |"), std::string::npos) << md;
+  // A folder's name is text in the tables: its bar, tag, code and emphasis escaped, one line, valid UTF-8 (a '|'
+  // added a column to every table, a newline split the row).
+  Comparison hostile = c;
+  hostile.rows[0].configuration = "x|y<img src=x>\nz`*_\xff";
+  const std::string hostile_md = comparison_markdown(hostile);
+  EXPECT_NE(hostile_md.find("| 1 | CPU (2 cores) | x\\|y\\<img src=x\\> z\\`\\*_\xef\xbf\xbd | unavailable |"),
+            std::string::npos)
+      << hostile_md;
   const nlohmann::json j = nlohmann::json::parse(comparison_json(c));
   EXPECT_EQ(j["rows"].size(), 3u);
   EXPECT_EQ(j["rows"][0]["utilisation"]["gpu_util_pct_mean"], nullptr);

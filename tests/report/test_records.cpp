@@ -6,8 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "core/errors.h"
 #include "tests/support/temp_dir.h"
@@ -58,6 +60,64 @@ TEST(Records, ARunAppendedToTheFileIsToldApartAndTheLastOneKept) {
   // A resumed run continues the numbering (the file was cut at its checkpoint): still one run.
   write(path, step(1, 2, 3.0) + epoch(1, 100) + step(2, 4, 2.0) + epoch(2, 200));
   EXPECT_EQ(read_metrics(path).runs, 1);
+}
+
+std::string start(bool resumed, int epoch, int step_number) {
+  return std::string("{\"type\":\"start\",\"resumed\":") + (resumed ? "true" : "false") +
+         ",\"epoch\":" + std::to_string(epoch) + ",\"step\":" + std::to_string(step_number) + "}\n";
+}
+
+// A fresh run in a used out_dir stopped before its first record: its start record says the earlier run's figures
+// are not its own (the page once gave a resnet34 run the resnet18 run's rate and best top-1).
+TEST(Records, AFreshRunWithoutRecordsYetIsNotTheEarlierRun) {
+  rn50::testing::TempDir dir;
+  const std::string path = dir.file("metrics.jsonl");
+  write(path, start(false, 0, 0) + step(1, 2, 3.0) + epoch(1, 100) + start(false, 0, 0) +
+                  "{\"type\":\"stop\",\"epoch\":1,\"step\":0,\"epoch_step\":0,\"signal\":\"SIGTERM\"}\n");
+  const MetricsFile m = read_metrics(path);
+  EXPECT_EQ(m.runs, 2);
+  EXPECT_TRUE(m.epochs.empty());
+  EXPECT_TRUE(m.steps.empty());
+  EXPECT_EQ(m.skipped, 0);  // start and stop records are rn50's own
+  EXPECT_EQ(m.stops, 1);
+  EXPECT_EQ(m.last_stop, "SIGTERM in epoch 1 after 0 of its steps");
+}
+
+// Each process's first epoch and an epoch resumed mid-way are warm-up: the medians leave them out.
+TEST(Records, EachProcesssFirstEpochAndAResumedPartOfOneAreWarmUp) {
+  rn50::testing::TempDir dir;
+  const std::string path = dir.file("metrics.jsonl");
+  const std::string partial = "{\"type\":\"epoch\",\"epoch\":3,\"images_per_s\":50,\"resumed_at_step\":9}\n";
+  write(path, start(false, 0, 0) + epoch(1, 10) + epoch(2, 100) + "{\"type\":\"stop\",\"epoch\":3,\"step\":9}\n" +
+                  start(true, 2, 9) + partial + epoch(4, 110) + start(true, 4, 16) + epoch(5, 30) + epoch(6, 120));
+  const MetricsFile m = read_metrics(path);
+  EXPECT_EQ(m.runs, 1);
+  EXPECT_EQ(m.stops, 1);
+  EXPECT_EQ(m.resumes, 2);
+  std::vector<bool> warm;
+  for (const auto& e : m.epochs) warm.push_back(e.warm_up);
+  EXPECT_EQ(warm, (std::vector<bool>{true, false, true, false, true, false}));
+  // Files from before start records: the run's first epoch and resumed_at_step only.
+  write(path, epoch(1, 10) + epoch(2, 100) + partial);
+  warm.clear();
+  for (const auto& e : read_metrics(path).epochs) warm.push_back(e.warm_up);
+  EXPECT_EQ(warm, (std::vector<bool>{true, false, true}));
+}
+
+// A run that logged every step keeps at most kMaxStepRecords of them, evenly: memory and the page stay bounded.
+TEST(Records, StepRecordsBeyondTheLimitAreThinnedEvenly) {
+  rn50::testing::TempDir dir;
+  const std::string path = dir.file("metrics.jsonl");
+  const int n = 3 * static_cast<int>(kMaxStepRecords) + 5;
+  std::string text;
+  for (int s = 1; s <= n; ++s) text += step(1, s, 1.0);
+  write(path, text);
+  const MetricsFile m = read_metrics(path);
+  EXPECT_EQ(m.step_records, n);
+  EXPECT_EQ(m.step_stride, 4);
+  EXPECT_LE(m.steps.size(), kMaxStepRecords);
+  ASSERT_EQ(m.steps.size(), static_cast<size_t>((n + 3) / 4));
+  for (size_t i = 0; i < m.steps.size(); ++i) ASSERT_EQ(m.steps[i].get("step"), 1.0 + 4 * i) << i;
 }
 
 TEST(Records, AMissingFileIsADataErrorNamingIt) {
@@ -136,6 +196,44 @@ TEST(Records, ARunFolderReadsConfigYamlAndRunJsonFirst) {
   EXPECT_EQ(read_run_folder(dir.path()).load_cores, 2);
   write(dir.file("run.json"), R"j({"usable_cores":2,"load_average":null,"found":[]})j");
   EXPECT_FALSE(read_run_folder(dir.path()).load_average.has_value());
+  // A count past an int is unknown, never cut to one (4294967298 processes read as 2).
+  write(dir.file("run.json"), R"j({"world_size":4294967298,"found":[]})j");
+  EXPECT_EQ(read_run_folder(dir.path()).world_size, 1);
+}
+
+// config.yaml's quoted values come back decoded (yaml-cpp writes what is not ASCII escaped, and the page showed
+// "d\xe9" with its quotes).
+TEST(Records, ConfigValuesAreDecodedAndALinkedConfigIsNotRead) {
+  rn50::testing::TempDir dir;
+  write(dir.file("metrics.jsonl"), epoch(1, 90));
+  write(dir.file("config.yaml"),
+        "model: resnet18\n"
+        "data_root: \"/data/d\\xe9 j\\xe0/s: #1 \\u20ac\\U0001F600 \\\"q\\\" \\\\ \\q \\xZZ\"\n"
+        "out_dir: 'it''s'\n"
+        "init_from: \"\"\n"
+        "lr_milestones: [30,60]\n");
+  RunFolder run = read_run_folder(dir.path());
+  EXPECT_EQ(run.value("data_root"),
+            "/data/d\xc3\xa9 j\xc3\xa0/s: #1 \xe2\x82\xac\xf0\x9f\x98\x80 \"q\" \\ \\q \\xZZ");  // unknown: as written
+  EXPECT_EQ(run.value("out_dir"), "it's");
+  EXPECT_EQ(run.value("init_from"), "");
+  EXPECT_EQ(run.value("lr_milestones"), "30,60");
+  // A link would show a file from elsewhere as the run's configuration.
+  write(dir.file("elsewhere"), "root: x\n");
+  std::remove(dir.file("config.yaml").c_str());
+  ASSERT_EQ(::symlink(dir.file("elsewhere").c_str(), dir.file("config.yaml").c_str()), 0);
+  run = read_run_folder(dir.path());
+  EXPECT_EQ(run.value("root"), "");
+  ASSERT_EQ(run.unread.size(), 1u);
+  EXPECT_EQ(run.unread[0], dir.file("config.yaml") + " is a symbolic link, not a file rn50 wrote");
+}
+
+TEST(Records, TheRunsNameResolvesDotsAndTrailingSlashes) {
+  EXPECT_EQ(run_name("/runs/a"), "a");
+  EXPECT_EQ(run_name("/runs/a/"), "a");
+  EXPECT_EQ(run_name("/runs/a/."), "a");
+  EXPECT_EQ(run_name("/runs/a/b/.."), "a");
+  EXPECT_EQ(run_name("/"), "/");
 }
 
 TEST(Records, AFolderWithoutAMetricsFileIsRefusedWithOneLine) {

@@ -136,6 +136,50 @@ TEST(RunReport, TextFromTheFilesIsEscaped) {
   EXPECT_NE(html.find("a&amp;b"), std::string::npos);
 }
 
+// The data block is JSON in a script element: a '<' in any key or value is \u003c, so that "<!--<script>" or
+// "</script>" from the file can neither end the element nor hide the rest of the page in it.
+TEST(RunReport, TheDataBlockHoldsNoLessThanSign) {
+  rn50::testing::TempDir dir;
+  const std::string run = cpu_run(dir);
+  write(run + "/metrics.jsonl", "{\"type\":\"epoch\",\"epoch\":1,\"images_per_s\":5,\"<!--<script>\":1}\n");
+  const std::string html = render_run_report(run);
+  const size_t open = html.find("<script type=\"application/json\" id=\"rn50-data\">");
+  ASSERT_NE(open, std::string::npos);
+  const size_t begin = html.find('>', open) + 1, end = html.find("</script>", begin);
+  ASSERT_NE(end, std::string::npos);
+  const std::string data = html.substr(begin, end - begin);
+  EXPECT_EQ(data.find('<'), std::string::npos) << data;
+  const nlohmann::json parsed = nlohmann::json::parse(data);
+  EXPECT_TRUE(parsed["epochs"][0].contains("<!--<script>"));
+  EXPECT_NE(html.find("</body>\n</html>\n"), std::string::npos);
+}
+
+// A run stopped and resumed: the page says so, and its medians leave out each process's first epoch and the epoch
+// resumed mid-way (whose figures cover part of it), marked in the table.
+TEST(RunReport, AStoppedAndResumedRunsMediansAreOfWholeEpochs) {
+  rn50::testing::TempDir dir;
+  const std::string run = cpu_run(dir);
+  auto epoch = [](int e, double rate, int resumed_at) {
+    nlohmann::json j{{"type", "epoch"}, {"epoch", e}, {"images_per_s", rate}, {"wall_s", 1.0}, {"steps", 4}};
+    if (resumed_at) j["resumed_at_step"] = resumed_at;
+    return j.dump() + "\n";
+  };
+  write(run + "/metrics.jsonl",
+        "{\"type\":\"start\",\"resumed\":false,\"epoch\":0,\"step\":0}\n" + epoch(1, 10, 0) + epoch(2, 100, 0) +
+            "{\"type\":\"stop\",\"epoch\":3,\"step\":10,\"epoch_step\":2,\"signal\":\"SIGTERM\"}\n" +
+            "{\"type\":\"start\",\"resumed\":true,\"epoch\":2,\"step\":10}\n" + epoch(3, 40, 10) + epoch(4, 120, 0));
+  const std::string html = render_run_report(run);
+  EXPECT_NE(html.find(" 110 images/s (median of 2 epochs: 2 left out, each the first of its process or resumed "
+                      "mid-way)"),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("The run was stopped 1 time by a signal (the last: SIGTERM in epoch 3 after 2 of its steps) "
+                      "and resumed 1 time."),
+            std::string::npos);
+  EXPECT_NE(html.find("<td>3 (from step 10)</td>"), std::string::npos);
+  EXPECT_NE(html.find("none skipped"), std::string::npos);
+}
+
 TEST(RunReport, WithoutAMetricsFileItIsADataError) {
   rn50::testing::TempDir dir;
   EXPECT_THROW(write_run_report(dir.path()), DataError);

@@ -47,6 +47,8 @@ TEST(Svg, TextIsEscaped) {
   EXPECT_EQ(escape_xml("a<b & \"c\"\x01"), "a&lt;b &amp; &quot;c&quot;?");
   EXPECT_EQ(escape_xml("\xff\xfe caf\xc3\xa9"),
             "\xef\xbf\xbd\xef\xbf\xbd caf\xc3\xa9");  // U+FFFD for what is not UTF-8
+  // U+FFFE and U+FFFF are UTF-8 but no XML character (expat refused compare's pictures at them).
+  EXPECT_EQ(escape_xml("a\xef\xbf\xbe\xef\xbf\xbfz\xef\xbf\xbc"), "a\xef\xbf\xbd\xef\xbf\xbdz\xef\xbf\xbc");
 }
 
 TEST(Svg, AnUnavailableValueBreaksTheLineInsteadOfDrawingZero) {

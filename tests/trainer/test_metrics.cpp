@@ -20,6 +20,11 @@ std::string contents(const std::string& path) {
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
+std::string start_line(bool resumed, int64_t epoch, int64_t step) {
+  return "{\"epoch\":" + std::to_string(epoch) + ",\"resumed\":" + (resumed ? "true" : "false") +
+         ",\"step\":" + std::to_string(step) + ",\"type\":\"start\"}\n";
+}
+
 std::string step_line(int64_t epoch, int64_t step) {
   return "{\"epoch\":" + std::to_string(epoch) + ",\"step\":" + std::to_string(step) + ",\"type\":\"step\"}\n";
 }
@@ -43,8 +48,8 @@ TEST(MetricsLog, ATornLastLineIsCutOffAndEveryRecordIsAWholeLine) {
   EXPECT_EQ(text.back(), '\n');
   EXPECT_FALSE(rn50::testing::file_exists(path + ".tmp"));
   MetricsLog again(path);
-  EXPECT_EQ(again.repaired(), "");  // a whole file is left as it is
-  EXPECT_EQ(contents(path), text);
+  EXPECT_EQ(again.repaired(), "");  // a whole file is left as it is, with the next run's start record after it
+  EXPECT_EQ(contents(path), text + start_line(false, 0, 0));
 }
 
 TEST(MetricsLog, OnResumeRecordsPastTheCheckpointAreDropped) {
@@ -59,7 +64,22 @@ TEST(MetricsLog, OnResumeRecordsPastTheCheckpointAreDropped) {
   // The checkpoint after epoch 1 (step 3): the interrupted run's steps 4-6 and epoch 2 are redone by the resumed run.
   const MetricsLog log(path, ResumePoint{1, 3});
   EXPECT_NE(log.repaired().find("dropped 5 records past the resumed checkpoint"), std::string::npos) << log.repaired();
-  EXPECT_EQ(contents(path), step_line(1, 1) + step_line(1, 2) + step_line(1, 3) + "{\"epoch\":1,\"type\":\"epoch\"}\n");
+  EXPECT_EQ(contents(path), step_line(1, 1) + step_line(1, 2) + step_line(1, 3) + "{\"epoch\":1,\"type\":\"epoch\"}\n" +
+                                start_line(true, 1, 3));
+}
+
+// Only the resumed run's own records past the checkpoint go: a run before it in the file (a fresh run appended to a
+// used out_dir) is history and stays whole, though its numbers are past the checkpoint.
+TEST(MetricsLog, OnResumeAnEarlierRunInTheFileStaysWhole) {
+  rn50::testing::TempDir dir;
+  const std::string path = dir.file("metrics.jsonl");
+  const std::string earlier = start_line(false, 0, 0) + step_line(1, 5) + "{\"epoch\":1,\"type\":\"epoch\"}\n" +
+                              step_line(2, 10) + "{\"epoch\":2,\"type\":\"epoch\"}\n";
+  const std::string kept = start_line(false, 0, 0) + step_line(1, 2) + "{\"epoch\":1,\"type\":\"epoch\"}\n";
+  write(path, earlier + kept + step_line(2, 4) + "{\"epoch\":2,\"type\":\"stop\",\"step\":4}\n");
+  const MetricsLog log(path, ResumePoint{1, 2});
+  EXPECT_NE(log.repaired().find("dropped 2 records"), std::string::npos) << log.repaired();
+  EXPECT_EQ(contents(path), earlier + kept + start_line(true, 1, 2));
 }
 
 // A step record carries the interval's utilisation; an unavailable metric is null, never 0.
@@ -73,8 +93,9 @@ TEST(MetricsLog, StepRecordsCarryTheirUtilisationWithNullForUnavailable) {
     log.write(record);
   }
   EXPECT_EQ(contents(path),
-            "{\"epoch\":2,\"gpu_util_pct\":97.5,\"images_per_s\":900.0,\"loss\":1.5,\"lr\":0.05,\"step\":40,"
-            "\"tensor_util_pct\":null,\"type\":\"step\"}\n");
+            start_line(false, 0, 0) +
+                "{\"epoch\":2,\"gpu_util_pct\":97.5,\"images_per_s\":900.0,\"loss\":1.5,\"lr\":0.05,\"step\":40,"
+                "\"tensor_util_pct\":null,\"type\":\"step\"}\n");
 }
 
 // A resumed run's best epoch is its own: a fresh run appended to a used out_dir's file starts its epochs at 1 again,
@@ -94,6 +115,18 @@ TEST(BestEpoch, IsTheLastRunsOfTheFile) {
   ASSERT_TRUE(best.has_value());
   EXPECT_EQ(best->epoch, 2);
   EXPECT_FALSE(best_epoch_in(dir.file("missing.jsonl")).has_value());
+}
+
+// A fresh run's start record begins another run though it wrote no epoch yet: the earlier run's best is not its.
+TEST(BestEpoch, AFreshStartRecordEndsTheEarlierRunsBest) {
+  rn50::testing::TempDir dir;
+  const std::string earlier = "{\"epoch\":1,\"top1\":0.9,\"type\":\"epoch\"}\n";
+  write(dir.file("m.jsonl"), start_line(false, 0, 0) + earlier + start_line(false, 0, 0));
+  EXPECT_FALSE(best_epoch_in(dir.file("m.jsonl")).has_value());
+  // A resume's start record continues its run.
+  write(dir.file("m.jsonl"), start_line(false, 0, 0) + earlier + start_line(true, 1, 3));
+  ASSERT_TRUE(best_epoch_in(dir.file("m.jsonl")).has_value());
+  EXPECT_EQ(best_epoch_in(dir.file("m.jsonl"))->top1, 0.9);
 }
 
 }  // namespace
