@@ -334,8 +334,9 @@ std::vector<ConfigKey> make_keys() {
       double_key("lr", &C::lr, "peak learning rate for a global batch of 256, scaled linearly with the batch"),
       double_key("warmup_epochs", &C::warmup_epochs, "epochs of linear learning-rate warm-up"),
       choice_key("lr_schedule", &C::lr_schedule, "decay after warm-up"),
-      int_list_key("lr_milestones", &C::lr_milestones,
-                   "step schedule: epochs at which the rate is multiplied by lr_gamma"),
+      int_list_key(
+          "lr_milestones", &C::lr_milestones,
+          "step schedule: epochs (from the start, warm-up included) at which the rate is multiplied by lr_gamma"),
       double_key("lr_gamma", &C::lr_gamma, "step: factor at each milestone; exponential: factor each epoch"),
       choice_key("optimizer", &C::optimizer,
                  "sgd (momentum SGD) or adamw (AdamW, decoupled weight decay); one fused kernel over all parameters "

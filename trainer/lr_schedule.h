@@ -14,11 +14,12 @@ struct LrSchedule {
   double warmup_epochs = 0.0;
   int epochs = 1;
   Decay decay = Decay::kCosine;
-  std::vector<int> milestones;  // step: epochs at which the rate is multiplied by gamma
+  std::vector<int> milestones;  // step: epochs (from the run's start, warm-up included) at which rate *= gamma
   double gamma = 0.1;  // exponential: the factor each epoch after warm-up (torchvision's StepLR with step_size 1)
 
   // The rate for 0-based global step `step`. Warm-up rises linearly to peak_lr over its steps (the first
-  // step already gets peak/warmup_steps, never 0); cosine then falls to 0 at the last step of training.
+  // step already gets peak/warmup_steps, never 0); cosine then falls toward 0, which it reaches one step after the
+  // last.
   double at(int64_t step) const;
 };
 
