@@ -415,6 +415,16 @@ class EpochLoop {
                     static_cast<long long>(s_.source->info().val_images), static_cast<long long>(bad)));
       return;
     }
+    if (!std::isfinite(v[0])) {
+      // Logits that overflow rank nothing: a top-1 from them is chance. Seen with finite weights whose BatchNorm
+      // running statistics are far from the batches training normalised (EfficientNet-B0 at batch 2 under 48 px,
+      // where its last stages normalise 2 values a channel; torchvision gives the same NaN with those weights).
+      log_warn(
+          strprintf("validation: the loss is %s (the model's outputs overflow in evaluation mode); epoch %lld has "
+                    "no validation figures",
+                    std::isnan(v[0]) ? "nan" : "inf", static_cast<long long>(record.epoch)));
+      return;
+    }
     record.val_loss = v[0] / static_cast<double>(images);
     record.top1 = v[1] / static_cast<double>(images);
     record.top5 = v[2] / static_cast<double>(images);

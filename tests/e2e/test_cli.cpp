@@ -232,6 +232,27 @@ TEST_F(Cli, BadValidationImagesAreLeftOutOfTheFigures) {
       << none.output;
 }
 
+// Logits that overflow in evaluation mode (finite weights, BatchNorm statistics far from what training normalised:
+// EfficientNet-B0 at batch 2 and 16 px, whose last stages normalise 2 values a channel; torchvision gives the same
+// NaN with those weights) rank nothing: the epoch has no validation figures and says why, instead of "val loss -nan"
+// beside a chance top-1, and no best checkpoint is chosen by it.
+TEST_F(Cli, AValidationLossThatOverflowsLeavesNoFigures) {
+  make_sample("--classes 2 --per-class 4 --val-per-class 2 --size 32");
+  const Result r =
+      rn50("train --data-root " + path("data") +
+           " --model efficientnet_b0 --device cpu --image-size 16 --batch-size 2 --epochs 1 --out-dir " + path("run"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("validation: the loss is nan (the model's outputs overflow in evaluation mode); epoch 1 has "
+                          "no validation figures"),
+            std::string::npos)
+      << r.output;
+  const auto e = records(path("run") + "/metrics.jsonl", "epoch").at(0);
+  EXPECT_TRUE(e["val_loss"].is_null()) << e.dump();
+  EXPECT_TRUE(e["top1"].is_null()) << e.dump();
+  EXPECT_EQ(r.output.find("-nan"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("run") + "/checkpoint_best.safetensors"));
+}
+
 // make-sample --damaged (samples/damaged_images.h) in every class: each bad file is named and counted, the two odd but
 // valid ones train, and the FIFO, the broken links and the sparse 2 GiB file cost nothing (the run finishes).
 TEST_F(Cli, DamagedSampleFilesAreNamedCountedAndSkipped) {
