@@ -403,8 +403,9 @@ class Doctor {
     rows_.push_back({"compute",
                      cuda_ ? options_.model + " training (fp16, channels-last, autotune, graph, fusion: conv" +
                                  (models::takes_stem_channels(options_.model) ? ", stem 4" : "") + ", b256)"
-                           : strprintf("%s training (fp32, CPU, %lld px)", options_.model.c_str(),
-                                       static_cast<long long>(model_step_->image_size())),
+                           : strprintf("%s training (fp32, CPU, %lld px, b%d: a larger batch trains faster)",
+                                       options_.model.c_str(), static_cast<long long>(model_step_->image_size()),
+                                       model_step_->batch_size()),
                      fmt_rate(step_rate_), "info", "synthetic data: compute alone" + windows_text(windows)});
     if (under_load) rows_.push_back(as_row("compute", *under_load));
   }

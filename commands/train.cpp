@@ -289,6 +289,19 @@ int train_command(int argc, char** argv) {
       }
     }
   }
+  // A fresh run would replace an earlier run's checkpoints in out_dir (a second smoke run once replaced the first's
+  // 91% weights without a word): refused unless asked for.
+  if (config.resume.empty() && !config.overwrite) {
+    for (const char* name : {trainer::kCheckpointFile, trainer::kBestCheckpointFile}) {
+      const std::filesystem::path held = std::filesystem::path(config.out_dir) / name;
+      std::error_code held_ec;
+      if (std::filesystem::exists(std::filesystem::symlink_status(held, held_ec))) {
+        throw ConfigError("config key 'out_dir': " + config.out_dir + " holds an earlier run's " + name +
+                          "; continue it with --resume " + shell_word(config.out_dir) +
+                          ", or pick another --out-dir, or replace it with --overwrite");
+      }
+    }
+  }
   // out_dir must be a folder this process can write: a failure here is the user's to fix (exit 2), not later.
   std::error_code ec;
   std::filesystem::create_directories(config.out_dir, ec);
@@ -298,7 +311,7 @@ int train_command(int argc, char** argv) {
   }
   init_logging(config.out_dir + "/train.log", launch.rank);
   // The first SIGINT or SIGTERM ends the step under way, checkpoints and reports; a second stops at once.
-  stop::install_handlers();
+  stop::install_handlers(/*announce=*/launch.rank == 0);
   const bool reports = config.report && launch.rank == 0;
   const auto started = std::filesystem::file_time_type::clock::now();
   trainer::StopPoint stopped;

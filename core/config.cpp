@@ -369,7 +369,8 @@ std::vector<ConfigKey> make_keys() {
       string_key("device", &C::device, "auto|cpu|cuda|cuda:N"),
       int_key("seed", &C::seed, "seed of initialisation, shuffling and augmentation"),
       string_key("out_dir", &C::out_dir, "folder for the log, metrics, resolved config and checkpoints"),
-      string_key("resume", &C::resume, "checkpoint to continue training from"),
+      string_key("resume", &C::resume,
+                 "a run folder (or its checkpoint) to continue where it stopped, mid-epoch included"),
       string_key("init_from", &C::init_from,
                  "safetensors weights in torchvision's layout to start from (all of them, or all but the "
                  "classifier when the class count differs: fine-tuning)"),
@@ -377,6 +378,9 @@ std::vector<ConfigKey> make_keys() {
       bool_key("validate", &C::validate, "evaluate on the validation split after every epoch"),
       bool_key("checkpoint", &C::checkpoint,
                "write checkpoint.safetensors after every epoch (off: for timing runs that keep nothing)"),
+      bool_key("overwrite", &C::overwrite,
+               "let a fresh run replace the checkpoints an earlier run left in out_dir (off: such a run is refused; "
+               "--resume continues it)"),
       bool_key("report", &C::report,
                "write report.html in out_dir when the run ends, as rn50 report does (off: none; rank 0 only)"),
       double_key("price_per_hour", &C::price_per_hour,

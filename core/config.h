@@ -100,6 +100,7 @@ struct Config {
   int log_every = 50;     // steps between step records
   bool validate = true;
   bool checkpoint = true;     // write checkpoint.safetensors after every epoch
+  bool overwrite = false;     // a fresh run may replace the checkpoints of an earlier run in out_dir
   bool report = true;         // write report.html (rn50 report) when the run ends
   double price_per_hour = 0;  // instance price per hour in any currency; > 0 adds costs to the epoch records
 

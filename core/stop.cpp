@@ -18,6 +18,7 @@ std::atomic<bool> g_installed{false};
 
 // install_exit_handlers: the first signal stops the process.
 std::atomic<bool> g_exit_at_once{false};
+std::atomic<bool> g_announce{false};  // install_handlers(announce)
 
 void on_signal(int sig) {
   if (g_exit_at_once.load()) {
@@ -28,7 +29,15 @@ void on_signal(int sig) {
     ::_exit(128 + sig);
   }
   int expected = 0;
-  if (g_requested.compare_exchange_strong(expected, sig)) return;  // the first: a request
+  if (g_requested.compare_exchange_strong(expected, sig)) {  // the first: a request
+    if (g_announce.load()) {
+      static const char message[] =
+          "rn50: stopping after the step under way, then checkpointing (a second signal stops at once)\n";
+      const ssize_t ignored = ::write(STDERR_FILENO, message, sizeof message - 1);
+      (void)ignored;
+    }
+    return;
+  }
   // The second: stop now. unlink and _exit are async-signal-safe.
   if (g_pending[0] != '\0') ::unlink(g_pending);
   static const char message[] = "rn50: second signal: stopping at once\n";
@@ -39,7 +48,8 @@ void on_signal(int sig) {
 
 }  // namespace
 
-void install_handlers() {
+void install_handlers(bool announce) {
+  if (announce) g_announce.store(true);
   if (g_installed.exchange(true)) return;
   struct sigaction action;
   std::memset(&action, 0, sizeof action);

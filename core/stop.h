@@ -8,8 +8,10 @@
 
 namespace rn50::stop {
 
-// Installs the handlers (idempotent). Before any thread is started, so that every thread inherits the mask.
-void install_handlers();
+// Installs the handlers (idempotent). Before any thread is started, so that every thread inherits the mask. With
+// `announce` (one process of a run: rank 0), the first signal says at once that the run stops after the step under
+// way (a run whose steps take minutes on a CPU was silent until then, and users pressed Ctrl-C again).
+void install_handlers(bool announce = false);
 // For a command with no loop that checks requested() (export, infer, report, compare): the first SIGINT or SIGTERM
 // removes the temporary of a write under way and exits 128 + signal at once, with one line.
 void install_exit_handlers();

@@ -21,10 +21,10 @@ double gpu_decode_with_cpu_share(double model_rate, double gpu_in_training, doub
 }
 
 ReportRow data_pipeline_verdict(const PipelineRates& rates) {
-  ReportRow row{
-      "verdict", "data pipeline",
-      "CPU feeds " + format_rate(rates.cpu_all_cores) + " img/s, the model consumes " + format_rate(rates.model), "",
-      ""};
+  ReportRow row{"verdict", "data pipeline",
+                "CPU feeds " + format_rate(rates.cpu_all_cores) + " img/s, the model consumes " +
+                    format_rate(rates.model) + " img/s",
+                "", ""};
   const std::optional<double> beside = rates.gpu_decode_beside_step;
   const std::string gpu = beside ? strprintf(
                                        "training with GPU decoding would get about %.0f img/s (measured beside "

@@ -605,7 +605,8 @@ std::string comparison_markdown(const Comparison& escaped) {
   l.insert(
       l.end(),
       {"", "## Speed", "",
-       "| # | machine | configuration | data | batch x processes | images/s | per GPU | speed-up | ImageNet epoch | " +
+       "| # | machine | configuration | data | batch x processes | images/s | per GPU | speed-up | ImageNet epoch" +
+           (ref.image_size > 0 ? strprintf(" at %d px", ref.image_size) : std::string()) + " | " +
            std::to_string(c.epochs) + " epochs | data wait | all-reduce after backward, per step |",
        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"});
   for (size_t i = 0; i < c.rows.size(); ++i) {

@@ -139,8 +139,9 @@ Overview overview(const RunFolder& run) {
       const EpochsSummary s = summarise(measured, run_dir);
       reading = read_utilisation(run.cuda, s.util, s.data_wait_share, switch_facts(config));
       summary += strprintf(s.images_per_s >= 100 ? " %.0f images/s" : " %.2f images/s", s.images_per_s) +
-                 (first_dropped ? left_out(epochs) : "") + ": an ImageNet epoch would take " +
-                 minutes_or_hours(imagenet_epoch_seconds(s.images_per_s)) + ".";
+                 (first_dropped ? left_out(epochs) : "") + ": an ImageNet epoch" +
+                 (setting(config, "image_size").empty() ? "" : " at " + setting(config, "image_size") + " px") +
+                 " would take " + minutes_or_hours(imagenet_epoch_seconds(s.images_per_s)) + ".";
       measured_note = strprintf(
           "The reading and the figures above it are medians over epoch%s %s.", measured.size() == 1 ? "" : "s",
           measured.size() == 1 ? strprintf("%.0f", measured.front().get("epoch").value_or(0)).c_str()

@@ -49,6 +49,25 @@
 namespace rn50::trainer {
 namespace {
 
+// What a newcomer's data makes of the run, said before it trains: one class leaves nothing to learn (top-1 100% from
+// the first epoch), and an epoch of whole batches may leave many images unused each epoch.
+void warn_of_the_data(const Config& config, const input::DatasetInfo& info, int world) {
+  if (config.data != DataSource::kFolder) return;
+  if (info.classes.size() == 1) {
+    log_warn("the data has one class (" + info.classes.front() +
+             "): every prediction is right, so the loss and top-1 say nothing about the model");
+  }
+  const int64_t used = info.steps_per_epoch * config.batch_size * world;
+  if (info.train_images > 0 && used < info.train_images && (info.train_images - used) * 10 > info.train_images) {
+    log_warn(
+        strprintf("%lld of the %lld training images are left out of each epoch: an epoch is %lld whole batch%s "
+                  "of %d%s (a smaller batch_size uses more of them; the order changes each epoch)",
+                  static_cast<long long>(info.train_images - used), static_cast<long long>(info.train_images),
+                  static_cast<long long>(info.steps_per_epoch), info.steps_per_epoch == 1 ? "" : "es",
+                  config.batch_size, world > 1 ? strprintf(" on each of %d processes", world).c_str() : ""));
+  }
+}
+
 // `local_rank`: a data-parallel process takes the GPU of its rank on this host.
 c10::Device resolve_device(const std::string& name, int local_rank) {
   const bool cuda_available = torch::cuda::is_available();
@@ -59,7 +78,8 @@ c10::Device resolve_device(const std::string& name, int local_rank) {
   if (name == "cpu") return c10::Device(c10::kCPU);
   if (!cuda_available) {
     throw ConfigError("config key 'device': " + name + " requested, but no CUDA device is available" +
-                      (cuda::built_with_cuda() ? "" : " (this rn50 was built without CUDA)"));
+                      (cuda::built_with_cuda() ? "" : " (this rn50 was built without CUDA)") +
+                      "; --device cpu --precision fp32 runs a GPU recipe on the CPU");
   }
   c10::Device device(name == "cuda" ? own_gpu : name);
   if (device.index() >= static_cast<int>(torch::cuda::device_count())) {
@@ -237,6 +257,7 @@ void Session::build_model() {
              "branches hold up nvJPEG's hardware calls)");
   }
   model = models::create(config.model, model_options(config, static_cast<int64_t>(info.classes.size()), world()));
+  if (primary()) warn_of_the_data(config, info, world());
   if (const int64_t fixed = model->fixed_image_size(); fixed > 0 && config.image_size != fixed) {
     throw ConfigError(strprintf("config key 'image_size': %s takes %lld px images only, not %d", config.model.c_str(),
                                 static_cast<long long>(fixed), config.image_size));
@@ -300,6 +321,14 @@ void Session::resume() {
   } else {
     log_info(strprintf("resumed from %s after epoch %lld (step %lld)", config.resume.c_str(),
                        static_cast<long long>(meta.epoch), static_cast<long long>(meta.step)));
+  }
+  // A finished run resumed (a scheduler's requeue, or a user wanting more epochs) trains nothing: it says so, and
+  // how to train on (exit 0: a requeued job that finished is no error).
+  if (meta.epoch >= config.epochs && meta.epoch_step == 0 && primary()) {
+    log_warn(
+        strprintf("the run finished its %lld epochs already (epochs: %d): nothing to train; to train more, "
+                  "resume with --epochs N --resume-override",
+                  static_cast<long long>(meta.epoch), config.epochs));
   }
 }
 

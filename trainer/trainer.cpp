@@ -447,11 +447,15 @@ class EpochLoop {
 
   void log_epoch(const EpochRecord& r, const std::optional<RunCost>& cost) const {
     auto pct = [](const std::optional<double>& x) { return x ? strprintf("%.2f%%", 100.0 * *x) : std::string("-"); };
+    // An epoch resumed mid-way: its time, rate and train loss are of the steps after the resume only.
+    const std::string part = r.resumed_at_step > 0 ? strprintf(" (resumed at step %lld: its steps after that)",
+                                                               static_cast<long long>(r.resumed_at_step))
+                                                   : "";
     log_info(strprintf(
-        "epoch %lld/%d: %.1f s, %s img/s (data wait %.1f s), train loss %.4f, val loss %s, top-1 %s, top-5 %s, "
+        "epoch %lld/%d%s: %.1f s, %s img/s (data wait %.1f s), train loss %.4f, val loss %s, top-1 %s, top-5 %s, "
         "bad samples %lld%s%s",
-        static_cast<long long>(r.epoch), loop_.epochs, r.wall_s, format_rate(r.images_per_s).c_str(), r.data_wait_s,
-        r.train_loss, r.val_loss ? strprintf("%.4f", *r.val_loss).c_str() : "-", pct(r.top1).c_str(),
+        static_cast<long long>(r.epoch), loop_.epochs, part.c_str(), r.wall_s, format_rate(r.images_per_s).c_str(),
+        r.data_wait_s, r.train_loss, r.val_loss ? strprintf("%.4f", *r.val_loss).c_str() : "-", pct(r.top1).c_str(),
         pct(r.top5).c_str(), static_cast<long long>(r.bad_samples),
         r.val_bad_samples > 0
             ? strprintf(" (%lld in validation, left out of its figures)", static_cast<long long>(r.val_bad_samples))

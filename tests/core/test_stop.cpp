@@ -73,6 +73,20 @@ TEST(StopDeathTest, AFinishedWriteLeavesNoTemporaryForTheHandler) {
   EXPECT_EQ(rn50::testing::read_file(path), (std::vector<uint8_t>{1, 2, 3}));
 }
 
+// Rank 0 says at once that the run is stopping (a CPU run's steps take minutes, and a silent one got a second
+// Ctrl-C, which stops without the step's checkpoint).
+TEST(StopDeathTest, AnAnnouncingProcessSaysTheFirstSignalWasHeard) {
+  EXPECT_EXIT(
+      {
+        stop::install_handlers(/*announce=*/true);
+        ::raise(SIGINT);
+        if (stop::requested() != SIGINT) std::_Exit(1);
+        std::_Exit(4);
+      },
+      ::testing::ExitedWithCode(4),
+      "rn50: stopping after the step under way, then checkpointing \\(a second signal stops at once\\)");
+}
+
 // export and infer check no flag: their first signal ends the process and removes the temporary under way (a
 // stopped export left a 107 MB half-written OUT.tmp).
 TEST(StopDeathTest, UnderExitHandlersTheFirstSignalEndsAndRemovesTheTemporary) {

@@ -15,7 +15,7 @@ PipelineRates rates(double cpu_all_cores, double cpu_per_core, std::optional<dou
 TEST(PipelineVerdict, TheCpuKeepsUp) {
   const ReportRow row = data_pipeline_verdict(rates(9500, 670));
   EXPECT_EQ(row.verdict, "ok");
-  EXPECT_EQ(row.value, "CPU feeds 9500 img/s, the model consumes 6100");
+  EXPECT_EQ(row.value, "CPU feeds 9500 img/s, the model consumes 6100 img/s");
   EXPECT_EQ(row.note, "the CPU can keep up");
   EXPECT_EQ(data_pipeline_verdict(rates(9500, 670, 21689.0)).note,
             "the CPU can keep up; GPU decoding alone measured 21689 img/s");
@@ -171,7 +171,7 @@ TEST(PipelineVerdict, BesideTheStepSlowerThanTheCpuIsNotSuggested) {
 TEST(PipelineVerdict, SmallRatesKeepTwoFigures) {
   PipelineRates cpu = rates(486, 485);
   cpu.model = 0.43;
-  EXPECT_EQ(data_pipeline_verdict(cpu).value, "CPU feeds 486 img/s, the model consumes 0.43");
+  EXPECT_EQ(data_pipeline_verdict(cpu).value, "CPU feeds 486 img/s, the model consumes 0.43 img/s");
   EXPECT_EQ(format_rate(5.26), "5.3");
   EXPECT_EQ(format_rate(9.96), "10");
   EXPECT_EQ(format_rate(6100.4), "6100");

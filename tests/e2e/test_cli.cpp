@@ -184,7 +184,7 @@ TEST_F(Cli, BadImagesAreCountedAndSkipped) {
   EXPECT_NE(r.output.find("epoch 1: 3 of its 33 training images (9.1%) could not be used"), std::string::npos)
       << r.output;
 
-  const Result strict = rn50(args + " --strict-data");
+  const Result strict = rn50(args + " --strict-data --overwrite");
   EXPECT_EQ(strict.code, 2);
   EXPECT_EQ(strict.output.find("bad sample skipped"), std::string::npos) << strict.output;  // it stops, skips nothing
   EXPECT_TRUE(strict.output.find("empty.JPEG") != std::string::npos ||
@@ -504,10 +504,19 @@ TEST_F(Cli, AResumeIsCheckedBeforeItWritesAndContinuesInItsFolder) {
   expect_exit_2_naming("train --resume " + path("run") + " --resume-override --epochs 2 --seed 7",
                        "config key 'seed': 7 differs from the checkpoint's");
   EXPECT_EQ(read_text(path("run") + "/config.yaml"), config);
-  expect_exit_2_naming(train + " --epochs 3 --out-dir " + path("run") + " --init-from " + path("typo.safetensors"),
-                       path("typo.safetensors"));
+  expect_exit_2_naming(
+      train + " --epochs 3 --out-dir " + path("run") + " --overwrite --init-from " + path("typo.safetensors"),
+      path("typo.safetensors"));
   EXPECT_EQ(read_text(path("run") + "/config.yaml"), config);
   EXPECT_EQ(event_files(path("run")), events);
+  // A fresh run into it without --overwrite is refused before it writes anything: the checkpoints are the earlier
+  // run's to keep (a second smoke run once replaced the first's weights without a word).
+  const auto checkpoint_bytes = fs::file_size(path("run") + "/checkpoint.safetensors");
+  expect_exit_2_naming(train + " --epochs 1 --out-dir " + path("run"),
+                       "holds an earlier run's checkpoint.safetensors; continue it with --resume " + path("run") +
+                           ", or pick another --out-dir, or replace it with --overwrite");
+  EXPECT_EQ(read_text(path("run") + "/config.yaml"), config);
+  EXPECT_EQ(fs::file_size(path("run") + "/checkpoint.safetensors"), checkpoint_bytes);
   expect_exit_2_naming("train --resume " + path("nowhere"),
                        "config key 'resume': " + path("nowhere") + " does not exist");
 

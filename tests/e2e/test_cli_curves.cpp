@@ -135,7 +135,7 @@ TEST_F(Cli, TheEventFilesAndSummaryCsvAreTheMetricsFileAlsoAfterAResume) {
   expect_summary_is_the_metrics(run);
 
   // A fresh run into the same folder: the earlier run's curves go (its figures stay in metrics.jsonl).
-  const Result again = rn50(curves_run(path("data"), run) + " --epochs 1");
+  const Result again = rn50(curves_run(path("data"), run) + " --epochs 1 --overwrite");
   ASSERT_EQ(again.code, 0) << again.output;
   EXPECT_NE(again.output.find("removed 2 event files of an earlier run"), std::string::npos) << again.output;
   ASSERT_EQ(event_files(run).size(), 1u);

@@ -103,6 +103,18 @@ TEST_F(Cli, SigtermStopsAfterTheStepAndTheRunFolderResumesExactly) {
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("in epoch 1 at its step " + std::to_string(stopped_at) + " of 30"), std::string::npos)
       << resumed.output;
+  // Its epoch line says the figures are of the steps after the resume.
+  EXPECT_NE(
+      resumed.output.find("epoch 1/2 (resumed at step " + std::to_string(stopped_at) + ": its steps after that): "),
+      std::string::npos)
+      << resumed.output;
+  // Resuming it again, finished, trains nothing and says how to train on (exit 0: a requeued job is no error).
+  const Result finished = rn50("train --resume " + run);
+  ASSERT_EQ(finished.code, 0) << finished.output;
+  EXPECT_NE(finished.output.find("the run finished its 2 epochs already (epochs: 2): nothing to train; to train more, "
+                                 "resume with --epochs N --resume-override"),
+            std::string::npos)
+      << finished.output;
   const Result whole = rn50(long_run(path("data"), path("whole")));
   ASSERT_EQ(whole.code, 0) << whole.output;
   const auto a = records(path("whole") + "/metrics.jsonl", "step"), b = records(run + "/metrics.jsonl", "step");
@@ -262,7 +274,7 @@ void expect_ranks_stopped_together(pid_t launcher, const std::string& run, const
             std::string::npos)
       << output;
   EXPECT_EQ(output.find("stopping the other"), std::string::npos) << output;
-  EXPECT_EQ(output.find("second signal"), std::string::npos) << output;
+  EXPECT_EQ(output.find("second signal:"), std::string::npos) << output;
   const auto stops = records(run + "/metrics.jsonl", "stop");
   ASSERT_EQ(stops.size(), 1u);
   EXPECT_EQ(stops[0]["step"].get<int64_t>() % 20, 0) << stops[0];
@@ -278,6 +290,11 @@ TEST_F(Cli, LaunchedRanksStopTogetherAfterOneStep) {
   ASSERT_GT(launcher, 0) << read_text(path("launch.log"));
   ::kill(launcher, SIGTERM);
   expect_ranks_stopped_together(launcher, path("run"), path("launch.log"));
+  // Rank 0 alone says at once that it heard the signal: one line, not one a rank.
+  const std::string output = read_text(path("launch.log"));
+  const std::string heard = "rn50: stopping after the step under way, then checkpointing";
+  EXPECT_NE(output.find(heard), std::string::npos) << output;
+  EXPECT_EQ(output.find(heard, output.find(heard) + 1), std::string::npos) << output;
 }
 
 // A signal that reaches one rank alone (a `kill` of its process): the ranks still agree to stop after the same step,
