@@ -162,7 +162,7 @@ if has graphmem; then  # peak memory of the graphed runs (the cache is emptied a
 fi
 launched() {  # name, processes, train args: one `rn50 launch` run with its summary and the keys that explain it
   local name=$1 n=$2 start=$SECONDS
-  rm -f "/tmp/runs/$name/metrics.jsonl"  # metrics are appended to: no earlier call's numbers in this summary
+  rm -rf "/tmp/runs/$name"  # no earlier call's numbers in this summary, nor its checkpoints (a fresh run is refused)
   # A bound on the whole run: a hang at exit (seen once, in ProcessGroupNCCL's destructor) shows as exit 124.
   timeout 240 "$build/rn50" launch --nproc "$n" -- train --device cuda --warmup-epochs 0 --log-every 100000 \
     --validate=off --out-dir "/tmp/runs/$name" "${@:3}" > "$OUT/$name.log" 2>&1 \
