@@ -57,14 +57,16 @@ void warn_of_the_data(const Config& config, const input::DatasetInfo& info, int 
     log_warn("the data has one class (" + info.classes.front() +
              "): every prediction is right, so the loss and top-1 say nothing about the model");
   }
-  const int64_t used = info.steps_per_epoch * config.batch_size * world;
-  if (info.train_images > 0 && used < info.train_images && (info.train_images - used) * 10 > info.train_images) {
+  // Whole batches alone, not max_steps (a cap the user asked for).
+  const int64_t global_batch = int64_t{config.batch_size} * world;
+  const int64_t batches = info.train_images / global_batch, used = batches * global_batch;
+  if (batches > 0 && (info.train_images - used) * 10 > info.train_images) {
     log_warn(
         strprintf("%lld of the %lld training images are left out of each epoch: an epoch is %lld whole batch%s "
                   "of %d%s (a smaller batch_size uses more of them; the order changes each epoch)",
                   static_cast<long long>(info.train_images - used), static_cast<long long>(info.train_images),
-                  static_cast<long long>(info.steps_per_epoch), info.steps_per_epoch == 1 ? "" : "es",
-                  config.batch_size, world > 1 ? strprintf(" on each of %d processes", world).c_str() : ""));
+                  static_cast<long long>(batches), batches == 1 ? "" : "es", config.batch_size,
+                  world > 1 ? strprintf(" on each of %d processes", world).c_str() : ""));
   }
 }
 

@@ -232,6 +232,30 @@ TEST_F(Cli, BadValidationImagesAreLeftOutOfTheFigures) {
       << none.output;
 }
 
+// What the data makes of a run is said before it trains: an epoch of whole batches leaving more than a tenth of the
+// images out (but not a max_steps cap, which the user asked for), and one class, where top-1 means nothing.
+TEST_F(Cli, TheDataIsWarnedOfBeforeTraining) {
+  make_sample("--classes 2 --per-class 6 --val-per-class 1 --size 32");
+  const std::string one_epoch = " --epochs 1 --max-steps 1 --validate=off --report=off";
+  const Result five = rn50(small_run(path("data"), path("b5")) + one_epoch + " --batch-size 5");
+  ASSERT_EQ(five.code, 0) << five.output;
+  EXPECT_NE(five.output.find("2 of the 12 training images are left out of each epoch: an epoch is 2 whole batches "
+                             "of 5"),
+            std::string::npos)
+      << five.output;
+  const Result four = rn50(small_run(path("data"), path("b4")) + one_epoch + " --batch-size 4");
+  ASSERT_EQ(four.code, 0) << four.output;
+  EXPECT_EQ(four.output.find("left out of each epoch"), std::string::npos) << four.output;  // max_steps is no loss
+  const std::string gone = fs::directory_iterator(path("data") + "/train")->path().filename().string();
+  for (const char* split : {"train", "val"}) fs::remove_all(path("data") + "/" + split + "/" + gone);
+  const Result one = rn50(small_run(path("data"), path("one")) + one_epoch + " --batch-size 2");
+  ASSERT_EQ(one.code, 0) << one.output;
+  EXPECT_NE(one.output.find("the data has one class ("), std::string::npos) << one.output;
+  EXPECT_NE(one.output.find("every prediction is right, so the loss and top-1 say nothing about the model"),
+            std::string::npos)
+      << one.output;
+}
+
 // Logits that overflow in evaluation mode (finite weights, BatchNorm statistics far from what training normalised:
 // EfficientNet-B0 at batch 2 and 16 px, whose last stages normalise 2 values a channel; torchvision gives the same
 // NaN with those weights) rank nothing: the epoch has no validation figures and says why, instead of "val loss -nan"
